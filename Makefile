@@ -1,0 +1,48 @@
+# Two commands do all the set-up: `make matrix` and `make test`.
+#
+# By default a virtual environment in .venv gets the project and its CUDA 12
+# dependencies. On a machine that already has them and no internet (the H200
+# image: cupy-cuda13x + nvidia-cudnn-cu13), skip the venv with
+#     make test VENV=        (or make matrix VENV=)
+# which uses $(SYSTEM_PYTHON) as it is and installs nothing.
+
+VENV ?= .venv
+EXTRA ?= cuda12
+SYSTEM_PYTHON ?= python3
+PYTEST_ARGS ?=
+PROBE_ARGS ?=
+
+ifeq ($(strip $(VENV)),)
+PY := $(SYSTEM_PYTHON)
+STAMP :=
+else
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(EXTRA)
+endif
+
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+
+.PHONY: install test test-gpu matrix example clean
+
+install: $(STAMP)
+
+$(VENV)/.installed-$(EXTRA): setup.cfg pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[$(EXTRA),test]'
+	touch $@
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-gpu: $(STAMP)
+	$(PY) -m pytest -m gpu $(PYTEST_ARGS)
+
+matrix: $(STAMP)
+	$(PY) -m cudnn_rnn.probe $(PROBE_ARGS)
+
+example: $(STAMP)
+	$(PY) -m cudnn_rnn.example 20 2 512 64 2
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

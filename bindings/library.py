@@ -1,0 +1,333 @@
+"""The one loader of libcudnn, and the checked functions it exposes.
+
+:func:`load` finds the library in this order and remembers how:
+
+1. an explicit path (the ``path`` argument), else ``$CUDNN_LIBRARY``;
+2. cuda-pathfinder (``load_nvidia_dynamic_lib("cudnn")``), which also loads the
+   cuBLASLt the STANDARD algorithm needs;
+3. ``nvidia/cudnn/lib/libcudnn.so.*`` under any ``sys.path`` entry (the PyPI wheels);
+4. the system sonames ``libcudnn.so.9`` then ``libcudnn.so.8``.
+
+cuDNN 9's ``libcudnn.so.9`` is a small dispatcher that ``dlopen``s its
+sub-libraries by soname. Those are preloaded from the same directory first, so
+the dispatcher cannot pick up another installation's ``libcudnn_adv`` (which
+would end in SUBLIBRARY_VERSION_MISMATCH). Only one libcudnn can live in a
+process; asking for a second, different one raises :class:`LibraryNotFound`.
+
+Functions are bound lazily from :mod:`bindings.prototypes`. Those that return
+``cudnnStatus_t`` are wrapped by one checker that raises the generated
+exception naming the call, with cuDNN's logged reason attached.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import enums, errors, logcapture
+from .prototypes import BY_NAME, LEGACY_SYMBOLS, Proto
+
+_lock = threading.RLock()
+_loaded: "Library | None" = None
+
+SUBLIBRARY_ORDER = ("libcudnn_graph", "libcudnn_ops", "libcudnn_adv")
+
+
+def decode_version(raw: int) -> tuple[int, int, int]:
+    """cudnnGetVersion() → (major, minor, patch): ×10000 from 9.0 on, ×1000 before."""
+    if raw >= 90000:
+        return raw // 10000, raw % 10000 // 100, raw % 100
+    return raw // 1000, raw % 1000 // 100, raw % 100
+
+
+def decode_cuda_version(raw: int) -> tuple[int, int]:
+    """A CUDA version number such as 12090 → (12, 9)."""
+    return raw // 1000, raw % 1000 // 10
+
+
+@dataclass
+class Candidate:
+    path: str
+    source: str
+
+
+def _wheel_candidates() -> list[Candidate]:
+    found = []
+    for entry in sys.path:
+        if not entry:
+            continue
+        for so in sorted(glob.glob(os.path.join(entry, "nvidia", "cudnn", "lib", "libcudnn.so.*")),
+                         reverse=True):
+            if Path(so).name.count(".") == 2:  # libcudnn.so.9, not libcudnn.so.9.1.0
+                found.append(Candidate(so, "sys.path wheel"))
+    return found
+
+
+def _pathfinder_candidate() -> Candidate | None:
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+    except Exception:
+        return None
+    try:
+        loaded = load_nvidia_dynamic_lib("cudnn")
+    except Exception:
+        return None
+    if not loaded.abs_path:
+        return None
+    return Candidate(loaded.abs_path, f"cuda-pathfinder ({loaded.found_via})")
+
+
+def find_candidates(path: str | None = None) -> list[Candidate]:
+    """Where :func:`load` would look, in order (pathfinder is consulted lazily)."""
+    if path:
+        return [Candidate(path, "explicit")]
+    env = os.environ.get("CUDNN_LIBRARY")
+    if env:
+        return [Candidate(env, "env CUDNN_LIBRARY")]
+    return []
+
+
+def _preload_siblings(shim: str) -> dict[str, str]:
+    """dlopen the sub-libraries beside ``shim`` (RTLD_GLOBAL) so sonames resolve to them."""
+    directory = Path(shim).resolve().parent
+    suffix = Path(shim).name.split(".so", 1)[1]  # ".9"
+    loaded = {}
+    for stem in SUBLIBRARY_ORDER:
+        candidate = directory / f"{stem}.so{suffix}"
+        if candidate.exists():
+            ctypes.CDLL(str(candidate), mode=ctypes.RTLD_GLOBAL)
+            loaded[stem] = str(candidate)
+    return loaded
+
+
+def _preload_cublaslt() -> str | None:
+    """Best effort: the STANDARD algorithm dlopens cuBLASLt at run time."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        return load_nvidia_dynamic_lib("cublasLt").abs_path
+    except Exception:
+        return None
+
+
+def loaded_cudnn_objects() -> dict[str, str]:
+    """libcudnn* files mapped into this process, from /proc/self/maps: name → path."""
+    objects: dict[str, str] = {}
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and "/libcudnn" in parts[5]:
+                    p = parts[5].strip()
+                    objects.setdefault(Path(p).name, p)
+    except OSError:
+        pass
+    return objects
+
+
+class CheckedFunction:
+    """A bound cuDNN function that raises on a non-SUCCESS status."""
+
+    __slots__ = ("name", "raw", "_version", "_last_error")
+
+    def __init__(self, name: str, raw, version: int, last_error):
+        self.name = name
+        self.raw = raw
+        self._version = version
+        self._last_error = last_error
+
+    def __call__(self, *args) -> None:
+        logcapture.begin()
+        status = self.raw(*args)
+        if status:
+            raise self.error(status)
+        logcapture.take()
+
+    def error(self, status: int) -> errors.CudnnError:
+        messages = logcapture.take()
+        found = logcapture.reasons(messages)
+        if not found and self._last_error is not None:
+            text = self._last_error()
+            if text:
+                found = [text]
+        log = tuple(line for _s, _c, lines in messages for line in lines)
+        return errors.error_for(self.name, status, self._version,
+                                "; ".join(found) if found else None, log)
+
+
+@dataclass
+class Library:
+    """A loaded libcudnn: where it came from, what it is, and its functions."""
+
+    path: str
+    source: str
+    cdll: ctypes.CDLL
+    version_raw: int = 0
+    cudart_raw: int = 0
+    sublibraries: dict = field(default_factory=dict)
+    cublaslt: str | None = None
+    _functions: dict = field(default_factory=dict, repr=False)
+
+    # --- identity -----------------------------------------------------------------------
+    @property
+    def version(self) -> tuple[int, int, int]:
+        return decode_version(self.version_raw)
+
+    @property
+    def version_string(self) -> str:
+        return "%d.%d.%d" % self.version
+
+    @property
+    def version_number(self) -> int:
+        """Normalised to the cuDNN 9 scheme (major*10000 + minor*100 + patch)."""
+        major, minor, patch = self.version
+        return major * 10000 + minor * 100 + patch
+
+    @property
+    def cudart_version(self) -> tuple[int, int]:
+        return decode_cuda_version(self.cudart_raw)
+
+    @property
+    def status_enum(self) -> type[enums.CEnum]:
+        return enums.status_enum(self.version_number)
+
+    def has_symbol(self, name: str) -> bool:
+        try:
+            getattr(self.cdll, name)
+            return True
+        except AttributeError:
+            return False
+
+    def symbol_report(self) -> dict[str, dict[str, bool]]:
+        """Which declared and which legacy symbols this library exports."""
+        return {
+            "declared": {name: self.has_symbol(name) for name in BY_NAME},
+            "legacy": {name: self.has_symbol(name) for name in LEGACY_SYMBOLS},
+        }
+
+    def describe(self) -> dict:
+        """Provenance of the library, for reports and banners."""
+        objects = loaded_cudnn_objects()
+        dirs = {str(Path(p).parent) for p in objects.values()}
+        return {
+            "cudnn_version": self.version_string,
+            "cudnn_version_raw": self.version_raw,
+            "cudart_version": "%d.%d" % self.cudart_version,
+            "library_path": str(Path(self.path).resolve()) if os.path.exists(self.path) else self.path,
+            "library_source": self.source,
+            "sublibraries": objects,
+            "sublibraries_mixed": len(dirs) > 1,
+            "cublaslt": self.cublaslt,
+        }
+
+    # --- functions ----------------------------------------------------------------------
+    def raw(self, name: str):
+        """The ctypes function with argtypes/restype set from its prototype."""
+        fn = self._functions.get(("raw", name))
+        if fn is None:
+            proto: Proto = BY_NAME[name]
+            try:
+                fn = getattr(self.cdll, name)
+            except AttributeError:
+                raise errors.MissingSymbol(
+                    f"{name} is not exported by {self.path} (cuDNN {self.version_string})") from None
+            fn.argtypes = proto.argtypes
+            fn.restype = proto.restype
+            self._functions[("raw", name)] = fn
+        return fn
+
+    def __getattr__(self, name: str):
+        if not name.startswith("cudnn"):
+            raise AttributeError(name)
+        fn = self._functions.get(name)
+        if fn is None:
+            proto = BY_NAME.get(name)
+            if proto is None:
+                raise AttributeError(f"{name} is not declared in bindings.prototypes")
+            raw = self.raw(name)
+            fn = CheckedFunction(name, raw, self.version_number, self.last_error_string) \
+                if proto.returns_status else raw
+            self._functions[name] = fn
+        return fn
+
+    def error_string(self, status: int) -> str:
+        return self.raw("cudnnGetErrorString")(status).decode()
+
+    def last_error_string(self) -> str:
+        """cudnnGetLastErrorString (cuDNN 9); empty where the library lacks it."""
+        if not self.has_symbol("cudnnGetLastErrorString"):
+            return ""
+        buf = ctypes.create_string_buffer(2048)
+        self.raw("cudnnGetLastErrorString")(buf, len(buf))
+        return buf.value.decode("utf-8", "replace").strip()
+
+
+def _open(candidate: Candidate) -> Library:
+    if not os.path.exists(candidate.path) and "/" in candidate.path:
+        raise errors.LibraryNotFound(f"{candidate.path} ({candidate.source}) does not exist")
+    try:
+        siblings = _preload_siblings(candidate.path) if "/" in candidate.path else {}
+        cdll = ctypes.CDLL(candidate.path, mode=ctypes.RTLD_GLOBAL)
+    except OSError as exc:
+        raise errors.LibraryNotFound(f"cannot load {candidate.path} ({candidate.source}): {exc}") \
+            from None
+    try:
+        getattr(cdll, "cudnnGetVersion")
+    except AttributeError:
+        raise errors.LibraryNotFound(f"{candidate.path} is not libcudnn (no cudnnGetVersion)") \
+            from None
+    lib = Library(path=candidate.path, source=candidate.source, cdll=cdll, sublibraries=siblings)
+    lib.version_raw = int(lib.raw("cudnnGetVersion")())
+    lib.cudart_raw = int(lib.raw("cudnnGetCudartVersion")())
+    if "/" not in candidate.path:  # a soname: record the file the dynamic linker chose
+        objects = loaded_cudnn_objects()
+        lib.path = objects.get(candidate.path, candidate.path)
+    lib.cublaslt = _preload_cublaslt()
+    mask = enums.SEV_ERROR_EN | enums.SEV_WARNING_EN
+    lib.raw("cudnnSetCallback")(mask, None, logcapture.CALLBACK)
+    return lib
+
+
+INSTALL_HINT = ("install the cuDNN wheel (pip install 'cudnn-rnn[cuda12]', or nvidia-cudnn-cu12 / "
+                "nvidia-cudnn-cu13) or point CUDNN_LIBRARY (--cudnn) at libcudnn.so.9")
+
+
+def load(path: str | None = None) -> Library:
+    """Load libcudnn once per process (thread-safe) and return it.
+
+    ``path`` (or ``$CUDNN_LIBRARY``) forces a file; otherwise the search order of
+    the module docstring applies. Raises :class:`errors.LibraryNotFound` with an
+    install hint when nothing loads.
+    """
+    global _loaded
+    with _lock:
+        wanted = path or os.environ.get("CUDNN_LIBRARY") or None
+        if _loaded is not None:
+            if wanted and Path(wanted).resolve() != Path(_loaded.path).resolve():
+                raise errors.LibraryNotFound(
+                    f"{_loaded.path} is already loaded in this process; a second libcudnn "
+                    f"({wanted}) needs a new process")
+            return _loaded
+        failures = []
+        explicit = find_candidates(path)
+        if explicit:
+            _loaded = _open(explicit[0])
+            return _loaded
+        pf = _pathfinder_candidate()
+        ordered = ([pf] if pf else []) + _wheel_candidates() + [
+            Candidate("libcudnn.so.9", "system soname"), Candidate("libcudnn.so.8", "system soname")]
+        for candidate in ordered:
+            try:
+                _loaded = _open(candidate)
+                return _loaded
+            except errors.LibraryNotFound as exc:
+                failures.append(str(exc))
+        raise errors.LibraryNotFound("no libcudnn found: " + INSTALL_HINT)
+
+
+def loaded() -> Library | None:
+    """The library already loaded in this process, if any (never loads)."""
+    return _loaded

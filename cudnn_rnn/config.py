@@ -1,0 +1,146 @@
+"""What one RNN run is: cell, sizes, precisions and algorithm, as one frozen dataclass.
+
+Defaults are those of NVIDIA's v8 RNN_example (``RNN_v8.0``): seqLength 20,
+2 layers, hidden 512, input 512, batch 64, RELU, LINEAR_INPUT, UNIDIRECTIONAL,
+DOUBLE_BIAS, STANDARD, FLOAT data with FLOAT math precision and DEFAULT math.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasMode,
+                            RNNDataLayout, RNNInputMode, RNNMode)
+
+# Matrices per layer and direction ("linear layers"), and gates, per cell.
+LINEAR_LAYERS = {RNNMode.RNN_RELU: 2, RNNMode.RNN_TANH: 2, RNNMode.LSTM: 8, RNNMode.GRU: 6}
+GATES = {RNNMode.RNN_RELU: 1, RNNMode.RNN_TANH: 1, RNNMode.LSTM: 4, RNNMode.GRU: 3}
+SAMPLE_MODES = (RNNMode.RNN_RELU, RNNMode.RNN_TANH, RNNMode.LSTM, RNNMode.GRU)  # argv mode 0..3
+
+
+def default_math_prec(data_type: DataType) -> DataType:
+    """The math precision the sample pairs with a data type: FLOAT for 16-bit inputs."""
+    if data_type in (DataType.HALF, DataType.BFLOAT16):
+        return DataType.FLOAT
+    return data_type
+
+
+@dataclass(frozen=True)
+class RNNConfig:
+    seq_length: int = 20
+    num_layers: int = 2
+    hidden_size: int = 512
+    mini_batch: int = 64
+    cell: RNNMode = RNNMode.RNN_RELU
+    input_size: int | None = None  # None: equal to hidden_size, as in the sample
+    proj_size: int | None = None  # None: no projection (projSize == hiddenSize)
+    data_type: DataType = DataType.FLOAT
+    math_prec: DataType | None = None  # None: default_math_prec(data_type)
+    math_type: MathType = MathType.DEFAULT_MATH
+    algo: RNNAlgo = RNNAlgo.STANDARD
+    direction: DirectionMode = DirectionMode.UNIDIRECTIONAL
+    input_mode: RNNInputMode = RNNInputMode.LINEAR_INPUT
+    bias_mode: RNNBiasMode = RNNBiasMode.DOUBLE_BIAS
+    layout: RNNDataLayout = RNNDataLayout.SEQ_MAJOR_PACKED
+    dropout: float = 0.0
+
+    def __post_init__(self):
+        for name in ("seq_length", "num_layers", "hidden_size", "mini_batch"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    # --- resolved sizes -----------------------------------------------------------------
+    @property
+    def input(self) -> int:
+        return self.hidden_size if self.input_size is None else self.input_size
+
+    @property
+    def proj(self) -> int:
+        return self.hidden_size if self.proj_size is None else self.proj_size
+
+    @property
+    def precision(self) -> DataType:
+        return default_math_prec(self.data_type) if self.math_prec is None else self.math_prec
+
+    @property
+    def bidirectional(self) -> bool:
+        return self.direction == DirectionMode.BIDIRECTIONAL
+
+    @property
+    def dirs(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    @property
+    def linear_layers(self) -> int:
+        """linLayerIDs per pseudo-layer; LSTM with a projection adds ID 8."""
+        extra = 1 if self.cell == RNNMode.LSTM and self.proj != self.hidden_size else 0
+        return LINEAR_LAYERS[self.cell] + extra
+
+    @property
+    def gates(self) -> int:
+        return GATES[self.cell]
+
+    @property
+    def has_cell_state(self) -> bool:
+        return self.cell == RNNMode.LSTM
+
+    @property
+    def padded_io(self) -> bool:
+        """Unpacked layouts need CUDNN_RNN_PADDED_IO_ENABLED in auxFlags."""
+        return self.layout != RNNDataLayout.SEQ_MAJOR_PACKED
+
+    @property
+    def y_size(self) -> int:
+        return self.proj * self.dirs
+
+    @property
+    def pseudo_layers(self) -> int:
+        return self.num_layers * self.dirs
+
+    def x_shape(self) -> tuple[int, int, int]:
+        return (self.seq_length, self.mini_batch, self.input)
+
+    def y_shape(self) -> tuple[int, int, int]:
+        return (self.seq_length, self.mini_batch, self.y_size)
+
+    def h_shape(self) -> tuple[int, int, int]:
+        return (self.pseudo_layers, self.mini_batch, self.proj)
+
+    def c_shape(self) -> tuple[int, int, int]:
+        return (self.pseudo_layers, self.mini_batch, self.hidden_size)
+
+    # --- the sample's FLOP count ------------------------------------------------------
+    def flop_count(self) -> int:
+        """RNN_example's count for one forward pass.
+
+        ``matrices-per-cell × 2 × directions × hidden² × seqLength × miniBatch × layers``
+        (2, 8 or 6 matrices for RELU/TANH, LSTM, GRU). It assumes input == hidden
+        and ignores biases and projections; backward counts twice this.
+        """
+        return (LINEAR_LAYERS[self.cell] * 2 * self.dirs * self.hidden_size ** 2
+                * self.seq_length * self.mini_batch * self.num_layers)
+
+    def replace(self, **changes) -> "RNNConfig":
+        return dataclasses.replace(self, **changes)
+
+    def as_record(self) -> dict:
+        """The configuration with cuDNN's enum names (no prefixes), for JSON records."""
+        return {
+            "data_type": self.data_type.name,
+            "math_prec": self.precision.name,
+            "math_type": self.math_type.short,
+            "algo": self.algo.name,
+            "cell": self.cell.name,
+            "direction": self.direction.name,
+            "input_mode": self.input_mode.name,
+            "bias_mode": self.bias_mode.name,
+            "proj_size": self.proj,
+            "layout": self.layout.name,
+            "dropout": self.dropout,
+            "shape": {"seq_length": self.seq_length, "layers": self.num_layers,
+                      "hidden": self.hidden_size, "batch": self.mini_batch,
+                      "input_size": self.input},
+        }

@@ -1,0 +1,282 @@
+"""An independent float64 model of cuDNN's RNNs: forward (y, hy, cy) and gradients.
+
+Written from cuDNN's documented cell equations, not from its code, so the flow
+can check what cuDNN computed. Conventions follow cuDNN:
+
+* weights per *pseudo-layer* ``layer * dirs + direction``; gate order
+  RELU/TANH ``(h)``, LSTM ``(i, f, g, o)``, GRU ``(r, z, n)``; ``W`` multiplies the
+  layer input, ``R`` the recurrent state; every matrix is row-major
+  ``(gate_rows, input_columns)``, so a pre-activation is ``x @ W.T``;
+* LSTM ``c' = f*c + i*g``, ``h = o*tanh(c')``, with an optional projection
+  ``r = h @ P.T`` that becomes the recurrent state and output;
+* GRU ``n = tanh(W_n x + bW_n + r*(R_n h + bR_n))``, ``h' = (1-z)*n + z*h``;
+* SKIP_INPUT: the first layer has no ``W``; its input enters every gate as is;
+* bidirectional: direction 1 reads the sequence backwards and its outputs
+  follow direction 0's in the feature dimension of ``y``.
+
+Gradients are those of the scalar ``L = Σ y·dy + Σ hy·dhy + Σ cy·dcy``, which is
+what cudnnRNNBackwardData_v8 / cudnnRNNBackwardWeights_v8 compute for given
+``dy``, ``dhy`` and ``dcy``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bindings.enums import RNNMode
+
+from .config import RNNConfig
+
+
+@dataclass
+class LayerParams:
+    """Weights of one pseudo-layer; ``None`` marks a matrix or bias cuDNN does not have."""
+    W: list  # per gate: (hidden, layer_input) or None (SKIP_INPUT, first layer)
+    R: list  # per gate: (hidden, proj)
+    bW: list  # per gate: (hidden,) or None
+    bR: list  # per gate: (hidden,) or None
+    P: np.ndarray | None = None  # LSTM projection (proj, hidden)
+
+    def zeros_like(self) -> "LayerParams":
+        z = lambda a: None if a is None else np.zeros_like(a)  # noqa: E731
+        return LayerParams([z(a) for a in self.W], [z(a) for a in self.R],
+                           [z(a) for a in self.bW], [z(a) for a in self.bR], z(self.P))
+
+
+@dataclass
+class Forward:
+    y: np.ndarray  # (T, B, proj*dirs)
+    hy: np.ndarray  # (layers*dirs, B, proj)
+    cy: np.ndarray | None  # (layers*dirs, B, hidden) for LSTM
+    caches: list = field(default_factory=list, repr=False)
+
+
+@dataclass
+class Gradients:
+    dx: np.ndarray
+    dhx: np.ndarray
+    dcx: np.ndarray | None
+    dparams: list  # LayerParams per pseudo-layer
+
+
+def _sigmoid(a):
+    return 0.5 * (1.0 + np.tanh(0.5 * a))
+
+
+def layer_input_size(cfg: RNNConfig, layer: int) -> int:
+    return cfg.input if layer == 0 else cfg.proj * cfg.dirs
+
+
+def random_params(cfg: RNNConfig, rng: np.random.Generator, scale: float | None = None) -> list:
+    """Random weights of the shapes cuDNN uses (for tests that need no library)."""
+    s = scale if scale is not None else 1.0 / np.sqrt(cfg.hidden_size)
+    from bindings.enums import RNNBiasMode, RNNInputMode
+    u = lambda *shape: rng.uniform(-s, s, size=shape)  # noqa: E731
+    has_w_bias = cfg.bias_mode in (RNNBiasMode.SINGLE_INP_BIAS, RNNBiasMode.DOUBLE_BIAS)
+    has_r_bias = cfg.bias_mode in (RNNBiasMode.SINGLE_REC_BIAS, RNNBiasMode.DOUBLE_BIAS)
+    params = []
+    for layer in range(cfg.num_layers):
+        for _direction in range(cfg.dirs):
+            skip = layer == 0 and cfg.input_mode == RNNInputMode.SKIP_INPUT
+            inp = layer_input_size(cfg, layer)
+            g = cfg.gates
+            params.append(LayerParams(
+                W=[None if skip else u(cfg.hidden_size, inp) for _ in range(g)],
+                R=[u(cfg.hidden_size, cfg.proj) for _ in range(g)],
+                bW=[u(cfg.hidden_size) if has_w_bias else None for _ in range(g)],
+                bR=[u(cfg.hidden_size) if has_r_bias else None for _ in range(g)],
+                P=u(cfg.proj, cfg.hidden_size) if cfg.linear_layers == 9 else None,
+            ))
+    return params
+
+
+# ---------------------------------------------------------------------------- one direction
+def _input_side(p: LayerParams, xs: np.ndarray) -> list:
+    """Pre-activations from the layer input for all steps at once: x @ W.T + bW."""
+    out = []
+    for W, bW in zip(p.W, p.bW):
+        a = xs.copy() if W is None else xs @ W.T
+        if bW is not None:
+            a = a + bW
+        out.append(a)
+    return out
+
+
+def _run_direction(cell: RNNMode, p: LayerParams, xs, h0, c0):
+    """Forward over one sequence (already in processing order)."""
+    T = xs.shape[0]
+    gx = _input_side(p, xs)
+    h, c = h0, c0
+    outs, steps = [], []
+    for t in range(T):
+        gh = [h @ R.T + (0.0 if bR is None else bR) for R, bR in zip(p.R, p.bR)]
+        step = {"h_prev": h, "c_prev": c}
+        if cell in (RNNMode.RNN_RELU, RNNMode.RNN_TANH):
+            a = gx[0][t] + gh[0]
+            hn = np.maximum(a, 0.0) if cell == RNNMode.RNN_RELU else np.tanh(a)
+            step.update(a=a, hh=hn)
+        elif cell == RNNMode.LSTM:
+            i = _sigmoid(gx[0][t] + gh[0])
+            f = _sigmoid(gx[1][t] + gh[1])
+            g = np.tanh(gx[2][t] + gh[2])
+            o = _sigmoid(gx[3][t] + gh[3])
+            c = f * c + i * g
+            tc = np.tanh(c)
+            hh = o * tc
+            step.update(i=i, f=f, g=g, o=o, tc=tc, hh=hh)
+            hn = hh if p.P is None else hh @ p.P.T
+        elif cell == RNNMode.GRU:
+            r = _sigmoid(gx[0][t] + gh[0])
+            z = _sigmoid(gx[1][t] + gh[1])
+            n = np.tanh(gx[2][t] + r * gh[2])
+            hn = (1.0 - z) * n + z * h
+            step.update(r=r, z=z, n=n, ghn=gh[2], hh=hn)
+        else:  # pragma: no cover
+            raise ValueError(cell)
+        h = hn
+        outs.append(h)
+        steps.append(step)
+    return np.stack(outs), h, c, {"xs": xs, "steps": steps}
+
+
+def _back_direction(cell: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_last):
+    """Backward through one direction; returns d(layer input), dh0, dc0 and dparams."""
+    xs, steps = cache["xs"], cache["steps"]
+    T = xs.shape[0]
+    dp = p.zeros_like()
+    g = len(p.R)
+    dgx = [np.zeros((T,) + dh_last.shape[:1] + (p.R[0].shape[0],)) for _ in range(g)]
+    dh, dc = dh_last, dc_last
+    for t in reversed(range(T)):
+        s = steps[t]
+        dh = dh + d_out[t]
+        h_prev = s["h_prev"]
+        dgh = [None] * g
+        if cell in (RNNMode.RNN_RELU, RNNMode.RNN_TANH):
+            if cell == RNNMode.RNN_RELU:
+                da = dh * (s["a"] > 0)
+            else:
+                da = dh * (1.0 - s["hh"] ** 2)
+            dgx[0][t] = da
+            dgh[0] = da
+        elif cell == RNNMode.LSTM:
+            if p.P is not None:
+                dp.P += dh.T @ s["hh"]
+                dhh = dh @ p.P
+            else:
+                dhh = dh
+            i, f, gg, o, tc = s["i"], s["f"], s["g"], s["o"], s["tc"]
+            dct = dc + dhh * o * (1.0 - tc ** 2)
+            das = [dct * gg * i * (1.0 - i), dct * s["c_prev"] * f * (1.0 - f),
+                   dct * i * (1.0 - gg ** 2), dhh * tc * o * (1.0 - o)]
+            dc = dct * f
+            for k in range(4):
+                dgx[k][t] = das[k]
+                dgh[k] = das[k]
+        else:  # GRU
+            r, z, n, ghn = s["r"], s["z"], s["n"], s["ghn"]
+            dn = dh * (1.0 - z)
+            dz = dh * (h_prev - n)
+            dan = dn * (1.0 - n ** 2)
+            dgx[2][t] = dan
+            dgh[2] = dan * r
+            dgx[0][t] = dgh[0] = (dan * ghn) * r * (1.0 - r)
+            dgx[1][t] = dgh[1] = dz * z * (1.0 - z)
+            dh_carry = dh * z
+        dh_prev = dh_carry if cell == RNNMode.GRU else 0.0
+        for k in range(g):
+            dp.R[k] += dgh[k].T @ h_prev
+            if dp.bR[k] is not None:
+                dp.bR[k] += dgh[k].sum(axis=0)
+            dh_prev = dh_prev + dgh[k] @ p.R[k]
+        dh = dh_prev
+    dxs = np.zeros_like(xs)
+    for k in range(g):
+        if p.W[k] is None:
+            dxs += dgx[k]
+        else:
+            dp.W[k] += np.einsum("tbh,tbi->hi", dgx[k], xs)
+            dxs += dgx[k] @ p.W[k]
+        if dp.bW[k] is not None:
+            dp.bW[k] += dgx[k].sum(axis=(0, 1))
+    return dxs, dh, dc, dp
+
+
+# ---------------------------------------------------------------------------- whole network
+def forward(cfg: RNNConfig, params: list, x, hx, cx=None) -> Forward:
+    """y, hy, cy of the network for x (T, B, input), hx (L*D, B, proj), cx (L*D, B, hidden)."""
+    x = np.asarray(x, dtype=np.float64)
+    hx = np.asarray(hx, dtype=np.float64)
+    lstm = cfg.cell == RNNMode.LSTM
+    cx = np.asarray(cx, dtype=np.float64) if lstm else None
+    hy = np.empty_like(hx)
+    cy = np.empty_like(cx) if lstm else None
+    layer_in = x
+    caches = []
+    for layer in range(cfg.num_layers):
+        outs = []
+        for d in range(cfg.dirs):
+            k = layer * cfg.dirs + d
+            xs = layer_in if d == 0 else layer_in[::-1]
+            ys, hT, cT, cache = _run_direction(cfg.cell, params[k], xs, hx[k],
+                                               cx[k] if lstm else None)
+            outs.append(ys if d == 0 else ys[::-1])
+            hy[k] = hT
+            if lstm:
+                cy[k] = cT
+            caches.append(cache)
+        layer_in = np.concatenate(outs, axis=-1)
+    return Forward(layer_in, hy, cy, caches)
+
+
+def backward(cfg: RNNConfig, params: list, fwd: Forward, dy, dhy, dcy=None) -> Gradients:
+    """dx, dhx, dcx and weight gradients of L = Σ y·dy + Σ hy·dhy + Σ cy·dcy."""
+    lstm = cfg.cell == RNNMode.LSTM
+    dy = np.asarray(dy, dtype=np.float64)
+    dhy = np.asarray(dhy, dtype=np.float64)
+    dcy = np.asarray(dcy, dtype=np.float64) if lstm else None
+    dhx = np.empty_like(dhy)
+    dcx = np.empty_like(dcy) if lstm else None
+    dparams: list = [None] * len(params)
+    d_layer_out = dy
+    P = cfg.proj
+    for layer in reversed(range(cfg.num_layers)):
+        d_in = None
+        for d in range(cfg.dirs):
+            k = layer * cfg.dirs + d
+            d_out = d_layer_out[..., d * P:(d + 1) * P]
+            if d == 1:
+                d_out = d_out[::-1]
+            zeros_c = None
+            dxs, dh0, dc0, dp = _back_direction(
+                cfg.cell, params[k], fwd.caches[k], d_out, dhy[k],
+                dcy[k] if lstm else zeros_c)
+            if d == 1:
+                dxs = dxs[::-1]
+            d_in = dxs if d_in is None else d_in + dxs
+            dhx[k] = dh0
+            if lstm:
+                dcx[k] = dc0
+            dparams[k] = dp
+        d_layer_out = d_in
+    return Gradients(d_layer_out, dhx, dcx, dparams)
+
+
+def loss(fwd: Forward, dy, dhy, dcy=None) -> float:
+    """The scalar whose gradients :func:`backward` returns."""
+    total = float(np.sum(fwd.y * dy) + np.sum(fwd.hy * dhy))
+    if fwd.cy is not None and dcy is not None:
+        total += float(np.sum(fwd.cy * dcy))
+    return total
+
+
+def flat_params(params: list) -> list:
+    """Every array in ``params`` in a fixed order (for finite differences and norms)."""
+    out = []
+    for p in params:
+        for group in (p.W, p.R, p.bW, p.bR):
+            out.extend(a for a in group if a is not None)
+        if p.P is not None:
+            out.append(p.P)
+    return out
