@@ -1,0 +1,49 @@
+"""Shared command-line behaviour: one-line errors, exit code 2 for bad input, no tracebacks."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bindings import errors
+
+from . import gpu
+
+EXIT_BAD_INPUT = 2
+
+
+class BadInput(Exception):
+    """Wrong arguments or files: printed as one line, exit code 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports errors in one line with a pointer to --help."""
+
+    def error(self, message):  # noqa: D401 - argparse API
+        raise BadInput(f"{message} (see: python -m {self.prog} --help)")
+
+
+def run_main(main, argv=None, prog: str = "cudnn_rnn") -> int:
+    """Call ``main(argv)``; turn expected failures into one line on stderr and exit 2."""
+    try:
+        return int(main(argv) or 0)
+    except BadInput as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+    except errors.LibraryNotFound as exc:
+        text = str(exc)
+        hint = errors_hint()
+        print(f"{prog}: error: {text}" + ("" if hint in text else f"; to fix: {hint}"),
+              file=sys.stderr)
+    except gpu.NoGPU as exc:
+        print(f"{prog}: error: {exc}; the descriptor stages run without one "
+              f"(python -m cudnn_rnn.probe)", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return EXIT_BAD_INPUT
+
+
+def errors_hint() -> str:
+    from bindings.library import INSTALL_HINT
+    return INSTALL_HINT

@@ -1,0 +1,136 @@
+"""cuDNN objects as context managers that always destroy what they created.
+
+Each wrapper creates its C object in ``__init__`` and destroys it in
+:meth:`close` (also on ``__exit__``), exactly once. Instances pass straight to
+the bound functions through ``_as_parameter_``, so ``lib.cudnnRNNForward(handle,
+rnn, ...)`` takes them as they are. Setting happens in separate methods, so a
+created-but-unset descriptor is a state the probe can test (cuDNN accepts an
+unset dropout descriptor in cudnnSetRNNDescriptor_v8).
+"""
+from __future__ import annotations
+
+import ctypes
+
+from bindings import Library
+from bindings import ctypes_types as T
+from bindings.enums import DataType, RNNDataLayout, RNN_PADDED_IO_DISABLED, RNN_PADDED_IO_ENABLED
+
+
+class _CObject:
+    """One cuDNN object: ``_create``/``_destroy`` name the C pair, ``_ctype`` its handle type."""
+
+    _create: str
+    _destroy: str
+    _ctype: type
+
+    def __init__(self, lib: Library):
+        self.lib = lib
+        self._ptr = self._ctype()
+        getattr(lib, self._create)(ctypes.byref(self._ptr))
+        self.closed = False
+
+    @property
+    def _as_parameter_(self):
+        if self.closed:
+            raise ValueError(f"{type(self).__name__} was already destroyed")
+        return self._ptr
+
+    @property
+    def address(self) -> int:
+        return ctypes.cast(self._ptr, ctypes.c_void_p).value or 0
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            getattr(self.lib, self._destroy)(self._ptr)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class Handle(_CObject):
+    """cudnnHandle_t: needs a GPU (cudnnCreate returns NOT_INITIALIZED without one)."""
+    _create, _destroy, _ctype = "cudnnCreate", "cudnnDestroy", T.cudnnHandle_t
+
+    def set_stream(self, stream_ptr: int) -> None:
+        self.lib.cudnnSetStream(self, stream_ptr or None)
+
+
+class TensorDescriptor(_CObject):
+    _create, _destroy = "cudnnCreateTensorDescriptor", "cudnnDestroyTensorDescriptor"
+    _ctype = T.cudnnTensorDescriptor_t
+
+    def set_nd(self, data_type: DataType, dims, strides=None) -> None:
+        dims = [int(d) for d in dims]
+        if strides is None:  # fully packed, row-major
+            strides, acc = [], 1
+            for d in reversed(dims):
+                strides.insert(0, acc)
+                acc *= d
+        n = len(dims)
+        self.lib.cudnnSetTensorNdDescriptor(self, int(data_type), n, (ctypes.c_int * n)(*dims),
+                                            (ctypes.c_int * n)(*strides))
+
+    def get_nd(self, max_dims: int = 8) -> tuple[int, list[int], list[int]]:
+        dt, nb = ctypes.c_int(), ctypes.c_int()
+        dims, strides = (ctypes.c_int * max_dims)(), (ctypes.c_int * max_dims)()
+        self.lib.cudnnGetTensorNdDescriptor(self, max_dims, ctypes.byref(dt), ctypes.byref(nb),
+                                            dims, strides)
+        return dt.value, list(dims[:nb.value]), list(strides[:nb.value])
+
+
+class FilterDescriptor(_CObject):
+    """cudnnFilterDescriptor_t: deprecated in cuDNN 9 and unused by the v8 RNN API.
+
+    Kept because the old sample described its weights with one, and the seed's
+    ``cudnnSetFilterNdDescriptor(wDesc, INT8, NCHW, 3, dimW)`` is worth replaying.
+    """
+    _create, _destroy = "cudnnCreateFilterDescriptor", "cudnnDestroyFilterDescriptor"
+    _ctype = T.cudnnFilterDescriptor_t
+
+    def set_nd(self, data_type: DataType, tensor_format: int, dims) -> None:
+        n = len(dims)
+        self.lib.cudnnSetFilterNdDescriptor(self, int(data_type), int(tensor_format), n,
+                                            (ctypes.c_int * n)(*[int(d) for d in dims]))
+
+
+class DropoutDescriptor(_CObject):
+    _create, _destroy = "cudnnCreateDropoutDescriptor", "cudnnDestroyDropoutDescriptor"
+    _ctype = T.cudnnDropoutDescriptor_t
+
+    def set(self, handle: Handle, dropout: float, states_ptr: int, states_size: int,
+            seed: int = 1337) -> None:
+        self.lib.cudnnSetDropoutDescriptor(self, handle, float(dropout), states_ptr or None,
+                                           int(states_size), int(seed))
+
+
+class RNNDescriptor(_CObject):
+    _create, _destroy = "cudnnCreateRNNDescriptor", "cudnnDestroyRNNDescriptor"
+    _ctype = T.cudnnRNNDescriptor_t
+
+    def set_v8(self, cfg, dropout: DropoutDescriptor | None) -> None:
+        """cudnnSetRNNDescriptor_v8 from an :class:`~cudnn_rnn.config.RNNConfig`."""
+        aux = RNN_PADDED_IO_ENABLED if cfg.padded_io else RNN_PADDED_IO_DISABLED
+        self.lib.cudnnSetRNNDescriptor_v8(
+            self, int(cfg.algo), int(cfg.cell), int(cfg.bias_mode), int(cfg.direction),
+            int(cfg.input_mode), int(cfg.data_type), int(cfg.precision), int(cfg.math_type),
+            cfg.input, cfg.hidden_size, cfg.proj, cfg.num_layers, dropout, aux)
+
+
+class RNNDataDescriptor(_CObject):
+    _create, _destroy = "cudnnCreateRNNDataDescriptor", "cudnnDestroyRNNDataDescriptor"
+    _ctype = T.cudnnRNNDataDescriptor_t
+
+    def set(self, data_type: DataType, layout: RNNDataLayout, max_seq_length: int,
+            batch_size: int, vector_size: int, seq_lengths) -> None:
+        """``seq_lengths`` is the *host* array; padding is filled with zero (8 zero bytes
+        read as the descriptor's data type, whatever it is)."""
+        lengths = (ctypes.c_int * batch_size)(*[int(s) for s in seq_lengths])
+        self._fill = ctypes.c_double(0.0)  # kept alive with the descriptor
+        self.lib.cudnnSetRNNDataDescriptor(self, int(data_type), int(layout), int(max_seq_length),
+                                           int(batch_size), int(vector_size), lengths,
+                                           ctypes.cast(ctypes.byref(self._fill), ctypes.c_void_p))

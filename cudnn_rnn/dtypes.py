@@ -1,0 +1,118 @@
+"""Host encodings of cuDNN data types: element size, and float64 ⇄ raw bits.
+
+NumPy has no bfloat16 or FP8, so those are encoded by hand (round to nearest
+even for bfloat16; nearest representable value, saturating, for FP8). Integer
+types are rounded and clipped. ``quantize`` returns what the device will
+really hold, as float64, so the reference sees the same inputs as cuDNN.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bindings.enums import DataType
+
+_NUMPY = {
+    DataType.FLOAT: np.float32, DataType.DOUBLE: np.float64, DataType.HALF: np.float16,
+    DataType.INT8: np.int8, DataType.UINT8: np.uint8, DataType.INT32: np.int32,
+    DataType.INT64: np.int64, DataType.UINT32: np.uint32, DataType.BOOLEAN: np.uint8,
+}
+_STORAGE = {DataType.BFLOAT16: np.uint16, DataType.FP8_E4M3: np.uint8, DataType.FP8_E5M2: np.uint8}
+
+# Element sizes in bytes for every data type an RNN descriptor might be asked about.
+ITEMSIZE = {dt: np.dtype(t).itemsize for dt, t in {**_NUMPY, **_STORAGE}.items()}
+ITEMSIZE.update({DataType.INT8x4: 4, DataType.UINT8x4: 4, DataType.INT8x32: 32,
+                 DataType.FAST_FLOAT_FOR_FP8: 4, DataType.FP8_E8M0: 1, DataType.FP8_E5M3: 1,
+                 DataType.COMPLEX_FP32: 8, DataType.COMPLEX_FP64: 16,
+                 DataType.BYTE_BOOLEAN: 1})
+
+
+def _fp8_table(exp_bits: int, man_bits: int, bias: int, e4m3: bool) -> np.ndarray:
+    """float64 value of every FP8 code 0..255 (NaN for NaN codes, no infinities kept)."""
+    values = np.empty(256)
+    for code in range(256):
+        sign = -1.0 if code & 0x80 else 1.0
+        e = (code >> man_bits) & ((1 << exp_bits) - 1)
+        m = code & ((1 << man_bits) - 1)
+        if e4m3 and e == 0xF and m == 0x7:
+            values[code] = np.nan
+            continue
+        if not e4m3 and e == 0x1F:
+            values[code] = np.nan  # inf/nan codes: never produced by encode
+            continue
+        if e == 0:
+            values[code] = sign * (m / (1 << man_bits)) * 2.0 ** (1 - bias)
+        else:
+            values[code] = sign * (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+    return values
+
+
+_FP8 = {DataType.FP8_E4M3: _fp8_table(4, 3, 7, True), DataType.FP8_E5M2: _fp8_table(5, 2, 15, False)}
+
+
+def has_codec(dt: DataType) -> bool:
+    return dt in _NUMPY or dt in _STORAGE
+
+
+def storage_dtype(dt: DataType) -> np.dtype:
+    if dt in _NUMPY:
+        return np.dtype(_NUMPY[dt])
+    if dt in _STORAGE:
+        return np.dtype(_STORAGE[dt])
+    raise TypeError(f"no host encoding for CUDNN_DATA_{dt.name}")
+
+
+def encode(values: np.ndarray, dt: DataType) -> np.ndarray:
+    """float values → the bits the device stores for ``dt``."""
+    values = np.asarray(values, dtype=np.float64)
+    if dt in (DataType.FLOAT, DataType.DOUBLE, DataType.HALF):
+        return values.astype(_NUMPY[dt])
+    if dt in _NUMPY:
+        info = np.iinfo(_NUMPY[dt])
+        return np.clip(np.rint(values), info.min, info.max).astype(_NUMPY[dt])
+    if dt == DataType.BFLOAT16:
+        bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
+        rounded = bits + 0x7FFF + ((bits >> 16) & 1)
+        out = (rounded >> 16).astype(np.uint16)
+        nan = np.isnan(values)
+        out[nan] = 0x7FC0
+        return out
+    if dt in _FP8:
+        table = _FP8[dt]
+        finite = np.where(np.isfinite(table), table, np.inf)
+        order = np.argsort(finite)
+        sorted_vals = finite[order]
+        n_finite = int(np.isfinite(sorted_vals).sum())
+        sorted_vals, order = sorted_vals[:n_finite], order[:n_finite]
+        idx = np.clip(np.searchsorted(sorted_vals, values), 1, n_finite - 1)
+        lower, upper = sorted_vals[idx - 1], sorted_vals[idx]
+        pick = np.where(np.abs(values - lower) <= np.abs(upper - values), idx - 1, idx)
+        return order[pick].astype(np.uint8)
+    raise TypeError(f"no host encoding for CUDNN_DATA_{dt.name}")
+
+
+def decode(bits: np.ndarray, dt: DataType) -> np.ndarray:
+    """Device bits of ``dt`` → float64."""
+    bits = np.asarray(bits)
+    if dt in _NUMPY:
+        return bits.astype(np.float64)
+    if dt == DataType.BFLOAT16:
+        return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if dt in _FP8:
+        return _FP8[dt][bits.astype(np.intp)]
+    raise TypeError(f"no host encoding for CUDNN_DATA_{dt.name}")
+
+
+def quantize(values: np.ndarray, dt: DataType) -> np.ndarray:
+    """What ``values`` become once stored as ``dt``, as float64."""
+    return decode(encode(values, dt), dt)
+
+
+def nan_bits(dt: DataType) -> np.ndarray | None:
+    """One element of ``dt`` that reads as NaN (poison for unwritten outputs), if any."""
+    if dt in (DataType.FLOAT, DataType.DOUBLE, DataType.HALF, DataType.BFLOAT16):
+        return encode(np.array([np.nan]), dt)
+    if dt == DataType.FP8_E4M3:
+        return np.array([0x7F], dtype=np.uint8)
+    if dt == DataType.FP8_E5M2:
+        return np.array([0x7F], dtype=np.uint8)
+    return None

@@ -1,0 +1,511 @@
+"""NVIDIA's RNN_example (the v8-API sample, ``RNN_v8.0``), stage by stage.
+
+A :class:`RNNFlow` owns every cuDNN object and device buffer of one run and
+walks :data:`STAGES` in the sample's order. Each stage is one method that either
+completes or raises; :meth:`RNNFlow.run` stops at the first failing stage and
+records which call failed, with which status and cuDNN's reason. No later call
+ever runs on outputs a failed call did not write — the seed's bogus
+out-of-memory came from allocating a size that a failed query never set.
+
+Without a GPU only the descriptor stages run (they need no handle): the
+dropout descriptor is created but not set, and the RNN, data and state
+descriptors are set for real. Device stages are then *skipped*, not failed.
+"""
+from __future__ import annotations
+
+import ctypes
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import bindings
+from bindings import errors
+from bindings.enums import ForwardMode, RNNAlgo, RNNDataLayout, RNNMode, WgradMode
+
+from . import dtypes, gpu
+from .config import RNNConfig
+from .descriptors import (DropoutDescriptor, Handle, RNNDataDescriptor, RNNDescriptor,
+                          TensorDescriptor)
+from .reference import LayerParams
+
+STAGES = (
+    "handle",             # cudnnCreate, cudnnSetStream
+    "dropout",            # cudnnCreateDropoutDescriptor, cudnnDropoutGetStatesSize, cudnnSetDropoutDescriptor
+    "rnn_descriptor",     # cudnnCreateRNNDescriptor, cudnnSetRNNDescriptor_v8
+    "data_descriptors",   # cudnnSetRNNDataDescriptor for x and y
+    "state_descriptors",  # cudnnSetTensorNdDescriptor for h and c
+    "weight_space",       # cudnnGetRNNWeightSpaceSize, then allocate w and dw
+    "temp_space",         # cudnnGetRNNTempSpaceSizes (training and inference), allocate
+    "weights",            # cudnnGetRNNWeightParams for every pseudo-layer and linLayerID; fill
+    "build_dynamic",      # cudnnBuildRNNDynamic (PERSIST_DYNAMIC only)
+    "forward_training",   # cudnnRNNForward(CUDNN_FWD_MODE_TRAINING)
+    "backward_data",      # cudnnRNNBackwardData_v8
+    "backward_weights",   # cudnnRNNBackwardWeights_v8 (WGRAD_MODE_ADD into a zeroed dw)
+    "forward_inference",  # cudnnRNNForward(CUDNN_FWD_MODE_INFERENCE)
+)
+DESCRIPTOR_STAGES = ("dropout", "rnn_descriptor", "data_descriptors", "state_descriptors")
+COMPUTE_STAGES = ("forward_training", "backward_data", "backward_weights", "forward_inference")
+
+
+@dataclass
+class StageFailure:
+    """Why a flow stopped: the stage, the C call, and what it returned."""
+    stage: str
+    call: str
+    status: str  # cuDNN status name without prefix, or CUDA_ERROR / HOST_ERROR
+    code: int | None
+    reason: str | None
+    kind: str = "cudnn"  # cudnn | cuda | host
+
+    def as_record(self) -> dict:
+        return {"failed_stage": self.stage, "failed_call": self.call, "status": self.status,
+                "status_code": self.code, "reason": self.reason}
+
+
+@dataclass
+class FlowResult:
+    config: RNNConfig
+    reached: list = field(default_factory=list)  # stages completed, in order
+    skipped: list = field(default_factory=list)  # stages not run (no GPU, or not needed)
+    skip_reason: str | None = None
+    failure: StageFailure | None = None
+    sizes: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+    @property
+    def completed(self) -> bool:
+        """Every stage that applies ran and succeeded."""
+        return self.failure is None and not self.skip_reason
+
+
+@dataclass
+class WeightEntry:
+    """One matrix or bias inside the weight space, as cudnnGetRNNWeightParams reports it."""
+    pseudo_layer: int
+    lin_id: int
+    kind: str  # "matrix" | "bias"
+    offset: int  # bytes from the start of the weight space
+    dims: tuple  # as reported (3-D)
+
+    @property
+    def shape(self) -> tuple:
+        d = [x for x in self.dims]
+        return (d[1], d[2]) if self.kind == "matrix" else (d[1],)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.dims))
+
+
+class FlowStop(Exception):
+    def __init__(self, failure: StageFailure):
+        super().__init__(failure.call)
+        self.failure = failure
+
+
+def _ptr(buf) -> int | None:
+    return None if buf is None else int(buf.data.ptr)
+
+
+class RNNFlow:
+    """Everything one RNN_example run creates; ``with RNNFlow(cfg) as flow: flow.run()``.
+
+    ``init="sample"`` initialises like the sample (data 1.0, each matrix
+    1/its element count, biases 1.0); ``init="random"`` draws data from
+    U(-1, 1) and weights from U(-1/√hidden, 1/√hidden) with ``seed``.
+    """
+
+    def __init__(self, cfg: RNNConfig, lib: bindings.Library | None = None, *,
+                 device: bool | None = None, init: str = "sample", seed: int = 0):
+        if init not in ("sample", "random"):
+            raise ValueError(f"init must be 'sample' or 'random', got {init!r}")
+        self.cfg = cfg
+        self.lib = lib or bindings.load()
+        self.device = gpu.available() if device is None else device
+        self.cp = gpu.cupy_or_raise() if self.device else None
+        self.init = init
+        self.seed = seed
+        self._stack = ExitStack()
+        self.buf: dict = {}
+        self.host: dict = {}  # float64 copies of what the device holds (inputs, weights)
+        self.entries: list[WeightEntry] = []
+        self.sizes: dict = {}
+        self.handle = self.dropout = self.rnn = None
+        self.x_desc = self.y_desc = self.h_desc = self.c_desc = None
+        self.stream = None
+        self.result = FlowResult(cfg)
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self) -> None:
+        """Destroy descriptors and free device memory, innermost first."""
+        if self.stream is not None:
+            try:
+                self.stream.synchronize()
+            except Exception:
+                pass
+        self.buf.clear()
+        self._stack.close()
+
+    def _own(self, obj):
+        self._stack.callback(obj.close)
+        return obj
+
+    # ------------------------------------------------------------------ running
+    def run(self, until: str | None = None) -> FlowResult:
+        """Walk the stages in order; stop at the first failure or after ``until``."""
+        res = self.result
+        for name in STAGES:
+            if name == "build_dynamic" and self.cfg.algo != RNNAlgo.PERSIST_DYNAMIC:
+                continue
+            if not self.device and name not in DESCRIPTOR_STAGES:
+                res.skipped.append(name)
+                res.skip_reason = gpu.unavailable_reason() or "device stages disabled"
+                continue
+            try:
+                self.run_stage(name)
+            except FlowStop as stop:
+                res.failure = stop.failure
+                break
+            res.reached.append(name)
+            if name == until:
+                break
+        res.sizes = dict(self.sizes)
+        return res
+
+    def run_stage(self, name: str) -> None:
+        """One stage; a failing call becomes :class:`FlowStop` with its record."""
+        try:
+            getattr(self, "_stage_" + name)()
+        except errors.CudnnError as exc:
+            raise FlowStop(StageFailure(name, exc.call, exc.status_name, exc.code, exc.reason))
+        except errors.MissingSymbol as exc:
+            raise FlowStop(StageFailure(name, str(exc).split()[0], "MISSING_SYMBOL", None,
+                                        str(exc), "host"))
+        except TypeError as exc:  # no host encoding for the data type
+            raise FlowStop(StageFailure(name, "host", "HOST_ERROR", None, str(exc), "host"))
+        except Exception as exc:
+            if self.cp is not None and _is_cuda_error(self.cp, exc):
+                raise FlowStop(StageFailure(name, _cuda_call(exc), "CUDA_ERROR",
+                                            getattr(exc, "status", None), str(exc), "cuda"))
+            raise
+
+    # ------------------------------------------------------------------ stages
+    def _stage_handle(self):
+        self.handle = self._own(Handle(self.lib))
+        self.stream = self.cp.cuda.Stream(non_blocking=True)
+        self.handle.set_stream(self.stream.ptr)
+
+    def _stage_dropout(self):
+        self.dropout = self._own(DropoutDescriptor(self.lib))
+        if not self.device:
+            return  # cudnnSetDropoutDescriptor needs a handle; an unset descriptor is accepted
+        size = ctypes.c_size_t(0)
+        self.lib.cudnnDropoutGetStatesSize(self.handle, ctypes.byref(size))
+        self.sizes["dropout_states"] = size.value
+        self.buf["dropout_states"] = self._alloc(size.value)
+        self.dropout.set(self.handle, self.cfg.dropout, _ptr(self.buf["dropout_states"]),
+                         size.value, 1337)
+
+    def _stage_rnn_descriptor(self):
+        self.rnn = self._own(RNNDescriptor(self.lib))
+        self.rnn.set_v8(self.cfg, self.dropout)
+
+    def _stage_data_descriptors(self):
+        c = self.cfg
+        lengths = [c.seq_length] * c.mini_batch
+        self.x_desc = self._own(RNNDataDescriptor(self.lib))
+        self.x_desc.set(c.data_type, c.layout, c.seq_length, c.mini_batch, c.input, lengths)
+        self.y_desc = self._own(RNNDataDescriptor(self.lib))
+        self.y_desc.set(c.data_type, c.layout, c.seq_length, c.mini_batch, c.y_size, lengths)
+        if self.device:
+            self.buf["seq_lengths"] = self.cp.full(c.mini_batch, c.seq_length, dtype=np.int32)
+
+    def _stage_state_descriptors(self):
+        c = self.cfg
+        self.h_desc = self._own(TensorDescriptor(self.lib))
+        self.h_desc.set_nd(c.data_type, c.h_shape())
+        self.c_desc = self._own(TensorDescriptor(self.lib))
+        self.c_desc.set_nd(c.data_type, c.c_shape())
+
+    def _stage_weight_space(self):
+        size = ctypes.c_size_t(0)
+        self.lib.cudnnGetRNNWeightSpaceSize(self.handle, self.rnn, ctypes.byref(size))
+        self.sizes["weight_space"] = size.value
+        self.buf["w"] = self._alloc(size.value)
+        self.buf["dw"] = self._alloc(size.value)
+
+    def _stage_temp_space(self):
+        sizes = {}
+        for mode in (ForwardMode.TRAINING, ForwardMode.INFERENCE):
+            work, reserve = ctypes.c_size_t(0), ctypes.c_size_t(0)
+            self.lib.cudnnGetRNNTempSpaceSizes(self.handle, self.rnn, int(mode), self.x_desc,
+                                               ctypes.byref(work), ctypes.byref(reserve))
+            sizes[mode] = (work.value, reserve.value)
+        self.sizes["work_space_training"], self.sizes["reserve_space"] = sizes[ForwardMode.TRAINING]
+        self.sizes["work_space_inference"] = sizes[ForwardMode.INFERENCE][0]
+        self.sizes["work_space"] = max(sizes[ForwardMode.TRAINING][0],
+                                       sizes[ForwardMode.INFERENCE][0])
+        self.buf["work"] = self._alloc(self.sizes["work_space"])
+        self.buf["reserve"] = self._alloc(self.sizes["reserve_space"])
+
+    def _stage_weights(self):
+        self.entries = self.query_weight_layout()
+        self._fill_weights()
+        self._fill_io()
+
+    def _stage_build_dynamic(self):
+        self.lib.cudnnBuildRNNDynamic(self.handle, self.rnn, self.cfg.mini_batch)
+        self.result.notes.append("cudnnBuildRNNDynamic called (PERSIST_DYNAMIC)")
+
+    def _stage_forward_training(self):
+        self.forward(ForwardMode.TRAINING)
+        self.stream.synchronize()
+
+    def _stage_backward_data(self):
+        self.backward_data()
+        self.stream.synchronize()
+
+    def _stage_backward_weights(self):
+        with self.stream:
+            self.buf["dw"].fill(0)  # BackwardWeights with WGRAD_MODE_ADD accumulates into dw
+        self.backward_weights()
+        self.stream.synchronize()
+
+    def _stage_forward_inference(self):
+        self.forward(ForwardMode.INFERENCE)
+        self.stream.synchronize()
+
+    # ------------------------------------------------------------------ the compute calls
+    def forward(self, mode: ForwardMode) -> None:
+        """cudnnRNNForward; inference writes y_inf/hy_inf/cy_inf and uses no reserve space."""
+        b, s, lstm = self.buf, self.sizes, self.cfg.has_cell_state
+        training = mode == ForwardMode.TRAINING
+        sfx = "" if training else "_inf"
+        self.lib.cudnnRNNForward(
+            self.handle, self.rnn, int(mode), _ptr(b["seq_lengths"]),
+            self.x_desc, _ptr(b["x"]), self.y_desc, _ptr(b["y" + sfx]),
+            self.h_desc, _ptr(b["hx"]), _ptr(b["hy" + sfx]),
+            self.c_desc, _ptr(b["cx"]) if lstm else None, _ptr(b["cy" + sfx]) if lstm else None,
+            s["weight_space"], _ptr(b["w"]), s["work_space"], _ptr(b["work"]),
+            s["reserve_space"] if training else 0, _ptr(b["reserve"]) if training else None)
+
+    def backward_data(self) -> None:
+        b, s, lstm = self.buf, self.sizes, self.cfg.has_cell_state
+        self.lib.cudnnRNNBackwardData_v8(
+            self.handle, self.rnn, _ptr(b["seq_lengths"]), self.y_desc, _ptr(b["y"]),
+            _ptr(b["dy"]), self.x_desc, _ptr(b["dx"]), self.h_desc, _ptr(b["hx"]),
+            _ptr(b["dhy"]), _ptr(b["dhx"]), self.c_desc,
+            _ptr(b["cx"]) if lstm else None, _ptr(b["dcy"]) if lstm else None,
+            _ptr(b["dcx"]) if lstm else None,
+            s["weight_space"], _ptr(b["w"]), s["work_space"], _ptr(b["work"]),
+            s["reserve_space"], _ptr(b["reserve"]))
+
+    def backward_weights(self) -> None:
+        b, s = self.buf, self.sizes
+        self.lib.cudnnRNNBackwardWeights_v8(
+            self.handle, self.rnn, int(WgradMode.ADD), _ptr(b["seq_lengths"]),
+            self.x_desc, _ptr(b["x"]), self.h_desc, _ptr(b["hx"]), self.y_desc, _ptr(b["y"]),
+            s["weight_space"], _ptr(b["dw"]), s["work_space"], _ptr(b["work"]),
+            s["reserve_space"], _ptr(b["reserve"]))
+
+    # ------------------------------------------------------------------ memory and data
+    def _alloc(self, nbytes: int):
+        """Raw device bytes (at least one, so every pointer is real and 256-byte aligned)."""
+        with self.stream:
+            return self.cp.empty(max(int(nbytes), 1), dtype=np.uint8)
+
+    def query_weight_layout(self) -> list[WeightEntry]:
+        """Ask cuDNN where every matrix and bias lives (cudnnGetRNNWeightParams)."""
+        c = self.cfg
+        entries = []
+        base = _ptr(self.buf["w"])
+        with TensorDescriptor(self.lib) as m_desc, TensorDescriptor(self.lib) as b_desc:
+            for pseudo in range(c.pseudo_layers):
+                for lin in range(c.linear_layers):
+                    lin_id = 8 if lin == 8 else lin  # the projection is linLayerID 8
+                    m_addr, b_addr = ctypes.c_void_p(), ctypes.c_void_p()
+                    self.lib.cudnnGetRNNWeightParams(
+                        self.handle, self.rnn, pseudo, self.sizes["weight_space"], base, lin_id,
+                        m_desc, ctypes.byref(m_addr), b_desc, ctypes.byref(b_addr))
+                    for kind, addr, desc in (("matrix", m_addr, m_desc), ("bias", b_addr, b_desc)):
+                        if addr.value:
+                            _dt, dims, _strides = desc.get_nd(3)
+                            entries.append(WeightEntry(pseudo, lin_id, kind, addr.value - base,
+                                                       tuple(dims)))
+        return entries
+
+    def _values(self, shape, scale: float, rng) -> np.ndarray:
+        return rng.uniform(-scale, scale, size=shape)
+
+    def _fill_weights(self) -> None:
+        c, dt = self.cfg, self.cfg.data_type
+        item = dtypes.ITEMSIZE[dt]
+        image = np.zeros(self.sizes["weight_space"], dtype=np.uint8)
+        rng = np.random.default_rng(self.seed)
+        scale = 1.0 / np.sqrt(c.hidden_size)
+        self.host["weights"] = {}
+        for e in self.entries:
+            if self.init == "sample":
+                value = 1.0 / e.size if e.kind == "matrix" else 1.0
+                values = np.full(e.shape, value)
+            else:
+                values = self._values(e.shape, scale, rng)
+            bits = dtypes.encode(values, dt)
+            image[e.offset:e.offset + e.size * item] = bits.reshape(-1).view(np.uint8)
+            self.host["weights"][(e.pseudo_layer, e.lin_id, e.kind)] = dtypes.decode(bits, dt)
+        with self.stream:
+            self.buf["w"].set(image, stream=self.stream)
+
+    def _fill_io(self) -> None:
+        c, dt = self.cfg, self.cfg.data_type
+        rng = np.random.default_rng(self.seed + 1)
+        shapes = {"x": c.x_shape(), "hx": c.h_shape(), "dy": c.y_shape(), "dhy": c.h_shape()}
+        if c.has_cell_state:
+            shapes.update(cx=c.c_shape(), dcy=c.c_shape())
+        for name, shape in shapes.items():
+            values = np.ones(shape) if self.init == "sample" else rng.uniform(-1, 1, size=shape)
+            bits = dtypes.encode(values, dt)
+            self.host[name] = dtypes.decode(bits, dt)
+            self.buf[name] = self._upload(self._to_device_layout(name, bits))
+        outs = {"y": c.y_shape(), "hy": c.h_shape(), "dx": c.x_shape(), "dhx": c.h_shape(),
+                "y_inf": c.y_shape(), "hy_inf": c.h_shape()}
+        if c.has_cell_state:
+            outs.update(cy=c.c_shape(), dcx=c.c_shape(), cy_inf=c.c_shape())
+        poison = dtypes.nan_bits(dt)
+        for name, shape in outs.items():
+            nbytes = int(np.prod(shape)) * dtypes.ITEMSIZE[dt]
+            self.buf[name] = self._alloc(nbytes)
+        self.poison_outputs(poison)
+
+    def poison_outputs(self, poison=None) -> None:
+        """Fill every output with NaN, so anything cuDNN did not write is caught."""
+        poison = dtypes.nan_bits(self.cfg.data_type) if poison is None else poison
+        if poison is None:
+            return
+        pattern = poison.view(np.uint8)
+        with self.stream:
+            for name in ("y", "hy", "cy", "dx", "dhx", "dcx", "y_inf", "hy_inf", "cy_inf"):
+                if name in self.buf:
+                    arr = self.buf[name]
+                    arr.reshape(-1, pattern.size)[...] = self.cp.asarray(pattern)
+
+    def _upload(self, bits: np.ndarray):
+        raw = np.ascontiguousarray(bits).reshape(-1).view(np.uint8)
+        dev = self._alloc(raw.size)
+        dev.set(raw, stream=self.stream)
+        return dev
+
+    def _batch_major(self, name: str) -> bool:
+        return self.cfg.layout == RNNDataLayout.BATCH_MAJOR_UNPACKED and name in (
+            "x", "y", "dx", "dy", "y_inf")
+
+    def _to_device_layout(self, name: str, arr: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(arr.transpose(1, 0, 2)) if self._batch_major(name) else arr
+
+    # ------------------------------------------------------------------ reading back
+    def read(self, name: str) -> np.ndarray:
+        """A device buffer as float64 in the reference's (T, B, features) layout."""
+        c, dt = self.cfg, self.cfg.data_type
+        shapes = {"y": c.y_shape(), "y_inf": c.y_shape(), "dx": c.x_shape(), "x": c.x_shape(),
+                  "dy": c.y_shape(), "hy": c.h_shape(), "hy_inf": c.h_shape(),
+                  "dhx": c.h_shape(), "cy": c.c_shape(), "cy_inf": c.c_shape(),
+                  "dcx": c.c_shape()}
+        self.stream.synchronize()
+        raw = self.buf[name].get()
+        shape = shapes[name]
+        values = dtypes.decode(raw.view(dtypes.storage_dtype(dt)), dt)
+        if self._batch_major(name):
+            return values.reshape(shape[1], shape[0], shape[2]).transpose(1, 0, 2)
+        return values.reshape(shape)
+
+    def read_weight_space(self, name: str = "dw") -> np.ndarray:
+        """The whole weight space (or dw) as float64 elements of the data type."""
+        dt = self.cfg.data_type
+        self.stream.synchronize()
+        raw = self.buf[name].get()[:self.sizes["weight_space"]]
+        usable = raw.size // dtypes.ITEMSIZE[dt] * dtypes.ITEMSIZE[dt]
+        return dtypes.decode(raw[:usable].view(dtypes.storage_dtype(dt)), dt)
+
+    def weight_arrays(self, name: str = "w") -> dict:
+        """Each matrix and bias of the weight space (or dw) by (pseudo_layer, lin_id, kind)."""
+        dt = self.cfg.data_type
+        item = dtypes.ITEMSIZE[dt]
+        self.stream.synchronize()
+        raw = self.buf[name].get()
+        out = {}
+        for e in self.entries:
+            chunk = raw[e.offset:e.offset + e.size * item].view(dtypes.storage_dtype(dt))
+            out[(e.pseudo_layer, e.lin_id, e.kind)] = dtypes.decode(chunk, dt).reshape(e.shape)
+        return out
+
+    def reference_params(self, arrays: dict | None = None) -> list[LayerParams]:
+        """The weights in the reference's structure (host copies unless ``arrays`` given)."""
+        return params_from_arrays(self.cfg, arrays if arrays is not None else self.host["weights"])
+
+    def outputs(self) -> dict:
+        """Every output of the training and inference passes, as float64."""
+        names = ["y", "hy", "dx", "dhx", "y_inf", "hy_inf"]
+        if self.cfg.has_cell_state:
+            names += ["cy", "dcx", "cy_inf"]
+        out = {n: self.read(n) for n in names}
+        out["dw"] = self.weight_arrays("dw")
+        return out
+
+    def checksums(self) -> dict:
+        """The sample's checksums: float64 sums of y, hy, cy, dx, dhx, dcx and all of dw."""
+        out = {n: float(self.read(n).sum()) for n in ("y", "hy", "dx", "dhx")}
+        if self.cfg.has_cell_state:
+            out["cy"] = float(self.read("cy").sum())
+            out["dcx"] = float(self.read("dcx").sum())
+        out["dw"] = float(self.read_weight_space("dw").sum())
+        return out
+
+
+def params_from_arrays(cfg: RNNConfig, arrays: dict) -> list[LayerParams]:
+    """Arrange (pseudo_layer, lin_id, kind) arrays as :class:`LayerParams` per pseudo-layer."""
+    g = cfg.gates
+    params = []
+    for pseudo in range(cfg.pseudo_layers):
+        get = lambda lin, kind: arrays.get((pseudo, lin, kind))  # noqa: E731
+        params.append(LayerParams(
+            W=[get(k, "matrix") for k in range(g)],
+            R=[get(g + k, "matrix") for k in range(g)],
+            bW=[get(k, "bias") for k in range(g)],
+            bR=[get(g + k, "bias") for k in range(g)],
+            P=get(8, "matrix") if cfg.cell == RNNMode.LSTM else None,
+        ))
+    return params
+
+
+def arrays_from_params(cfg: RNNConfig, params: list[LayerParams]) -> dict:
+    """Inverse of :func:`params_from_arrays` (for gradients of the reference)."""
+    g = cfg.gates
+    out = {}
+    for pseudo, p in enumerate(params):
+        for k in range(g):
+            for key, arr in (((k, "matrix"), p.W[k]), ((g + k, "matrix"), p.R[k]),
+                             ((k, "bias"), p.bW[k]), ((g + k, "bias"), p.bR[k])):
+                if arr is not None:
+                    out[(pseudo,) + key] = arr
+        if p.P is not None:
+            out[(pseudo, 8, "matrix")] = p.P
+    return out
+
+
+def _is_cuda_error(cp, exc: BaseException) -> bool:
+    kinds = (cp.cuda.runtime.CUDARuntimeError, cp.cuda.driver.CUDADriverError,
+             cp.cuda.memory.OutOfMemoryError)
+    return isinstance(exc, kinds)
+
+
+def _cuda_call(exc: BaseException) -> str:
+    name = type(exc).__name__
+    return "cudaMalloc" if name == "OutOfMemoryError" else "cuda"

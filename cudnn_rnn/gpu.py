@@ -1,0 +1,86 @@
+"""The GPU side: is there a usable device, what is it, and raw device buffers.
+
+CuPy provides device memory, streams and events (CuPy 14 no longer binds
+cuDNN; cuDNN is reached only through :mod:`bindings`). CuPy and libcudnn share
+the driver's primary context, so CuPy pointers are valid cuDNN arguments.
+
+Set ``CUDNN_RNN_NO_GPU=1`` to behave as on a machine without a GPU.
+"""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+
+class NoGPU(RuntimeError):
+    """Device stages need a CUDA GPU; the message says why there is none."""
+
+
+@lru_cache(maxsize=1)
+def _probe() -> tuple[object | None, str | None]:
+    if os.environ.get("CUDNN_RNN_NO_GPU"):
+        return None, "CUDNN_RNN_NO_GPU is set"
+    try:
+        import cupy
+    except Exception as exc:  # ImportError, or a broken CUDA install
+        return None, f"cupy is not importable ({type(exc).__name__}: {exc})"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return None, f"no CUDA driver or device ({exc})"
+    if count < 1:
+        return None, "no CUDA device"
+    return cupy, None
+
+
+def cupy_or_raise():
+    """The cupy module, or :class:`NoGPU` saying why device stages cannot run."""
+    cupy, reason = _probe()
+    if cupy is None:
+        raise NoGPU(f"device stages need a CUDA GPU: {reason}")
+    return cupy
+
+
+def available() -> bool:
+    return _probe()[0] is not None
+
+
+def unavailable_reason() -> str | None:
+    return _probe()[1]
+
+
+def device_info() -> dict:
+    """GPU name, compute capability, driver and runtime versions (for provenance)."""
+    cupy, reason = _probe()
+    if cupy is None:
+        return {"gpu": None, "reason": reason}
+    rt = cupy.cuda.runtime
+    dev = cupy.cuda.Device()
+    props = rt.getDeviceProperties(dev.id)
+    name = props["name"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    drv = rt.driverGetVersion()
+    run = rt.runtimeGetVersion()
+    return {
+        "gpu": name,
+        "device_id": dev.id,
+        "compute_capability": f"{props['major']}.{props['minor']}",
+        "multiprocessors": props["multiProcessorCount"],
+        "memory_bytes": props["totalGlobalMem"],
+        "cuda_driver": f"{drv // 1000}.{drv % 1000 // 10}",
+        "cuda_runtime_cupy": f"{run // 1000}.{run % 1000 // 10}",
+        "driver_version": _nvidia_driver_version(),
+        "cupy": cupy.__version__,
+    }
+
+
+def _nvidia_driver_version() -> str | None:
+    try:
+        with open("/proc/driver/nvidia/version") as fh:
+            first = fh.readline()
+        for token in first.split():
+            if token[:1].isdigit() and token.count(".") >= 1:
+                return token
+    except OSError:
+        pass
+    return None

@@ -1,0 +1,48 @@
+"""Timing device work with CUDA events: warm-up, repeats, median and spread."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    q1_ms: float
+    q3_ms: float
+    reps: int
+
+    def as_record(self) -> dict:
+        return {"median_ms": self.median_ms, "min_ms": self.min_ms, "max_ms": self.max_ms,
+                "q1_ms": self.q1_ms, "q3_ms": self.q3_ms, "reps": self.reps}
+
+    def describe(self) -> str:
+        return (f"{self.median_ms:.4f} ms median of {self.reps} "
+                f"(IQR {self.q1_ms:.4f}-{self.q3_ms:.4f}, min {self.min_ms:.4f}, max {self.max_ms:.4f})")
+
+
+def time_call(cp, stream, fn, reps: int = 10, warmup: int = 2) -> Timing:
+    """Time ``fn()`` (which enqueues work on ``stream``) with an event pair per repeat."""
+    if reps < 1:
+        raise ValueError("reps must be at least 1")
+    for _ in range(warmup):
+        fn()
+    stream.synchronize()
+    pairs = []
+    for _ in range(reps):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record(stream)
+        fn()
+        end.record(stream)
+        pairs.append((start, end))
+    stream.synchronize()
+    times = np.array([cp.cuda.get_elapsed_time(s, e) for s, e in pairs])
+    q1, med, q3 = np.percentile(times, [25, 50, 75])
+    return Timing(float(med), float(times.min()), float(times.max()), float(q1), float(q3), reps)
+
+
+def tflops(flop: int, ms: float) -> float:
+    return flop / (ms * 1e-3) / 1e12 if ms > 0 else float("nan")
