@@ -28,8 +28,16 @@ cudnnDropoutDescriptor_t = _opaque("cudnnDropoutDescriptor_t", "cudnnDropoutStru
 cudnnRNNDescriptor_t = _opaque("cudnnRNNDescriptor_t", "cudnnRNNStruct")
 cudnnRNNDataDescriptor_t = _opaque("cudnnRNNDataDescriptor_t", "cudnnRNNDataStruct")
 
-# CUDA runtime types that appear in cuDNN prototypes: a stream is an opaque pointer too.
-cudaStream_t = ctypes.c_void_p
+# CUDA runtime types that appear in cuDNN prototypes: a stream is an opaque pointer too
+# (``typedef struct CUstream_st *cudaStream_t`` in CUDA's driver_types.h).
+cudaStream_t = ctypes.POINTER(type("CUstream_st", (ctypes.Structure,), {"_fields_": []}))
+cudaStream_t.C_NAME = "cudaStream_t"
+
+
+def stream(address: int | None):
+    """A cudaStream_t from a raw address (e.g. ``cupy.cuda.Stream().ptr``); 0/None is the
+    legacy default stream."""
+    return ctypes.cast(ctypes.c_void_p(address or 0), cudaStream_t)
 
 # Every C enum is passed as a C int.
 c_enum = ctypes.c_int

@@ -188,6 +188,17 @@ DATA_TYPE_SINCE = {
 }
 
 
+# Members added after x.0 of their major version: older headers lack them (value: first version).
+MEMBER_SINCE = {
+    **DATA_TYPE_SINCE,
+    StatusV9.SUBLIBRARY_LOADING_FAILED: 90200,
+    StatusV9.BAD_PARAM_CUDA_GRAPH_MISMATCH: 90500,
+    StatusV9.BAD_PARAM_DESCRIPTOR_TYPE: 90600,
+    StatusV9.NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API: 90500,
+    StatusV9.NOT_SUPPORTED_INVALID_DYNAMIC_SHAPE: 91800,
+}
+
+
 @_c("cudnnMathType_t", "CUDNN_")
 class MathType(CEnum):
     DEFAULT_MATH = 0

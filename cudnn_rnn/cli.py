@@ -19,7 +19,7 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse that reports errors in one line with a pointer to --help."""
 
     def error(self, message):  # noqa: D401 - argparse API
-        raise BadInput(f"{message} (see: python -m {self.prog} --help)")
+        raise BadInput(message)
 
 
 def run_main(main, argv=None, prog: str = "cudnn_rnn") -> int:
@@ -27,7 +27,7 @@ def run_main(main, argv=None, prog: str = "cudnn_rnn") -> int:
     try:
         return int(main(argv) or 0)
     except BadInput as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc} (see: python -m {prog} --help)", file=sys.stderr)
     except errors.LibraryNotFound as exc:
         text = str(exc)
         hint = errors_hint()

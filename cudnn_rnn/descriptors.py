@@ -57,7 +57,7 @@ class Handle(_CObject):
     _create, _destroy, _ctype = "cudnnCreate", "cudnnDestroy", T.cudnnHandle_t
 
     def set_stream(self, stream_ptr: int) -> None:
-        self.lib.cudnnSetStream(self, stream_ptr or None)
+        self.lib.cudnnSetStream(self, T.stream(stream_ptr))
 
 
 class TensorDescriptor(_CObject):

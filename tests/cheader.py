@@ -1,0 +1,172 @@
+"""A small parser for the cuDNN headers, enough to check the bindings against them.
+
+It strips comments and preprocessor lines, then reads ``typedef struct X *Y;``,
+``typedef enum {...} Y;`` (evaluating each value, including references to earlier
+enumerators) and function prototypes. C types are reduced to a comparable form:
+``CType(base, pointers)`` with base one of ``int32``/``uint32``/``uint64``/
+``float32``/``float64``/``char``/``void``/``struct:TAG``/``funcptr:NAME``.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+INTEGERS = {
+    "int": "int32", "int32_t": "int32", "signed": "int32", "signed int": "int32",
+    "unsigned": "uint32", "unsigned int": "uint32", "uint32_t": "uint32",
+    "size_t": "uint64", "unsigned long long": "uint64", "uint64_t": "uint64",
+    "long long": "int64", "int64_t": "int64",
+    "float": "float32", "double": "float64", "char": "char", "void": "void",
+}
+CUDA_OPAQUE = {"cudaStream_t": "CUstream_st", "cudaGraph_t": "CUgraph_st"}
+CUDA_ENUMS = {"libraryPropertyType"}
+
+
+@dataclass(frozen=True)
+class CType:
+    base: str
+    pointers: int = 0
+
+    def __str__(self):
+        return self.base + "*" * self.pointers
+
+
+@dataclass
+class Header:
+    structs: dict  # typedef name -> struct tag
+    enums: dict  # typedef name -> {C member name: value}
+    functions: dict  # name -> (return type text, [param texts])
+    funcptrs: set
+    version: tuple | None
+
+
+def _clean(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    text = re.sub(r"^\s*#.*?(?<!\\)$", " ", text, flags=re.M)
+    for macro in ("CUDNNWINAPI", "CUDNN_DEPRECATED_ENUM", "CUDNN_DEPRECATED"):
+        text = text.replace(macro, " ")
+    return text
+
+
+def _eval(expr: str, known: dict) -> int:
+    expr = re.sub(r"(?<=\d)[uUlL]+\b", "", expr.strip())
+    return int(eval(expr, {"__builtins__": {}}, dict(known)))  # noqa: S307 - header text only
+
+
+def parse(include_dir: Path) -> Header:
+    files = ["cudnn_graph.h", "cudnn_ops.h", "cudnn_adv.h"]
+    text = " ".join(_clean((include_dir / f).read_text(errors="replace")) for f in files
+                    if (include_dir / f).exists())
+    structs = dict((m.group(2), m.group(1)) for m in
+                   re.finditer(r"typedef\s+struct\s+(\w+)\s*\*\s*(\w+)\s*;", text))
+    enums, known = {}, {}
+    for m in re.finditer(r"typedef\s+enum\s*(?:\w+\s*)?\{(.*?)\}\s*(\w+)\s*;", text, flags=re.S):
+        members, value = {}, -1
+        for item in m.group(1).split(","):
+            item = item.strip()
+            if not item:
+                continue
+            name, _, expr = item.partition("=")
+            name = name.split()[0]
+            value = _eval(expr, known) if expr.strip() else value + 1
+            members[name] = value
+            known[name] = value
+        enums[m.group(2)] = members
+    funcptrs = set(re.findall(r"typedef\s+\w+\s*\(\s*\*\s*(\w+)\s*\)", text))
+    functions = {}
+    for m in re.finditer(r"([A-Za-z_][\w\s\*]*?)\b(cudnn\w+)\s*\(([^;{}]*?)\)\s*;", text):
+        ret, name, params = m.group(1), m.group(2), m.group(3)
+        if "typedef" in ret:
+            continue
+        ret = ret.split(";")[-1].split("}")[-1]
+        params = [p.strip() for p in params.split(",")] if params.strip() not in ("", "void") else []
+        functions[name] = (" ".join(ret.split()), params)
+    version = None
+    vh = include_dir / "cudnn_version.h"
+    if vh.exists():
+        raw = vh.read_text()
+        parts = [re.search(rf"#define CUDNN_{k}\s+(\d+)", raw) for k in ("MAJOR", "MINOR", "PATCHLEVEL")]
+        if all(parts):
+            version = tuple(int(p.group(1)) for p in parts)
+    return Header(structs, enums, functions, funcptrs, version)
+
+
+def c_type(text: str, header: Header, is_param: bool = True) -> CType:
+    """Reduce a C declaration (``const int dimA[]``, ``void **mAddr``) to a :class:`CType`."""
+    text = text.replace("const", " ")
+    arrays = text.count("[]")
+    text = text.replace("[]", " ")
+    stars = text.count("*")
+    words = text.replace("*", " ").split()
+    if is_param and len(words) > 1:
+        words = words[:-1]  # drop the parameter name
+    base = " ".join(words)
+    pointers = stars + arrays
+    if base in header.structs:
+        return CType("struct:" + header.structs[base], pointers + 1)
+    if base in CUDA_OPAQUE:
+        return CType("struct:" + CUDA_OPAQUE[base], pointers + 1)
+    if base in header.enums or base in CUDA_ENUMS:
+        return CType("int32", pointers)
+    if base in header.funcptrs:
+        return CType("funcptr:" + base, pointers)
+    if base in INTEGERS:
+        return CType(INTEGERS[base], pointers)
+    raise ValueError(f"unknown C type {base!r} in {text!r}")
+
+
+_SIMPLE = {}
+
+
+def _simple():
+    if not _SIMPLE:
+        for ct, base in ((ctypes.c_int, "int32"), (ctypes.c_int32, "int32"), (ctypes.c_uint, "uint32"),
+                         (ctypes.c_uint32, "uint32"), (ctypes.c_size_t, "uint64"),
+                         (ctypes.c_ulonglong, "uint64"), (ctypes.c_uint64, "uint64"),
+                         (ctypes.c_longlong, "int64"), (ctypes.c_float, "float32"),
+                         (ctypes.c_double, "float64"), (ctypes.c_char, "char")):
+            _SIMPLE.setdefault(ct, (base, ctypes.sizeof(ct)))
+    return _SIMPLE
+
+
+def ctypes_type(ct) -> CType:
+    """The same reduction for a ctypes type used in an argtypes list."""
+    if ct is None:
+        return CType("void", 0)
+    if ct is ctypes.c_void_p:
+        return CType("void", 1)
+    if ct is ctypes.c_char_p:
+        return CType("char", 1)
+    if hasattr(ct, "C_NAME") and hasattr(ct, "_flags_"):  # CFUNCTYPE
+        return CType("funcptr:" + ct.C_NAME, 0)
+    simple = _simple()
+    if ct in simple:
+        base, size = simple[ct]
+        return CType(base, 0)
+    if hasattr(ct, "_type_") and isinstance(ct._type_, type):
+        inner = ct._type_
+        if issubclass(inner, ctypes.Structure) and not getattr(inner, "_fields_", None):
+            return CType("struct:" + inner.__name__, 1)
+        sub = ctypes_type(inner)
+        return CType(sub.base, sub.pointers + 1)
+    raise ValueError(f"cannot reduce ctypes type {ct!r}")
+
+
+def compatible(c: CType, py: CType) -> bool:
+    """Exact match: pointer depth, width, signedness, float vs double, struct tag."""
+    return c == py
+
+
+def include_dir_for(library_path: str) -> Path | None:
+    """The headers that belong to a loaded library: the wheel's include/ or /usr/include."""
+    lib = Path(library_path).resolve()
+    candidates = [lib.parent.parent / "include"]
+    if str(lib).startswith("/usr/lib"):
+        candidates += [Path("/usr/include"), Path("/usr/include/x86_64-linux-gnu")]
+    for c in candidates:
+        if (c / "cudnn_version.h").exists() and (c / "cudnn_adv.h").exists():
+            return c
+    return None

@@ -1,0 +1,41 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import bindings  # noqa: E402
+from cudnn_rnn import gpu  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def lib():
+    """The real libcudnn (the wheel in CI). Tests never mock it: no library is an error."""
+    try:
+        return bindings.load()
+    except bindings.errors.LibraryNotFound as exc:
+        pytest.fail(f"libcudnn is required for the tests: {exc}")
+
+
+@pytest.fixture(scope="session")
+def cuda(lib):
+    """cupy, when a usable GPU is present; otherwise the test is skipped with the reason."""
+    if not gpu.available():
+        pytest.skip(f"no usable GPU: {gpu.unavailable_reason()}")
+    return gpu.cupy_or_raise()
+
+
+def pytest_report_header(config):
+    try:
+        lib = bindings.load()
+        text = f"cuDNN {lib.version_string} at {lib.path} ({lib.source})"
+    except Exception as exc:  # pragma: no cover
+        text = f"cuDNN not loadable: {exc}"
+    info = gpu.device_info()
+    gpu_text = (f"GPU {info['gpu']} cc {info['compute_capability']}" if info.get("gpu")
+                else f"no GPU ({info.get('reason')})")
+    return [text, gpu_text, f"CUDNN_RNN_NO_GPU={os.environ.get('CUDNN_RNN_NO_GPU', '')}"]

@@ -1,0 +1,54 @@
+"""Bad input to the command lines: one line, exit code 2, no traceback."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args, **env):
+    full_env = dict(os.environ, PYTHONPATH=str(ROOT), **env)
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                          env=full_env, timeout=120, cwd=ROOT)
+
+
+def assert_one_line_exit_2(proc, *needles):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("args,needle", [
+    ((), "required"),
+    (("20", "2", "512"), "required"),
+    (("20", "2", "512", "64", "7"), "invalid choice"),
+    (("20", "x", "512", "64", "0"), "positive integer"),
+    (("20", "2", "512", "64", "0", "--data-type", "FLOAT9"), "unknown cudnnDataType_t"),
+    (("20", "2", "512", "64", "0", "--dropout", "1.5"), "dropout"),
+    (("20", "2", "512", "64", "0", "--frobnicate"), "unrecognized"),
+])
+def test_example_bad_arguments(args, needle):
+    assert_one_line_exit_2(run("cudnn_rnn.example", *args), needle, "--help")
+
+
+def test_example_without_gpu_says_device_stages_need_one():
+    proc = run("cudnn_rnn.example", "20", "2", "512", "64", "0", CUDNN_RNN_NO_GPU="1")
+    assert_one_line_exit_2(proc, "need a CUDA GPU")
+
+
+def test_example_with_missing_library_says_how_to_install(tmp_path):
+    proc = run("cudnn_rnn.example", "20", "2", "512", "64", "0",
+               CUDNN_LIBRARY=str(tmp_path / "libcudnn.so.9"))
+    assert_one_line_exit_2(proc, "does not exist", "nvidia-cudnn")
+
+
+def test_probe_runs_the_descriptor_stage_without_gpu(tmp_path):
+    proc = run("cudnn_rnn.probe", "--out", str(tmp_path), CUDNN_RNN_NO_GPU="1")
+    assert proc.returncode == 0, proc.stderr
+    assert "NOT_SUPPORTED" in proc.stdout

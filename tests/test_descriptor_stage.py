@@ -1,0 +1,81 @@
+"""What the real libcudnn answers at the descriptor stage, which needs no GPU."""
+import pytest
+
+from bindings import errors
+from bindings.enums import DataType, MathType, RNNAlgo, RNNMode
+from cudnn_rnn.config import RNNConfig
+from cudnn_rnn.descriptors import DropoutDescriptor, RNNDescriptor
+from cudnn_rnn.flow import DESCRIPTOR_STAGES, STAGES, RNNFlow
+
+SAMPLE = RNNConfig()  # 20 2 512 64, as the sample
+
+
+def set_descriptor(lib, cfg):
+    with DropoutDescriptor(lib) as dropout, RNNDescriptor(lib) as rnn:
+        rnn.set_v8(cfg, dropout)
+
+
+def test_float_lstm_is_accepted(lib):
+    set_descriptor(lib, SAMPLE.replace(cell=RNNMode.LSTM))
+
+
+def test_int8_is_rejected_at_set_rnn_descriptor_as_not_supported(lib):
+    with pytest.raises(errors.NotSupported) as info:
+        set_descriptor(lib, SAMPLE.replace(data_type=DataType.INT8, math_prec=DataType.INT8))
+    assert info.value.call == "cudnnSetRNNDescriptor_v8"
+
+
+def test_half_with_half_precision_on_a_persistent_algo_is_refused_with_a_reason(lib):
+    cfg = SAMPLE.replace(data_type=DataType.HALF, math_prec=DataType.HALF,
+                         algo=RNNAlgo.PERSIST_STATIC)
+    with pytest.raises(errors.NotSupported) as info:
+        set_descriptor(lib, cfg)
+    assert info.value.reason and "CUDNN_DATA_HALF" in info.value.reason
+
+
+def test_bfloat16_with_float_precision_passes_the_descriptor_stage(lib):
+    set_descriptor(lib, SAMPLE.replace(data_type=DataType.BFLOAT16, math_prec=DataType.FLOAT))
+
+
+def test_zero_layers_is_a_bad_param(lib):
+    with pytest.raises(errors.BadParam):
+        set_descriptor(lib, SAMPLE.replace(num_layers=0))
+
+
+def test_flow_without_device_runs_descriptor_stages_and_skips_the_rest(lib):
+    with RNNFlow(SAMPLE.replace(cell=RNNMode.GRU), lib, device=False) as flow:
+        result = flow.run()
+    assert result.failure is None
+    assert result.reached == list(DESCRIPTOR_STAGES)
+    assert result.skipped == [s for s in STAGES if s not in DESCRIPTOR_STAGES
+                              and s != "build_dynamic"]
+    assert result.skip_reason
+    assert not result.completed
+
+
+def test_flow_stops_at_the_failing_stage_and_records_it(lib):
+    cfg = SAMPLE.replace(data_type=DataType.INT8, math_prec=DataType.INT8)
+    with RNNFlow(cfg, lib, device=False) as flow:
+        result = flow.run()
+    f = result.failure
+    assert (f.stage, f.call, f.status) == ("rnn_descriptor", "cudnnSetRNNDescriptor_v8",
+                                           "NOT_SUPPORTED")
+    assert f.code == (3000 if lib.version[0] >= 9 else 9)
+    assert result.reached == ["dropout"]  # nothing after the failure ran
+    assert "data_descriptors" not in result.reached
+
+
+def test_descriptors_are_destroyed_exactly_once(lib):
+    d = DropoutDescriptor(lib)
+    with d:
+        pass
+    assert d.closed
+    d.close()  # a second close is a no-op, not a double destroy
+    import ctypes
+    with pytest.raises((ValueError, ctypes.ArgumentError), match="already destroyed"):
+        lib.cudnnDestroyDropoutDescriptor(d)
+
+
+@pytest.mark.parametrize("math_type", list(MathType), ids=lambda m: m.short)
+def test_float_accepts_every_math_type_at_set_time(lib, math_type):
+    set_descriptor(lib, SAMPLE.replace(math_type=math_type))

@@ -1,0 +1,152 @@
+"""The whole flow on a GPU, checked against the float64 reference (marker ``gpu``).
+
+Random inputs and weights (never constants) at a small shape whose sizes are
+multiples of 8. Set ``CUDNN_RNN_ERRORS_JSON`` to a path to keep every measured
+error (the closing notes quote the largest per precision).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasMode,
+                            RNNDataLayout, RNNInputMode, RNNMode)
+from cudnn_rnn.config import RNNConfig
+from cudnn_rnn.flow import COMPUTE_STAGES, RNNFlow
+from cudnn_rnn.goldens import GOLDEN_RTOL, SAMPLE_GOLDEN
+from cudnn_rnn.verify import compare
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = RNNConfig(seq_length=6, num_layers=2, hidden_size=32, mini_batch=8, input_size=24)
+PRECISIONS = {
+    "FLOAT/FMA": dict(data_type=DataType.FLOAT, math_type=MathType.FMA_MATH),
+    "DOUBLE": dict(data_type=DataType.DOUBLE),
+    "HALF/FLOAT": dict(data_type=DataType.HALF, math_prec=DataType.FLOAT),
+}
+_ERRORS = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _keep_errors():
+    yield
+    path = os.environ.get("CUDNN_RNN_ERRORS_JSON")
+    if path:
+        Path(path).write_text(json.dumps(_ERRORS, indent=1))
+
+
+def run_and_compare(lib, cfg, label, seed=7):
+    with RNNFlow(cfg, lib, device=True, init="random", seed=seed) as flow:
+        result = flow.run()
+        assert result.failure is None, result.failure
+        assert result.completed and result.reached[-1] == "forward_inference"
+        check = compare(cfg, flow.host, flow.outputs())
+    _ERRORS.append({"label": label, "config": cfg.as_record(), **check.as_record()})
+    return check
+
+
+@pytest.mark.parametrize("precision", list(PRECISIONS))
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("direction", list(DirectionMode), ids=lambda d: d.name[:3])
+@pytest.mark.parametrize("cell", list(RNNMode), ids=lambda c: c.name)
+def test_outputs_and_gradients_match_the_reference(lib, cuda, cell, direction, layers, precision):
+    cfg = SMALL.replace(cell=cell, direction=direction, num_layers=layers, **PRECISIONS[precision])
+    check = run_and_compare(lib, cfg, precision)
+    assert check.passed, (check.failures, check.errors)
+    assert set(check.errors) >= {"y", "hy", "dx", "dhx", "dw", "y_inf"}
+    assert all(v == 0 for v in check.nonfinite.values()), check.nonfinite
+
+
+@pytest.mark.parametrize("variant", [
+    dict(cell=RNNMode.LSTM, proj_size=16),
+    dict(cell=RNNMode.LSTM, proj_size=16, direction=DirectionMode.BIDIRECTIONAL),
+    dict(cell=RNNMode.GRU, input_mode=RNNInputMode.SKIP_INPUT, input_size=32),
+    dict(cell=RNNMode.LSTM, input_mode=RNNInputMode.SKIP_INPUT, input_size=32),
+    dict(cell=RNNMode.GRU, bias_mode=RNNBiasMode.NO_BIAS),
+    dict(cell=RNNMode.GRU, bias_mode=RNNBiasMode.SINGLE_INP_BIAS),
+    dict(cell=RNNMode.GRU, bias_mode=RNNBiasMode.SINGLE_REC_BIAS),
+    dict(cell=RNNMode.LSTM, layout=RNNDataLayout.BATCH_MAJOR_UNPACKED),
+    dict(cell=RNNMode.RNN_TANH, layout=RNNDataLayout.SEQ_MAJOR_UNPACKED),
+], ids=lambda v: "-".join(f"{getattr(x, 'name', x)}" for x in v.values()))
+def test_variants_match_the_reference(lib, cuda, variant):
+    cfg = SMALL.replace(data_type=DataType.FLOAT, math_type=MathType.FMA_MATH, **variant)
+    check = run_and_compare(lib, cfg, "FLOAT/FMA variant")
+    assert check.passed, (check.failures, check.errors)
+
+
+def test_half_tensor_op_cell_is_verified(lib, cuda):
+    cfg = SMALL.replace(cell=RNNMode.LSTM, data_type=DataType.HALF, math_prec=DataType.FLOAT,
+                        math_type=MathType.TENSOR_OP_MATH)
+    check = run_and_compare(lib, cfg, "HALF/FLOAT tensor op")
+    assert check.passed, check.errors
+
+
+def test_unwritten_outputs_are_caught_by_the_poison(lib, cuda):
+    cfg = SMALL.replace(cell=RNNMode.GRU, data_type=DataType.FLOAT, math_type=MathType.FMA_MATH)
+    with RNNFlow(cfg, lib, device=True, init="random") as flow:
+        assert flow.run().completed
+        flow.poison_outputs()  # as if the calls had not run
+        check = compare(cfg, flow.host, flow.outputs())
+    assert not check.passed
+    assert check.nonfinite["y"] == int(np.prod(cfg.y_shape()))
+
+
+def test_int8_stops_at_the_rnn_descriptor_after_a_real_handle(lib, cuda):
+    cfg = RNNConfig(data_type=DataType.INT8, math_prec=DataType.INT8)
+    with RNNFlow(cfg, lib, device=True) as flow:
+        result = flow.run()
+    assert result.reached == ["handle", "dropout"]
+    assert result.failure.call == "cudnnSetRNNDescriptor_v8"
+    assert result.failure.status == "NOT_SUPPORTED"
+    assert not set(COMPUTE_STAGES) & set(result.reached)
+    assert "weight_space" not in result.sizes  # no size was ever read from a failed call
+
+
+CHECKSUM = re.compile(r"(\w+) checksum (\S+)")
+
+
+@pytest.mark.parametrize("mode", range(4))
+def test_example_reproduces_the_samples_golden_checksums(cuda, mode):
+    """The sample's command line; FMA math is true FP32, as on the M40 the goldens came from."""
+    proc = subprocess.run([sys.executable, "-m", "cudnn_rnn.example", "20", "2", "512", "64",
+                           str(mode), "--math-type", "FMA", "--reps", "3"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^Forward: +\d+ GFLOPS$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^Backward: +\d+ GFLOPS, \( *\d+ GFLOPS\), \( *\d+ GFLOPS\)$", proc.stdout,
+                     re.M), proc.stdout
+    sums = {k: float(v) for k, v in CHECKSUM.findall(proc.stdout)}
+    cell = list(RNNMode)[mode]
+    assert set(sums) == set(SAMPLE_GOLDEN[cell])
+    for name, want in SAMPLE_GOLDEN[cell].items():
+        assert np.isfinite(sums[name])
+        assert abs(sums[name] - want) / max(abs(want), abs(sums[name])) < GOLDEN_RTOL, \
+            (name, sums[name], want)
+
+
+def test_persistent_algorithms_are_verified_or_refused_by_cudnn(lib, cuda):
+    """PERSIST_STATIC / _SMALL_H / DYNAMIC either pass the reference or fail a named call."""
+    seen = {}
+    for algo in (RNNAlgo.PERSIST_STATIC, RNNAlgo.PERSIST_STATIC_SMALL_H, RNNAlgo.PERSIST_DYNAMIC):
+        cfg = SMALL.replace(cell=RNNMode.LSTM, num_layers=1, algo=algo,
+                            data_type=DataType.HALF, math_prec=DataType.FLOAT)
+        with RNNFlow(cfg, lib, device=True, init="random") as flow:
+            result = flow.run()
+            if result.failure is None:
+                check = compare(cfg, flow.host, flow.outputs())
+                _ERRORS.append({"label": f"HALF/FLOAT {algo.name}", "config": cfg.as_record(),
+                                **check.as_record()})
+                assert check.passed, (algo, check.errors)
+                seen[algo.name] = "verified"
+                if algo == RNNAlgo.PERSIST_DYNAMIC:
+                    assert "build_dynamic" in result.reached
+            else:
+                assert result.failure.call.startswith("cudnn"), result.failure
+                seen[algo.name] = f"{result.failure.call}: {result.failure.status}"
+    print(seen)
