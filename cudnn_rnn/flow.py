@@ -108,6 +108,14 @@ def _ptr(buf) -> int | None:
     return None if buf is None else int(buf.data.ptr)
 
 
+_INT32_P = ctypes.POINTER(ctypes.c_int32)
+
+
+def _seq_lengths(buf):
+    """The device ``int32_t devSeqLengths[]`` argument, typed as the prototype wants."""
+    return ctypes.cast(ctypes.c_void_p(_ptr(buf)), _INT32_P)
+
+
 class RNNFlow:
     """Everything one RNN_example run creates; ``with RNNFlow(cfg) as flow: flow.run()``.
 
@@ -226,7 +234,8 @@ class RNNFlow:
         self.y_desc = self._own(RNNDataDescriptor(self.lib))
         self.y_desc.set(c.data_type, c.layout, c.seq_length, c.mini_batch, c.y_size, lengths)
         if self.device:
-            self.buf["seq_lengths"] = self.cp.full(c.mini_batch, c.seq_length, dtype=np.int32)
+            with self.stream:  # every device op goes on the flow's stream
+                self.buf["seq_lengths"] = self.cp.full(c.mini_batch, c.seq_length, dtype=np.int32)
 
     def _stage_state_descriptors(self):
         c = self.cfg
@@ -290,7 +299,7 @@ class RNNFlow:
         training = mode == ForwardMode.TRAINING
         sfx = "" if training else "_inf"
         self.lib.cudnnRNNForward(
-            self.handle, self.rnn, int(mode), _ptr(b["seq_lengths"]),
+            self.handle, self.rnn, int(mode), _seq_lengths(b["seq_lengths"]),
             self.x_desc, _ptr(b["x"]), self.y_desc, _ptr(b["y" + sfx]),
             self.h_desc, _ptr(b["hx"]), _ptr(b["hy" + sfx]),
             self.c_desc, _ptr(b["cx"]) if lstm else None, _ptr(b["cy" + sfx]) if lstm else None,
@@ -300,7 +309,7 @@ class RNNFlow:
     def backward_data(self) -> None:
         b, s, lstm = self.buf, self.sizes, self.cfg.has_cell_state
         self.lib.cudnnRNNBackwardData_v8(
-            self.handle, self.rnn, _ptr(b["seq_lengths"]), self.y_desc, _ptr(b["y"]),
+            self.handle, self.rnn, _seq_lengths(b["seq_lengths"]), self.y_desc, _ptr(b["y"]),
             _ptr(b["dy"]), self.x_desc, _ptr(b["dx"]), self.h_desc, _ptr(b["hx"]),
             _ptr(b["dhy"]), _ptr(b["dhx"]), self.c_desc,
             _ptr(b["cx"]) if lstm else None, _ptr(b["dcy"]) if lstm else None,
@@ -311,7 +320,7 @@ class RNNFlow:
     def backward_weights(self) -> None:
         b, s = self.buf, self.sizes
         self.lib.cudnnRNNBackwardWeights_v8(
-            self.handle, self.rnn, int(WgradMode.ADD), _ptr(b["seq_lengths"]),
+            self.handle, self.rnn, int(WgradMode.ADD), _seq_lengths(b["seq_lengths"]),
             self.x_desc, _ptr(b["x"]), self.h_desc, _ptr(b["hx"]), self.y_desc, _ptr(b["y"]),
             s["weight_space"], _ptr(b["dw"]), s["work_space"], _ptr(b["work"]),
             s["reserve_space"], _ptr(b["reserve"]))

@@ -79,3 +79,29 @@ def test_descriptors_are_destroyed_exactly_once(lib):
 @pytest.mark.parametrize("math_type", list(MathType), ids=lambda m: m.short)
 def test_float_accepts_every_math_type_at_set_time(lib, math_type):
     set_descriptor(lib, SAMPLE.replace(math_type=math_type))
+
+
+class _FakeDeviceArray:
+    """Stands in for a cupy array: only the address is read by the flow's call sites."""
+
+    class data:  # noqa: N801 - mimics cupy's .data.ptr
+        ptr = 0x100000
+
+
+def test_compute_call_sites_marshal_their_arguments(lib):
+    """cudnnRNNForward / BackwardData / BackwardWeights as the flow calls them, with no
+    handle: the real library must answer BAD_PARAM, which proves every argument
+    converted to its C type (a ctypes ArgumentError would mean a wrong binding)."""
+    from bindings.enums import ForwardMode
+    cfg = SAMPLE.replace(cell=RNNMode.LSTM)
+    with RNNFlow(cfg, lib, device=False) as flow:
+        flow.run()
+        names = ("seq_lengths x y hx hy cx cy w work reserve dy dx dhy dhx dcy dcx dw "
+                 "y_inf hy_inf cy_inf").split()
+        flow.buf.update({n: _FakeDeviceArray() for n in names})
+        flow.sizes.update(weight_space=1 << 20, work_space=1 << 20, reserve_space=1 << 20)
+        for call in (lambda: flow.forward(ForwardMode.TRAINING),
+                     lambda: flow.forward(ForwardMode.INFERENCE),
+                     flow.backward_data, flow.backward_weights):
+            with pytest.raises(errors.BadParam):
+                call()
