@@ -39,7 +39,7 @@ class LayerParams:
     P: np.ndarray | None = None  # LSTM projection (proj, hidden)
 
     def zeros_like(self) -> "LayerParams":
-        z = lambda a: None if a is None else np.zeros_like(a)  # noqa: E731
+        z = lambda a: None if a is None else array_module(a).zeros_like(a)  # noqa: E731
         return LayerParams([z(a) for a in self.W], [z(a) for a in self.R],
                            [z(a) for a in self.bW], [z(a) for a in self.bR], z(self.P))
 
@@ -60,8 +60,17 @@ class Gradients:
     dparams: list  # LayerParams per pseudo-layer
 
 
+def array_module(a):
+    """numpy, or cupy for a cupy array: the reference runs in float64 on either."""
+    if type(a).__module__.split(".")[0] == "cupy":
+        import cupy
+        return cupy
+    return np
+
+
 def _sigmoid(a):
-    return 0.5 * (1.0 + np.tanh(0.5 * a))
+    xp = array_module(a)
+    return 0.5 * (1.0 + xp.tanh(0.5 * a))
 
 
 def layer_input_size(cfg: RNNConfig, layer: int) -> int:
@@ -105,6 +114,7 @@ def _input_side(p: LayerParams, xs: np.ndarray) -> list:
 
 def _run_direction(cell: RNNMode, p: LayerParams, xs, h0, c0):
     """Forward over one sequence (already in processing order)."""
+    np = array_module(xs)  # noqa: F811 - numpy or cupy
     T = xs.shape[0]
     gx = _input_side(p, xs)
     h, c = h0, c0
@@ -143,6 +153,7 @@ def _run_direction(cell: RNNMode, p: LayerParams, xs, h0, c0):
 def _back_direction(cell: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_last):
     """Backward through one direction; returns d(layer input), dh0, dc0 and dparams."""
     xs, steps = cache["xs"], cache["steps"]
+    np = array_module(xs)  # noqa: F811 - numpy or cupy
     T = xs.shape[0]
     dp = p.zeros_like()
     g = len(p.R)
@@ -205,7 +216,11 @@ def _back_direction(cell: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_las
 
 # ---------------------------------------------------------------------------- whole network
 def forward(cfg: RNNConfig, params: list, x, hx, cx=None) -> Forward:
-    """y, hy, cy of the network for x (T, B, input), hx (L*D, B, proj), cx (L*D, B, hidden)."""
+    """y, hy, cy of the network for x (T, B, input), hx (L*D, B, proj), cx (L*D, B, hidden).
+
+    Arrays may be numpy or cupy (all of one kind); the arithmetic is float64 either way.
+    """
+    np = array_module(x)  # noqa: F811 - numpy or cupy
     x = np.asarray(x, dtype=np.float64)
     hx = np.asarray(hx, dtype=np.float64)
     lstm = cfg.cell == RNNMode.LSTM
@@ -232,6 +247,7 @@ def forward(cfg: RNNConfig, params: list, x, hx, cx=None) -> Forward:
 
 def backward(cfg: RNNConfig, params: list, fwd: Forward, dy, dhy, dcy=None) -> Gradients:
     """dx, dhx, dcx and weight gradients of L = Σ y·dy + Σ hy·dhy + Σ cy·dcy."""
+    np = array_module(dy)  # noqa: F811 - numpy or cupy
     lstm = cfg.cell == RNNMode.LSTM
     dy = np.asarray(dy, dtype=np.float64)
     dhy = np.asarray(dhy, dtype=np.float64)
@@ -265,9 +281,9 @@ def backward(cfg: RNNConfig, params: list, fwd: Forward, dy, dhy, dcy=None) -> G
 
 def loss(fwd: Forward, dy, dhy, dcy=None) -> float:
     """The scalar whose gradients :func:`backward` returns."""
-    total = float(np.sum(fwd.y * dy) + np.sum(fwd.hy * dhy))
+    total = float((fwd.y * dy).sum() + (fwd.hy * dhy).sum())
     if fwd.cy is not None and dcy is not None:
-        total += float(np.sum(fwd.cy * dcy))
+        total += float((fwd.cy * dcy).sum())
     return total
 
 
