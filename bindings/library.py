@@ -194,6 +194,11 @@ class Library:
     def status_enum(self) -> type[enums.CEnum]:
         return enums.status_enum(self.version_number)
 
+    @property
+    def resolved_path(self) -> str:
+        """The library file with symbolic links resolved (libcudnn.so.9 → libcudnn.so.9.x.y)."""
+        return os.path.realpath(self.path) if os.path.exists(self.path) else self.path
+
     def has_symbol(self, name: str) -> bool:
         try:
             getattr(self.cdll, name)
@@ -216,7 +221,7 @@ class Library:
             "cudnn_version": self.version_string,
             "cudnn_version_raw": self.version_raw,
             "cudart_version": "%d.%d" % self.cudart_version,
-            "library_path": str(Path(self.path).resolve()) if os.path.exists(self.path) else self.path,
+            "library_path": self.resolved_path,
             "library_source": self.source,
             "sublibraries": objects,
             "sublibraries_mixed": len(dirs) > 1,

@@ -22,12 +22,15 @@ class _CObject:
     _create: str
     _destroy: str
     _ctype: type
+    live = 0  # created and not yet destroyed, all kinds together (leak check)
 
     def __init__(self, lib: Library):
         self.lib = lib
         self._ptr = self._ctype()
+        self.closed = True
         getattr(lib, self._create)(ctypes.byref(self._ptr))
         self.closed = False
+        _CObject.live += 1
 
     @property
     def _as_parameter_(self):
@@ -42,6 +45,7 @@ class _CObject:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            _CObject.live -= 1
             getattr(self.lib, self._destroy)(self._ptr)
 
     def __enter__(self):
@@ -50,6 +54,11 @@ class _CObject:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def live_objects() -> int:
+    """How many cuDNN objects this process created and has not destroyed."""
+    return _CObject.live
 
 
 class Handle(_CObject):

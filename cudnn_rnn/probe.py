@@ -1,62 +1,223 @@
-"""``python -m cudnn_rnn.probe``: which data type / precision / algorithm / cell combinations
-get through the RNN_example flow, and where the others stop.
+"""``python -m cudnn_rnn.probe``: the support matrix of this GPU and this cuDNN.
 
-(Foundation version: a built-in matrix at the sample's shape, statuses only.)
+Every cell of a probe spec (``probes/default.toml`` unless ``--spec``) walks the
+RNN_example stages in a worker process. Failing cells record the call, status
+and cuDNN's reason; passing cells are checked against the float64 reference and
+only then timed (medians of ``--reps`` CUDA-event timed calls; TFLOPS by the
+sample's formula: matrices-per-cell × 2 × directions × hidden² × seqLength ×
+miniBatch × layers per pass; speed-ups against FLOAT/FLOAT/FMA/STANDARD of the
+same cell and shape, measured in the same run). Records go to
+``results/<gpu>/<cudnn-version>/<spec>.jsonl`` as each cell finishes, with the
+run's provenance beside it in ``<spec>.run.json``. Without a GPU only the
+descriptor stages run; the rest are recorded as skipped.
 """
 from __future__ import annotations
 
-import itertools
 import sys
+import time
 from collections import Counter
+from pathlib import Path
 
 from tabulate import tabulate
 
-import bindings
-from bindings.enums import DataType, RNNAlgo, RNNMode
+from . import provenance, spec as specs
+from .cli import BadInput, OneLineParser, run_main
+from .results import MalformedResults, ResultsFile, write_json
+from .progress import Progress
+from .worker import Worker, WorkerStartFailed
 
-from . import gpu
-from .cli import OneLineParser, run_main
-from .config import RNNConfig
-from .flow import RNNFlow
-
-DATA_TYPES = (DataType.FLOAT, DataType.DOUBLE, DataType.HALF, DataType.BFLOAT16, DataType.INT8,
-              DataType.INT32, DataType.FP8_E4M3, DataType.FP8_E5M2)
-PRECISIONS = (DataType.FLOAT, DataType.DOUBLE, DataType.HALF, DataType.BFLOAT16, DataType.INT8,
-              DataType.INT32)
+ROOT = Path(__file__).resolve().parent.parent
+TIMED_KINDS = ("forward_inference", "forward_training", "backward_data", "backward_weights")
+FILTER_FLAGS = {"dtype": "data_type", "math_prec": "math_prec", "math_type": "math_type",
+                "algo": "algo", "cell": "cell", "direction": "direction",
+                "input_mode": "input_mode", "bias_mode": "bias_mode", "proj_size": "proj_size",
+                "layout": "layout", "seq_length": "seq_length", "layers": "layers",
+                "hidden": "hidden", "batch": "batch"}
 
 
-def outcome(result) -> str:
-    if result.failure is not None:
-        return result.failure.status
-    return "OK" if result.completed else "DESCRIPTOR_OK"
+def build_parser() -> OneLineParser:
+    p = OneLineParser(prog="cudnn_rnn.probe", description=__doc__.splitlines()[0])
+    p.add_argument("--spec", default="default", help="probes/NAME.toml or a path (default: default)")
+    for flag in FILTER_FLAGS:
+        p.add_argument("--" + flag.replace("_", "-"), default=None, metavar="A,B",
+                       help="keep only these values (comma-separated)")
+    p.add_argument("--list", action="store_true", help="show the cells and run nothing")
+    p.add_argument("--cudnn", default=None, help="path of the libcudnn to probe")
+    p.add_argument("--out", default=None, help="output directory (default results/<gpu>/<cudnn>/)")
+    p.add_argument("--resume", action="store_true", help="skip cells already in the results file")
+    p.add_argument("--overwrite", action="store_true", help="start the results file afresh")
+    p.add_argument("--reps", type=int, default=20, help="timed calls per measurement (median)")
+    p.add_argument("--no-time", action="store_true", help="statuses and verification, no timing")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per cell before TIMEOUT")
+    p.add_argument("--no-device", action="store_true",
+                   help="descriptor stages only, even with a GPU")
+    return p
+
+
+def plan(args) -> tuple:
+    spec = specs.load(args.spec)
+    filters = specs.parse_filters({axis: getattr(args, flag) for flag, axis in FILTER_FLAGS.items()})
+    chosen = specs.select(spec.cells, filters)
+    if not chosen:
+        raise BadInput(f"no cell of spec {spec.name!r} passes the filters")
+    return spec, specs.with_baselines(chosen)
+
+
+def add_speedup(rec: dict, by_id: dict) -> None:
+    """Speed-up over the FP32 baseline of the same cell and shape, timed in this run."""
+    from .spec import Cell, baseline_of
+    if not rec.get("timings"):
+        return
+    base_id = specs.cell_id(baseline_of(_config_of(rec)))
+    rec["baseline_id"] = base_id
+    base = by_id.get(base_id)
+    if not base or not base.get("timings"):
+        rec["speedup"] = None
+        return
+    rec["speedup"] = {k: round(base["timings"][k]["median_ms"] / rec["timings"][k]["median_ms"], 4)
+                      for k in TIMED_KINDS if k in rec["timings"] and k in base["timings"]}
+    del Cell
+
+
+def _config_of(rec: dict):
+    from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasMode,
+                                RNNDataLayout, RNNInputMode, RNNMode)
+    from .config import RNNConfig
+    s = rec["shape"]
+    return RNNConfig(seq_length=s["seq_length"], num_layers=s["layers"], hidden_size=s["hidden"],
+                     mini_batch=s["batch"], input_size=s["input_size"],
+                     cell=RNNMode[rec["cell"]], proj_size=rec["proj_size"],
+                     data_type=DataType[rec["data_type"]], math_prec=DataType[rec["math_prec"]],
+                     math_type=MathType.parse(rec["math_type"]), algo=RNNAlgo[rec["algo"]],
+                     direction=DirectionMode[rec["direction"]],
+                     input_mode=RNNInputMode[rec["input_mode"]],
+                     bias_mode=RNNBiasMode[rec["bias_mode"]], layout=RNNDataLayout[rec["layout"]])
+
+
+def summary(records: list, out=sys.stdout) -> None:
+    counts = Counter(r["outcome"] for r in records)
+    print(tabulate(sorted(counts.items(), key=lambda kv: -kv[1]), headers=("outcome", "cells")),
+          file=out)
+    failures = Counter((r.get("failed_call") or "-", r.get("status") or "-",
+                        (r.get("reason") or "")[:70]) for r in records
+                       if r["outcome"] not in ("OK", "SKIPPED"))
+    if failures:
+        print("\nwhere the failing cells stop (call, status, cuDNN's reason):", file=out)
+        print(tabulate([(*k, v) for k, v in failures.most_common(12)],
+                       headers=("call", "status", "reason", "cells")), file=out)
+    timed = [r for r in records if r["outcome"] == "OK" and r.get("timings")]
+    if timed:
+        timed.sort(key=lambda r: -(r.get("speedup") or {}).get("forward_training", 0))
+        rows = []
+        for r in timed[:15]:
+            t, sp = r["timings"], r.get("speedup") or {}
+            s = r["shape"]
+            rows.append((r["data_type"], r["math_prec"], r["math_type"], r["algo"], r["cell"],
+                         f"{s['seq_length']}x{s['layers']}x{s['hidden']}x{s['batch']}",
+                         t["forward_training"]["median_ms"], t["forward_training"]["tflops"],
+                         sp.get("forward_training"), sp.get("forward_inference"),
+                         max(v for v in r["errors"].values() if v is not None)))
+        print("\nfastest verified cells (forward training; speed-up over FLOAT/FLOAT/FMA/STANDARD):",
+              file=out)
+        print(tabulate(rows, headers=("data", "prec", "math", "algo", "cell", "TxLxHxB", "fwd ms",
+                                      "TFLOPS", "x fwd", "x inf", "max err"),
+                       floatfmt=".4g"), file=out)
 
 
 def main(argv=None) -> int:
-    p = OneLineParser(prog="cudnn_rnn.probe", description=__doc__)
-    p.add_argument("--cudnn", default=None, help="path of the libcudnn to probe")
-    p.add_argument("--out", default=None, help="(reserved) output directory")
-    args = p.parse_args(argv)
-    lib = bindings.load(args.cudnn)
-    device = gpu.available()
-    print(f"cuDNN {lib.version_string} from {lib.path}; "
-          + ("GPU stages on" if device else f"descriptor stages only: {gpu.unavailable_reason()}"))
-    counts, rows = Counter(), []
-    for dt, prec, algo, cell in itertools.product(DATA_TYPES, PRECISIONS, RNNAlgo.__members__.values(),
-                                                   RNNMode):
-        if algo == RNNAlgo.COUNT:
-            continue
-        cfg = RNNConfig(cell=cell, data_type=dt, math_prec=prec, algo=algo)
-        with RNNFlow(cfg, lib, device=device) as flow:
-            result = flow.run()
-        o = outcome(result)
-        counts[o] += 1
-        f = result.failure
-        rows.append((dt.name, prec.name, algo.name, cell.name, o, f.call if f else "",
-                     (f.reason or "") if f else ""))
-    print(tabulate([r for r in rows if r[4] not in ("NOT_SUPPORTED",) or r[6]][:60],
-                   headers=("data", "prec", "algo", "cell", "outcome", "call", "reason")))
-    print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+    args = build_parser().parse_args(argv)
+    if args.reps < 1:
+        raise BadInput("--reps must be at least 1")
+    if args.resume and args.overwrite:
+        raise BadInput("--resume and --overwrite exclude each other")
+    spec, cells = plan(args)
+    if args.list:
+        rows = [(i + 1, c.block, "baseline" if c.implicit else "", c.id) for i, c in enumerate(cells)]
+        print(tabulate(rows, headers=("#", "block", "", "cell")))
+        print(f"{len(cells)} cells in spec {spec.name!r} ({spec.path})")
+        return 0
+    options = {"reps": args.reps, "time": not args.no_time, "no_device": args.no_device}
+    worker = Worker(args.cudnn, options)
+    try:
+        info = worker.start()
+    except WorkerStartFailed as exc:
+        if exc.library_missing:
+            from bindings.errors import LibraryNotFound
+            raise LibraryNotFound(str(exc)) from None
+        raise
+    lib_info, dev_info = info["library"], info["device"]
+    out_dir = Path(args.out) if args.out else (
+        ROOT / "results" / provenance.slug(dev_info.get("gpu") if info["device_stages"] else None)
+        / lib_info["cudnn_version"])
+    path = out_dir / f"{spec.name}.jsonl"
+    if path.exists() and path.stat().st_size and not (args.resume or args.overwrite):
+        worker.close()
+        raise BadInput(f"{path} already holds results: pass --resume to finish it or "
+                       f"--overwrite to start again")
+    try:
+        results = ResultsFile(path, resume=args.resume)
+    except MalformedResults as exc:
+        worker.close()
+        raise BadInput(f"{exc}; move it away or pass --overwrite") from None
+    done = {r["id"]: r for r in results.existing}
+    todo = [c for c in cells if c.id not in done]
+    device_line = (f"GPU {dev_info['gpu']} (compute capability {dev_info['compute_capability']}, "
+                   f"driver {dev_info.get('driver_version')})" if info["device_stages"]
+                   else f"no device stages: {dev_info.get('reason') or '--no-device'}; "
+                        "descriptor stages only, the rest recorded as SKIPPED")
+    print(f"cuDNN {lib_info['cudnn_version']} from {lib_info['library_path']} "
+          f"({lib_info['library_source']}); {device_line}")
+    print(f"spec {spec.name!r}: {len(cells)} cells, {len(cells) - len(todo)} already recorded, "
+          f"{len(todo)} to run -> {path}")
+    run_info = provenance.collect(lib_info, dev_info, argv if argv is not None else sys.argv)
+    meta_path = path.with_suffix(".run.json")
+    meta = _load_meta(meta_path) if args.resume else {}
+    sessions = meta.get("sessions", [])
+    sessions.append({"started": run_info["date"], "command": run_info["command"],
+                     "commit": run_info["commit"], "cells_to_run": len(todo)})
+    meta = {"schema": 1, "spec": spec.name, "spec_path": spec.path, "provenance": run_info,
+            "legacy_symbols": info["symbols"]["legacy"], "sessions": sessions, "complete": False}
+    write_json(meta_path, meta)
+    progress = Progress(len(cells), done=len(cells) - len(todo))
+    started = time.monotonic()
+    interrupted = False
+    try:
+        for cell in todo:
+            rec = worker.run(cell, args.timeout)
+            add_speedup(rec, done)
+            done[rec["id"]] = rec
+            results.write(rec)
+            progress.update(rec["outcome"])
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        worker.close()
+        results.close()
+        progress.finish()
+    wall = time.monotonic() - started
+    records = [done[c.id] for c in cells if c.id in done]
+    sessions[-1].update(finished=provenance.now(), wall_s=round(wall, 2),
+                        worker_restarts=worker.restarts, interrupted=interrupted)
+    meta.update(complete=len(records) == len(cells), cells=len(cells),
+                counts=dict(Counter(r["outcome"] for r in records)))
+    write_json(meta_path, meta)
+    print()
+    summary(records)
+    print(f"\n{len(records)}/{len(cells)} cells recorded in {path} "
+          f"({wall:.1f} s this session, {worker.restarts} worker restarts)")
+    if interrupted:
+        print("interrupted: finished cells are kept; run again with --resume to complete",
+              file=sys.stderr)
+        return 130
     return 0
+
+
+def _load_meta(path: Path) -> dict:
+    import json
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def cli(argv=None) -> int:

@@ -105,8 +105,13 @@ def expected(cfg: RNNConfig, host: dict, training: bool = True):
 
 def compare(cfg: RNNConfig, host: dict, outputs: dict, training: bool = True) -> Verification:
     """Errors of every output present in ``outputs`` (see :meth:`RNNFlow.outputs`)."""
+    return compare_with(cfg, expected(cfg, host, training), outputs)
+
+
+def compare_with(cfg: RNNConfig, expected_pair, outputs: dict) -> Verification:
+    """Like :func:`compare`, for an already evaluated ``(forward, gradients)`` pair."""
     from .flow import arrays_from_params
-    fwd, grads = expected(cfg, host, training)
+    fwd, grads = expected_pair
     ref = {"y": fwd.y, "hy": fwd.hy, "y_inf": fwd.y, "hy_inf": fwd.hy}
     if fwd.cy is not None:
         ref.update(cy=fwd.cy, cy_inf=fwd.cy)

@@ -48,7 +48,13 @@ def test_example_with_missing_library_says_how_to_install(tmp_path):
     assert_one_line_exit_2(proc, "does not exist", "nvidia-cudnn")
 
 
-def test_probe_runs_the_descriptor_stage_without_gpu(tmp_path):
+def test_probe_runs_the_default_matrix_at_the_descriptor_stage_without_gpu(tmp_path):
+    import time
+    started = time.monotonic()
     proc = run("cudnn_rnn.probe", "--out", str(tmp_path), CUDNN_RNN_NO_GPU="1")
+    elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
-    assert "NOT_SUPPORTED" in proc.stdout
+    assert "NOT_SUPPORTED" in proc.stdout and "SKIPPED" in proc.stdout
+    lines = (tmp_path / "default.jsonl").read_text().splitlines()
+    assert len(lines) >= 3072
+    print(f"descriptor-only default matrix: {len(lines)} cells in {elapsed:.1f} s")

@@ -1,0 +1,77 @@
+"""Where a result came from: GPU, driver, CUDA, cuDNN (version and path), commit, command, date."""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def commit() -> str:
+    """``$CUDNN_RNN_COMMIT`` (for copies of the tree without .git), else ``git rev-parse``."""
+    env = os.environ.get("CUDNN_RNN_COMMIT")
+    if env:
+        return env
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=10)
+        if out.returncode == 0:
+            sha = out.stdout.strip()
+            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                   cwd=ROOT, capture_output=True, text=True, timeout=10)
+            return sha + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "unknown"
+
+
+def command(argv: list | None = None) -> str:
+    argv = sys.argv if argv is None else argv
+    prog = "python -m " + __package__ + "." + Path(argv[0]).stem if argv and argv[0].endswith(
+        ".py") else (argv[0] if argv else "")
+    return " ".join([prog] + [shlex.quote(a) for a in argv[1:]])
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def slug(text: str | None) -> str:
+    if not text:
+        return "no-gpu"
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def collect(library: dict, device: dict, argv: list | None = None) -> dict:
+    """One provenance block from the worker's library and device descriptions."""
+    try:
+        import numpy
+        numpy_version = numpy.__version__
+    except Exception:  # pragma: no cover
+        numpy_version = None
+    return {
+        "gpu": device.get("gpu"),
+        "compute_capability": device.get("compute_capability"),
+        "driver_version": device.get("driver_version"),
+        "cuda_driver_api": device.get("cuda_driver"),
+        "cuda_runtime_cudnn": library.get("cudart_version"),
+        "cuda_runtime_cupy": device.get("cuda_runtime_cupy"),
+        "cupy": device.get("cupy"),
+        "no_gpu_reason": device.get("reason"),
+        "cudnn_version": library.get("cudnn_version"),
+        "library_path": library.get("library_path"),
+        "library_source": library.get("library_source"),
+        "cublaslt": library.get("cublaslt"),
+        "python": platform.python_version(),
+        "numpy": numpy_version,
+        "host": platform.node(),
+        "commit": commit(),
+        "command": command(argv),
+        "date": now(),
+    }

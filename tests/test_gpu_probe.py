@@ -1,0 +1,107 @@
+"""The probe matrix end to end on a GPU (marker ``gpu``).
+
+``CUDNN_RNN_PROBE_OUT`` keeps the runs' results in that directory (for results/);
+otherwise they go to a temporary one.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_probe(out_dir, *args, timeout=900):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "cudnn_rnn.probe", "--out", str(out_dir), "--overwrite",
+                           *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+    return proc, time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def out_root(tmp_path_factory):
+    keep = os.environ.get("CUDNN_RNN_PROBE_OUT")
+    return Path(keep) if keep else tmp_path_factory.mktemp("probe")
+
+
+def load(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def test_seed_spec_answers_the_int8_question(cuda, out_root):
+    proc, _ = run_probe(out_root / "seed", "--spec", "seed_int8")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recs = {r["data_type"]: r for r in load(out_root / "seed" / "seed_int8.jsonl")}
+    int8 = recs["INT8"]
+    assert int8["outcome"] == "NOT_SUPPORTED"
+    assert int8["failed_call"] == "cudnnSetRNNDescriptor_v8" and int8["stages"] == ["handle", "dropout"]
+    fp32 = recs["FLOAT"]
+    assert fp32["outcome"] == "OK" and fp32["verification"]["passed"]
+    assert set(fp32["timings"]) == {"forward_inference", "forward_training", "backward_data",
+                                    "backward_weights"}
+
+
+def test_default_spec_end_to_end(cuda, out_root):
+    proc, wall = run_probe(out_root / "default")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    print(proc.stdout[-6000:])
+    print(f"default matrix wall time {wall:.1f} s")
+    recs = load(out_root / "default" / "default.jsonl")
+    meta = json.loads((out_root / "default" / "default.run.json").read_text())
+    assert meta["complete"] and len(recs) == meta["cells"] >= 3072
+    counts = Counter(r["outcome"] for r in recs)
+    print("outcomes:", dict(counts))
+    assert counts["CRASH"] == 0 and counts["TIMEOUT"] == 0 and counts["SKIPPED"] == 0
+    ok_types = defaultdict(int)
+    for r in recs:
+        if r["outcome"] == "OK":
+            v = r["verification"]
+            assert v["passed"] and all(e is not None for e in r["errors"].values())
+            assert set(r["timings"]) == {"forward_inference", "forward_training", "backward_data",
+                                         "backward_weights"}
+            assert all(t["median_ms"] > 0 and t["tflops"] > 0 for t in r["timings"].values())
+            assert r["speedup"], r["id"]
+            ok_types[r["data_type"]] += 1
+            if r["algo"] == "PERSIST_DYNAMIC":
+                assert any("cudnnBuildRNNDynamic" in n for n in r["notes"])
+        elif r["outcome"] == "WRONG_RESULT":
+            assert r["timings"] is None and r["reason"].startswith("outside tolerance")
+        else:
+            assert r["timings"] is None and r["failed_call"], r["id"]
+    assert {"FLOAT", "DOUBLE", "HALF", "BFLOAT16"} <= set(ok_types), ok_types
+    # resources are released cell by cell: no cuDNN object outlives its cell, and the
+    # device memory in use after each cell stays flat
+    assert all(r["live_descriptors"] == 0 for r in recs)
+    used = [r["device_memory_bytes"] for r in recs if r.get("device_memory_bytes") is not None]
+    assert used and max(used) == min(used), (min(used), max(used))
+
+
+def test_reference_on_gpu_equals_the_cpu_reference(cuda):
+    from bindings.enums import RNNMode, DirectionMode
+    from cudnn_rnn import reference as R
+    from cudnn_rnn.config import RNNConfig
+    rng = np.random.default_rng(5)
+    cfg = RNNConfig(seq_length=5, num_layers=2, hidden_size=16, mini_batch=4, input_size=8,
+                    cell=RNNMode.LSTM, direction=DirectionMode.BIDIRECTIONAL, proj_size=8)
+    params = R.random_params(cfg, rng)
+    data = [rng.uniform(-1, 1, size=s) for s in (cfg.x_shape(), cfg.h_shape(), cfg.c_shape())]
+    cpu = R.forward(cfg, params, *data)
+    gparams = [R.LayerParams([None if a is None else cuda.asarray(a) for a in p.W],
+                             [cuda.asarray(a) for a in p.R], [cuda.asarray(a) for a in p.bW],
+                             [cuda.asarray(a) for a in p.bR], cuda.asarray(p.P)) for p in params]
+    gpu = R.forward(cfg, gparams, *[cuda.asarray(d) for d in data])
+    np.testing.assert_allclose(cuda.asnumpy(gpu.y), cpu.y, rtol=1e-12, atol=1e-12)
+    dy = rng.uniform(-1, 1, size=cfg.y_shape())
+    dh = rng.uniform(-1, 1, size=cfg.h_shape())
+    dc = rng.uniform(-1, 1, size=cfg.c_shape())
+    g_cpu = R.backward(cfg, params, cpu, dy, dh, dc)
+    g_gpu = R.backward(cfg, gparams, gpu, cuda.asarray(dy), cuda.asarray(dh), cuda.asarray(dc))
+    np.testing.assert_allclose(cuda.asnumpy(g_gpu.dx), g_cpu.dx, rtol=1e-11, atol=1e-12)

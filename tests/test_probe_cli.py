@@ -1,0 +1,143 @@
+"""The probe as a user runs it: real libcudnn, worker processes, kill and resume, bad input."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from cudnn_rnn.cell import RECORD_KEYS
+
+from .test_cli import assert_one_line_exit_2, run
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = ("--dtype", "FLOAT,HALF,INT8,BFLOAT16", "--cell", "LSTM", "--math-type", "DEFAULT",
+        "--hidden", "512")
+
+
+def records(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def probe(tmp_path, *args, **env):
+    env.setdefault("CUDNN_RNN_NO_GPU", "1")
+    return run("cudnn_rnn.probe", "--out", str(tmp_path), *args, **env)
+
+
+def test_descriptor_outcomes_of_known_cells(tmp_path):
+    proc = probe(tmp_path, *FAST)
+    assert proc.returncode == 0, proc.stderr
+    assert "descriptor stages only" in proc.stdout
+    recs = {(r["data_type"], r["math_prec"], r["algo"]): r for r in records(tmp_path / "default.jsonl")}
+    int8 = recs[("INT8", "INT8", "STANDARD")]
+    assert (int8["outcome"], int8["failed_call"], int8["status"]) == (
+        "NOT_SUPPORTED", "cudnnSetRNNDescriptor_v8", "NOT_SUPPORTED")
+    assert int8["status_code"] in (3000, 9)
+    half = recs[("HALF", "HALF", "PERSIST_STATIC")]
+    assert half["outcome"] == "NOT_SUPPORTED" and "CUDNN_DATA_HALF" in half["reason"]
+    bf16 = recs[("BFLOAT16", "FLOAT", "STANDARD")]
+    assert bf16["outcome"] == "SKIPPED" and bf16["failed_call"] is None
+    assert bf16["stages"] == ["dropout", "rnn_descriptor", "data_descriptors", "state_descriptors"]
+    assert "forward_training" in bf16["skipped_stages"] and bf16["skip_reason"]
+    for r in recs.values():
+        assert set(RECORD_KEYS) <= set(r), set(RECORD_KEYS) - set(r)
+        assert r["cudnn_version"] and r["library_path"]
+    meta = json.loads((tmp_path / "default.run.json").read_text())
+    assert meta["complete"] and meta["provenance"]["cudnn_version"]
+    assert meta["provenance"]["commit"] and meta["provenance"]["command"].startswith("python -m")
+
+
+def test_list_runs_nothing(tmp_path):
+    proc = probe(tmp_path, "--list", "--dtype", "INT8", "--cell", "GRU")
+    assert proc.returncode == 0
+    assert "INT8/INT8/" in proc.stdout and "baseline" in proc.stdout
+    assert not (tmp_path / "default.jsonl").exists()
+
+
+def test_a_crashing_worker_is_recorded_and_the_run_goes_on(tmp_path):
+    proc = probe(tmp_path, *FAST, CUDNN_RNN_FAULT="crash:HALF/HALF/DEFAULT/PERSIST_STATIC/")
+    assert proc.returncode == 0, proc.stderr
+    recs = records(tmp_path / "default.jsonl")
+    crashed = [r for r in recs if r["outcome"] == "CRASH"]
+    assert len(crashed) == 1 and crashed[0]["status"] == "SIGSEGV"
+    assert "died" in crashed[0]["reason"]
+    index = [r["id"] for r in recs].index(crashed[0]["id"])
+    assert index < len(recs) - 1  # later cells still ran, in a fresh worker
+    assert len({r["worker_pid"] for r in recs if r.get("worker_pid")}) == 2
+    assert "1 worker restarts" in proc.stdout
+
+
+def test_a_hanging_cell_times_out(tmp_path):
+    proc = probe(tmp_path, "--dtype", "INT8", "--cell", "GRU", "--algo", "STANDARD",
+                 "--math-type", "FMA", "--math-prec", "INT8,FLOAT", "--timeout", "3",
+                 CUDNN_RNN_FAULT="hang:INT8/INT8/")
+    assert proc.returncode == 0, proc.stderr
+    outcomes = {r["math_prec"] + r["data_type"]: r["outcome"] for r in records(tmp_path / "default.jsonl")}
+    assert outcomes["INT8INT8"] == "TIMEOUT"
+    assert outcomes["FLOATINT8"] == "NOT_SUPPORTED"
+
+
+def test_kill_minus_9_then_resume_gives_every_cell_once(tmp_path):
+    out = tmp_path / "default.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), CUDNN_RNN_NO_GPU="1", CUDNN_RNN_FAULT="slow:0.002")
+    args = [sys.executable, "-m", "cudnn_rnn.probe", "--out", str(tmp_path), "--cell", "LSTM,GRU"]
+    proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if out.exists() and out.read_bytes().count(b"\n") >= 100:
+            break
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)  # the parent and its worker, no clean-up
+    proc.wait()
+    partial = out.read_bytes().count(b"\n")
+    listed = probe(tmp_path, "--cell", "LSTM,GRU", "--list")
+    total = int(listed.stdout.strip().splitlines()[-1].split()[0])
+    assert 100 <= partial < total
+    resumed = probe(tmp_path, "--cell", "LSTM,GRU", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    ids = [r["id"] for r in records(out)]
+    assert len(ids) == total and len(set(ids)) == total
+    again = probe(tmp_path, "--cell", "LSTM,GRU", "--resume")
+    assert "0 to run" in again.stdout
+    assert len(records(out)) == total
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("--dtype", "FLOAT,QUARTER"), "unknown data_type value 'QUARTER'"),
+    (("--spec", "nosuchspec"), "not found"),
+    (("--reps", "0"), "--reps"),
+    (("--reps", "many"), "invalid int"),
+    (("--resume", "--overwrite"), "exclude"),
+    (("--hidden", "3"), "no cell"),
+    (("--bogus",), "unrecognized"),
+])
+def test_bad_arguments(tmp_path, args, needle):
+    assert_one_line_exit_2(probe(tmp_path, *args), needle)
+
+
+def test_malformed_spec_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[block]]\nname = "x"\ndata_type = ["HALF"]\nmath_prec = ["FLOAT"]\n'
+                   'math_type = ["DEFAULT"]\nalgo = ["STANDARD"]\ncell = ["LSTMX"]\n'
+                   'shapes = [{seq_length=1, layers=1, hidden=8, batch=8}]\n')
+    assert_one_line_exit_2(probe(tmp_path, "--spec", str(bad)), "unknown cell value 'LSTMX'")
+
+
+def test_existing_results_are_never_overwritten_silently(tmp_path):
+    assert probe(tmp_path, "--dtype", "INT8", "--cell", "GRU").returncode == 0
+    before = (tmp_path / "default.jsonl").read_bytes()
+    assert_one_line_exit_2(probe(tmp_path, "--dtype", "INT8", "--cell", "GRU"), "--resume")
+    assert (tmp_path / "default.jsonl").read_bytes() == before
+    (tmp_path / "default.jsonl").write_text('{"id": "x", "outcome": "OK"}\nbroken\n{"id": "y", "outcome": "OK"}\n')
+    assert_one_line_exit_2(probe(tmp_path, "--dtype", "INT8", "--cell", "GRU", "--resume"),
+                           "not JSON")
+
+
+def test_missing_library(tmp_path):
+    proc = probe(tmp_path, "--cudnn", str(tmp_path / "libcudnn.so.9"), "--dtype", "INT8")
+    assert_one_line_exit_2(proc, "does not exist")

@@ -1,0 +1,86 @@
+"""Probe specifications: loading, validation, filters, baselines."""
+import pytest
+
+from bindings.enums import DataType, MathType, RNNAlgo, RNNMode
+from cudnn_rnn import spec as specs
+from cudnn_rnn.spec import SpecError
+
+MINIMAL = {
+    "name": "t",
+    "block": [{"name": "b", "data_type": ["HALF"], "math_prec": ["FLOAT", "HALF"],
+               "math_type": ["TENSOR_OP"], "algo": ["STANDARD"], "cell": ["LSTM", "GRU"],
+               "shapes": [{"seq_length": 4, "layers": 1, "hidden": 16, "batch": 8}]}],
+}
+
+
+def test_block_is_a_cartesian_product_with_defaults():
+    s = specs.from_dict(MINIMAL)
+    assert len(s.cells) == 4
+    c = s.cells[0].config
+    assert (c.data_type, c.precision, c.math_type, c.cell) == (
+        DataType.HALF, DataType.FLOAT, MathType.TENSOR_OP_MATH, RNNMode.LSTM)
+    assert c.direction.name == "UNIDIRECTIONAL" and c.proj == c.hidden_size
+
+
+def test_shipped_specs_load():
+    default = specs.load("default")
+    ids = {c.id for c in default.cells}
+    assert len(ids) == len(default.cells) >= 3072 + 40
+    names = {c.config.data_type.name for c in default.cells}
+    assert names >= {"FLOAT", "DOUBLE", "HALF", "BFLOAT16", "INT8", "INT32", "FP8_E4M3", "FP8_E5M2"}
+    seed = specs.load("seed_int8")
+    assert any(c.config.data_type == DataType.INT8 and c.config.precision == DataType.INT8
+               and (c.config.seq_length, c.config.num_layers, c.config.hidden_size,
+                    c.config.mini_batch) == (20, 2, 512, 64) for c in seed.cells)
+
+
+@pytest.mark.parametrize("mutate,needle", [
+    (lambda d: d.update(colour=1), "unknown key 'colour'"),
+    (lambda d: d["block"][0].update(dtype=["HALF"]), "unknown axis 'dtype'"),
+    (lambda d: d["block"][0].update(data_type=["HALF16"]), "unknown data_type value 'HALF16'"),
+    (lambda d: d["block"][0].update(algo=["PERSIST"]), "unknown algo value 'PERSIST'"),
+    (lambda d: d["block"][0].update(shapes=[{"seq_length": 1, "layers": 1, "hidden": 8}]),
+     "shape lacks batch"),
+    (lambda d: d["block"][0].update(shapes=[{"seq_length": 1, "layers": 1, "hidden": 8,
+                                             "batch": 2, "heads": 3}]), "unknown shape field"),
+    (lambda d: d["block"][0].update(shapes=[{"seq_length": 0, "layers": 1, "hidden": 8,
+                                             "batch": 2}]), "positive integer"),
+    (lambda d: d["block"][0].update(proj_size=["half"]), "proj_size"),
+    (lambda d: d["block"][0].update(cell=[]), "non-empty"),
+    (lambda d: d.update(block=[]), "at least one"),
+])
+def test_malformed_specs_name_the_problem(mutate, needle):
+    import copy
+    data = copy.deepcopy(MINIMAL)
+    mutate(data)
+    with pytest.raises(SpecError, match=needle.replace("(", r"\(")):
+        specs.from_dict(data)
+
+
+def test_missing_and_invalid_files(tmp_path):
+    with pytest.raises(SpecError, match="not found"):
+        specs.load(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = [unclosed")
+    with pytest.raises(SpecError, match="not valid TOML"):
+        specs.load(bad)
+
+
+def test_filters_and_baselines():
+    cells = specs.load("default").cells
+    f = specs.parse_filters({"data_type": "HALF,INT8", "algo": "STANDARD", "cell": "LSTM",
+                             "hidden": "512"})
+    chosen = specs.select(cells, f)
+    assert chosen and all(c.config.data_type in (DataType.HALF, DataType.INT8) and
+                          c.config.algo == RNNAlgo.STANDARD and c.config.hidden_size == 512
+                          for c in chosen)
+    planned = specs.with_baselines(chosen)
+    ids = [c.id for c in planned]
+    assert len(ids) == len(set(ids))
+    for c in chosen:
+        base = specs.cell_id(specs.baseline_of(c.config))
+        assert base in ids and ids.index(base) < ids.index(c.id)  # baseline runs first
+    with pytest.raises(SpecError, match="unknown data_type"):
+        specs.parse_filters({"data_type": "FLOAT,QUARTER"})
+    with pytest.raises(SpecError, match="integers"):
+        specs.parse_filters({"hidden": "big"})
