@@ -15,7 +15,6 @@ baseline are added by the runner, which has every cell's record.
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import OrderedDict
 
@@ -56,58 +55,81 @@ def outcome_of(result: FlowResult, version_number: int) -> str:
 
 
 class ReferenceCache:
-    """Reference results keyed by the exact bytes of the inputs and weights, so cells that
-    differ only in math type, precision or algorithm share one float64 evaluation."""
+    """Reference results shared by cells whose device inputs are the same values.
 
-    def __init__(self, size: int = 8):
+    The flow draws its random inputs and weights from ``seed`` in a fixed order over
+    the weight entries cuDNN reports, then rounds them to the data type; so the data
+    type, the seed, the structural axes and the reported weight layout determine
+    every value. Cells that differ only in math type, math precision or algorithm
+    therefore share one float64 evaluation. Only results of at most ``max_bytes``
+    are kept, on the host, so the device memory in use stays flat between cells.
+    """
+
+    def __init__(self, size: int = 16, max_bytes: int = 64 << 20):
         self.size = size
+        self.max_bytes = max_bytes
         self._items: OrderedDict = OrderedDict()
         self.hits = self.misses = 0
 
     @staticmethod
-    def key(cfg: RNNConfig, host: dict) -> str:
-        h = hashlib.blake2b(digest_size=16)
-        shape_axes = (cfg.cell, cfg.seq_length, cfg.num_layers, cfg.hidden_size, cfg.mini_batch,
-                      cfg.input, cfg.proj, cfg.direction, cfg.input_mode, cfg.bias_mode)
-        h.update(repr(shape_axes).encode())
-        for name in sorted(k for k in host if k != "weights"):
-            h.update(name.encode())
-            h.update(np.ascontiguousarray(host[name]).tobytes())
-        for key in sorted(host["weights"]):
-            h.update(repr(key).encode())
-            h.update(np.ascontiguousarray(host["weights"][key]).tobytes())
-        return h.hexdigest()
+    def key(flow: RNNFlow) -> tuple:
+        c = flow.cfg
+        layout = tuple((e.pseudo_layer, e.lin_id, e.kind, e.dims) for e in flow.entries)
+        return (c.data_type, c.cell, c.seq_length, c.num_layers, c.hidden_size, c.mini_batch,
+                c.input, c.proj, c.direction, c.input_mode, c.bias_mode, flow.init, flow.seed,
+                layout)
 
-    def get(self, cfg: RNNConfig, host: dict, xp=np):
-        k = self.key(cfg, host)
+    def get(self, flow: RNNFlow, xp=np):
+        k = self.key(flow)
         if k in self._items:
             self.hits += 1
             self._items.move_to_end(k)
             return self._items[k]
         self.misses += 1
-        value = evaluate_reference(cfg, host, xp)
-        self._items[k] = value
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
+        value = evaluate_reference(flow.cfg, flow.host, xp, keep_on_device=True)
+        if _nbytes(value) <= self.max_bytes:
+            value = _to_host(value)
+            self._items[k] = value
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
         return value
 
 
-def evaluate_reference(cfg: RNNConfig, host: dict, xp=np):
-    """Forward and gradients in float64 with ``xp`` (numpy, or cupy for large shapes);
-    results come back as numpy arrays."""
+def _arrays(pair):
+    fwd, grads = pair
+    out = [fwd.y, fwd.hy, fwd.cy, grads.dx, grads.dhx, grads.dcx]
+    out += reference.flat_params(grads.dparams)
+    return [a for a in out if a is not None]
+
+
+def _nbytes(pair) -> int:
+    return sum(int(a.nbytes) for a in _arrays(pair))
+
+
+def _to_host(pair):
+    xp = reference.array_module(pair[0].y)
+    if xp is np:
+        return pair
+    back = lambda a: None if a is None else xp.asnumpy(a)  # noqa: E731
+    fwd, grads = pair
+    dparams = [reference.LayerParams([back(a) for a in p.W], [back(a) for a in p.R],
+                                     [back(a) for a in p.bW], [back(a) for a in p.bR],
+                                     back(p.P)) for p in grads.dparams]
+    return (reference.Forward(back(fwd.y), back(fwd.hy), back(fwd.cy)),
+            reference.Gradients(back(grads.dx), back(grads.dhx), back(grads.dcx), dparams))
+
+
+def evaluate_reference(cfg: RNNConfig, host: dict, xp=np, keep_on_device: bool = False):
+    """Forward and gradients in float64 with ``xp``: numpy, or cupy (cuBLAS DGEMM, not
+    cuDNN) when a GPU is there. Results come back as numpy unless ``keep_on_device``."""
     to = (lambda a: None if a is None else xp.asarray(a)) if xp is not np else (lambda a: a)
-    back = (lambda a: None if a is None else xp.asnumpy(a)) if xp is not np else (lambda a: a)
     weights = {k: to(v) for k, v in host["weights"].items()}
     params = params_from_arrays(cfg, weights)
     fwd = reference.forward(cfg, params, to(host["x"]), to(host["hx"]), to(host.get("cx")))
     grads = reference.backward(cfg, params, fwd, to(host["dy"]), to(host["dhy"]),
                                to(host.get("dcy")))
-    fwd_np = reference.Forward(back(fwd.y), back(fwd.hy), back(fwd.cy))
-    dparams = [reference.LayerParams([back(a) for a in p.W], [back(a) for a in p.R],
-                                     [back(a) for a in p.bW], [back(a) for a in p.bR],
-                                     back(p.P)) for p in grads.dparams]
-    grads_np = reference.Gradients(back(grads.dx), back(grads.dhx), back(grads.dcx), dparams)
-    return fwd_np, grads_np
+    fwd = reference.Forward(fwd.y, fwd.hy, fwd.cy)  # drop the caches
+    return (fwd, grads) if keep_on_device else _to_host((fwd, grads))
 
 
 def base_record(cell, lib) -> dict:
@@ -120,6 +142,7 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
     started = time.perf_counter()
     cfg = cell.config
     rec = base_record(cell, lib)
+    phase = {}
     with RNNFlow(cfg, lib, device=device, init="random", seed=seed) as flow:
         result = flow.run()
         rec.update(stages=result.reached, skipped_stages=result.skipped,
@@ -128,10 +151,12 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
             rec.update(result.failure.as_record())
         outcome = outcome_of(result, lib.version_number)
         if outcome is None:
-            xp = flow.cp if (flow.cp is not None and cfg.seq_length * cfg.mini_batch
-                             * cfg.hidden_size >= 1 << 16) else np
-            expected = (cache or ReferenceCache(1)).get(cfg, flow.host, xp)
-            check: Verification = compare_with(cfg, expected, flow.outputs())
+            t0 = time.perf_counter()
+            on_gpu = flow.cp is not None
+            expected = (cache or ReferenceCache(1)).get(flow, flow.cp if on_gpu else np)
+            check: Verification = compare_with(cfg, expected, flow.outputs(on_device=on_gpu))
+            del expected
+            phase["verify"] = round(time.perf_counter() - t0, 4)
             rec["errors"] = check.as_record()["errors"]
             rec["verification"] = {k: v for k, v in check.as_record().items() if k != "errors"}
             if not check.passed:
@@ -141,8 +166,12 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
             else:
                 outcome = "OK"
                 if time_it:
+                    t0 = time.perf_counter()
                     rec["timings"] = time_cell(flow, reps, warmup)
+                    phase["time"] = round(time.perf_counter() - t0, 4)
         rec["outcome"] = outcome
+        rec["stage_s"] = result.stage_s
+        rec["phase_s"] = phase
     rec["duration_s"] = round(time.perf_counter() - started, 4)
     return rec
 

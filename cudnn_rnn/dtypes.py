@@ -90,15 +90,18 @@ def encode(values: np.ndarray, dt: DataType) -> np.ndarray:
     raise TypeError(f"no host encoding for CUDNN_DATA_{dt.name}")
 
 
-def decode(bits: np.ndarray, dt: DataType) -> np.ndarray:
-    """Device bits of ``dt`` → float64."""
-    bits = np.asarray(bits)
+def decode(bits, dt: DataType):
+    """Stored bits of ``dt`` → float64; a cupy array is decoded on the GPU."""
+    xp = np
+    if type(bits).__module__.split(".")[0] == "cupy":
+        import cupy as xp
+    bits = xp.asarray(bits)
     if dt in _NUMPY:
-        return bits.astype(np.float64)
+        return bits.astype(xp.float64)
     if dt == DataType.BFLOAT16:
-        return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        return (bits.astype(xp.uint32) << 16).view(xp.float32).astype(xp.float64)
     if dt in _FP8:
-        return _FP8[dt][bits.astype(np.intp)]
+        return xp.asarray(_FP8[dt])[bits.astype(xp.intp)]
     raise TypeError(f"no host encoding for CUDNN_DATA_{dt.name}")
 
 

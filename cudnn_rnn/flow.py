@@ -14,6 +14,7 @@ descriptors are set for real. Device stages are then *skipped*, not failed.
 from __future__ import annotations
 
 import ctypes
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
@@ -72,6 +73,7 @@ class FlowResult:
     failure: StageFailure | None = None
     sizes: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    stage_s: dict = field(default_factory=dict)  # wall seconds per stage run
 
     @property
     def completed(self) -> bool:
@@ -177,11 +179,14 @@ class RNNFlow:
                 res.skipped.append(name)
                 res.skip_reason = gpu.unavailable_reason() or "device stages disabled"
                 continue
+            started = time.perf_counter()
             try:
                 self.run_stage(name)
             except FlowStop as stop:
                 res.failure = stop.failure
                 break
+            finally:
+                res.stage_s[name] = round(time.perf_counter() - started, 5)
             res.reached.append(name)
             if name == until:
                 break
@@ -351,8 +356,12 @@ class RNNFlow:
                                                        tuple(dims)))
         return entries
 
-    def _values(self, shape, scale: float, rng) -> np.ndarray:
-        return rng.uniform(-scale, scale, size=shape)
+    @staticmethod
+    def _values(shape, scale: float, rng) -> np.ndarray:
+        """U(-scale, scale), drawn in float32 (every supported type is at most that fine
+        except DOUBLE, for which these are still valid float64 values)."""
+        return (rng.random(shape, dtype=np.float32) * np.float32(2 * scale)
+                - np.float32(scale))
 
     def _fill_weights(self) -> None:
         c, dt = self.cfg, self.cfg.data_type
@@ -380,7 +389,7 @@ class RNNFlow:
         if c.has_cell_state:
             shapes.update(cx=c.c_shape(), dcy=c.c_shape())
         for name, shape in shapes.items():
-            values = np.ones(shape) if self.init == "sample" else rng.uniform(-1, 1, size=shape)
+            values = np.ones(shape) if self.init == "sample" else self._values(shape, 1.0, rng)
             bits = dtypes.encode(values, dt)
             self.host[name] = dtypes.decode(bits, dt)
             self.buf[name] = self._upload(self._to_device_layout(name, bits))
@@ -420,15 +429,16 @@ class RNNFlow:
         return np.ascontiguousarray(arr.transpose(1, 0, 2)) if self._batch_major(name) else arr
 
     # ------------------------------------------------------------------ reading back
-    def read(self, name: str) -> np.ndarray:
-        """A device buffer as float64 in the reference's (T, B, features) layout."""
+    def read(self, name: str, on_device: bool = False):
+        """A device buffer as float64 in the reference's (T, B, features) layout
+        (a cupy array when ``on_device``, else numpy)."""
         c, dt = self.cfg, self.cfg.data_type
         shapes = {"y": c.y_shape(), "y_inf": c.y_shape(), "dx": c.x_shape(), "x": c.x_shape(),
                   "dy": c.y_shape(), "hy": c.h_shape(), "hy_inf": c.h_shape(),
                   "dhx": c.h_shape(), "cy": c.c_shape(), "cy_inf": c.c_shape(),
                   "dcx": c.c_shape()}
         self.stream.synchronize()
-        raw = self.buf[name].get()
+        raw = self.buf[name] if on_device else self.buf[name].get()
         shape = shapes[name]
         values = dtypes.decode(raw.view(dtypes.storage_dtype(dt)), dt)
         if self._batch_major(name):
@@ -443,12 +453,12 @@ class RNNFlow:
         usable = raw.size // dtypes.ITEMSIZE[dt] * dtypes.ITEMSIZE[dt]
         return dtypes.decode(raw[:usable].view(dtypes.storage_dtype(dt)), dt)
 
-    def weight_arrays(self, name: str = "w") -> dict:
+    def weight_arrays(self, name: str = "w", on_device: bool = False) -> dict:
         """Each matrix and bias of the weight space (or dw) by (pseudo_layer, lin_id, kind)."""
         dt = self.cfg.data_type
         item = dtypes.ITEMSIZE[dt]
         self.stream.synchronize()
-        raw = self.buf[name].get()
+        raw = self.buf[name] if on_device else self.buf[name].get()
         out = {}
         for e in self.entries:
             chunk = raw[e.offset:e.offset + e.size * item].view(dtypes.storage_dtype(dt))
@@ -459,13 +469,14 @@ class RNNFlow:
         """The weights in the reference's structure (host copies unless ``arrays`` given)."""
         return params_from_arrays(self.cfg, arrays if arrays is not None else self.host["weights"])
 
-    def outputs(self) -> dict:
-        """Every output of the training and inference passes, as float64."""
+    def outputs(self, on_device: bool = False) -> dict:
+        """Every output of the training and inference passes, as float64 (cupy arrays
+        when ``on_device``: large shapes are then checked without a trip to the host)."""
         names = ["y", "hy", "dx", "dhx", "y_inf", "hy_inf"]
         if self.cfg.has_cell_state:
             names += ["cy", "dcx", "cy_inf"]
-        out = {n: self.read(n) for n in names}
-        out["dw"] = self.weight_arrays("dw")
+        out = {n: self.read(n, on_device) for n in names}
+        out["dw"] = self.weight_arrays("dw", on_device)
         return out
 
     def checksums(self) -> dict:

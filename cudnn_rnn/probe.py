@@ -105,6 +105,16 @@ def summary(records: list, out=sys.stdout) -> None:
         print("\nwhere the failing cells stop (call, status, cuDNN's reason):", file=out)
         print(tabulate([(*k, v) for k, v in failures.most_common(12)],
                        headers=("call", "status", "reason", "cells")), file=out)
+    stage_time, phase_time = Counter(), Counter()
+    for r in records:
+        stage_time.update(r.get("stage_s") or {})
+        phase_time.update(r.get("phase_s") or {})
+    if stage_time:
+        spent = sorted({**{f"stage {k}": v for k, v in stage_time.items()},
+                        **{f"{k} (reference and compare)" if k == "verify" else f"{k} (timed calls)": v
+                           for k, v in phase_time.items()}}.items(), key=lambda kv: -kv[1])
+        print("\nwhere the time went (seconds, all cells): " +
+              ", ".join(f"{k} {v:.1f}" for k, v in spent[:8]), file=out)
     timed = [r for r in records if r["outcome"] == "OK" and r.get("timings")]
     if timed:
         timed.sort(key=lambda r: -(r.get("speedup") or {}).get("forward_training", 0))
@@ -176,7 +186,8 @@ def main(argv=None) -> int:
     sessions.append({"started": run_info["date"], "command": run_info["command"],
                      "commit": run_info["commit"], "cells_to_run": len(todo)})
     meta = {"schema": 1, "spec": spec.name, "spec_path": spec.path, "provenance": run_info,
-            "legacy_symbols": info["symbols"]["legacy"], "sessions": sessions, "complete": False}
+            "legacy_symbols": info["symbols"]["legacy"], "seed_replay": info.get("seed_replay"),
+            "sessions": sessions, "complete": False}
     write_json(meta_path, meta)
     progress = Progress(len(cells), done=len(cells) - len(todo))
     started = time.monotonic()

@@ -5,9 +5,13 @@ already rounded to the data type), so the remaining error is cuDNN's arithmetic
 and storage in lower precision. Errors are relative Frobenius norms,
 ``‖out − ref‖ / ‖ref‖``; NaN (including unwritten, poisoned outputs) never passes.
 
-Tolerances are stated per precision in :data:`TOLERANCE`; gradients get
-:data:`GRADIENT_FACTOR` times more room, since they accumulate over the whole
-sequence in both directions.
+Tolerances are stated per precision in :data:`TOLERANCE` as (outputs, gradients,
+ReLU gradients). They sit 5-10x above the largest errors measured on an H200
+(cuDNN 9.19 and 9.14) across the default matrix. ReLU gradients get their own,
+looser bound: the ReLU derivative is a step, so wherever rounding moves a
+pre-activation across zero a whole gradient term switches on or off. With TF32
+or FP16 arithmetic that alone gives 2-7 % gradient error while the smooth cells
+stay near 1e-3 (measured: FLOAT with DEFAULT math, RELU dx 2.3e-2, LSTM 3.4e-4).
 """
 from __future__ import annotations
 
@@ -20,44 +24,63 @@ from bindings.enums import DataType, MathType
 from . import reference
 from .config import RNNConfig
 
-# (data type, math precision, math type or None for any) → relative tolerance for outputs.
+# (data type, math precision, math type or None for any) → (outputs, gradients, ReLU gradients)
 TOLERANCE = {
-    (DataType.DOUBLE, DataType.DOUBLE, None): 1e-10,
-    # FMA is true FP32; DEFAULT and TENSOR_OP may use TF32 on Ampere and later (10-bit mantissa).
-    (DataType.FLOAT, DataType.FLOAT, MathType.FMA_MATH): 1e-5,
-    (DataType.FLOAT, DataType.FLOAT, MathType.DEFAULT_MATH): 5e-3,
-    (DataType.FLOAT, DataType.FLOAT, MathType.TENSOR_OP_MATH): 5e-3,
-    # ALLOW_CONVERSION may down-convert FP32 operands to FP16.
-    (DataType.FLOAT, DataType.FLOAT, MathType.TENSOR_OP_MATH_ALLOW_CONVERSION): 2e-2,
-    (DataType.HALF, DataType.FLOAT, None): 2e-2,  # FP16 storage of every output
-    (DataType.HALF, DataType.HALF, None): 5e-2,  # and FP16 arithmetic
-    (DataType.BFLOAT16, DataType.FLOAT, None): 6e-2,  # 8-bit mantissa storage
+    (DataType.DOUBLE, DataType.DOUBLE, None): (1e-12, 1e-12, 1e-12),
+    # FMA is true FP32; DEFAULT and TENSOR_OP permit TF32 on Ampere and later (10-bit
+    # mantissa), and ALLOW_CONVERSION may down-convert FP32 operands to FP16.
+    (DataType.FLOAT, DataType.FLOAT, MathType.FMA_MATH): (5e-5, 5e-5, 5e-5),
+    (DataType.FLOAT, DataType.FLOAT, None): (5e-3, 5e-3, 1e-1),
+    (DataType.HALF, DataType.FLOAT, None): (5e-3, 5e-3, 1e-1),  # FP16 storage, FP32 math
+    (DataType.HALF, DataType.HALF, None): (3e-2, 3e-2, 3e-1),  # FP16 arithmetic too
+    (DataType.BFLOAT16, DataType.FLOAT, None): (3e-2, 3e-2, 3e-1),  # 8-bit mantissa storage
 }
-FALLBACK_TOLERANCE = 0.25  # any other pairing (FP8, integers): a sanity bound only
-GRADIENT_FACTOR = 2.0
+FALLBACK_TOLERANCE = (0.25, 0.5, 0.5)  # any other pairing (FP8, integers): a sanity bound only
 
 FORWARD_OUTPUTS = ("y", "hy", "cy", "y_inf", "hy_inf", "cy_inf")
 GRADIENT_OUTPUTS = ("dx", "dhx", "dcx", "dw")
 
 
-def tolerance(cfg: RNNConfig) -> float:
-    """Relative tolerance for forward outputs of ``cfg``."""
+def tolerances(cfg: RNNConfig) -> tuple[float, float]:
+    """(outputs, gradients) relative tolerance for ``cfg``."""
+    from bindings.enums import RNNMode
+    triple = FALLBACK_TOLERANCE
     for key in ((cfg.data_type, cfg.precision, cfg.math_type), (cfg.data_type, cfg.precision, None)):
         if key in TOLERANCE:
-            return TOLERANCE[key]
-    return FALLBACK_TOLERANCE
+            triple = TOLERANCE[key]
+            break
+    out, grad, relu_grad = triple
+    return out, relu_grad if cfg.cell == RNNMode.RNN_RELU else grad
 
 
-def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
-    out = np.asarray(out, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
+def tolerance(cfg: RNNConfig) -> float:
+    """Relative tolerance for the forward outputs of ``cfg``."""
+    return tolerances(cfg)[0]
+
+
+def _xp(*arrays):
+    return reference.array_module(next((a for a in arrays if a is not None), None))
+
+
+def relative_error(out, ref) -> float:
+    """‖out − ref‖ / ‖ref‖ in float64 (on the GPU when either is a cupy array)."""
+    xp = reference.array_module(out)
+    if xp is np:
+        xp = reference.array_module(ref)
+    out = xp.asarray(out, dtype=xp.float64)
+    ref = xp.asarray(ref, dtype=xp.float64)
     if out.shape != ref.shape:
         raise ValueError(f"shape mismatch {out.shape} vs {ref.shape}")
-    if not np.all(np.isfinite(out)):
+    if not bool(xp.all(xp.isfinite(out))):
         return float("inf")
-    scale = np.linalg.norm(ref)
-    diff = np.linalg.norm(out - ref)
-    return float(diff / scale) if scale > 0 else float(diff)
+    scale = float(xp.linalg.norm(ref))
+    diff = float(xp.linalg.norm(out - ref))
+    return diff / scale if scale > 0 else diff
+
+
+def _nonfinite(a) -> int:
+    xp = reference.array_module(a)
+    return int(a.size - int(xp.isfinite(a).sum()))
 
 
 @dataclass
@@ -123,7 +146,7 @@ def compare_with(cfg: RNNConfig, expected_pair, outputs: dict) -> Verification:
     for name, value in ref.items():
         if name in outputs:
             errors[name] = relative_error(outputs[name], value)
-            nonfinite[name] = int(np.size(outputs[name]) - np.isfinite(outputs[name]).sum())
+            nonfinite[name] = _nonfinite(outputs[name])
     if grads is not None and "dw" in outputs:
         want = arrays_from_params(cfg, grads.dparams)
         got = outputs["dw"]
@@ -131,9 +154,10 @@ def compare_with(cfg: RNNConfig, expected_pair, outputs: dict) -> Verification:
         missing = [k for k in keys if k not in got]
         if missing:
             raise ValueError(f"dw lacks {missing[:3]}")
-        flat_got = np.concatenate([got[k].ravel() for k in keys])
-        flat_want = np.concatenate([want[k].ravel() for k in keys])
+        xg, xw = _xp(*got.values()), _xp(*want.values())
+        flat_got = xg.concatenate([got[k].ravel() for k in keys])
+        flat_want = xw.concatenate([want[k].ravel() for k in keys])
         errors["dw"] = relative_error(flat_got, flat_want)
-        nonfinite["dw"] = int(flat_got.size - np.isfinite(flat_got).sum())
-    tol = tolerance(cfg)
-    return Verification(errors, tol, tol * GRADIENT_FACTOR, nonfinite)
+        nonfinite["dw"] = _nonfinite(flat_got)
+    tol, grad_tol = tolerances(cfg)
+    return Verification(errors, tol, grad_tol, nonfinite)

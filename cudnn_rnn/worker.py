@@ -49,11 +49,12 @@ def _worker_main(conn, cudnn_path, options) -> None:  # pragma: no cover - runs 
         from . import gpu
         from .cell import ReferenceCache, crash_record, run_cell
         from .descriptors import live_objects
+        from .seed_replay import replay
         lib = bindings.load(cudnn_path)
         device = gpu.available() and not options.get("no_device")
         conn.send(("ready", {"library": lib.describe(), "device": gpu.device_info(),
                              "symbols": lib.symbol_report(), "pid": os.getpid(),
-                             "device_stages": device}))
+                             "device_stages": device, "seed_replay": replay(lib, device)}))
     except Exception as exc:
         missing = type(exc).__name__ == "LibraryNotFound"
         conn.send(("failed", f"{exc}", missing))
