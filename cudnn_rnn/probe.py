@@ -70,7 +70,7 @@ def add_speedup(rec: dict, by_id: dict) -> None:
         return
     base_id = specs.cell_id(baseline_of(_config_of(rec)))
     rec["baseline_id"] = base_id
-    base = by_id.get(base_id)
+    base = rec if base_id == rec["id"] else by_id.get(base_id)
     if not base or not base.get("timings"):
         rec["speedup"] = None
         return
