@@ -22,7 +22,7 @@ endif
 
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: install test test-gpu matrix example clean
+.PHONY: install test test-gpu matrix report example clean
 
 install: $(STAMP)
 
@@ -39,10 +39,17 @@ test-gpu: $(STAMP)
 	$(PY) -m pytest -m gpu $(PYTEST_ARGS)
 
 matrix: $(STAMP)
-	$(PY) -m cudnn_rnn.probe $(PROBE_ARGS)
+	$(PY) -m cudnn_rnn.probe --resume $(PROBE_ARGS)
+	$(PY) -m cudnn_rnn.report $$(ls -t results/*/*/default.jsonl | head -1)
 
 example: $(STAMP)
 	$(PY) -m cudnn_rnn.example 20 2 512 64 2
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
+
+# The report of the newest probe run (or RESULTS=path/to/default.jsonl).
+RESULTS ?= $(shell ls -t results/*/*/default.jsonl 2>/dev/null | head -1)
+report: $(STAMP)
+	@test -n "$(RESULTS)" || { echo "make report: no probe results yet; run make matrix first" >&2; exit 2; }
+	$(PY) -m cudnn_rnn.report $(RESULTS)

@@ -1,0 +1,106 @@
+"""How one record is shown in a grid: short text, long text, colour class."""
+from __future__ import annotations
+
+from .analysis import fwd_ms, max_error
+
+SHORT_STATUS = {"NOT_SUPPORTED": "NS", "BAD_PARAM": "BP", "WRONG_RESULT": "WRONG", "CRASH": "CRASH",
+                "TIMEOUT": "TIMEOUT", "SKIPPED": "skip", "INTERNAL_ERROR": "IE",
+                "EXECUTION_FAILED": "EF", "HOST_ERROR": "HOST"}
+SHORT_CALL = {
+    "cudnnSetRNNDescriptor_v8": "SetRNN", "cudnnSetRNNDataDescriptor": "SetData",
+    "cudnnSetTensorNdDescriptor": "SetTensor", "cudnnGetRNNWeightSpaceSize": "WSpace",
+    "cudnnGetRNNTempSpaceSizes": "TempSz", "cudnnGetRNNWeightParams": "WParams",
+    "cudnnBuildRNNDynamic": "Build", "cudnnRNNForward": "Fwd", "cudnnRNNBackwardData_v8": "BwdD",
+    "cudnnRNNBackwardWeights_v8": "BwdW", "cudnnCreate": "Create",
+    "cudnnSetDropoutDescriptor": "Dropout",
+}
+LEGEND = [
+    ("`4.1 TF x1.9`", "verified against float64, then timed: forward-training TFLOPS and "
+                      "speed-up over FLOAT/FLOAT/FMA/STANDARD of the same cell and shape"),
+    ("`NS@SetRNN`", "CUDNN_STATUS_NOT_SUPPORTED returned by cudnnSetRNNDescriptor_v8"),
+    ("`BP@...`", "CUDNN_STATUS_BAD_PARAM; other calls: SetData cudnnSetRNNDataDescriptor, "
+                 "WSpace cudnnGetRNNWeightSpaceSize, TempSz cudnnGetRNNTempSpaceSizes, WParams "
+                 "cudnnGetRNNWeightParams, Build cudnnBuildRNNDynamic, Fwd cudnnRNNForward, "
+                 "BwdD/BwdW cudnnRNNBackwardData_v8/Weights_v8"),
+    ("`WRONG`", "every call succeeded but the numbers are outside the stated tolerance; "
+                "no speed is claimed"),
+    ("`skip`", "descriptor stages passed; device stages not run (no GPU)"),
+    ("`CRASH` / `TIMEOUT`", "the worker process died or hung on this cell"),
+]
+
+
+def short(rec: dict | None) -> str:
+    if rec is None:
+        return ""
+    o = rec["outcome"]
+    if o == "OK":
+        t = (rec.get("timings") or {}).get("forward_training")
+        if not t:
+            return "OK"
+        sp = (rec.get("speedup") or {}).get("forward_training")
+        return f"{t['tflops']:.1f} TF" + (f" x{sp:.2f}" if sp else "")
+    text = SHORT_STATUS.get(o, o)
+    if o in ("WRONG_RESULT", "SKIPPED", "CRASH", "TIMEOUT"):
+        return text
+    call = rec.get("failed_call")
+    return f"{text}@{SHORT_CALL.get(call, call)}" if call else text
+
+
+def long(rec: dict) -> str:
+    lines = [rec["id"], f"outcome: {rec['outcome']}"]
+    if rec.get("failed_call"):
+        lines.append(f"failed: {rec['failed_call']} -> CUDNN_STATUS_{rec.get('status')} "
+                     f"({rec.get('status_code')})")
+    if rec.get("reason"):
+        lines.append(f"reason: {rec['reason']}")
+    if rec.get("stages"):
+        lines.append("stages passed: " + ", ".join(rec["stages"]))
+    if rec.get("timings"):
+        t = rec["timings"]
+        lines.append("ms (median): " + ", ".join(f"{k} {v['median_ms']:.4g}" for k, v in t.items()))
+    if rec.get("errors"):
+        lines.append(f"max relative error vs float64: {max_error(rec):.2e}")
+    return "\n".join(lines)
+
+
+def css_class(rec: dict | None) -> str:
+    if rec is None:
+        return "none"
+    o = rec["outcome"]
+    if o == "OK":
+        sp = (rec.get("speedup") or {}).get("forward_training") or 1.0
+        return "ok-fast" if sp >= 1.5 else "ok" if sp >= 0.9 else "ok-slow"
+    return {"NOT_SUPPORTED": "ns", "BAD_PARAM": "bp", "WRONG_RESULT": "wrong", "SKIPPED": "skip",
+            "CRASH": "crash", "TIMEOUT": "crash"}.get(o, "other")
+
+
+def grid(records: list, data_type: str):
+    """Rows (math_prec, math_type) × columns (algo, cell) of one data type's records."""
+    mine = [r for r in records if r["data_type"] == data_type]
+    rows = sorted({(r["math_prec"], r["math_type"]) for r in mine}, key=_row_order)
+    cols = sorted({(r["algo"], r["cell"]) for r in mine}, key=_col_order)
+    index = {(r["math_prec"], r["math_type"], r["algo"], r["cell"]): r for r in mine}
+    return rows, cols, index
+
+
+PREC_ORDER = ["FLOAT", "DOUBLE", "HALF", "BFLOAT16", "INT8", "INT32"]
+MATH_ORDER = ["DEFAULT", "TENSOR_OP", "TENSOR_OP_ALLOW_CONVERSION", "FMA"]
+ALGO_ORDER = ["STANDARD", "PERSIST_STATIC", "PERSIST_DYNAMIC", "PERSIST_STATIC_SMALL_H"]
+CELL_ORDER = ["RNN_RELU", "RNN_TANH", "LSTM", "GRU"]
+
+
+def _idx(order, v):
+    return order.index(v) if v in order else len(order)
+
+
+def _row_order(k):
+    return (_idx(PREC_ORDER, k[0]), _idx(MATH_ORDER, k[1]))
+
+
+def _col_order(k):
+    return (_idx(ALGO_ORDER, k[0]), _idx(CELL_ORDER, k[1]))
+
+
+def fmt_ms(rec: dict) -> str:
+    ms = fwd_ms(rec)
+    return f"{ms:.3f}" if ms is not None else ""

@@ -1,0 +1,206 @@
+"""matrix.md: the support matrix in words and tables (tabulate, GitHub flavour)."""
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from . import cells as C
+from .analysis import config_label, max_error, shape_label
+from .load import SAMPLE_SHAPE, is_sample_shape
+
+PROVENANCE_KEYS = (("gpu", "GPU"), ("compute_capability", "compute capability"),
+                   ("driver_version", "NVIDIA driver"), ("cuda_driver_api", "CUDA driver API"),
+                   ("cuda_runtime_cudnn", "CUDA runtime (cuDNN's)"),
+                   ("cuda_runtime_cupy", "CUDA runtime (CuPy's)"), ("cudnn_version", "cuDNN"),
+                   ("library_path", "libcudnn path"), ("library_source", "found via"),
+                   ("cupy", "CuPy"), ("python", "Python"), ("numpy", "NumPy"),
+                   ("commit", "commit"), ("command", "command"), ("date", "date"),
+                   ("no_gpu_reason", "no GPU because"))
+
+
+def _table(rows, headers, **kw):
+    return tabulate(rows, headers=headers, tablefmt="github", **kw)
+
+
+def provenance_block(prov: dict, report: dict) -> str:
+    rows = [(label, f"`{prov[k]}`" if k in ("library_path", "command", "commit") else prov[k])
+            for k, label in PROVENANCE_KEYS if prov.get(k)]
+    rows += [("report command", f"`{report['command']}`"), ("report commit", f"`{report['commit']}`"),
+             ("report date", report["date"])]
+    return _table(rows, ("", ""))
+
+
+def _fmt(x, spec=".2f"):
+    return "" if x is None else format(x, spec)
+
+
+def int8_section(a: dict, version: str) -> list[str]:
+    out = ["## Can this RNN run in INT8?", ""]
+    seed = a["seed_cell"]
+    if a["cells"] == 0:
+        return out + ["This result set has no INT8 cell.", ""]
+    if a["ran"] == 0:
+        stop = a["where_int8_stops"][0] if a["where_int8_stops"] else None
+        verdict = (f"**No.** On cuDNN {version}, every one of the {a['cells']} INT8 cells is refused"
+                   + (f" by `{stop['call']}` with `CUDNN_STATUS_{stop['status']}`" if stop else "")
+                   + ".")
+        out.append(verdict)
+        if seed:
+            reason = seed.get("reason")
+            out += ["", f"The seed's own configuration (RNN_RELU, 20 2 512 64, INT8 data and INT8 "
+                        f"math precision) stops at stage `{seed['failed_stage']}`: "
+                        f"`{seed['failed_call']}` returns `CUDNN_STATUS_{seed['status']}` "
+                        f"({seed['status_code']}); "
+                        + (f"cuDNN's reason: `{reason}`." if reason else
+                           "cuDNN logs no reason for it (its logging callback stays silent; the "
+                           "refusal comes before any of the checks that explain themselves).")]
+        if len(a["where_int8_stops"]) > 1:
+            out += ["", _table([(s["call"], s["status"], s["reason"] or "", s["cells"])
+                                for s in a["where_int8_stops"]],
+                               ("call", "status", "cuDNN's reason", "INT8 cells"))]
+    else:
+        out.append(f"{a['ran']} of {a['cells']} INT8 cells ran; see the INT8 table below.")
+    alt = a["alternative"]
+    if alt:
+        out += ["", f"**The fastest verified alternative** for the seed's RNN_RELU at 20 2 512 64 is "
+                    f"`{alt['config']}`: forward training {alt['forward_training_ms']:.3f} ms, "
+                    f"{alt['tflops']:.2f} TFLOPS, **{_fmt(alt['speedup'])}x** true FP32 "
+                    f"(inference {_fmt(alt['speedup_inference'])}x), largest relative error "
+                    f"against float64 {alt['max_error']:.1e}."]
+        rows = [(cell, v["config"], f"{v['forward_training_ms']:.3f}", _fmt(v["speedup"]),
+                 f"{v['max_error']:.1e}") for cell, v in a["alternative_per_cell"].items() if v]
+        if rows:
+            out += ["", "Fastest verified FP16/BF16 configuration per cell at 20 2 512 64:", "",
+                    _table(rows, ("cell", "configuration", "fwd train ms", "x FP32", "max error"))]
+    out += ["", "### The seed's cascade of errors, explained", "",
+            "The seed ran NVIDIA's legacy RNN_example (cuDNN 7, v6 API) with `CUDNN_DATA_INT8`. "
+            "Its 18 error lines are one refusal and its consequences. By the sample's call order "
+            "(the lines 373/402 repeat numLayers x linear layers = 2 x 2 times for RNN_RELU):", "",
+            _table([(c["line"], f"`{c['call']}`", c["status"], c["meaning"]) for c in a["cascade"]],
+                   ("seed line", "call", "status", "what it means"))]
+    replay = a.get("seed_replay")
+    if replay:
+        out += ["", f"Replayed on cuDNN {version} (the v6 calls are gone from cuDNN 9, so their "
+                    "v8 counterparts):", "",
+                _table([(f"`{s['call']}`", s.get("args", ""), s["status"],
+                         _replay_note(s)) for s in replay], ("call", "arguments", "status", "note"))]
+        size = next((s for s in replay if s["call"] == "cudnnGetRNNWeightSpaceSize"), None)
+        filt = next((s for s in replay if s["call"] == "cudnnSetFilterNdDescriptor"
+                     and "INT8" in s.get("args", "")), None)
+        words = []
+        if size is not None and size["status"] == "SUCCESS":
+            words.append(f"On this cuDNN the size query on the refused descriptor does not fail: "
+                         f"it answers {size['output_after']} bytes, because a failed "
+                         f"`cudnnSetRNNDescriptor_v8` leaves the descriptor in its unset state. "
+                         "A program that ignores the first error therefore sizes its buffers from "
+                         "a zero, not from garbage: the refusal must be checked at the call that "
+                         "makes it.")
+        elif size is not None:
+            words.append("The size query on the refused descriptor fails too and leaves its output "
+                         "unwritten (the sentinel survives): allocating from it is what produced "
+                         "the seed's out-of-memory.")
+        if filt is not None and filt["status"] == "SUCCESS":
+            words.append("`cudnnSetFilterNdDescriptor` with INT8, NCHW, 3 dimensions and a correct "
+                         "size succeeds: the seed's BAD_PARAM at line 309 came from the garbage size, "
+                         "not from the format (the seed's question).")
+        elif filt is not None:
+            words.append(f"`cudnnSetFilterNdDescriptor` with INT8 and a correct size returns "
+                         f"{filt['status']} here.")
+        out += [""] + words
+    return out + [""]
+
+
+def _replay_note(s: dict) -> str:
+    if "output_written" in s:
+        return (f"output written: {s['output_after']}" if s["output_written"]
+                else f"output left unwritten ({s['output_before']:#x} sentinel kept)")
+    return s.get("reason") or ""
+
+
+def tensor_op_section(sweep: dict, perf: list) -> list[str]:
+    out = ["## Why no tensor-op speed-up?", ""]
+    if not sweep["rows"]:
+        return out + ["This result set has no timed shape sweep (no GPU, or the sweep was "
+                      "filtered out).", ""]
+    configs = sweep["configs"]
+    rows = []
+    for r in sweep["rows"]:
+        rows.append([r["cell"], r["hidden"], r["batch"], "yes" if r["multiple_of_8"] else "no"]
+                    + [_fmt((r["configs"].get(c) or {}).get("speedup")) for c in configs])
+    out += ["Forward-training speed-up over true FP32 (FLOAT/FLOAT/FMA/STANDARD, same cell and "
+            "shape, measured in the same run); seqLength 20, one layer. FLOAT/DEFAULT is TF32 "
+            "where the GPU has it:", "",
+            _table(rows, ["cell", "hidden", "batch", "multiples of 8"] + configs), ""]
+    out += [f"- {f}" for f in sweep["findings"]]
+    if perf:
+        out += ["", "The documented rule (cuDNN 7.5 Developer Guide 2.8.3.3: FP16 tensor-core math "
+                    "for STANDARD needs hidden, input and batch sizes that are multiples of 8), "
+                    "checked on each shape and its just-not-a-multiple twin:", "",
+                _table([(p["cell"], p["multiple"], _fmt(p["speedup_multiple"]), p["not_multiple"],
+                         _fmt(p["speedup_not_multiple"]),
+                         p["verdict"]) for p in perf],
+                       ("cell", "multiple of 8", "x FP32", "not a multiple", "x FP32", "rule"))]
+    return out + [""]
+
+
+def data_type_tables(records: list) -> list[str]:
+    sample = [r for r in records if is_sample_shape(r)]
+    out = ["## The support matrix at the sample's shape (20 2 512 64)", "",
+           "One table per data type: rows math precision x math type, columns algorithm x cell.",
+           "", "Legend:", ""]
+    out += [f"- {k}: {v}" for k, v in C.LEGEND] + [""]
+    order = {d: i for i, d in enumerate(["FLOAT", "DOUBLE", "HALF", "BFLOAT16", "INT8", "INT32",
+                                         "FP8_E4M3", "FP8_E5M2"])}
+    for dt in sorted({r["data_type"] for r in sample}, key=lambda d: order.get(d, 99)):
+        rows, cols, index = C.grid(sample, dt)
+        table = [[f"{p} / {m}"] + [C.short(index.get((p, m, a, c))) for a, c in cols]
+                 for p, m in rows]
+        out += [f"### {dt}", "", _table(table, ["prec / math"] + [f"{a} {c}" for a, c in cols]), ""]
+    return out
+
+
+def contradictions_section(groups: list, constraints) -> list[str]:
+    out = ["## Measured vs documented", "",
+           "cuDNN's documented RNN constraints are shipped as data "
+           "(`cudnn_rnn/data/documented_constraints.toml`, each rule with its source). Every "
+           "measured cell is checked against them; these disagree:", ""]
+    if not groups:
+        return out + ["No contradiction found.", ""]
+    rows = []
+    for g in groups:
+        example = g["cells"][0]
+        rows.append((g["documented"], ", ".join(g["measured"]), g["count"],
+                     g["detail"][:110], f"`{example}`"))
+    out += [_table(rows, ("documented", "measured", "cells", "rule or failure", "example cell")), ""]
+    out += ["Sources:", ""] + [f"- {k}: {v}" for k, v in constraints.sources.items()]
+    return out + [""]
+
+
+def render(result, analysis: dict, report: dict, constraints) -> str:
+    prov = result.provenance
+    version = prov.get("cudnn_version") or result.records[0].get("cudnn_version")
+    counts = analysis["counts"]
+    out = [f"# cuDNN RNN support matrix: {result.label}", "",
+           f"{len(result.records)} cells from `{', '.join(report['sources'])}`. Outcomes: "
+           + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".", "",
+           "FLOP count (NVIDIA RNN_example's): matrices-per-cell (2 RELU/TANH, 8 LSTM, 6 GRU) x 2 x "
+           "directions x hidden^2 x seqLength x miniBatch x layers per pass. Times are medians of "
+           "CUDA-event timed calls after warm-up; a cell is timed only after its outputs and "
+           "gradients matched the float64 reference within the tolerance of its precision.", "",
+           "## Provenance", "", provenance_block(prov, report), ""]
+    out += int8_section(analysis["int8"], version)
+    out += tensor_op_section(analysis["sweep"], analysis["performance_rule"])
+    out += data_type_tables(result.records)
+    out += contradictions_section(analysis["contradiction_groups"], constraints)
+    best = [r for r in result.records if r["outcome"] == "OK" and r.get("timings")]
+    if best:
+        best.sort(key=lambda r: (-((r.get("speedup") or {}).get("forward_training") or 0), r["id"]))
+        rows = [(config_label(r), r["cell"], shape_label(r), C.fmt_ms(r),
+                 r["timings"]["forward_training"]["tflops"],
+                 _fmt((r.get("speedup") or {}).get("forward_training")),
+                 _fmt((r.get("speedup") or {}).get("forward_inference")),
+                 f"{max_error(r):.1e}") for r in best[:20]]
+        out += ["## Fastest verified cells", "",
+                _table(rows, ("configuration", "cell", "TxLxHxB", "fwd train ms", "TFLOPS",
+                              "x FP32 train", "x FP32 infer", "max error")), ""]
+    _ = SAMPLE_SHAPE
+    return "\n".join(out) + "\n"

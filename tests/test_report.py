@@ -1,0 +1,156 @@
+"""Reports rendered from recorded real runs (tests/fixtures: cut from real probe runs)."""
+import json
+import random
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from cudnn_rnn import report
+from cudnn_rnn.reporting import analysis, constraints as cons, diff as diffing, html, load, markdown
+
+from .test_cli import assert_one_line_exit_2, run
+
+FIX = Path(__file__).resolve().parent / "fixtures"
+INFO = {"command": "python -m cudnn_rnn.report test", "commit": "test", "date": "test",
+        "sources": ["fixture"]}
+
+
+@pytest.fixture(scope="module")
+def h919():
+    return load.load(FIX / "h200-919")
+
+
+def render_md(result):
+    rules = cons.load()
+    return markdown.render(result, report.analyse(result, rules), INFO, rules)
+
+
+def test_markdown_answers_the_int8_question_with_provenance(h919):
+    md = render_md(h919)
+    assert "## Can this RNN run in INT8?" in md and "**No.**" in md
+    assert "`cudnnSetRNNDescriptor_v8` returns `CUDNN_STATUS_NOT_SUPPORTED` (3000)" in md
+    assert "fastest verified alternative" in md.lower() and "x true FP32" in md
+    for field in ("NVIDIA H200", "compute capability", "580.159.04", "9.19.0", "libcudnn path",
+                  "commit", "7981608", "command", "date"):
+        assert field in md, field
+    assert "### FLOAT" in md and "### INT8" in md and "NS@SetRNN" in md
+    assert "## Why no tensor-op speed-up?" in md and "multiples of 8" in md
+
+
+def test_rendering_is_stable_whatever_the_record_order(h919):
+    first = render_md(h919)
+    shuffled = list(h919.records)
+    random.Random(3).shuffle(shuffled)
+    again = render_md(load.ResultSet(shuffled, h919.meta, h919.paths))
+    assert first == again
+
+
+class _Cells(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids, self.tags = [], set()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        a = dict(attrs)
+        if "data-id" in a:
+            self.ids.append(a["data-id"])
+        for key in ("src", "href"):
+            assert key not in a or a[key].startswith("#"), (tag, a)
+
+
+def test_html_parses_is_self_contained_and_contains_every_cell(h919):
+    page = html.render(h919, report.analyse(h919, cons.load()), INFO)
+    parser = _Cells()
+    parser.feed(page)
+    parser.close()
+    assert sorted(parser.ids) == sorted(r["id"] for r in h919.records)
+    assert {"svg", "table", "style"} <= parser.tags
+    assert "<script" not in page and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_write_report_produces_the_three_files(h919, tmp_path):
+    report.write_report(h919, tmp_path, ["python", "-m", "cudnn_rnn.report"])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["schema_version"] == report.SCHEMA_VERSION
+    assert len(summary["cells"]) == len(h919.records)
+    assert summary["provenance"]["gpu"] == "NVIDIA H200"
+    assert summary["int8"]["ran"] == 0
+    assert (tmp_path / "matrix.md").read_text().startswith("# cuDNN RNN support matrix")
+    assert (tmp_path / "matrix.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_documented_constraints_load_and_a_contradiction_is_found(h919):
+    rules = cons.load()
+    assert rules.rules and all(r.sources for r in rules.rules)
+    assert all(s in rules.sources for r in rules.rules for s in r.sources)
+    found = cons.contradictions(h919.records, rules)
+    # The v8 sample documents FLOAT data with DEFAULT or ALLOW_CONVERSION math only; the
+    # fixture has FLOAT with FMA and TENSOR_OP that ran and verified.
+    float_math = [c for c in found if "float-math-type" in c["rules"]]
+    assert float_math and all(c["measured"] == "OK" for c in float_math)
+    assert not [c for c in found if c["id"].startswith("INT8/")]  # INT8 refusals agree with the docs
+
+
+def test_constraint_rule_semantics():
+    rules = cons.load()
+    rec = {"data_type": "BFLOAT16", "math_prec": "FLOAT", "math_type": "DEFAULT", "algo": "STANDARD",
+           "cell": "LSTM"}
+    assert rules.documented(rec, 91900)[0]
+    assert not rules.documented(rec, 91200)[0]  # before 9.13
+    assert not rules.documented(dict(rec, math_prec="BFLOAT16"), 91900)[0]
+    assert not rules.documented(dict(rec, data_type="DOUBLE", math_prec="DOUBLE",
+                                     algo="PERSIST_STATIC"), 91900)[0]
+
+
+def test_sweep_analysis_compares_multiples_of_8(h919):
+    sweep = analysis.sweep(h919.records)
+    assert sweep["rows"] and any(r["multiple_of_8"] for r in sweep["rows"])
+    perf = analysis.performance_rule(sweep["rows"])
+    assert perf and {p["verdict"] for p in perf} <= {"holds", "contradicted", "no gain"}
+
+
+def test_diff_of_two_real_runs():
+    a, b = load.load(FIX / "h200-919"), load.load(FIX / "h200-914")
+    d = diffing.compare(a, b)
+    assert d["common"] == len(a.records) and not d["only_a"] and not d["only_b"]
+    for change in d["speed_changes"]:
+        assert abs(change["ratio"] - 1) > change["noise"] >= diffing.MIN_CHANGE
+    text = diffing.render(d, INFO)
+    assert "cuDNN 9.19.0" in text and "cuDNN 9.14.0" in text
+
+
+def test_diff_of_a_gpu_run_against_a_descriptor_only_run():
+    d = diffing.compare(load.load(FIX / "h200-919"), load.load(FIX / "cpu-928"))
+    changed = {(c["a"].split()[0], c["b"].split()[0]) for c in d["status_changes"]}
+    assert ("OK", "SKIPPED") in changed
+    assert d["only_a"] and d["only_b"]
+
+
+def test_cli_writes_reports_and_diffs(tmp_path):
+    proc = run("cudnn_rnn.report", str(FIX / "cpu-928"), "--out", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    md = (tmp_path / "r" / "matrix.md").read_text()
+    assert "no GPU" in md and "skip" in md
+    proc = run("cudnn_rnn.report", "--diff", str(FIX / "h200-919"), str(FIX / "h200-914"),
+               "--out", str(tmp_path / "d"))
+    assert proc.returncode == 0, proc.stderr
+    assert list((tmp_path / "d").glob("*.md")) and list((tmp_path / "d").glob("*.json"))
+
+
+@pytest.mark.parametrize("content,needle", [
+    (None, "does not exist"),
+    ("not json\n", "line 1 is not JSON"),
+    ('{"id": "x"}\n', "not a probe record"),
+    ("", "holds no records"),
+])
+def test_missing_or_malformed_results_exit_2(tmp_path, content, needle):
+    path = tmp_path / "r.jsonl"
+    if content is not None:
+        path.write_text(content)
+    assert_one_line_exit_2(run("cudnn_rnn.report", str(path), "--out", str(tmp_path / "o")), needle)
+
+
+def test_report_needs_arguments():
+    assert_one_line_exit_2(run("cudnn_rnn.report"), "give the probe results")
