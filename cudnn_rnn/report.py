@@ -64,8 +64,8 @@ def write_report(result: load.ResultSet, out_dir: Path, argv) -> dict:
                "documented_rule_checks": {"performance": a["performance_rule"],
                                           "contradictions": a["contradiction_groups"]},
                "constraints_sources": rules.sources, "cells": cells}
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True,
-                                                     default=list) + "\n")
+    (out_dir / "summary.json").write_text(json.dumps(summary, sort_keys=True, default=list,
+                                                     separators=(",", ":")) + "\n")
     return a
 
 

@@ -141,3 +141,25 @@ def test_existing_results_are_never_overwritten_silently(tmp_path):
 def test_missing_library(tmp_path):
     proc = probe(tmp_path, "--cudnn", str(tmp_path / "libcudnn.so.9"), "--dtype", "INT8")
     assert_one_line_exit_2(proc, "does not exist")
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_what_finished(tmp_path):
+    out = tmp_path / "default.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), CUDNN_RNN_NO_GPU="1", CUDNN_RNN_FAULT="slow:0.005")
+    proc = subprocess.Popen([sys.executable, "-m", "cudnn_rnn.probe", "--out", str(tmp_path),
+                             "--cell", "GRU"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (out.exists() and out.read_bytes().count(b"\n") >= 50):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the parent
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "--resume" in stderr
+    kept = records(out)
+    assert len(kept) >= 50 and len({r["id"] for r in kept}) == len(kept)
+    meta = json.loads((tmp_path / "default.run.json").read_text())
+    assert meta["sessions"][-1]["interrupted"] is True and meta["complete"] is False
+    resumed = probe(tmp_path, "--cell", "GRU", "--resume")
+    assert resumed.returncode == 0
+    assert json.loads((tmp_path / "default.run.json").read_text())["complete"] is True

@@ -105,7 +105,7 @@ def render(result, analysis: dict, report: dict) -> str:
     prov_rows += (f"<tr><td>report</td><td>{escape(report['command'])} @ {escape(report['commit'])}"
                   f", {escape(report['date'])}</td></tr>")
     counts = ", ".join(f"{escape(k)} {v}" for k, v in analysis["counts"].items())
-    legend = "".join(f'<span class="{cls}" style="background:inherit"><b>{escape(k.strip("`"))}</b> '
+    legend = "".join(f'<span class="{cls}" style="background:inherit"><b>{escape(k.replace("`", ""))}</b> '
                      f'{escape(v)}</span>' for (k, v), cls in zip(C.LEGEND, ["ok"] * len(C.LEGEND)))
     a = analysis["int8"]
     seed = a.get("seed_cell") or {}

@@ -21,9 +21,14 @@ def _table(rows, headers, **kw):
     return tabulate(rows, headers=headers, tablefmt="github", **kw)
 
 
-def provenance_block(prov: dict, report: dict) -> str:
+def provenance_block(prov: dict, report: dict, legacy: dict | None = None) -> str:
     rows = [(label, f"`{prov[k]}`" if k in ("library_path", "command", "commit") else prov[k])
             for k, label in PROVENANCE_KEYS if prov.get(k)]
+    if legacy:
+        present = sorted(k for k, v in legacy.items() if v)
+        rows.append(("legacy v6/v7 RNN API (the old sample's)",
+                     f"{len(present)} of {len(legacy)} symbols exported"
+                     + (f": {', '.join(present)}" if present else " (removed in cuDNN 9)")))
     rows += [("report command", f"`{report['command']}`"), ("report commit", f"`{report['commit']}`"),
              ("report date", report["date"])]
     return _table(rows, ("", ""))
@@ -186,7 +191,7 @@ def render(result, analysis: dict, report: dict, constraints) -> str:
            "directions x hidden^2 x seqLength x miniBatch x layers per pass. Times are medians of "
            "CUDA-event timed calls after warm-up; a cell is timed only after its outputs and "
            "gradients matched the float64 reference within the tolerance of its precision.", "",
-           "## Provenance", "", provenance_block(prov, report), ""]
+           "## Provenance", "", provenance_block(prov, report, result.meta.get("legacy_symbols")), ""]
     out += int8_section(analysis["int8"], version)
     out += tensor_op_section(analysis["sweep"], analysis["performance_rule"])
     out += data_type_tables(result.records)
