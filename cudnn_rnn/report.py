@@ -82,7 +82,7 @@ def main(argv=None) -> int:
         a, b = load.load(args.diff[0]), load.load(args.diff[1])
         d = diffing.compare(a, b)
         info = _report_info(argv_list, a.paths + b.paths)
-        name = f"{_name(args.diff[0])}__vs__{_name(args.diff[1])}"
+        name = f"{_name(a)}__vs__{_name(b)}"
         out_dir = Path(args.out) if args.out else ROOT / "results" / "diff"
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / f"{name}.md").write_text(diffing.render(d, info))
@@ -102,10 +102,10 @@ def main(argv=None) -> int:
     return 0
 
 
-def _name(path: str) -> str:
-    p = Path(path).resolve()
-    parts = p.parts[-3:] if p.is_dir() else p.parts[-3:-1] + (p.stem,)
-    return provenance.slug("-".join(parts))
+def _name(result: load.ResultSet) -> str:
+    """``nvidia-h200-9.19.0``: the GPU (or no-gpu) and the cuDNN version of a result set."""
+    d = default_dir(result)
+    return f"{d.parent.name}-{d.name}"
 
 
 def cli(argv=None) -> int:

@@ -58,7 +58,9 @@ def render(d: dict, report: dict) -> str:
            f"Report: `{report['command']}` at `{report['commit']}`, {report['date']}.", "",
            f"{d['common']} cells in both; {len(d['only_a'])} only in A, {len(d['only_b'])} only in B. "
            f"{len(d['status_changes'])} changed status or reason; {len(d['speed_changes'])} timings "
-           f"moved beyond noise (more than max(10 %, 3 x the larger relative IQR)).", ""]
+           f"moved beyond noise (more than max(10 %, 3 x the larger relative IQR)). The IQR measures "
+           "the spread within each run; drift between two runs (clocks, other tenants of the "
+           "machine) is not in it, so compare speeds within one run where it matters.", ""]
     if d["status_changes"]:
         groups: dict = {}
         for c in d["status_changes"]:
