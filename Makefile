@@ -10,7 +10,7 @@ VENV ?= .venv
 EXTRA ?= cuda12
 SYSTEM_PYTHON ?= python3
 PYTEST_ARGS ?=
-PROBE_ARGS ?=
+PROBE_ARGS ?= --resume
 
 ifeq ($(strip $(VENV)),)
 PY := $(SYSTEM_PYTHON)
@@ -39,7 +39,7 @@ test-gpu: $(STAMP)
 	$(PY) -m pytest -m gpu $(PYTEST_ARGS)
 
 matrix: $(STAMP)
-	$(PY) -m cudnn_rnn.probe --resume $(PROBE_ARGS)
+	$(PY) -m cudnn_rnn.probe $(PROBE_ARGS)
 	$(PY) -m cudnn_rnn.report $$(ls -t results/*/*/default.jsonl | head -1)
 
 example: $(STAMP)
