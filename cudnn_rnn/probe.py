@@ -65,7 +65,7 @@ def plan(args) -> tuple:
 
 def add_speedup(rec: dict, by_id: dict) -> None:
     """Speed-up over the FP32 baseline of the same cell and shape, timed in this run."""
-    from .spec import Cell, baseline_of
+    from .spec import baseline_of
     if not rec.get("timings"):
         return
     base_id = specs.cell_id(baseline_of(_config_of(rec)))
@@ -76,7 +76,6 @@ def add_speedup(rec: dict, by_id: dict) -> None:
         return
     rec["speedup"] = {k: round(base["timings"][k]["median_ms"] / rec["timings"][k]["median_ms"], 4)
                       for k in TIMED_KINDS if k in rec["timings"] and k in base["timings"]}
-    del Cell
 
 
 def _config_of(rec: dict):
