@@ -149,10 +149,13 @@ class CheckedFunction:
     def error(self, status: int) -> errors.CudnnError:
         messages = logcapture.take()
         found = logcapture.reasons(messages)
-        if not found and self._last_error is not None:
+        if self._last_error is not None:
+            # cudnnGetLastErrorString keeps its text until the next *error*, so text equal to
+            # what an earlier failure already read is stale and says nothing about this call.
             text = self._last_error()
-            if text:
+            if not found and text and text != logcapture.last_error_seen():
                 found = [text]
+            logcapture.set_last_error_seen(text)
         log = tuple(line for _s, _c, lines in messages for line in lines)
         return errors.error_for(self.name, status, self._version,
                                 "; ".join(found) if found else None, log)

@@ -69,3 +69,12 @@ def reasons(messages) -> list[str]:
             if m and m.group(1).strip() and m.group(1).strip() not in found:
                 found.append(m.group(1).strip())
     return found
+
+
+def last_error_seen() -> str:
+    """The cudnnGetLastErrorString text this thread read after its latest failing call."""
+    return getattr(_local, "last_error", "")
+
+
+def set_last_error_seen(text: str) -> None:
+    _local.last_error = text

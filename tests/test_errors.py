@@ -67,3 +67,20 @@ def test_opaque_types_are_distinct(lib):
             lib.cudnnDestroyRNNDescriptor(tensor)  # a tensor descriptor is not an RNN descriptor
     finally:
         lib.cudnnDestroyTensorDescriptor(tensor)
+
+
+def test_a_stale_last_error_string_is_not_attributed_to_a_later_call(lib):
+    """cudnnGetLastErrorString still holds an earlier failure's text; a later refusal that
+    logs no reason of its own must not inherit it."""
+    rnn = T.cudnnRNNDescriptor_t()
+    lib.cudnnCreateRNNDescriptor(ctypes.byref(rnn))
+    try:
+        size = ctypes.c_size_t(0)
+        with pytest.raises(errors.BadParam) as first:
+            lib.cudnnGetRNNWeightSpaceSize(None, rnn, ctypes.byref(size))  # no handle
+        assert first.value.reason
+        with pytest.raises(errors.NotSupported) as second:  # INT8: cuDNN logs nothing
+            lib.cudnnSetRNNDescriptor_v8(rnn, 0, 0, 2, 0, 0, 3, 3, 0, 64, 64, 64, 1, None, 0)
+        assert second.value.reason is None
+    finally:
+        lib.cudnnDestroyRNNDescriptor(rnn)
