@@ -94,8 +94,8 @@ def int8_section(a: dict, version: str) -> list[str]:
         words = []
         if size is not None and size["status"] == "SUCCESS":
             words.append(f"On this cuDNN the size query on the refused descriptor does not fail: "
-                         f"it answers {size['output_after']} bytes, because a failed "
-                         f"`cudnnSetRNNDescriptor_v8` leaves the descriptor in its unset state. "
+                         f"it answers {size['output_after']} bytes (the failed "
+                         f"`cudnnSetRNNDescriptor_v8` evidently leaves the descriptor unset). "
                          "A program that ignores the first error therefore sizes its buffers from "
                          "a zero, not from garbage: the refusal must be checked at the call that "
                          "makes it.")
