@@ -65,10 +65,9 @@ def plan(args) -> tuple:
 
 def add_speedup(rec: dict, by_id: dict) -> None:
     """Speed-up over the FP32 baseline of the same cell and shape, timed in this run."""
-    from .spec import baseline_of
     if not rec.get("timings"):
         return
-    base_id = specs.cell_id(baseline_of(_config_of(rec)))
+    base_id = specs.baseline_id(rec["id"])
     rec["baseline_id"] = base_id
     base = rec if base_id == rec["id"] else by_id.get(base_id)
     if not base or not base.get("timings"):
@@ -76,21 +75,6 @@ def add_speedup(rec: dict, by_id: dict) -> None:
         return
     rec["speedup"] = {k: round(base["timings"][k]["median_ms"] / rec["timings"][k]["median_ms"], 4)
                       for k in TIMED_KINDS if k in rec["timings"] and k in base["timings"]}
-
-
-def _config_of(rec: dict):
-    from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasMode,
-                                RNNDataLayout, RNNInputMode, RNNMode)
-    from .config import RNNConfig
-    s = rec["shape"]
-    return RNNConfig(seq_length=s["seq_length"], num_layers=s["layers"], hidden_size=s["hidden"],
-                     mini_batch=s["batch"], input_size=s["input_size"],
-                     cell=RNNMode[rec["cell"]], proj_size=rec["proj_size"],
-                     data_type=DataType[rec["data_type"]], math_prec=DataType[rec["math_prec"]],
-                     math_type=MathType.parse(rec["math_type"]), algo=RNNAlgo[rec["algo"]],
-                     direction=DirectionMode[rec["direction"]],
-                     input_mode=RNNInputMode[rec["input_mode"]],
-                     bias_mode=RNNBiasMode[rec["bias_mode"]], layout=RNNDataLayout[rec["layout"]])
 
 
 def summary(records: list, out=sys.stdout) -> None:

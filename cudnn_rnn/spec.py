@@ -74,6 +74,14 @@ def cell_id(c: RNNConfig) -> str:
                      f"T{c.seq_length}L{c.num_layers}H{c.hidden_size}B{c.mini_batch}I{c.input}"])
 
 
+BASELINE = ("FLOAT", "FLOAT", "FMA", "STANDARD")  # the first four fields of a cell id
+
+
+def baseline_id(cid: str) -> str:
+    """The id of the FP32 baseline of the cell with id ``cid`` (same cell and shape)."""
+    return "/".join(BASELINE + tuple(cid.split("/")[len(BASELINE):]))
+
+
 def baseline_of(c: RNNConfig) -> RNNConfig:
     """The true-FP32 configuration of the same cell and shape: FLOAT/FLOAT/FMA/STANDARD."""
     return c.replace(data_type=DataType.FLOAT, math_prec=DataType.FLOAT,

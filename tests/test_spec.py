@@ -84,3 +84,8 @@ def test_filters_and_baselines():
         specs.parse_filters({"data_type": "FLOAT,QUARTER"})
     with pytest.raises(SpecError, match="integers"):
         specs.parse_filters({"hidden": "big"})
+
+
+def test_baseline_id_matches_the_baseline_config():
+    for c in specs.load("default").cells[::97]:
+        assert specs.baseline_id(c.id) == specs.cell_id(specs.baseline_of(c.config))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .load import SAMPLE_SHAPE, is_sample_shape
+from .load import is_sample_shape
 
 LOW_PRECISION = ("HALF", "BFLOAT16")
 

@@ -5,7 +5,7 @@ from tabulate import tabulate
 
 from . import cells as C
 from .analysis import config_label, max_error, shape_label
-from .load import SAMPLE_SHAPE, is_sample_shape
+from .load import is_sample_shape
 
 PROVENANCE_KEYS = (("gpu", "GPU"), ("compute_capability", "compute capability"),
                    ("driver_version", "NVIDIA driver"), ("cuda_driver_api", "CUDA driver API"),
@@ -207,5 +207,4 @@ def render(result, analysis: dict, report: dict, constraints) -> str:
         out += ["## Fastest verified cells", "",
                 _table(rows, ("configuration", "cell", "TxLxHxB", "fwd train ms", "TFLOPS",
                               "x FP32 train", "x FP32 infer", "max error")), ""]
-    _ = SAMPLE_SHAPE
     return "\n".join(out) + "\n"
