@@ -72,6 +72,13 @@ def _worker_main(conn, cudnn_path, options) -> None:  # pragma: no cover - runs 
             return
         if cell is None:
             return
+        if isinstance(cell, tuple) and cell[0] == "torch":
+            from .torch_compare import time_torch
+            try:
+                conn.send(("torch", time_torch(**cell[1])))
+            except Exception as exc:
+                conn.send(("torch", {"skipped": f"PyTorch timing failed: {type(exc).__name__}: {exc}"}))
+            continue
         _inject_fault(cell.id)
         try:
             rec = run_cell(cell, lib, device=device, reps=options.get("reps", 20),
@@ -166,6 +173,25 @@ class Worker:
         self.conn = None
         return crash_record(cell, ident, f"the worker process died ({status}) while running "
                             "this cell", status)
+
+    def torch_timing(self, shape, training: bool, reps: int, timeout: float = 600.0) -> dict:
+        """PyTorch's default module on ``shape``, timed inside the worker (same process as the
+        cuDNN cells); a dict with ``skipped`` when that cannot be done."""
+        if not self.alive:
+            self.start()
+        params = {"cell": shape.cell.name, "seq": shape.seq_length, "layers": shape.num_layers,
+                  "hidden": shape.hidden_size, "batch": shape.mini_batch,
+                  "input_size": shape.input, "bidirectional": shape.bidirectional,
+                  "training": training, "reps": reps}
+        self.conn.send(("torch", params))
+        if not self.conn.poll(timeout):
+            self.kill()
+            return {"skipped": f"PyTorch timing did not finish within {timeout:g} s"}
+        try:
+            _kind, result = self.conn.recv()
+        except (EOFError, OSError):
+            return {"skipped": "the worker died while timing PyTorch"}
+        return result
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.is_alive():

@@ -1,0 +1,197 @@
+"""``python -m cudnn_rnn.tune --cell LSTM --seq 20 --layers 2 --hidden 512 --batch 64``
+
+The fastest *verified* cuDNN configuration for one RNN shape. Every algorithm x data
+type x math precision x math type that the precision family allows is run through
+the probe's cell life (stages, float64 verification, then timing) in a worker
+process; the verified candidates are ranked by forward-inference time (``--training``:
+forward training + backward data + backward weights). Speed-ups are over true FP32
+(FLOAT/FLOAT/FMA/STANDARD) of the same shape, measured in the same run.
+
+Families: ``fp32`` true FP32 (FMA math); ``tf32`` FLOAT data with DEFAULT, TENSOR_OP
+or TENSOR_OP_ALLOW_CONVERSION math (TF32 or FP16 conversion allowed); ``fp16`` HALF
+data with FLOAT or HALF precision; ``bf16`` BFLOAT16 data with FLOAT precision;
+``any`` all of them.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from tabulate import tabulate
+
+from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNMode)
+
+from .cli import BadInput, OneLineParser, run_main
+from .config import RNNConfig
+from .spec import Cell
+
+ALGOS = (RNNAlgo.STANDARD, RNNAlgo.PERSIST_STATIC, RNNAlgo.PERSIST_DYNAMIC,
+         RNNAlgo.PERSIST_STATIC_SMALL_H)
+ALL_MATH = tuple(MathType)
+FAMILIES = {
+    "fp32": [(DataType.FLOAT, DataType.FLOAT, MathType.FMA_MATH)],
+    "tf32": [(DataType.FLOAT, DataType.FLOAT, m) for m in (
+        MathType.DEFAULT_MATH, MathType.TENSOR_OP_MATH, MathType.TENSOR_OP_MATH_ALLOW_CONVERSION)],
+    "fp16": [(DataType.HALF, p, m) for p in (DataType.FLOAT, DataType.HALF) for m in ALL_MATH],
+    "bf16": [(DataType.BFLOAT16, DataType.FLOAT, m) for m in ALL_MATH],
+}
+FAMILIES["any"] = [c for f in ("fp32", "tf32", "fp16", "bf16") for c in FAMILIES[f]]
+BASELINE = (DataType.FLOAT, DataType.FLOAT, MathType.FMA_MATH, RNNAlgo.STANDARD)
+TRAINING_KINDS = ("forward_training", "backward_data", "backward_weights")
+
+
+def search_space(family: str) -> list[tuple]:
+    """(data type, math precision, math type, algorithm) candidates of a family."""
+    if family not in FAMILIES:
+        raise BadInput(f"unknown precision family {family!r} (choose from {', '.join(FAMILIES)})")
+    return [(d, p, m, a) for d, p, m in FAMILIES[family] for a in ALGOS]
+
+
+def candidate_cells(shape: RNNConfig, family: str) -> list[Cell]:
+    """The candidates as probe cells, the FP32 baseline first (added if the family lacks it)."""
+    combos = search_space(family)
+    if BASELINE in combos:
+        combos.remove(BASELINE)
+    combos.insert(0, BASELINE)
+    return [Cell(shape.replace(data_type=d, math_prec=p, math_type=m, algo=a), "tune",
+                 implicit=(d, p, m, a) == BASELINE and BASELINE not in search_space(family))
+            for d, p, m, a in combos]
+
+
+def cost_ms(rec: dict, training: bool) -> float | None:
+    t = rec.get("timings") or {}
+    kinds = TRAINING_KINDS if training else ("forward_inference",)
+    if not all(k in t for k in kinds):
+        return None
+    return sum(t[k]["median_ms"] for k in kinds)
+
+
+def rank(records: list, training: bool, include_baseline: bool = True) -> list[dict]:
+    """Verified (OK) records, fastest first; ties broken by id for a stable order."""
+    ok = [r for r in records if r["outcome"] == "OK" and cost_ms(r, training) is not None
+          and (include_baseline or not r.get("implicit"))]
+    return sorted(ok, key=lambda r: (cost_ms(r, training), r["id"]))
+
+
+def summarise(records: list, training: bool, torch_result: dict | None = None) -> dict:
+    base = next((r for r in records if (r["data_type"], r["math_prec"], r["math_type"], r["algo"])
+                 == ("FLOAT", "FLOAT", "FMA", "STANDARD")), None)
+    base_ms = cost_ms(base, training) if base and base["outcome"] == "OK" else None
+    ranked = rank(records, training, include_baseline=True)
+    rows = []
+    for r in ranked:
+        ms = cost_ms(r, training)
+        flop = r["flop"] * (len(TRAINING_KINDS) if training else 1)
+        errs = [v for v in (r.get("errors") or {}).values() if v is not None]
+        rows.append({"id": r["id"], "config": f"{r['data_type']}/{r['math_prec']}/{r['math_type']}/"
+                                               f"{r['algo']}",
+                     "ms": ms, "tflops": flop / (ms * 1e-3) / 1e12,
+                     "max_error": max(errs) if errs else None,
+                     "speedup_fp32": base_ms / ms if base_ms else None,
+                     "speedup_torch": (torch_result["ms"] / ms) if torch_result and
+                     torch_result.get("ms") else None})
+    failed = [{"id": r["id"], "outcome": r["outcome"], "call": r.get("failed_call"),
+               "status": r.get("status"), "reason": r.get("reason")}
+              for r in records if r["outcome"] != "OK"]
+    return {"objective": "forward training + backward data + backward weights" if training
+            else "forward inference", "ranked": rows, "winner": rows[0] if rows else None,
+            "not_verified_or_refused": failed, "torch": torch_result,
+            "candidates": len(records)}
+
+
+def table(summary: dict) -> str:
+    rows = [(i + 1, r["config"], f"{r['ms']:.4f}", f"{r['tflops']:.2f}",
+             "" if r["max_error"] is None else f"{r['max_error']:.1e}",
+             "" if r["speedup_fp32"] is None else f"{r['speedup_fp32']:.2f}",
+             "" if r["speedup_torch"] is None else f"{r['speedup_torch']:.2f}")
+            for i, r in enumerate(summary["ranked"])]
+    return tabulate(rows, headers=("#", "data/prec/math/algo", "ms", "TFLOPS", "max err",
+                                   "x FP32", "x torch"))
+
+
+def build_parser() -> OneLineParser:
+    p = OneLineParser(prog="cudnn_rnn.tune", description=__doc__.splitlines()[0])
+    p.add_argument("--cell", required=True, type=lambda t: _parse(RNNMode, t))
+    p.add_argument("--seq", type=_positive, default=20)
+    p.add_argument("--layers", type=_positive, default=1)
+    p.add_argument("--hidden", type=_positive, required=True)
+    p.add_argument("--batch", type=_positive, required=True)
+    p.add_argument("--input-size", type=_positive, default=None)
+    p.add_argument("--bidirectional", action="store_true")
+    p.add_argument("--precision", default="any", choices=list(FAMILIES))
+    p.add_argument("--training", action="store_true", help="rank by a training step")
+    p.add_argument("--reps", type=_positive, default=20)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--cudnn", default=None)
+    p.add_argument("--timeout", type=float, default=300.0)
+    return p
+
+
+def _parse(enum_cls, text):
+    try:
+        return enum_cls.parse(text)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadInput(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise BadInput(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def main(argv=None) -> int:
+    from .worker import Worker, WorkerStartFailed
+    args = build_parser().parse_args(argv)
+    shape = RNNConfig(seq_length=args.seq, num_layers=args.layers, hidden_size=args.hidden,
+                      mini_batch=args.batch, input_size=args.input_size, cell=args.cell,
+                      direction=DirectionMode.BIDIRECTIONAL if args.bidirectional
+                      else DirectionMode.UNIDIRECTIONAL)
+    cells = candidate_cells(shape, args.precision)
+    worker = Worker(args.cudnn, {"reps": args.reps, "time": True})
+    try:
+        info = worker.start()
+    except WorkerStartFailed as exc:
+        if exc.library_missing:
+            from bindings.errors import LibraryNotFound
+            raise LibraryNotFound(str(exc)) from None
+        raise
+    if not info["device_stages"]:
+        worker.close()
+        from .gpu import NoGPU
+        raise NoGPU(f"device stages need a CUDA GPU: {info['device'].get('reason')}")
+    try:
+        records = [worker.run(c, args.timeout) for c in cells]
+        torch_result = worker.torch_timing(shape, args.training, args.reps)
+    finally:
+        worker.close()
+    summary = summarise(records, args.training, torch_result)
+    summary["shape"] = shape.as_record()["shape"] | {"cell": shape.cell.name,
+                                                     "direction": shape.direction.name}
+    summary["library"] = info["library"]
+    summary["device"] = info["device"]
+    if args.json:
+        print(json.dumps(summary, indent=1, default=str))
+        return 0 if summary["winner"] else 1
+    print(table(summary))
+    w = summary["winner"]
+    if w is None:
+        print("no candidate verified against the float64 reference")
+        return 1
+    print(f"\nwinner ({summary['objective']}): {w['config']}  {w['ms']:.4f} ms, {w['tflops']:.2f} TFLOPS, "
+          f"max error {w['max_error']:.1e}, x{w['speedup_fp32']:.2f} true FP32"
+          + (f", x{w['speedup_torch']:.2f} PyTorch's default" if w["speedup_torch"] else
+             f"; PyTorch: {(torch_result or {}).get('skipped', 'not compared')}"))
+    return 0
+
+
+def cli(argv=None) -> int:
+    return run_main(main, argv, prog="cudnn_rnn.tune")
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

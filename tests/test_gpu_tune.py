@@ -1,0 +1,29 @@
+"""The tuner on the seed's shape, on a GPU (marker ``gpu``)."""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_tuner_finds_a_verified_winner_on_the_seed_shape(cuda):
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "cudnn_rnn.tune", "--cell", "LSTM", "--seq", "20",
+                           "--layers", "2", "--hidden", "512", "--batch", "64", "--json"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    winner = result["winner"]
+    assert winner and winner["max_error"] is not None and winner["speedup_fp32"] >= 1.0
+    torch_part = result["torch"]
+    assert torch_part and ("ms" in torch_part or torch_part.get("skipped"))
+    print(f"tuner: {elapsed:.1f} s; winner {winner['config']} {winner['ms']:.4f} ms "
+          f"x{winner['speedup_fp32']:.2f} FP32, torch {torch_part}")

@@ -1,0 +1,88 @@
+"""The tuner's search space, ranking and output, from recorded real runs (no GPU needed)."""
+import pytest
+
+from bindings.enums import DataType, MathType, RNNAlgo, RNNMode
+from cudnn_rnn import tune
+from cudnn_rnn.config import RNNConfig
+from cudnn_rnn.reporting import load
+from cudnn_rnn.torch_compare import time_torch
+
+from .test_cli import assert_one_line_exit_2, run
+from .test_report import FIX
+
+
+def test_search_space_per_family():
+    sizes = {f: len(tune.search_space(f)) for f in tune.FAMILIES}
+    assert sizes == {"fp32": 4, "tf32": 12, "fp16": 32, "bf16": 16, "any": 64}
+    assert {m for _, _, m, _ in tune.search_space("fp32")} == {MathType.FMA_MATH}
+    assert {d for d, _, _, _ in tune.search_space("bf16")} == {DataType.BFLOAT16}
+    assert {p for _, p, _, _ in tune.search_space("fp16")} == {DataType.FLOAT, DataType.HALF}
+    assert len(set(tune.search_space("any"))) == 64
+    assert {a for *_, a in tune.search_space("tf32")} == set(tune.ALGOS)
+
+
+def test_candidates_start_with_the_fp32_baseline():
+    shape = RNNConfig(cell=RNNMode.LSTM)
+    cells = tune.candidate_cells(shape, "fp16")
+    first = cells[0].config
+    assert (first.data_type, first.precision, first.math_type, first.algo) == tune.BASELINE
+    assert cells[0].implicit  # fp16 does not contain it: timed only as the reference point
+    assert len(cells) == 33
+    assert not tune.candidate_cells(shape, "fp32")[0].implicit
+
+
+@pytest.fixture(scope="module")
+def lstm_records():
+    recs = [r for r in load.load(FIX / "h200-919").records if r["cell"] == "LSTM"
+            and load.is_sample_shape(r)]
+    assert any(r["outcome"] == "OK" for r in recs)
+    return recs
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_ranking_and_table_from_a_recorded_run(lstm_records, training):
+    s = tune.summarise(lstm_records, training)
+    ranked = s["ranked"]
+    assert ranked and s["winner"] == ranked[0]
+    times = [r["ms"] for r in ranked]
+    assert times == sorted(times)
+    assert all(r["max_error"] is not None for r in ranked)  # only verified cells are ranked
+    base = next(r for r in ranked if r["config"] == "FLOAT/FLOAT/FMA/STANDARD")
+    assert base["speedup_fp32"] == pytest.approx(1.0)
+    assert ranked[0]["speedup_fp32"] >= 1.0
+    refused = {f["outcome"] for f in s["not_verified_or_refused"]}
+    assert refused and "OK" not in refused
+    text = tune.table(s)
+    assert ranked[0]["config"] in text.splitlines()[2]
+
+
+def test_torch_speedup_is_its_time_over_ours(lstm_records):
+    s = tune.summarise(lstm_records, False, {"ms": 2.0})
+    for r in s["ranked"]:
+        assert r["speedup_torch"] == pytest.approx(2.0 / r["ms"])
+
+
+def test_torch_comparison_is_skipped_with_a_reason_when_unavailable():
+    try:
+        import torch  # noqa: F401
+        pytest.skip("PyTorch is installed here; the skip path is for machines without it")
+    except ImportError:
+        pass
+    result = time_torch("LSTM", 2, 1, 8, 2, 8, False, False, reps=1)
+    assert "skipped" in result and "PyTorch" in result["skipped"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("--hidden", "512", "--batch", "64"), "required"),
+    (("--cell", "LSTMX", "--hidden", "512", "--batch", "64"), "unknown cudnnRNNMode_t"),
+    (("--cell", "LSTM", "--hidden", "0", "--batch", "64"), "positive integer"),
+    (("--cell", "LSTM", "--hidden", "512", "--batch", "64", "--precision", "fp8"), "invalid choice"),
+])
+def test_bad_arguments(args, needle):
+    assert_one_line_exit_2(run("cudnn_rnn.tune", *args), needle)
+
+
+def test_no_gpu_is_one_line(tmp_path):
+    proc = run("cudnn_rnn.tune", "--cell", "LSTM", "--hidden", "64", "--batch", "8",
+               CUDNN_RNN_NO_GPU="1")
+    assert_one_line_exit_2(proc, "need a CUDA GPU")
