@@ -22,6 +22,28 @@ class OneLineParser(argparse.ArgumentParser):
         raise BadInput(message)
 
 
+def enum_arg(enum_cls):
+    """An argparse ``type`` that parses a cuDNN enum name (with or without prefix)."""
+    def convert(text):
+        try:
+            return enum_cls.parse(text)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+    convert.__name__ = enum_cls.__name__
+    return convert
+
+
+def positive_int(text):
+    """An argparse ``type`` for sizes and counts."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadInput(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise BadInput(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def run_main(main, argv=None, prog: str = "cudnn_rnn") -> int:
     """Call ``main(argv)``; turn expected failures into one line on stderr and exit 2."""
     try:

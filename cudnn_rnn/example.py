@@ -21,7 +21,7 @@ from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasM
                             RNNDataLayout, RNNInputMode)
 
 from . import gpu, timing
-from .cli import BadInput, OneLineParser, run_main
+from .cli import BadInput, OneLineParser, enum_arg, positive_int, run_main
 from .config import SAMPLE_MODES, RNNConfig
 from .flow import RNNFlow
 
@@ -30,49 +30,29 @@ USAGE = ("python -m cudnn_rnn.example seqLength numLayers hiddenSize miniBatch m
          "[--bidirectional] ...")
 
 
-def _enum_arg(enum_cls):
-    def convert(text):
-        try:
-            return enum_cls.parse(text)
-        except ValueError as exc:
-            raise BadInput(str(exc)) from None
-    convert.__name__ = enum_cls.__name__
-    return convert
-
-
-def _positive(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise BadInput(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise BadInput(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def build_parser() -> OneLineParser:
     p = OneLineParser(prog="cudnn_rnn.example", usage=USAGE,
                       description="NVIDIA's RNN_example flow through ctypes over libcudnn.")
-    p.add_argument("seq_length", type=_positive, metavar="seqLength")
-    p.add_argument("num_layers", type=_positive, metavar="numLayers")
-    p.add_argument("hidden_size", type=_positive, metavar="hiddenSize")
-    p.add_argument("mini_batch", type=_positive, metavar="miniBatch")
+    p.add_argument("seq_length", type=positive_int, metavar="seqLength")
+    p.add_argument("num_layers", type=positive_int, metavar="numLayers")
+    p.add_argument("hidden_size", type=positive_int, metavar="hiddenSize")
+    p.add_argument("mini_batch", type=positive_int, metavar="miniBatch")
     p.add_argument("mode", type=int, choices=range(4), metavar="mode",
                    help="0 RNN_RELU, 1 RNN_TANH, 2 LSTM, 3 GRU")
-    p.add_argument("--data-type", type=_enum_arg(DataType), default=DataType.FLOAT)
-    p.add_argument("--math-prec", type=_enum_arg(DataType), default=None,
+    p.add_argument("--data-type", type=enum_arg(DataType), default=DataType.FLOAT)
+    p.add_argument("--math-prec", type=enum_arg(DataType), default=None,
                    help="default: FLOAT for HALF/BFLOAT16 data, else the data type")
-    p.add_argument("--math-type", type=_enum_arg(MathType), default=MathType.DEFAULT_MATH,
+    p.add_argument("--math-type", type=enum_arg(MathType), default=MathType.DEFAULT_MATH,
                    help="DEFAULT, TENSOR_OP, TENSOR_OP_ALLOW_CONVERSION or FMA")
-    p.add_argument("--algo", type=_enum_arg(RNNAlgo), default=RNNAlgo.STANDARD)
+    p.add_argument("--algo", type=enum_arg(RNNAlgo), default=RNNAlgo.STANDARD)
     p.add_argument("--bidirectional", action="store_true")
-    p.add_argument("--input-mode", type=_enum_arg(RNNInputMode), default=RNNInputMode.LINEAR_INPUT)
-    p.add_argument("--bias-mode", type=_enum_arg(RNNBiasMode), default=RNNBiasMode.DOUBLE_BIAS)
-    p.add_argument("--proj-size", type=_positive, default=None)
-    p.add_argument("--input-size", type=_positive, default=None)
-    p.add_argument("--layout", type=_enum_arg(RNNDataLayout), default=RNNDataLayout.SEQ_MAJOR_PACKED)
+    p.add_argument("--input-mode", type=enum_arg(RNNInputMode), default=RNNInputMode.LINEAR_INPUT)
+    p.add_argument("--bias-mode", type=enum_arg(RNNBiasMode), default=RNNBiasMode.DOUBLE_BIAS)
+    p.add_argument("--proj-size", type=positive_int, default=None)
+    p.add_argument("--input-size", type=positive_int, default=None)
+    p.add_argument("--layout", type=enum_arg(RNNDataLayout), default=RNNDataLayout.SEQ_MAJOR_PACKED)
     p.add_argument("--dropout", type=float, default=0.0)
-    p.add_argument("--reps", type=_positive, default=10, help="timed repeats per call (median)")
+    p.add_argument("--reps", type=positive_int, default=10, help="timed repeats per call (median)")
     p.add_argument("--init", choices=("sample", "random"), default="sample")
     p.add_argument("--verify", action="store_true",
                    help="also compare every output with the float64 reference")

@@ -24,7 +24,7 @@ from . import provenance, spec as specs
 from .cli import BadInput, OneLineParser, run_main
 from .results import MalformedResults, ResultsFile, write_json
 from .progress import Progress
-from .worker import Worker, WorkerStartFailed
+from .worker import start_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMED_KINDS = ("forward_inference", "forward_training", "backward_data", "backward_weights")
@@ -130,14 +130,7 @@ def main(argv=None) -> int:
         print(f"{len(cells)} cells in spec {spec.name!r} ({spec.path})")
         return 0
     options = {"reps": args.reps, "time": not args.no_time, "no_device": args.no_device}
-    worker = Worker(args.cudnn, options)
-    try:
-        info = worker.start()
-    except WorkerStartFailed as exc:
-        if exc.library_missing:
-            from bindings.errors import LibraryNotFound
-            raise LibraryNotFound(str(exc)) from None
-        raise
+    worker, info = start_worker(args.cudnn, options)
     lib_info, dev_info = info["library"], info["device"]
     out_dir = Path(args.out) if args.out else (
         ROOT / "results" / provenance.slug(dev_info.get("gpu") if info["device_stages"] else None)

@@ -21,7 +21,7 @@ from tabulate import tabulate
 
 from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNMode)
 
-from .cli import BadInput, OneLineParser, run_main
+from .cli import BadInput, OneLineParser, enum_arg, positive_int, run_main
 from .config import RNNConfig
 from .spec import Cell
 
@@ -111,55 +111,31 @@ def table(summary: dict) -> str:
 
 def build_parser() -> OneLineParser:
     p = OneLineParser(prog="cudnn_rnn.tune", description=__doc__.splitlines()[0])
-    p.add_argument("--cell", required=True, type=lambda t: _parse(RNNMode, t))
-    p.add_argument("--seq", type=_positive, default=20)
-    p.add_argument("--layers", type=_positive, default=1)
-    p.add_argument("--hidden", type=_positive, required=True)
-    p.add_argument("--batch", type=_positive, required=True)
-    p.add_argument("--input-size", type=_positive, default=None)
+    p.add_argument("--cell", required=True, type=enum_arg(RNNMode))
+    p.add_argument("--seq", type=positive_int, default=20)
+    p.add_argument("--layers", type=positive_int, default=1)
+    p.add_argument("--hidden", type=positive_int, required=True)
+    p.add_argument("--batch", type=positive_int, required=True)
+    p.add_argument("--input-size", type=positive_int, default=None)
     p.add_argument("--bidirectional", action="store_true")
     p.add_argument("--precision", default="any", choices=list(FAMILIES))
     p.add_argument("--training", action="store_true", help="rank by a training step")
-    p.add_argument("--reps", type=_positive, default=20)
+    p.add_argument("--reps", type=positive_int, default=20)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--cudnn", default=None)
     p.add_argument("--timeout", type=float, default=300.0)
     return p
 
 
-def _parse(enum_cls, text):
-    try:
-        return enum_cls.parse(text)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
-
-
-def _positive(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise BadInput(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise BadInput(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def main(argv=None) -> int:
-    from .worker import Worker, WorkerStartFailed
+    from .worker import start_worker
     args = build_parser().parse_args(argv)
     shape = RNNConfig(seq_length=args.seq, num_layers=args.layers, hidden_size=args.hidden,
                       mini_batch=args.batch, input_size=args.input_size, cell=args.cell,
                       direction=DirectionMode.BIDIRECTIONAL if args.bidirectional
                       else DirectionMode.UNIDIRECTIONAL)
     cells = candidate_cells(shape, args.precision)
-    worker = Worker(args.cudnn, {"reps": args.reps, "time": True})
-    try:
-        info = worker.start()
-    except WorkerStartFailed as exc:
-        if exc.library_missing:
-            from bindings.errors import LibraryNotFound
-            raise LibraryNotFound(str(exc)) from None
-        raise
+    worker, info = start_worker(args.cudnn, {"reps": args.reps, "time": True})
     if not info["device_stages"]:
         worker.close()
         from .gpu import NoGPU

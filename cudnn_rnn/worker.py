@@ -206,3 +206,16 @@ class Worker:
             except (OSError, BrokenPipeError):
                 pass
         self.kill()
+
+
+def start_worker(cudnn_path: str | None, options: dict) -> tuple[Worker, dict]:
+    """A started :class:`Worker` and its ready message; a missing libcudnn becomes
+    :class:`bindings.errors.LibraryNotFound` (one line, exit 2 at the command line)."""
+    worker = Worker(cudnn_path, options)
+    try:
+        return worker, worker.start()
+    except WorkerStartFailed as exc:
+        if exc.library_missing:
+            from bindings.errors import LibraryNotFound
+            raise LibraryNotFound(str(exc)) from None
+        raise
