@@ -23,9 +23,8 @@ import numpy as np
 from bindings.enums import ForwardMode, StatusV9
 
 from . import reference, timing
-from .config import RNNConfig
-from .flow import FlowResult, RNNFlow, params_from_arrays
-from .verify import Verification, compare_with
+from .flow import FlowResult, RNNFlow
+from .verify import Verification, compare_with, expected, to_host
 
 RECORD_KEYS = ("id", "block", "implicit", "data_type", "math_prec", "math_type", "algo", "cell",
                "direction", "input_mode", "bias_mode", "proj_size", "layout", "shape", "outcome",
@@ -86,9 +85,9 @@ class ReferenceCache:
             self._items.move_to_end(k)
             return self._items[k]
         self.misses += 1
-        value = evaluate_reference(flow.cfg, flow.host, xp, keep_on_device=True)
+        value = expected(flow.cfg, flow.host, xp, keep_on_device=True)
         if _nbytes(value) <= self.max_bytes:
-            value = _to_host(value)
+            value = to_host(value)
             self._items[k] = value
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
@@ -104,32 +103,6 @@ def _arrays(pair):
 
 def _nbytes(pair) -> int:
     return sum(int(a.nbytes) for a in _arrays(pair))
-
-
-def _to_host(pair):
-    xp = reference.array_module(pair[0].y)
-    if xp is np:
-        return pair
-    back = lambda a: None if a is None else xp.asnumpy(a)  # noqa: E731
-    fwd, grads = pair
-    dparams = [reference.LayerParams([back(a) for a in p.W], [back(a) for a in p.R],
-                                     [back(a) for a in p.bW], [back(a) for a in p.bR],
-                                     back(p.P)) for p in grads.dparams]
-    return (reference.Forward(back(fwd.y), back(fwd.hy), back(fwd.cy)),
-            reference.Gradients(back(grads.dx), back(grads.dhx), back(grads.dcx), dparams))
-
-
-def evaluate_reference(cfg: RNNConfig, host: dict, xp=np, keep_on_device: bool = False):
-    """Forward and gradients in float64 with ``xp``: numpy, or cupy (cuBLAS DGEMM, not
-    cuDNN) when a GPU is there. Results come back as numpy unless ``keep_on_device``."""
-    to = (lambda a: None if a is None else xp.asarray(a)) if xp is not np else (lambda a: a)
-    weights = {k: to(v) for k, v in host["weights"].items()}
-    params = params_from_arrays(cfg, weights)
-    fwd = reference.forward(cfg, params, to(host["x"]), to(host["hx"]), to(host.get("cx")))
-    grads = reference.backward(cfg, params, fwd, to(host["dy"]), to(host["dhy"]),
-                               to(host.get("dcy")))
-    fwd = reference.Forward(fwd.y, fwd.hy, fwd.cy)  # drop the caches
-    return (fwd, grads) if keep_on_device else _to_host((fwd, grads))
 
 
 def base_record(cell, lib) -> dict:

@@ -101,10 +101,6 @@ class Verification:
     def failures(self) -> list:
         return [n for n in self.errors if not self.within(n)]
 
-    @property
-    def worst(self) -> float:
-        return max(self.errors.values()) if self.errors else 0.0
-
     def as_record(self) -> dict:
         return {"errors": {k: _finite(v) for k, v in self.errors.items()},
                 "tolerance": self.tolerance, "gradient_tolerance": self.gradient_tolerance,
@@ -115,19 +111,39 @@ def _finite(v: float):
     return v if np.isfinite(v) else None
 
 
-def expected(cfg: RNNConfig, host: dict, training: bool = True):
-    """Reference forward (and gradients) for the flow's host copies of inputs and weights."""
+def expected(cfg: RNNConfig, host: dict, xp=np, keep_on_device: bool = False):
+    """Reference forward and gradients for the flow's host copies of inputs and weights.
+
+    Evaluated in float64 with ``xp``: numpy, or cupy (cuBLAS DGEMM, not cuDNN) when a GPU
+    is there. Results come back as numpy unless ``keep_on_device``.
+    """
     from .flow import params_from_arrays
-    params = params_from_arrays(cfg, host["weights"])
-    fwd = reference.forward(cfg, params, host["x"], host["hx"], host.get("cx"))
-    grads = reference.backward(cfg, params, fwd, host["dy"], host["dhy"], host.get("dcy")) \
-        if training else None
-    return fwd, grads
+    to = (lambda a: None if a is None else xp.asarray(a)) if xp is not np else (lambda a: a)
+    params = params_from_arrays(cfg, {k: to(v) for k, v in host["weights"].items()})
+    fwd = reference.forward(cfg, params, to(host["x"]), to(host["hx"]), to(host.get("cx")))
+    grads = reference.backward(cfg, params, fwd, to(host["dy"]), to(host["dhy"]),
+                               to(host.get("dcy")))
+    fwd = reference.Forward(fwd.y, fwd.hy, fwd.cy)  # drop the caches
+    return (fwd, grads) if keep_on_device else to_host((fwd, grads))
 
 
-def compare(cfg: RNNConfig, host: dict, outputs: dict, training: bool = True) -> Verification:
+def to_host(pair):
+    """A (forward, gradients) pair with every array as numpy."""
+    xp = reference.array_module(pair[0].y)
+    if xp is np:
+        return pair
+    back = lambda a: None if a is None else xp.asnumpy(a)  # noqa: E731
+    fwd, grads = pair
+    dparams = [reference.LayerParams([back(a) for a in p.W], [back(a) for a in p.R],
+                                     [back(a) for a in p.bW], [back(a) for a in p.bR],
+                                     back(p.P)) for p in grads.dparams]
+    return (reference.Forward(back(fwd.y), back(fwd.hy), back(fwd.cy)),
+            reference.Gradients(back(grads.dx), back(grads.dhx), back(grads.dcx), dparams))
+
+
+def compare(cfg: RNNConfig, host: dict, outputs: dict) -> Verification:
     """Errors of every output present in ``outputs`` (see :meth:`RNNFlow.outputs`)."""
-    return compare_with(cfg, expected(cfg, host, training), outputs)
+    return compare_with(cfg, expected(cfg, host), outputs)
 
 
 def compare_with(cfg: RNNConfig, expected_pair, outputs: dict) -> Verification:
