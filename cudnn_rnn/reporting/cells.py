@@ -84,9 +84,15 @@ def grid(records: list, data_type: str):
 
 
 PREC_ORDER = ["FLOAT", "DOUBLE", "HALF", "BFLOAT16", "INT8", "INT32"]
+DATA_TYPE_ORDER = PREC_ORDER + ["FP8_E4M3", "FP8_E5M2"]
 MATH_ORDER = ["DEFAULT", "TENSOR_OP", "TENSOR_OP_ALLOW_CONVERSION", "FMA"]
 ALGO_ORDER = ["STANDARD", "PERSIST_STATIC", "PERSIST_DYNAMIC", "PERSIST_STATIC_SMALL_H"]
 CELL_ORDER = ["RNN_RELU", "RNN_TANH", "LSTM", "GRU"]
+
+
+def data_types(records: list) -> list[str]:
+    """The data types present, in the report's order (unknown ones last, by name)."""
+    return sorted({r["data_type"] for r in records}, key=lambda d: (_idx(DATA_TYPE_ORDER, d), d))
 
 
 def _idx(order, v):

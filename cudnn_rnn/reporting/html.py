@@ -31,9 +31,8 @@ def _cell(rec) -> str:
 
 def grids(records: list) -> str:
     sample = [r for r in records if is_sample_shape(r)]
-    order = ["FLOAT", "DOUBLE", "HALF", "BFLOAT16", "INT8", "INT32", "FP8_E4M3", "FP8_E5M2"]
     parts = []
-    for dt in sorted({r["data_type"] for r in sample}, key=lambda d: order.index(d) if d in order else 99):
+    for dt in C.data_types(sample):
         rows, cols, index = C.grid(sample, dt)
         head = "".join(f"<th>{escape(a)}<br>{escape(c)}</th>" for a, c in cols)
         body = "".join(

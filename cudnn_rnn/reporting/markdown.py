@@ -153,9 +153,7 @@ def data_type_tables(records: list) -> list[str]:
            "One table per data type: rows math precision x math type, columns algorithm x cell.",
            "", "Legend:", ""]
     out += [f"- {k}: {v}" for k, v in C.LEGEND] + [""]
-    order = {d: i for i, d in enumerate(["FLOAT", "DOUBLE", "HALF", "BFLOAT16", "INT8", "INT32",
-                                         "FP8_E4M3", "FP8_E5M2"])}
-    for dt in sorted({r["data_type"] for r in sample}, key=lambda d: order.get(d, 99)):
+    for dt in C.data_types(sample):
         rows, cols, index = C.grid(sample, dt)
         table = [[f"{p} / {m}"] + [C.short(index.get((p, m, a, c))) for a, c in cols]
                  for p, m in rows]
