@@ -24,6 +24,7 @@ from . import provenance, spec as specs
 from .cli import BadInput, OneLineParser, run_main
 from .results import MalformedResults, ResultsFile, write_json
 from .progress import Progress
+from .reporting.analysis import max_error
 from .worker import start_worker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,7 +110,7 @@ def summary(records: list, out=sys.stdout) -> None:
                          f"{s['seq_length']}x{s['layers']}x{s['hidden']}x{s['batch']}",
                          t["forward_training"]["median_ms"], t["forward_training"]["tflops"],
                          sp.get("forward_training"), sp.get("forward_inference"),
-                         max(v for v in r["errors"].values() if v is not None)))
+                         max_error(r)))
         print("\nfastest verified cells (forward training; speed-up over FLOAT/FLOAT/FMA/STANDARD):",
               file=out)
         print(tabulate(rows, headers=("data", "prec", "math", "algo", "cell", "TxLxHxB", "fwd ms",

@@ -23,6 +23,7 @@ from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNMode)
 
 from .cli import BadInput, OneLineParser, enum_arg, positive_int, run_main
 from .config import RNNConfig
+from .reporting.analysis import max_error
 from .spec import Cell
 
 ALGOS = (RNNAlgo.STANDARD, RNNAlgo.PERSIST_STATIC, RNNAlgo.PERSIST_DYNAMIC,
@@ -82,11 +83,10 @@ def summarise(records: list, training: bool, torch_result: dict | None = None) -
     for r in ranked:
         ms = cost_ms(r, training)
         flop = r["flop"] * (len(TRAINING_KINDS) if training else 1)
-        errs = [v for v in (r.get("errors") or {}).values() if v is not None]
         rows.append({"id": r["id"], "config": f"{r['data_type']}/{r['math_prec']}/{r['math_type']}/"
                                                f"{r['algo']}",
                      "ms": ms, "tflops": flop / (ms * 1e-3) / 1e12,
-                     "max_error": max(errs) if errs else None,
+                     "max_error": max_error(r),
                      "speedup_fp32": base_ms / ms if base_ms else None,
                      "speedup_torch": (torch_result["ms"] / ms) if torch_result and
                      torch_result.get("ms") else None})
