@@ -11,6 +11,8 @@ EXTRA ?= cuda12
 SYSTEM_PYTHON ?= python3
 PYTEST_ARGS ?=
 PROBE_ARGS ?= --resume
+BENCH_ARGS ?= --resume
+OVERHEAD_ARGS ?=
 
 ifeq ($(strip $(VENV)),)
 PY := $(SYSTEM_PYTHON)
@@ -22,7 +24,7 @@ endif
 
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: install test test-gpu matrix report example clean
+.PHONY: install test test-gpu matrix report bench example clean
 
 install: $(STAMP)
 
@@ -41,6 +43,12 @@ test-gpu: $(STAMP)
 matrix: $(STAMP)
 	$(PY) -m cudnn_rnn.probe $(PROBE_ARGS)
 	$(PY) -m cudnn_rnn.report $$(ls -t results/*/*/default.jsonl | head -1)
+
+# The benchmark (results/<gpu>/<cudnn>/bench.md + bench.json), then the overhead check,
+# which adds overhead.json beside it and refreshes bench.md.
+bench: $(STAMP)
+	$(PY) -m cudnn_rnn.bench $(BENCH_ARGS)
+	$(PY) -m cudnn_rnn.overhead --save $(OVERHEAD_ARGS)
 
 example: $(STAMP)
 	$(PY) -m cudnn_rnn.example 20 2 512 64 2

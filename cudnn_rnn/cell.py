@@ -23,7 +23,7 @@ import numpy as np
 from bindings.enums import ForwardMode, StatusV9
 
 from . import reference, timing
-from .flow import FlowResult, RNNFlow
+from .flow import FlowResult, HostValues, RNNFlow
 from .verify import Verification, compare_with, expected, to_host
 
 RECORD_KEYS = ("id", "block", "implicit", "data_type", "math_prec", "math_type", "algo", "cell",
@@ -64,10 +64,11 @@ class ReferenceCache:
     are kept, on the host, so the device memory in use stays flat between cells.
     """
 
-    def __init__(self, size: int = 16, max_bytes: int = 64 << 20):
+    def __init__(self, size: int = 16, max_bytes: int = 64 << 20, device_bytes: int = 0):
         self.size = size
         self.max_bytes = max_bytes
-        self._items: OrderedDict = OrderedDict()
+        self.device_bytes = device_bytes  # results this large may stay on the GPU
+        self._items: OrderedDict = OrderedDict()  # key -> (value, bytes held on the GPU)
         self.hits = self.misses = 0
 
     @staticmethod
@@ -83,15 +84,21 @@ class ReferenceCache:
         if k in self._items:
             self.hits += 1
             self._items.move_to_end(k)
-            return self._items[k]
+            return self._items[k][0]
         self.misses += 1
         value = expected(flow.cfg, flow.host, xp, keep_on_device=True)
-        if _nbytes(value) <= self.max_bytes:
+        nbytes = _nbytes(value)
+        if xp is not np and nbytes <= self.device_bytes:
+            self._items[k] = (value, nbytes)
+        elif nbytes <= self.max_bytes:
             value = to_host(value)
-            self._items[k] = value
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+            self._items[k] = (value, 0)
+        while self._items and (len(self._items) > self.size or self.on_device() > self.device_bytes):
+            self._items.popitem(last=False)
         return value
+
+    def on_device(self) -> int:
+        return sum(n for _v, n in self._items.values())
 
 
 def _arrays(pair):
@@ -110,13 +117,20 @@ def base_record(cell, lib) -> dict:
 
 
 def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_it: bool = True,
-             cache: ReferenceCache | None = None, seed: int = 1234) -> dict:
-    """Everything that happens to one cell; returns its record (never raises for cuDNN)."""
+             cache: ReferenceCache | None = None, seed: int = 1234,
+             values: HostValues | None = None, kinds: tuple | None = None,
+             budget_s: float | None = None) -> dict:
+    """Everything that happens to one cell; returns its record (never raises for cuDNN).
+
+    ``kinds`` limits the timed calls (names of :data:`TIMED`; all four by default);
+    ``budget_s`` caps each measurement's device time (see :func:`.timing.time_call`).
+    Verification always covers every output and gradient, whatever is timed.
+    """
     started = time.perf_counter()
     cfg = cell.config
     rec = base_record(cell, lib)
     phase = {}
-    with RNNFlow(cfg, lib, device=device, init="random", seed=seed) as flow:
+    with RNNFlow(cfg, lib, device=device, init="random", seed=seed, values=values) as flow:
         result = flow.run()
         rec.update(stages=result.reached, skipped_stages=result.skipped,
                    skip_reason=result.skip_reason, notes=list(result.notes), sizes=result.sizes)
@@ -140,7 +154,7 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
                 outcome = "OK"
                 if time_it:
                     t0 = time.perf_counter()
-                    rec["timings"] = time_cell(flow, reps, warmup)
+                    rec["timings"] = time_cell(flow, reps, warmup, kinds, budget_s)
                     phase["time"] = round(time.perf_counter() - t0, 4)
         rec["outcome"] = outcome
         rec["stage_s"] = result.stage_s
@@ -149,11 +163,14 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
     return rec
 
 
-def time_cell(flow: RNNFlow, reps: int, warmup: int) -> dict:
+def time_cell(flow: RNNFlow, reps: int, warmup: int, kinds: tuple | None = None,
+              budget_s: float | None = None) -> dict:
     flop = flow.cfg.flop_count()
     out = {}
     for name, call in TIMED:
-        t = timing.time_call(flow.cp, flow.stream, lambda: call(flow), reps, warmup)
+        if kinds is not None and name not in kinds:
+            continue
+        t = timing.time_call(flow.cp, flow.stream, lambda: call(flow), reps, warmup, budget_s)
         out[name] = dict(t.as_record(), tflops=round(timing.tflops(flop, t.median_ms), 4))
     return out
 

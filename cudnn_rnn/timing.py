@@ -24,13 +24,27 @@ class Timing:
                 f"(IQR {self.q1_ms:.4f}-{self.q3_ms:.4f}, min {self.min_ms:.4f}, max {self.max_ms:.4f})")
 
 
-def time_call(cp, stream, fn, reps: int = 10, warmup: int = 2) -> Timing:
-    """Time ``fn()`` (which enqueues work on ``stream``) with an event pair per repeat."""
+def time_call(cp, stream, fn, reps: int = 10, warmup: int = 2, budget_s: float | None = None,
+              min_reps: int = 5) -> Timing:
+    """Time ``fn()`` (which enqueues work on ``stream``) with an event pair per repeat.
+
+    The repeats are enqueued back to back and read after one synchronisation, so host
+    work between calls overlaps device work, as in an application's loop. With
+    ``budget_s``, a call measured slow in warm-up gets fewer repeats, never fewer than
+    ``min_reps`` (nor more than ``reps``): about ``budget_s`` of device time per measurement.
+    """
     if reps < 1:
         raise ValueError("reps must be at least 1")
-    for _ in range(warmup):
+    first = cp.cuda.Event(), cp.cuda.Event()
+    first[0].record(stream)
+    for _ in range(max(warmup, 1)):
         fn()
+    first[1].record(stream)
     stream.synchronize()
+    if budget_s is not None:
+        per_call_s = cp.cuda.get_elapsed_time(*first) / 1e3 / max(warmup, 1)
+        if per_call_s > 0:
+            reps = max(min(reps, int(budget_s / per_call_s)), min(min_reps, reps))
     pairs = []
     for _ in range(reps):
         start, end = cp.cuda.Event(), cp.cuda.Event()

@@ -1,55 +1,202 @@
-"""PyTorch's default ``torch.nn.LSTM`` / ``GRU`` / ``RNN`` on the same shape, timed with CUDA
-events in the calling process (the tuner's worker, beside its cuDNN cells).
+"""PyTorch's side of every comparison: its default ``torch.nn.LSTM`` / ``GRU`` / ``RNN`` on a
+shape, timed like our cells, and the cuDNN configuration it really uses.
 
-PyTorch's defaults: float32 parameters and inputs, cuDNN with ``allow_tf32`` as the user
-left it (True unless changed), its own choice of algorithm and math type.
+*PyTorch's default* is what a user writes: a float32 module on the GPU, no state given,
+``torch.backends.cudnn.allow_tf32`` as left (True), ``model.eval()`` under ``no_grad`` for
+inference and forward + ``backward()`` in training mode for a training step. (A module
+left in training mode calls cuDNN with ``CUDNN_FWD_MODE_TRAINING`` even under
+``no_grad``: seen in cuDNN's API log, see :func:`observe`.)
+
+Timing uses CUDA events exactly as :func:`.timing.time_call` does (back-to-back calls,
+one synchronisation), on the stream the caller names, so both sides of a ratio are
+measured the same way.
+
+:func:`observe` runs PyTorch in a child process with cuDNN's API log on
+(``CUDNN_LOGLEVEL_DBG=3``) and reads back the algorithm, data type, math precision,
+math type, layout and forward mode of its ``cudnnRNNForward``.
 """
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULES = {"LSTM": ("LSTM", {}), "GRU": ("GRU", {}), "RNN_TANH": ("RNN", {"nonlinearity": "tanh"}),
+           "RNN_RELU": ("RNN", {"nonlinearity": "relu"})}
+DTYPES = {"FLOAT": "float32", "HALF": "float16", "BFLOAT16": "bfloat16", "DOUBLE": "float64"}
 
 
-def time_torch(cell: str, seq: int, layers: int, hidden: int, batch: int, input_size: int,
-               bidirectional: bool, training: bool, reps: int = 20, warmup: int = 3) -> dict:
+def unavailable() -> str | None:
+    """Why PyTorch cannot be compared here, or None."""
     try:
         import torch
     except Exception as exc:  # ImportError, or a broken install
-        return {"skipped": f"PyTorch is not importable ({type(exc).__name__}: {exc})"}
+        return f"PyTorch is not importable ({type(exc).__name__}: {exc})"
     if not torch.cuda.is_available():
-        return {"skipped": "PyTorch sees no CUDA device"}
-    kinds = {"LSTM": (torch.nn.LSTM, {}), "GRU": (torch.nn.GRU, {}),
-             "RNN_TANH": (torch.nn.RNN, {"nonlinearity": "tanh"}),
-             "RNN_RELU": (torch.nn.RNN, {"nonlinearity": "relu"})}
-    cls, extra = kinds[cell]
-    torch.manual_seed(0)
-    model = cls(input_size, hidden, layers, bidirectional=bidirectional, **extra).cuda()
-    x = torch.rand(seq, batch, input_size, device="cuda") * 2 - 1
+        return "PyTorch sees no CUDA device"
+    return None
+
+
+def build(cell: str, seq: int, layers: int, hidden: int, batch: int, input_size: int,
+          bidirectional: bool, dtype: str = "float32", seed: int = 0):
+    """(module, x, (h0, c0) or h0) on the GPU, U(-1, 1) inputs and states."""
+    import torch
+    name, extra = MODULES[cell]
+    torch.manual_seed(seed)
+    dt = getattr(torch, dtype)
+    model = getattr(torch.nn, name)(input_size, hidden, layers, bidirectional=bidirectional,
+                                    **extra).cuda().to(dt)
+    x = torch.rand(seq, batch, input_size, device="cuda", dtype=dt) * 2 - 1
+    dirs = 2 if bidirectional else 1
+    h0 = torch.rand(layers * dirs, batch, hidden, device="cuda", dtype=dt) * 2 - 1
+    state = (h0, torch.rand_like(h0) * 2 - 1) if cell == "LSTM" else h0
+    return model, x, state
+
+
+def step_fn(model, x, state, training: bool, pass_state: bool, backward: bool):
+    """One call as a user makes it: inference (eval + no_grad), a training-mode forward
+    (``backward=False``), or a training step with ``backward()``."""
+    import torch
+    args = (x, state) if pass_state else (x,)
     if training:
+        model.train()
+    else:
+        model.eval()
+    if backward:
         x.requires_grad_(True)
 
-    def step():
-        if training:
-            out, state = model(x)
-            loss = out.sum() + (sum(s.sum() for s in state) if isinstance(state, tuple)
-                                else state.sum())
+        def step():
+            out, st = model(*args)
+            loss = out.sum() + (sum(s.sum() for s in st) if isinstance(st, tuple) else st.sum())
             loss.backward()
-        else:
-            with torch.no_grad():
-                model(x)
+        return step
 
-    for _ in range(warmup):
+    def step():
+        with torch.no_grad():
+            model(*args)
+    return step
+
+
+def time_step(step, reps: int = 20, warmup: int = 3, budget_s: float | None = 1.0,
+              min_reps: int = 5) -> dict:
+    """CUDA-event timing on PyTorch's current stream, the method of :func:`.timing.time_call`."""
+    import torch
+    stream = torch.cuda.current_stream()
+    first = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    first[0].record(stream)
+    for _ in range(max(warmup, 1)):
         step()
+    first[1].record(stream)
     torch.cuda.synchronize()
-    times = []
+    if budget_s is not None:
+        per_call = first[0].elapsed_time(first[1]) / 1e3 / max(warmup, 1)
+        if per_call > 0:
+            reps = max(min(reps, int(budget_s / per_call)), min(min_reps, reps))
+    pairs = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+        start.record(stream)
         step()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    q = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
-    return {"ms": statistics.median(times), "q1_ms": q[0], "q3_ms": q[2], "reps": reps,
-            "torch": torch.__version__, "torch_cudnn": torch.backends.cudnn.version(),
-            "allow_tf32": bool(torch.backends.cudnn.allow_tf32), "dtype": "float32",
-            "objective": "forward + backward" if training else "forward (no_grad)"}
+        end.record(stream)
+        pairs.append((start, end))
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) for s, e in pairs]
+    q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else [times[0]] * 3
+    return {"median_ms": statistics.median(times), "q1_ms": q[0], "q3_ms": q[2],
+            "min_ms": min(times), "max_ms": max(times), "reps": reps}
+
+
+def versions() -> dict:
+    import torch
+    return {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
+            "torch_cudnn": torch.backends.cudnn.version(),
+            "allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+            "torch_libcudnn": sorted({line.split()[-1] for line in open("/proc/self/maps")
+                                      if "libcudnn.so" in line})}
+
+
+def time_torch(cell: str, seq: int, layers: int, hidden: int, batch: int, input_size: int,
+               bidirectional: bool, training: bool, reps: int = 20, warmup: int = 3,
+               budget_s: float | None = 1.0) -> dict:
+    """PyTorch's default module on the shape: inference, or a training step."""
+    why = unavailable()
+    if why:
+        return {"skipped": why}
+    model, x, state = build(cell, seq, layers, hidden, batch, input_size, bidirectional)
+    step = step_fn(model, x, state, training, pass_state=False, backward=training)
+    t = time_step(step, reps, warmup, budget_s)
+    return dict(t, ms=t["median_ms"], dtype="float32",
+                objective="training step (forward + backward)" if training
+                else "inference (eval, no_grad)", **versions())
+
+
+# ---------------------------------------------------------------- what PyTorch asks cuDNN for
+def observe(requests: list[dict], timeout: float = 300.0) -> list[dict]:
+    """The cuDNN settings of PyTorch's ``cudnnRNNForward`` for each request (keys of
+    :func:`build` plus ``training``), from cuDNN's API log of one child process. Each
+    result is :func:`.apilog.rnn_forward_settings` with enum names, or ``{"skipped": why}``."""
+    from . import apilog
+    why = unavailable()
+    if why:
+        return [{"skipped": why} for _ in requests]
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "cudnn_api.log"
+        env = dict(os.environ, CUDNN_LOGLEVEL_DBG="3", CUDNN_LOGDEST_DBG=str(log),
+                   PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        proc = subprocess.run([sys.executable, "-m", "cudnn_rnn.torch_compare"],
+                              input=json.dumps(requests), capture_output=True, text=True,
+                              env=env, timeout=timeout)
+        if proc.returncode != 0 or not log.exists():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            return [{"skipped": f"PyTorch's logged run failed: {tail[0]}"} for _ in requests]
+        calls = apilog.parse(log.read_text(errors="replace"), only=("cudnnRNNForward",))
+    torch_versions = json.loads(proc.stdout.strip().splitlines()[-1])
+    forwards = [c for c in calls if c.name == "cudnnRNNForward"]
+    out = []
+    for req in requests:
+        settings = _last_matching(forwards, req)
+        out.append({"skipped": "no matching cudnnRNNForward in PyTorch's cuDNN log"}
+                   if settings is None else
+                   {k: (v.name if hasattr(v, "name") else v) for k, v in settings.items()}
+                   | {"torch": torch_versions})
+    return out
+
+
+def _last_matching(forwards, req: dict) -> dict | None:
+    """The settings of the last logged forward made for ``req``: same cell, sizes, layers,
+    direction, data type, input dims and forward mode."""
+    from bindings.enums import DataType, DirectionMode, ForwardMode, RNNMode
+    from . import apilog
+    want_dtype = {v: k for k, v in DTYPES.items()}[req.get("dtype", "float32")]
+    want = {"cellMode": RNNMode[req["cell"]], "hiddenSize": req["hidden"],
+            "numLayers": req["layers"], "inputSize": req["input_size"],
+            "bidirectional": DirectionMode.BIDIRECTIONAL if req["bidirectional"]
+            else DirectionMode.UNIDIRECTIONAL, "dataType": DataType[want_dtype],
+            "fwdMode": ForwardMode.TRAINING if req.get("training") else ForwardMode.INFERENCE,
+            "xDims": [req["seq"], req["batch"], req["input_size"]]}
+    for call in reversed(forwards):
+        settings = apilog.rnn_forward_settings([call])
+        if all(settings.get(k) == v for k, v in want.items()):
+            return settings
+    return None
+
+
+def _observe_child() -> None:  # pragma: no cover - runs under cuDNN's logging, in a child
+    """Run each request's forward once (state passed, as the overhead check does)."""
+    import torch
+    for req in json.loads(sys.stdin.read()):
+        req = dict(req)
+        training = bool(req.pop("training", False))
+        model, x, state = build(**req)
+        step_fn(model, x, state, training, pass_state=True, backward=False)()
+        torch.cuda.synchronize()
+    print(json.dumps(versions()))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _observe_child()

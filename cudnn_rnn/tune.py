@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 from tabulate import tabulate
 
@@ -120,7 +121,9 @@ def build_parser() -> OneLineParser:
     p.add_argument("--bidirectional", action="store_true")
     p.add_argument("--precision", default="any", choices=list(FAMILIES))
     p.add_argument("--training", action="store_true", help="rank by a training step")
-    p.add_argument("--reps", type=positive_int, default=20)
+    p.add_argument("--reps", type=positive_int, default=20, help="most timed calls per measurement")
+    p.add_argument("--budget", type=float, default=0.3,
+                   help="about this many seconds of device time per measurement")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--cudnn", default=None)
     p.add_argument("--timeout", type=float, default=300.0)
@@ -135,7 +138,10 @@ def main(argv=None) -> int:
                       direction=DirectionMode.BIDIRECTIONAL if args.bidirectional
                       else DirectionMode.UNIDIRECTIONAL)
     cells = candidate_cells(shape, args.precision)
-    worker, info = start_worker(args.cudnn, {"reps": args.reps, "time": True})
+    started = time.monotonic()
+    worker, info = start_worker(args.cudnn, {
+        "reps": args.reps, "time": True, "reuse_values": True, "budget_s": args.budget,
+        "kinds": TRAINING_KINDS if args.training else ("forward_inference",)})
     if not info["device_stages"]:
         worker.close()
         from .gpu import NoGPU
@@ -148,6 +154,7 @@ def main(argv=None) -> int:
     summary = summarise(records, args.training, torch_result)
     summary["shape"] = shape.as_record()["shape"] | {"cell": shape.cell.name,
                                                      "direction": shape.direction.name}
+    summary["wall_s"] = round(time.monotonic() - started, 2)
     summary["library"] = info["library"]
     summary["device"] = info["device"]
     if args.json:
@@ -161,7 +168,8 @@ def main(argv=None) -> int:
     print(f"\nwinner ({summary['objective']}): {w['config']}  {w['ms']:.4f} ms, {w['tflops']:.2f} TFLOPS, "
           f"max error {w['max_error']:.1e}, x{w['speedup_fp32']:.2f} true FP32"
           + (f", x{w['speedup_torch']:.2f} PyTorch's default" if w["speedup_torch"] else
-             f"; PyTorch: {(torch_result or {}).get('skipped', 'not compared')}"))
+             f"; PyTorch: {(torch_result or {}).get('skipped', 'not compared')}")
+          + f"  [{summary['candidates']} candidates in {summary['wall_s']:.1f} s]")
     return 0
 
 

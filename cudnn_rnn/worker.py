@@ -48,6 +48,7 @@ def _worker_main(conn, cudnn_path, options) -> None:  # pragma: no cover - runs 
         import bindings
         from . import gpu
         from .cell import ReferenceCache, crash_record, run_cell
+        from .flow import HostValues
         from .descriptors import live_objects
         from .seed_replay import replay
         lib = bindings.load(cudnn_path)
@@ -59,7 +60,8 @@ def _worker_main(conn, cudnn_path, options) -> None:  # pragma: no cover - runs 
         missing = type(exc).__name__ == "LibraryNotFound"
         conn.send(("failed", f"{exc}", missing))
         return
-    cache = ReferenceCache()
+    cache = ReferenceCache(device_bytes=int(options.get("reference_device_bytes", 0)))
+    values = HostValues() if options.get("reuse_values") else None
     pool = None
     if device:
         import cupy
@@ -72,17 +74,18 @@ def _worker_main(conn, cudnn_path, options) -> None:  # pragma: no cover - runs 
             return
         if cell is None:
             return
-        if isinstance(cell, tuple) and cell[0] == "torch":
-            from .torch_compare import time_torch
+        if isinstance(cell, tuple) and cell[0] == "job":
+            _, name, params = cell
             try:
-                conn.send(("torch", time_torch(**cell[1])))
+                conn.send(("job", _run_job(name, lib, params)))
             except Exception as exc:
-                conn.send(("torch", {"skipped": f"PyTorch timing failed: {type(exc).__name__}: {exc}"}))
+                conn.send(("job", {"skipped": f"{name} failed: {type(exc).__name__}: {exc}"}))
             continue
         _inject_fault(cell.id)
         try:
             rec = run_cell(cell, lib, device=device, reps=options.get("reps", 20),
-                           time_it=options.get("time", True), cache=cache)
+                           time_it=options.get("time", True), cache=cache, values=values,
+                           kinds=options.get("kinds"), budget_s=options.get("budget_s"))
         except Exception as exc:  # not a cuDNN status: an error of ours or of CUDA
             rec = crash_record(cell, info, f"{type(exc).__name__}: {exc}", "EXCEPTION")
         rec["live_descriptors"] = live_objects()
@@ -91,6 +94,21 @@ def _worker_main(conn, cudnn_path, options) -> None:  # pragma: no cover - runs 
         conn.send(("record", rec))
         if rec["outcome"] == "CRASH":
             return  # a CUDA error may be sticky: the next cell gets a fresh process
+
+
+def _run_job(name: str, lib, params: dict) -> dict:  # pragma: no cover - runs in the child
+    """Work beside the cells, in the same process and CUDA context: PyTorch's timing
+    (``torch``), the dense GEMM rate (``gemm``), the overhead pair (``overhead``)."""
+    if name == "torch":
+        from .torch_compare import time_torch
+        return time_torch(**params)
+    if name == "gemm":
+        from .gemm import gemm_rates
+        return gemm_rates(**params)
+    if name == "overhead":
+        from .overhead import measure_pair
+        return measure_pair(lib, **params)
+    raise ValueError(f"unknown job {name!r}")
 
 
 def _signal_name(code: int | None) -> str:
@@ -174,24 +192,25 @@ class Worker:
         return crash_record(cell, ident, f"the worker process died ({status}) while running "
                             "this cell", status)
 
-    def torch_timing(self, shape, training: bool, reps: int, timeout: float = 600.0) -> dict:
-        """PyTorch's default module on ``shape``, timed inside the worker (same process as the
-        cuDNN cells); a dict with ``skipped`` when that cannot be done."""
+    def job(self, name: str, params: dict, timeout: float = 600.0) -> dict:
+        """Run a named job (see ``_run_job``) in the worker; a dict with ``skipped`` when
+        it could not be done."""
         if not self.alive:
             self.start()
-        params = {"cell": shape.cell.name, "seq": shape.seq_length, "layers": shape.num_layers,
-                  "hidden": shape.hidden_size, "batch": shape.mini_batch,
-                  "input_size": shape.input, "bidirectional": shape.bidirectional,
-                  "training": training, "reps": reps}
-        self.conn.send(("torch", params))
+        self.conn.send(("job", name, params))
         if not self.conn.poll(timeout):
             self.kill()
-            return {"skipped": f"PyTorch timing did not finish within {timeout:g} s"}
+            return {"skipped": f"{name} did not finish within {timeout:g} s"}
         try:
             _kind, result = self.conn.recv()
         except (EOFError, OSError):
-            return {"skipped": "the worker died while timing PyTorch"}
+            return {"skipped": f"the worker died while running {name}"}
         return result
+
+    def torch_timing(self, shape, training: bool, reps: int, timeout: float = 600.0) -> dict:
+        """PyTorch's default module on ``shape``, timed inside the worker (same process as the
+        cuDNN cells); a dict with ``skipped`` when that cannot be done."""
+        return self.job("torch", torch_params(shape, training, reps), timeout)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.is_alive():
@@ -206,6 +225,12 @@ class Worker:
             except (OSError, BrokenPipeError):
                 pass
         self.kill()
+
+
+def torch_params(shape, training: bool, reps: int) -> dict:
+    return {"cell": shape.cell.name, "seq": shape.seq_length, "layers": shape.num_layers,
+            "hidden": shape.hidden_size, "batch": shape.mini_batch, "input_size": shape.input,
+            "bidirectional": shape.bidirectional, "training": training, "reps": reps}
 
 
 def start_worker(cudnn_path: str | None, options: dict) -> tuple[Worker, dict]:

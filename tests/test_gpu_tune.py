@@ -23,7 +23,12 @@ def test_tuner_finds_a_verified_winner_on_the_seed_shape(cuda):
     result = json.loads(proc.stdout)
     winner = result["winner"]
     assert winner and winner["max_error"] is not None and winner["speedup_fp32"] >= 1.0
+    assert result["candidates"] == 64 and result["objective"] == "forward inference"
+    assert all(r["max_error"] is not None for r in result["ranked"])  # only verified ones rank
     torch_part = result["torch"]
     assert torch_part and ("ms" in torch_part or torch_part.get("skipped"))
+    if "ms" in torch_part:
+        assert torch_part["objective"] == "inference (eval, no_grad)"
+        assert winner["speedup_torch"] == pytest.approx(torch_part["ms"] / winner["ms"])
     print(f"tuner: {elapsed:.1f} s; winner {winner['config']} {winner['ms']:.4f} ms "
           f"x{winner['speedup_fp32']:.2f} FP32, torch {torch_part}")

@@ -1,0 +1,253 @@
+"""``python -m cudnn_rnn.overhead``: does the ctypes path cost anything next to PyTorch?
+
+For each shape, the configuration PyTorch really uses is read from cuDNN's API log of a
+PyTorch run (:func:`.torch_compare.observe`: algorithm, data type, math precision, math
+type, layout, padded-IO flag, forward mode). The same configuration then runs through
+this project's flow, is verified against the float64 reference, and is timed against
+``torch.nn.LSTM``/``GRU``/``RNN`` with the state passed in, so both sides do the same
+work: one ``cudnnRNNForward``. Both are timed in one process, on one CUDA stream, with
+the same event method, alternating in ``--rounds`` rounds; the ratio is ours / PyTorch's
+(target ≤ 1.03). Beside it, the host time to enqueue one call on an idle GPU and the
+latency of one call issued on an idle GPU show where any difference comes from.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from bindings.enums import (DataType, DirectionMode, ForwardMode, MathType, RNNAlgo,
+                            RNNBiasMode, RNNDataLayout, RNNInputMode, RNNMode)
+
+from .cli import BadInput, OneLineParser, run_main
+from .config import RNNConfig
+
+TARGET = 1.03
+DEFAULT_SHAPES = ("LSTM:20,2,512,64", "LSTM:20,1,128,8", "LSTM:25,1,1024,64",
+                  "LSTM:25,1,2048,128", "LSTM:25,1,4096,128", "GRU:25,1,1024,64",
+                  "LSTM:25,1,1024,64:float16")
+
+
+def parse_shape(text: str) -> dict:
+    """``CELL:T,L,H,B[:dtype]`` (seqLength, layers, hidden, batch; dtype of PyTorch's module)."""
+    parts = text.split(":")
+    try:
+        cell = parts[0].upper()
+        if cell not in RNNMode.__members__:
+            raise ValueError
+        t, l, h, b = (int(v) for v in parts[1].split(","))
+        dtype = parts[2] if len(parts) > 2 else "float32"
+        if min(t, l, h, b) < 1 or dtype not in ("float32", "float16", "bfloat16") or len(parts) > 3:
+            raise ValueError
+    except (ValueError, IndexError):
+        raise BadInput(f"bad --shape {text!r}: write CELL:T,L,H,B[:float32|float16|bfloat16], "
+                       "e.g. LSTM:20,2,512,64") from None
+    return {"cell": cell, "seq": t, "layers": l, "hidden": h, "batch": b, "input_size": h,
+            "bidirectional": False, "dtype": dtype}
+
+
+def config_from_settings(shape: dict, s: dict) -> RNNConfig:
+    """Our :class:`RNNConfig` for the settings PyTorch used (names as observed)."""
+    return RNNConfig(seq_length=shape["seq"], num_layers=s["numLayers"], hidden_size=s["hiddenSize"],
+                     mini_batch=shape["batch"], input_size=s["inputSize"], cell=RNNMode[s["cellMode"]],
+                     proj_size=None if s["projSize"] == s["hiddenSize"] else s["projSize"],
+                     data_type=DataType[s["dataType"]], math_prec=DataType[s["mathPrec"]],
+                     math_type=MathType[s["mathMode"]], algo=RNNAlgo[s["algo"]],
+                     direction=DirectionMode[s["bidirectional"]],
+                     input_mode=RNNInputMode[s["inputMode"]], bias_mode=RNNBiasMode[s["biasMode"]],
+                     layout=RNNDataLayout[s["layout"]])
+
+
+def _median_of(timings: list[dict], key: str = "median_ms") -> float:
+    return statistics.median(t[key] for t in timings)
+
+
+def _host_enqueue_us(cp, stream, fn, n: int = 20) -> float:
+    """Median host time of one call made on an idle GPU (nothing queued before it)."""
+    times = []
+    for _ in range(n):
+        stream.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    stream.synchronize()
+    return statistics.median(times) * 1e6
+
+
+def _isolated_ms(cp, stream, fn, n: int = 20) -> float:
+    """Median device-clock latency of one call issued on an idle GPU."""
+    times = []
+    for _ in range(n):
+        stream.synchronize()
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record(stream)
+        fn()
+        end.record(stream)
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end))
+    return statistics.median(times)
+
+
+def measure_pair(lib, shape: dict, settings: dict, reps: int = 20, rounds: int = 5,
+                 budget_s: float = 0.3) -> dict:  # pragma: no cover - needs a GPU and torch
+    """Ours and PyTorch's time for the same cuDNN configuration (runs in the worker)."""
+    import cupy as cp
+    import torch
+    from . import timing
+    from .flow import RNNFlow
+    from .torch_compare import DTYPES, build, step_fn
+    from .verify import compare_with, expected
+    cfg = config_from_settings(shape, settings)
+    mode = ForwardMode[settings["fwdMode"]]
+    with RNNFlow(cfg, lib, device=True, init="random", seed=1234) as flow:
+        result = flow.run()
+        if result.failure is not None:
+            f = result.failure
+            return {"skipped": f"our flow failed at {f.stage}: {f.call} {f.status} ({f.reason})"}
+        check = compare_with(cfg, expected(cfg, flow.host, cp, keep_on_device=True),
+                             flow.outputs(on_device=True))
+        verification = check.as_record()
+        if not check.passed:
+            return {"skipped": "our outputs did not match the float64 reference",
+                    "verification": verification}
+        model, x, state = build(shape["cell"], shape["seq"], cfg.num_layers, cfg.hidden_size,
+                                shape["batch"], cfg.input, cfg.bidirectional,
+                                dtype=DTYPES[cfg.data_type.name])
+        torch.cuda.synchronize()  # built on PyTorch's default stream; used on ours below
+        ours = lambda: flow.forward(mode)  # noqa: E731
+        with torch.cuda.stream(torch.cuda.ExternalStream(flow.stream.ptr)):
+            theirs = step_fn(model, x, state, mode == ForwardMode.TRAINING, pass_state=True,
+                             backward=False)
+            per_round = []
+            for _ in range(rounds):
+                a = timing.time_call(cp, flow.stream, ours, reps, 3, budget_s).as_record()
+                b = timing.time_call(cp, flow.stream, theirs, reps, 3, budget_s).as_record()
+                per_round.append((a, b))
+            host = {"ours_us": _host_enqueue_us(cp, flow.stream, ours),
+                    "torch_us": _host_enqueue_us(cp, flow.stream, theirs)}
+            isolated = {"ours_ms": _isolated_ms(cp, flow.stream, ours),
+                        "torch_ms": _isolated_ms(cp, flow.stream, theirs)}
+        torch.cuda.synchronize()
+        in_process = sorted({line.split()[-1] for line in open("/proc/self/maps")
+                             if "/libcudnn.so" in line})  # two paths: not one library
+    ratios = [a["median_ms"] / b["median_ms"] for a, b in per_round]
+    return {"config": cfg.as_record(), "fwd_mode": mode.name,
+            "ours": {"median_ms": _median_of([a for a, _ in per_round]), "rounds": [a for a, _ in per_round]},
+            "torch": {"median_ms": _median_of([b for _, b in per_round]), "rounds": [b for _, b in per_round]},
+            "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+            "host_enqueue": host, "isolated": isolated,
+            "isolated_ratio": isolated["ours_ms"] / isolated["torch_ms"],
+            "cudnn_objects_in_process": in_process,
+            "verification": {k: v for k, v in verification.items() if k != "nonfinite"}}
+
+
+def build_parser() -> OneLineParser:
+    p = OneLineParser(prog="cudnn_rnn.overhead", description=__doc__.splitlines()[0])
+    p.add_argument("--shape", action="append", type=parse_shape, default=None,
+                   help="CELL:T,L,H,B[:dtype] (repeatable; default: a set from 128 to 4096 hidden)")
+    p.add_argument("--mode", choices=("inference", "training", "both"), default="both",
+                   help="PyTorch's eval() forward, its training-mode forward, or both")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=5, help="alternating rounds per pair")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--out", default=None, help="also write overhead.json into this directory")
+    p.add_argument("--save", action="store_true",
+                   help="write overhead.json to results/<gpu>/<cudnn>/ and refresh bench.md there")
+    p.add_argument("--cudnn", default=None, help="path of the libcudnn to use (default: PyTorch's)")
+    return p
+
+
+def run(args) -> dict:
+    """Observe PyTorch, then measure each pair in one worker; returns the report dict."""
+    from . import provenance
+    from .gpu import NoGPU
+    from .torch_compare import observe, unavailable
+    from .worker import start_worker
+    shapes = args.shape or [parse_shape(s) for s in DEFAULT_SHAPES]
+    modes = {"inference": [False], "training": [True], "both": [False, True]}[args.mode]
+    requests = [dict(s, training=t) for s in shapes for t in modes]
+    why = unavailable()
+    worker, info = start_worker(args.cudnn, {"reps": args.reps})
+    try:
+        if not info["device_stages"]:
+            raise NoGPU(f"the overhead check needs a CUDA GPU: {info['device'].get('reason')}")
+        observed = observe(requests) if why is None else [{"skipped": why}] * len(requests)
+        rows = []
+        for req, seen in zip(requests, observed):
+            shape = {k: v for k, v in req.items() if k != "training"}
+            row = {"shape": shape, "training_mode": req["training"], "observed": seen}
+            if "skipped" in seen:
+                row["skipped"] = seen["skipped"]
+            elif seen.get("cudnn_version") != info["library"].get("cudnn_version_raw"):
+                row["skipped"] = (f"PyTorch ran cuDNN {seen.get('cudnn_version')}, this worker "
+                                  f"{info['library'].get('cudnn_version')}: not the same library")
+            else:
+                row.update(worker.job("overhead", {"shape": shape, "settings": seen,
+                                                   "reps": args.reps, "rounds": args.rounds}))
+            rows.append(row)
+    finally:
+        worker.close()
+    measured = [r["ratio"] for r in rows if "ratio" in r]
+    return {"target": TARGET, "rows": rows,
+            "worst_ratio": max(measured) if measured else None,
+            "median_ratio": statistics.median(measured) if measured else None,
+            "provenance": provenance.collect(info["library"], info["device"])}
+
+
+def table(report: dict) -> str:
+    from tabulate import tabulate
+    rows = []
+    for r in report["rows"]:
+        s = r["shape"]
+        name = f"{s['cell']} {s['seq']},{s['layers']},{s['hidden']},{s['batch']} {s['dtype']}"
+        if "ratio" not in r:
+            rows.append((name, "train" if r["training_mode"] else "eval", "", "", "", "", "",
+                         r.get("skipped", "")))
+            continue
+        c = r["config"]
+        rows.append((name, r["fwd_mode"].lower(),
+                     f"{c['data_type']}/{c['math_prec']}/{c['math_type']}/{c['algo']}",
+                     f"{r['ours']['median_ms']:.4f}", f"{r['torch']['median_ms']:.4f}",
+                     f"{r['ratio']:.3f} ({r['ratio_min']:.3f}-{r['ratio_max']:.3f})",
+                     f"{r['host_enqueue']['ours_us']:.0f} / {r['host_enqueue']['torch_us']:.0f}",
+                     f"{r['isolated_ratio']:.3f}"))
+    return tabulate(rows, headers=("shape (T,L,H,B)", "fwd mode", "cuDNN config PyTorch used",
+                                   "ours ms", "torch ms", "ratio (range)", "host µs ours/torch",
+                                   "idle-GPU ratio"))
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.reps < 1 or args.rounds < 1:
+        raise BadInput("--reps and --rounds must be at least 1")
+    report = run(args)
+    out = Path(args.out) if args.out else None
+    if args.save and out is None:
+        from .provenance import ROOT, slug
+        p = report["provenance"]
+        out = ROOT / "results" / slug(p["gpu"]) / p["cudnn_version"]
+    if out is not None:
+        from .reporting import bench as bench_report
+        from .results import write_json
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "overhead.json", report)
+        if (out / "bench.jsonl").exists():
+            print(f"refreshed {bench_report.write(out)}")
+    if args.json:
+        print(json.dumps(report, indent=1, default=str))
+    else:
+        print(table(report))
+        w = report["worst_ratio"]
+        print(f"\nworst ratio ours/PyTorch {w:.3f} (target ≤ {TARGET})" if w is not None
+              else "\nno pair was measured")
+    return 0 if report["worst_ratio"] is not None else 1
+
+
+def cli(argv=None) -> int:
+    return run_main(main, argv, prog="cudnn_rnn.overhead")
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
