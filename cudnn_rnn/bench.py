@@ -154,6 +154,7 @@ def compact(rec: dict, objective: str) -> dict:
             "reason": rec.get("reason"), "timing": t,
             "tflops": t.get("tflops") if t else None, "max_error": max_error(rec),
             "tolerance": (rec.get("verification") or {}).get("tolerance"),
+            "gradient_tolerance": (rec.get("verification") or {}).get("gradient_tolerance"),
             "implicit": bool(rec.get("implicit")), "duration_s": rec.get("duration_s"),
             "cell_id": rec["id"]}
 
@@ -176,15 +177,18 @@ def bench_shape(worker, shape: BenchShape, spec: BenchSpec, session: str, reps: 
 
 
 def gemm_sizes(shapes) -> list[dict]:
-    """The dense 8192³ GEMMs, plus the FP16 GEMM of one recurrent time step
-    (gates·hidden × batch × hidden) of every shape the FP16 target covers."""
+    """The dense 8192³ GEMMs, plus the two FP16 GEMMs an RNN forward is made of for every
+    shape the FP16 target covers: the input GEMM over all steps (gates·hidden × seq·batch ×
+    hidden) and one recurrent step's (gates·hidden × batch × hidden)."""
     from .gemm import DENSE
     from .reporting.bench import fp16_target
-    steps = sorted({(s.config.gates * s.config.hidden_size, s.config.mini_batch,
-                     s.config.hidden_size) for s in shapes
-                    if fp16_target({"cell": s.config.cell.name, "hidden": s.config.hidden_size,
-                                    "batch": s.config.mini_batch})})
-    return list(DENSE) + [{"dtype": "float16", "m": m, "n": n, "k": k} for m, n, k in steps]
+    parts = set()
+    for s in shapes:
+        c = s.config
+        if fp16_target({"cell": c.cell.name, "hidden": c.hidden_size, "batch": c.mini_batch}):
+            m, k = c.gates * c.hidden_size, c.hidden_size
+            parts |= {(m, c.mini_batch, k), (m, c.seq_length * c.mini_batch, k)}
+    return list(DENSE) + [{"dtype": "float16", "m": m, "n": n, "k": k} for m, n, k in sorted(parts)]
 
 
 def build_parser() -> OneLineParser:

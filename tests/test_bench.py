@@ -34,8 +34,10 @@ def test_gemm_sizes_cover_each_fp16_target_shapes_time_step():
     spec = bench.load_spec("bench")
     sizes = bench.gemm_sizes(spec.shapes)
     assert {"dtype": "float16", "m": 8192, "n": 8192, "k": 8192} in sizes
-    steps = {(s["m"], s["n"], s["k"]) for s in sizes[2:]}
-    assert steps == {(4 * h, b, h) for h in (2048, 4096) for b in (128, 256)}
+    parts = {(s["m"], s["n"], s["k"]) for s in sizes[2:]}
+    steps = {(4 * h, b, h) for h in (2048, 4096) for b in (128, 256)}
+    inputs = {(4 * h, t * b, h) for h in (2048, 4096) for b in (128, 256) for t in (25, 50)}
+    assert parts == steps | inputs
 
 
 @pytest.mark.parametrize("data,needle", [

@@ -56,14 +56,14 @@ def test_bench_finds_verified_winners_and_measures_the_ceiling(cuda, bench_dir):
         {r["id"] for r in summary["shapes"]} == {"LSTM/T10L1H2048B128", "LSTM/T20L2H512B64"}
     for row in summary["shapes"]:
         w = row["winner"]
-        assert w["outcome"] == "OK" and w["max_error"] <= w["tolerance"]
+        assert w["outcome"] == "OK" and w["max_error"] <= max(w["tolerance"], w["gradient_tolerance"])
         assert row["fp32"] and row["speedup_fp32"] >= 1.0  # the winner is at least the baseline
         assert row["gemm_fraction"] and 0 < row["gemm_fraction"] < 1.5
     rates = summary["runs"][0]["gemm"]["rates"]
     assert rates["float16 8192x8192x8192"]["tflops"] > rates["float32 8192x8192x8192"]["tflops"] > 1
     assert "float16 8192x128x2048" in rates  # the large shape's recurrent step
     big = next(r for r in summary["shapes"] if r["shape"]["hidden"] == 2048)
-    assert big["fp16_step_gemm_fraction"] is not None
+    assert big["gemm_model"]["model_tflops"] > 0 and big["gemm_model"]["fp16_over_model"] > 0
     md = (bench_dir / "bench.md").read_text()
     assert "## Targets" in md and "## Ceilings measured in each run" in md
     print({r["id"]: (r["winner"]["config"], round(r["winner"]["timing"]["median_ms"], 4),
