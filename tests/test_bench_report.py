@@ -1,0 +1,80 @@
+"""The benchmark report from a recorded real H200 run (no GPU needed)."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cudnn_rnn.reporting import bench as report
+from cudnn_rnn.results import read_records
+
+from .test_cli import assert_one_line_exit_2, run
+
+FIX = Path(__file__).parent / "fixtures" / "bench-h200-919"
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    records, _ = read_records(FIX / "bench.jsonl")
+    runs = report.read_runs(FIX / "bench.run.json")
+    overhead = json.loads((FIX / "overhead.json").read_text())
+    return records, runs, overhead
+
+
+def ms(c):
+    return c["timing"]["median_ms"]
+
+
+def test_each_row_is_the_fastest_verified_candidate_and_ratios_of_its_medians(recorded):
+    records, runs, _ = recorded
+    for rec in records:
+        row = report.shape_row(rec, runs[0])
+        ok = [c for c in rec["candidates"] if c["outcome"] == "OK" and c["timing"]]
+        assert row["winner"] is not None and ms(row["winner"]) == min(ms(c) for c in ok)
+        assert row["speedup_fp32"] == pytest.approx(ms(row["fp32"]) / ms(row["winner"]))
+        assert row["fp32"]["config"] == "FLOAT/FLOAT/FMA/STANDARD"
+        assert row["tf32"]["config"].startswith("FLOAT/FLOAT/")
+        assert row["tf32"]["config"].split("/")[2] in ("DEFAULT", "TENSOR_OP_ALLOW_CONVERSION")
+        assert row["speedup_torch"] == pytest.approx(rec["torch"]["ms"] / ms(row["winner"]))
+        dense = runs[0]["gemm"]["rates"]["float16 8192x8192x8192"]["tflops"]
+        assert row["gemm_fraction"] == pytest.approx(row["winner"]["tflops"] / dense)
+        assert all(f["outcome"] != "OK" for f in row["refused"])
+
+
+def test_targets_follow_from_the_rows(recorded):
+    records, runs, overhead = recorded
+    s = report.summarise(records, runs, overhead)
+    seed = next(r for r in s["shapes"] if r["id"] == "LSTM/T20L2H512B64")
+    t = s["targets"]
+    assert t["seed_vs_torch"]["measured"] == seed["speedup_torch"]
+    assert t["seed_vs_torch"]["met"] == (seed["speedup_torch"] >= 3.0)
+    fp16 = [r["fp16_gemm_fraction"] for r in s["shapes"] if report.fp16_target(r["shape"])]
+    assert t["fp16_gemm_fraction"]["shapes"] == 2 and t["fp16_gemm_fraction"]["min"] == min(fp16)
+    assert t["fp16_gemm_fraction"]["met"] == (min(fp16) >= 0.5)
+    ratios = [r["ratio"] for r in overhead["rows"] if "ratio" in r]
+    assert t["overhead"]["worst"] == max(ratios) and t["overhead"]["met"] == (max(ratios) <= 1.03)
+    assert len(s["not_run"]) == 44 - len(records)  # the fixture keeps 6 of the run's 44 shapes
+
+
+def test_markdown_carries_provenance_targets_and_every_shape(recorded):
+    records, runs, overhead = recorded
+    md = report.markdown(report.summarise(records, runs, overhead))
+    p = runs[0]["provenance"]
+    for needle in (p["gpu"], p["commit"], p["library_path"], p["driver_version"], "## Targets",
+                   "## Overhead check", "## Ceilings measured in each run", "## Not run"):
+        assert needle in md
+    for rec in records:
+        s = rec["shape"]
+        assert f"| {s['cell']} {s['seq_length']}, {s['layers']}, {s['hidden']}, {s['batch']} |" in md
+    if "not met" in md.split("## DeepBench")[0].split("FP16 LSTM forward")[1].splitlines()[0]:
+        assert "Below 50%" in md or "stay below 50%" in md  # a missed target says why
+
+
+def test_cli_rebuilds_the_report(tmp_path):
+    d = tmp_path / "r"
+    shutil.copytree(FIX, d)
+    proc = run("cudnn_rnn.reporting.bench", str(d))
+    assert proc.returncode == 0, proc.stderr
+    assert (d / "bench.md").read_text().startswith("# Benchmark: NVIDIA H200, cuDNN 9.19.0")
+    assert json.loads((d / "bench.json").read_text())["schema"] == report.SCHEMA
+    assert_one_line_exit_2(run("cudnn_rnn.reporting.bench", str(tmp_path)), "no bench.jsonl")
