@@ -90,7 +90,7 @@ def _isolated_ms(cp, stream, fn, n: int = 20) -> float:
     return statistics.median(times)
 
 
-def measure_pair(lib, shape: dict, settings: dict, reps: int = 20, rounds: int = 5,
+def measure_pair(lib, shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
                  budget_s: float = 0.3) -> dict:  # pragma: no cover - needs a GPU and torch
     """Ours and PyTorch's time for the same cuDNN configuration (runs in the worker)."""
     import cupy as cp
@@ -121,10 +121,11 @@ def measure_pair(lib, shape: dict, settings: dict, reps: int = 20, rounds: int =
             theirs = step_fn(model, x, state, mode == ForwardMode.TRAINING, pass_state=True,
                              backward=False)
             per_round = []
-            for _ in range(rounds):
-                a = timing.time_call(cp, flow.stream, ours, reps, 3, budget_s).as_record()
-                b = timing.time_call(cp, flow.stream, theirs, reps, 3, budget_s).as_record()
-                per_round.append((a, b))
+            for i in range(rounds):  # alternate which side goes first, so drift cancels
+                first, second = (ours, theirs) if i % 2 == 0 else (theirs, ours)
+                x = timing.time_call(cp, flow.stream, first, reps, 3, budget_s).as_record()
+                y = timing.time_call(cp, flow.stream, second, reps, 3, budget_s).as_record()
+                per_round.append((x, y) if i % 2 == 0 else (y, x))
             host = {"ours_us": _host_enqueue_us(cp, flow.stream, ours),
                     "torch_us": _host_enqueue_us(cp, flow.stream, theirs)}
             isolated = {"ours_ms": _isolated_ms(cp, flow.stream, ours),
@@ -149,8 +150,8 @@ def build_parser() -> OneLineParser:
                    help="CELL:T,L,H,B[:dtype] (repeatable; default: a set from 128 to 4096 hidden)")
     p.add_argument("--mode", choices=("inference", "training", "both"), default="both",
                    help="PyTorch's eval() forward, its training-mode forward, or both")
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--rounds", type=int, default=5, help="alternating rounds per pair")
+    p.add_argument("--reps", type=int, default=50, help="most timed calls per measurement")
+    p.add_argument("--rounds", type=int, default=7, help="alternating rounds per pair")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--out", default=None, help="also write overhead.json into this directory")
     p.add_argument("--save", action="store_true",

@@ -201,8 +201,10 @@ def _why_below(fp16_rows: list[dict]) -> str:
     share = _span([m["recurrent_share"] for m in models], _pct)
     over = [m["fp16_over_model"] for m in models if m["fp16_over_model"]]
     verdict = (f"cuDNN runs {_span(over, lambda v: f'{v:.2f}')}× the speed of issuing the same "
-               "GEMMs through cuBLAS, so the FLOPs are spent about as well as the GEMM library "
-               "spends them: the shortfall belongs to the shape" if over and min(over) >= 0.9 else
+               "GEMMs through cuBLAS, so it already spends these FLOPs "
+               + ("better than" if min(over) >= 1.0 else "about as well as")
+               + " the GEMM library would: the shortfall belongs to the shape"
+               if over and min(over) >= 0.9 else
                f"cuDNN reaches only {_span(over, lambda v: f'{v:.2f}')}× the GEMM-only model, so "
                "part of the shortfall is cuDNN's own (element-wise work, synchronisation between "
                "steps)")
