@@ -23,6 +23,7 @@ from bindings.enums import (DataType, DirectionMode, ForwardMode, MathType, RNNA
 
 _HEADER = re.compile(r"^I! CuDNN \(v(\d+)[^)]*\) function (\w+)\(\) called:")
 _FIELD = re.compile(r"^i!( +)(\w+): type=([\w ]+?)(?:; val=(.*?);?)?:?$")
+_POINTER = re.compile(r"^i!( +)(\w+): location=(\w+); addr=([^;]+);?$")  # a device pointer
 
 
 @dataclass
@@ -67,6 +68,10 @@ def parse(text: str, only: tuple | None = None) -> list[Call]:
             continue
         m = _FIELD.match(line.rstrip())
         if not m:
+            p = _POINTER.match(line.rstrip())
+            if p:
+                path = ".".join([n for i, n in stack if i < len(p.group(1))] + [p.group(2)])
+                current.fields.setdefault(path, p.group(4).strip())
             continue
         indent, name, value = len(m.group(1)), m.group(2), m.group(4)
         while stack and stack[-1][0] >= indent:
@@ -102,4 +107,6 @@ def rnn_forward_settings(calls: list[Call]) -> dict | None:
     layout = fwd.enum("xDesc.layout")
     out["layout"] = RNNDataLayout(layout) if layout is not None else None
     out["xDims"] = fwd.ints("xDesc.dimA")
+    seq = fwd.fields.get("devSeqLengths")
+    out["devSeqLengths"] = None if seq is None else ("NULL" if seq == "NULL_PTR" else "device")
     return out

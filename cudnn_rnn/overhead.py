@@ -116,7 +116,9 @@ def measure_pair(lib, shape: dict, settings: dict, reps: int = 50, rounds: int =
                                 shape["batch"], cfg.input, cfg.bidirectional,
                                 dtype=DTYPES[cfg.data_type.name])
         torch.cuda.synchronize()  # built on PyTorch's default stream; used on ours below
-        ours = lambda: flow.forward(mode)  # noqa: E731
+        # the same arguments as PyTorch's call, devSeqLengths included (NULL in its log)
+        dev_seq = settings.get("devSeqLengths") != "NULL"
+        ours = lambda: flow.forward(mode, dev_seq_lengths=dev_seq)  # noqa: E731
         with torch.cuda.stream(torch.cuda.ExternalStream(flow.stream.ptr)):
             theirs = step_fn(model, x, state, mode == ForwardMode.TRAINING, pass_state=True,
                              backward=False)
@@ -135,6 +137,7 @@ def measure_pair(lib, shape: dict, settings: dict, reps: int = 50, rounds: int =
                              if "/libcudnn.so" in line})  # two paths: not one library
     ratios = [a["median_ms"] / b["median_ms"] for a, b in per_round]
     return {"config": cfg.as_record(), "fwd_mode": mode.name,
+            "dev_seq_lengths": "device copy" if dev_seq else "NULL",
             "ours": {"median_ms": _median_of([a for a, _ in per_round]), "rounds": [a for a, _ in per_round]},
             "torch": {"median_ms": _median_of([b for _, b in per_round]), "rounds": [b for _, b in per_round]},
             "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),

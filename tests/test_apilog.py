@@ -31,6 +31,7 @@ def test_pytorchs_forward_settings_are_read_from_the_log(name, algo, dtype, math
     assert s["cellMode"] == RNNMode.LSTM and s["hiddenSize"] == hidden == s["projSize"]
     assert s["layout"] == RNNDataLayout.SEQ_MAJOR_UNPACKED and s["auxFlags"] == 1
     assert s["xDims"][1:] == [s["xDims"][1], hidden]
+    assert s["devSeqLengths"] == "NULL"  # PyTorch leaves the lengths to xDesc
 
 
 def test_nested_fields_get_dotted_paths_and_first_value_wins():
