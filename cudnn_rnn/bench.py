@@ -16,7 +16,6 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-import tomllib
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,14 +23,14 @@ from pathlib import Path
 from bindings.enums import DataType, MathType, RNNAlgo, RNNMode
 
 from . import provenance
+from .cell import TIMED as CELL_TIMED
 from .cli import BadInput, OneLineParser, run_main
 from .config import RNNConfig
 from .results import MalformedResults, ResultsFile, write_json
-from .spec import Cell
+from .spec import Cell, baseline_first, read_toml
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMED = ("forward_inference", "forward_training", "backward_data", "backward_weights")
-BASELINE = ("FLOAT", "FLOAT", "FMA", "STANDARD")
+TIMED = tuple(name for name, _call in CELL_TIMED)
 
 
 class BenchSpecError(BadInput):
@@ -69,15 +68,7 @@ def _enum(where: str, enum, name):
 
 def load_spec(path: str | Path = "bench") -> BenchSpec:
     """Read and check a benchmark spec; a bare name is looked up in probes/."""
-    p = Path(path)
-    if not p.suffix and not p.exists():
-        p = ROOT / "probes" / f"{path}.toml"
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise BenchSpecError(f"benchmark spec {str(path)!r} not found (see probes/bench.toml)") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise BenchSpecError(f"{p}: not valid TOML ({exc})") from None
+    data, p = read_toml(path, BenchSpecError, "benchmark spec", "probes/bench.toml")
     return spec_from_dict(data, str(p))
 
 
@@ -134,21 +125,14 @@ def spec_from_dict(data: dict, where: str = "<bench spec>") -> BenchSpec:
 
 def candidate_cells(shape: BenchShape, spec: BenchSpec) -> list[Cell]:
     """The shape's candidates, the FP32 baseline first (added when the space lacks it)."""
-    combos = list(spec.candidates)
-    base = (DataType.FLOAT, DataType.FLOAT, MathType.FMA_MATH, RNNAlgo.STANDARD)
-    implicit = base not in combos
-    if not implicit:
-        combos.remove(base)
-    combos.insert(0, base)
-    return [Cell(shape.config.replace(data_type=d, math_prec=p, math_type=m, algo=a), "bench",
-                 implicit=implicit and (d, p, m, a) == base) for d, p, m, a in combos]
+    return baseline_first(shape.config, spec.candidates, "bench")
 
 
 def compact(rec: dict, objective: str) -> dict:
     """What the benchmark keeps of a cell record."""
-    from .reporting.analysis import max_error
+    from .reporting.analysis import config_label, max_error
     t = (rec.get("timings") or {}).get(objective)
-    return {"config": "/".join(str(rec.get(k)) for k in ("data_type", "math_prec", "math_type", "algo")),
+    return {"config": config_label(rec),
             "outcome": rec["outcome"], "status": rec.get("status"),
             "failed_stage": rec.get("failed_stage"), "failed_call": rec.get("failed_call"),
             "reason": rec.get("reason"), "timing": t,

@@ -23,7 +23,7 @@ import numpy as np
 from bindings.enums import ForwardMode, StatusV9
 
 from . import reference, timing
-from .flow import FlowResult, HostValues, RNNFlow
+from .flow import FlowResult, HostValues, RNNFlow, values_key
 from .verify import Verification, compare_with, expected, to_host
 
 RECORD_KEYS = ("id", "block", "implicit", "data_type", "math_prec", "math_type", "algo", "cell",
@@ -71,13 +71,7 @@ class ReferenceCache:
         self._items: OrderedDict = OrderedDict()  # key -> (value, bytes held on the GPU)
         self.hits = self.misses = 0
 
-    @staticmethod
-    def key(flow: RNNFlow) -> tuple:
-        c = flow.cfg
-        layout = tuple((e.pseudo_layer, e.lin_id, e.kind, e.dims) for e in flow.entries)
-        return (c.data_type, c.cell, c.seq_length, c.num_layers, c.hidden_size, c.mini_batch,
-                c.input, c.proj, c.direction, c.input_mode, c.bias_mode, flow.init, flow.seed,
-                layout)
+    key = staticmethod(values_key)  # the reference depends on the values only
 
     def get(self, flow: RNNFlow, xp=np):
         k = self.key(flow)

@@ -119,6 +119,16 @@ def _seq_lengths(buf):
     return ctypes.cast(ctypes.c_void_p(_ptr(buf)), _INT32_P)
 
 
+def values_key(flow: "RNNFlow") -> tuple:
+    """What determines every input and weight value a flow draws: the data type (rounding),
+    the seed and init, the structural axes and the weight entries cuDNN reported, in order.
+    Math type, math precision and algorithm are not in it."""
+    c = flow.cfg
+    layout = tuple((e.pseudo_layer, e.lin_id, e.kind, e.dims) for e in flow.entries)
+    return (c.data_type, c.cell, c.seq_length, c.num_layers, c.hidden_size, c.mini_batch,
+            c.input, c.proj, c.direction, c.input_mode, c.bias_mode, flow.init, flow.seed, layout)
+
+
 class HostValues:
     """The host side of a flow's inputs and weights, kept for the next flow that draws the
     same values.
@@ -138,11 +148,9 @@ class HostValues:
 
     @staticmethod
     def key(flow: "RNNFlow") -> tuple:
-        c = flow.cfg
-        layout = tuple((e.pseudo_layer, e.lin_id, e.kind, e.offset, e.dims) for e in flow.entries)
-        return (c.data_type, c.cell, c.seq_length, c.num_layers, c.hidden_size, c.mini_batch,
-                c.input, c.proj, c.direction, c.input_mode, c.bias_mode, flow.init, flow.seed,
-                flow.sizes["weight_space"], layout)
+        """:func:`values_key`, plus where each entry sits in the weight space (the image's bytes)."""
+        return values_key(flow) + (flow.sizes["weight_space"],
+                                   tuple(e.offset for e in flow.entries))
 
     def get(self, key):
         if key in self._items:

@@ -167,17 +167,16 @@ def run(args) -> dict:
     """Observe PyTorch, then measure each pair in one worker; returns the report dict."""
     from . import provenance
     from .gpu import NoGPU
-    from .torch_compare import observe, unavailable
+    from .torch_compare import observe
     from .worker import start_worker
     shapes = args.shape or [parse_shape(s) for s in DEFAULT_SHAPES]
     modes = {"inference": [False], "training": [True], "both": [False, True]}[args.mode]
     requests = [dict(s, training=t) for s in shapes for t in modes]
-    why = unavailable()
     worker, info = start_worker(args.cudnn, {"reps": args.reps})
     try:
         if not info["device_stages"]:
             raise NoGPU(f"the overhead check needs a CUDA GPU: {info['device'].get('reason')}")
-        observed = observe(requests) if why is None else [{"skipped": why}] * len(requests)
+        observed = observe(requests)  # each {"skipped": why} when PyTorch cannot run
         rows = []
         for req, seen in zip(requests, observed):
             shape = {k: v for k, v in req.items() if k != "training"}
@@ -202,6 +201,7 @@ def run(args) -> dict:
 
 def table(report: dict) -> str:
     from tabulate import tabulate
+    from .reporting.analysis import config_label
     rows = []
     for r in report["rows"]:
         s = r["shape"]
@@ -212,7 +212,7 @@ def table(report: dict) -> str:
             continue
         c = r["config"]
         rows.append((name, r["fwd_mode"].lower(),
-                     f"{c['data_type']}/{c['math_prec']}/{c['math_type']}/{c['algo']}",
+                     config_label(c),
                      f"{r['ours']['median_ms']:.4f}", f"{r['torch']['median_ms']:.4f}",
                      f"{r['ratio']:.3f} ({r['ratio_min']:.3f}-{r['ratio_max']:.3f})",
                      f"{r['host_enqueue']['ours_us']:.0f} / {r['host_enqueue']['torch_us']:.0f}",

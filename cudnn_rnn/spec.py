@@ -135,17 +135,25 @@ class Spec:
     path: str
 
 
-def load(path: str | Path) -> Spec:
-    """Read and validate a spec file; a name without '/' or '.toml' is looked up in probes/."""
+def read_toml(path: str | Path, error=None, what: str = "probe spec",
+              hint: str = "probes/*.toml") -> tuple[dict, Path]:
+    """A spec file's TOML and its resolved path; a name without '/' or '.toml' is looked up
+    in probes/. A missing or malformed file raises ``error`` (a :class:`BadInput`)."""
+    error = error or SpecError
     p = Path(path)
     if not p.suffix and not p.exists():
         p = PROBES_DIR / f"{path}.toml"
     try:
-        data = tomllib.loads(p.read_text())
+        return tomllib.loads(p.read_text()), p
     except FileNotFoundError:
-        raise SpecError(f"probe spec {str(path)!r} not found (see probes/*.toml)") from None
+        raise error(f"{what} {str(path)!r} not found (see {hint})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{p}: not valid TOML ({exc})") from None
+        raise error(f"{p}: not valid TOML ({exc})") from None
+
+
+def load(path: str | Path) -> Spec:
+    """Read and validate a probe spec (see :func:`read_toml` for where it is looked up)."""
+    data, p = read_toml(path)
     return from_dict(data, str(p))
 
 
@@ -237,6 +245,19 @@ def _axis_value(c: RNNConfig, axis: str):
 def select(cells: list, filters: dict) -> list:
     return [c for c in cells if all(_axis_value(c.config, a) in allowed
                                     for a, allowed in filters.items())]
+
+
+def baseline_first(shape: RNNConfig, combos, block: str) -> list:
+    """Cells of ``shape`` for each (data type, math precision, math type, algorithm) of
+    ``combos``, the FP32 baseline first; added, marked implicit, when ``combos`` lacks it."""
+    base = (DataType.FLOAT, DataType.FLOAT, MathType.FMA_MATH, RNNAlgo.STANDARD)
+    combos = list(combos)
+    implicit = base not in combos
+    if not implicit:
+        combos.remove(base)
+    combos.insert(0, base)
+    return [Cell(shape.replace(data_type=d, math_prec=p, math_type=m, algo=a), block,
+                 implicit=implicit and (d, p, m, a) == base) for d, p, m, a in combos]
 
 
 def with_baselines(cells: list) -> list:

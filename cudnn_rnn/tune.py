@@ -24,8 +24,8 @@ from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNMode)
 
 from .cli import BadInput, OneLineParser, enum_arg, positive_int, run_main
 from .config import RNNConfig
-from .reporting.analysis import max_error
-from .spec import Cell
+from .reporting.analysis import config_label, max_error
+from .spec import Cell, baseline_first
 
 ALGOS = (RNNAlgo.STANDARD, RNNAlgo.PERSIST_STATIC, RNNAlgo.PERSIST_DYNAMIC,
          RNNAlgo.PERSIST_STATIC_SMALL_H)
@@ -51,13 +51,7 @@ def search_space(family: str) -> list[tuple]:
 
 def candidate_cells(shape: RNNConfig, family: str) -> list[Cell]:
     """The candidates as probe cells, the FP32 baseline first (added if the family lacks it)."""
-    combos = search_space(family)
-    if BASELINE in combos:
-        combos.remove(BASELINE)
-    combos.insert(0, BASELINE)
-    return [Cell(shape.replace(data_type=d, math_prec=p, math_type=m, algo=a), "tune",
-                 implicit=(d, p, m, a) == BASELINE and BASELINE not in search_space(family))
-            for d, p, m, a in combos]
+    return baseline_first(shape, search_space(family), "tune")
 
 
 def cost_ms(rec: dict, training: bool) -> float | None:
@@ -84,8 +78,7 @@ def summarise(records: list, training: bool, torch_result: dict | None = None) -
     for r in ranked:
         ms = cost_ms(r, training)
         flop = r["flop"] * (len(TRAINING_KINDS) if training else 1)
-        rows.append({"id": r["id"], "config": f"{r['data_type']}/{r['math_prec']}/{r['math_type']}/"
-                                               f"{r['algo']}",
+        rows.append({"id": r["id"], "config": config_label(r),
                      "ms": ms, "tflops": flop / (ms * 1e-3) / 1e12,
                      "max_error": max_error(r),
                      "speedup_fp32": base_ms / ms if base_ms else None,

@@ -16,7 +16,11 @@ import json
 import sys
 from pathlib import Path
 
+from bindings.enums import RNNMode
+
+from ..config import GATES
 from ..results import read_records, write_json
+from .analysis import config_label
 
 SCHEMA = 1
 FP32 = "FLOAT/FLOAT/FMA/STANDARD"
@@ -68,12 +72,13 @@ def gemm_of(run: dict | None, key: str) -> dict | None:
     return ((run or {}).get("gemm") or {}).get("rates", {}).get(key)
 
 
-GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+def _gates(cell: str) -> int:
+    return GATES[RNNMode[cell]]
 
 
 def gemm_keys(shape: dict) -> tuple[str, str]:
     """Keys of the FP16 input GEMM (all steps at once) and of one recurrent step's GEMM."""
-    m, k = GATES[shape["cell"]] * shape["hidden"], shape["hidden"]
+    m, k = _gates(shape["cell"]) * shape["hidden"], shape["hidden"]
     return (f"float16 {m}x{shape['seq_length'] * shape['batch']}x{k}",
             f"float16 {m}x{shape['batch']}x{k}")
 
@@ -89,7 +94,7 @@ def gemm_model(rec: dict, run: dict | None, fp16: dict | None) -> dict | None:
     g_in, g_step = gemm_of(run, in_key), gemm_of(run, step_key)
     if not g_in or not g_step:
         return None
-    m, k = GATES[s["cell"]] * s["hidden"], s["hidden"]
+    m, k = _gates(s["cell"]) * s["hidden"], s["hidden"]
     t_in = 2 * m * s["seq_length"] * s["batch"] * k / (g_in["tflops"] * 1e12)
     t_step = 2 * m * s["batch"] * k / (g_step["tflops"] * 1e12)
     model_ms = (t_in + s["seq_length"] * t_step) * 1e3
@@ -298,8 +303,8 @@ def _overhead_lines(oh: dict) -> list[str]:
                          f"not measured: {r.get('skipped')} | | |")
             continue
         c = r["config"]
-        lines.append(f"| {name} | {r['fwd_mode']} | {c['data_type']}/{c['math_prec']}/{c['math_type']}/"
-                     f"{c['algo']}, {c['layout']} | {r['ours']['median_ms']:.4f} | "
+        lines.append(f"| {name} | {r['fwd_mode']} | {config_label(c)}, {c['layout']} | "
+                     f"{r['ours']['median_ms']:.4f} | "
                      f"{r['torch']['median_ms']:.4f} | {r['ratio']:.3f} ({r['ratio_min']:.3f}-"
                      f"{r['ratio_max']:.3f}) | {r['host_enqueue']['ours_us']:.0f} / "
                      f"{r['host_enqueue']['torch_us']:.0f} | {r['isolated_ratio']:.3f} |")
