@@ -126,6 +126,8 @@ def build_parser() -> OneLineParser:
 def main(argv=None) -> int:
     from .worker import start_worker
     args = build_parser().parse_args(argv)
+    if args.budget <= 0:
+        raise BadInput("--budget must be a positive number of seconds")
     shape = RNNConfig(seq_length=args.seq, num_layers=args.layers, hidden_size=args.hidden,
                       mini_batch=args.batch, input_size=args.input_size, cell=args.cell,
                       direction=DirectionMode.BIDIRECTIONAL if args.bidirectional

@@ -77,6 +77,7 @@ def test_torch_comparison_is_skipped_with_a_reason_when_unavailable():
     (("--cell", "LSTMX", "--hidden", "512", "--batch", "64"), "unknown cudnnRNNMode_t"),
     (("--cell", "LSTM", "--hidden", "0", "--batch", "64"), "positive integer"),
     (("--cell", "LSTM", "--hidden", "512", "--batch", "64", "--precision", "fp8"), "invalid choice"),
+    (("--cell", "LSTM", "--hidden", "512", "--batch", "64", "--budget", "0"), "--budget must be"),
 ])
 def test_bad_arguments(args, needle):
     assert_one_line_exit_2(run("cudnn_rnn.tune", *args), needle)
