@@ -109,4 +109,6 @@ def rnn_forward_settings(calls: list[Call]) -> dict | None:
     out["xDims"] = fwd.ints("xDesc.dimA")
     seq = fwd.fields.get("devSeqLengths")
     out["devSeqLengths"] = None if seq is None else ("NULL" if seq == "NULL_PTR" else "device")
+    for key in ("workSpaceSize", "reserveSpaceSize", "weightSpaceSize"):
+        out[key] = fwd.int(key)
     return out

@@ -367,18 +367,21 @@ class RNNFlow:
     def forward(self, mode: ForwardMode, dev_seq_lengths: bool = True) -> None:
         """cudnnRNNForward; inference writes y_inf/hy_inf/cy_inf and uses no reserve space.
 
-        ``dev_seq_lengths=False`` passes NULL for devSeqLengths, as PyTorch does (cuDNN 9
-        then reads the lengths from xDesc); the sample passes the device copy."""
+        The work space passed is the one buffer sized for both modes, with the size
+        cuDNN gave for *this* mode (as PyTorch passes it). ``dev_seq_lengths=False``
+        passes NULL for devSeqLengths, as PyTorch does (cuDNN 9 then reads the lengths
+        from xDesc); the sample passes the device copy."""
         b, s, lstm = self.buf, self.sizes, self.cfg.has_cell_state
         training = mode == ForwardMode.TRAINING
         sfx = "" if training else "_inf"
+        work_size = s["work_space_training" if training else "work_space_inference"]
         self.lib.cudnnRNNForward(
             self.handle, self.rnn, int(mode),
             _seq_lengths(b["seq_lengths"]) if dev_seq_lengths else None,
             self.x_desc, _ptr(b["x"]), self.y_desc, _ptr(b["y" + sfx]),
             self.h_desc, _ptr(b["hx"]), _ptr(b["hy" + sfx]),
             self.c_desc, _ptr(b["cx"]) if lstm else None, _ptr(b["cy" + sfx]) if lstm else None,
-            s["weight_space"], _ptr(b["w"]), s["work_space"], _ptr(b["work"]),
+            s["weight_space"], _ptr(b["w"]), work_size, _ptr(b["work"]),
             s["reserve_space"] if training else 0, _ptr(b["reserve"]) if training else None)
 
     def backward_data(self) -> None:

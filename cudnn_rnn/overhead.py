@@ -133,11 +133,23 @@ def measure_pair(lib, shape: dict, settings: dict, reps: int = 50, rounds: int =
             isolated = {"ours_ms": _isolated_ms(cp, flow.stream, ours),
                         "torch_ms": _isolated_ms(cp, flow.stream, theirs)}
         torch.cuda.synchronize()
+        training = mode == ForwardMode.TRAINING
+        arguments = {  # what each side passed to cudnnRNNForward besides the descriptors
+            "devSeqLengths": {"ours": "device" if dev_seq else "NULL",
+                              "torch": settings.get("devSeqLengths")},
+            "workSpaceSize": {"ours": flow.sizes["work_space_training" if training
+                                                 else "work_space_inference"],
+                              "torch": settings.get("workSpaceSize")},
+            "weightSpaceSize": {"ours": flow.sizes["weight_space"],
+                                "torch": settings.get("weightSpaceSize")},
+            "reserveSpaceSize": {"ours": flow.sizes["reserve_space"] if training else 0,
+                                 "torch": settings.get("reserveSpaceSize")}}
         in_process = sorted({line.split()[-1] for line in open("/proc/self/maps")
                              if "/libcudnn.so" in line})  # two paths: not one library
     ratios = [a["median_ms"] / b["median_ms"] for a, b in per_round]
     return {"config": cfg.as_record(), "fwd_mode": mode.name,
-            "dev_seq_lengths": "device copy" if dev_seq else "NULL",
+            "dev_seq_lengths": "device copy" if dev_seq else "NULL", "arguments": arguments,
+            "arguments_differ": sorted(k for k, v in arguments.items() if v["ours"] != v["torch"]),
             "ours": {"median_ms": _median_of([a for a, _ in per_round]), "rounds": [a for a, _ in per_round]},
             "torch": {"median_ms": _median_of([b for _, b in per_round]), "rounds": [b for _, b in per_round]},
             "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),

@@ -7,9 +7,8 @@ inference and forward + ``backward()`` in training mode for a training step. (A 
 left in training mode calls cuDNN with ``CUDNN_FWD_MODE_TRAINING`` even under
 ``no_grad``: seen in cuDNN's API log, see :func:`observe`.)
 
-Timing uses CUDA events exactly as :func:`.timing.time_call` does (back-to-back calls,
-one synchronisation), on the stream the caller names, so both sides of a ratio are
-measured the same way.
+Timing is :func:`.timing.time_call` itself (back-to-back calls, one synchronisation) on
+PyTorch's current stream, so both sides of a ratio are measured the same way.
 
 :func:`observe` runs PyTorch in a child process with cuDNN's API log on
 (``CUDNN_LOGLEVEL_DBG=3``) and reads back the algorithm, data type, math precision,
@@ -19,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,31 +82,13 @@ def step_fn(model, x, state, training: bool, pass_state: bool, backward: bool):
 
 def time_step(step, reps: int = 20, warmup: int = 3, budget_s: float | None = 1.0,
               min_reps: int = 5) -> dict:
-    """CUDA-event timing on PyTorch's current stream, the method of :func:`.timing.time_call`."""
+    """:func:`.timing.time_call` on PyTorch's current stream (wrapped for CuPy's events),
+    so PyTorch's side of a ratio is timed by the very code that times ours."""
+    import cupy as cp
     import torch
-    stream = torch.cuda.current_stream()
-    first = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    first[0].record(stream)
-    for _ in range(max(warmup, 1)):
-        step()
-    first[1].record(stream)
-    torch.cuda.synchronize()
-    if budget_s is not None:
-        per_call = first[0].elapsed_time(first[1]) / 1e3 / max(warmup, 1)
-        if per_call > 0:
-            reps = max(min(reps, int(budget_s / per_call)), min(min_reps, reps))
-    pairs = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record(stream)
-        step()
-        end.record(stream)
-        pairs.append((start, end))
-    torch.cuda.synchronize()
-    times = [s.elapsed_time(e) for s, e in pairs]
-    q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else [times[0]] * 3
-    return {"median_ms": statistics.median(times), "q1_ms": q[0], "q3_ms": q[2],
-            "min_ms": min(times), "max_ms": max(times), "reps": reps}
+    from . import timing
+    stream = cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    return timing.time_call(cp, stream, step, reps, warmup, budget_s, min_reps).as_record()
 
 
 def versions() -> dict:

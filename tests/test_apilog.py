@@ -32,6 +32,8 @@ def test_pytorchs_forward_settings_are_read_from_the_log(name, algo, dtype, math
     assert s["layout"] == RNNDataLayout.SEQ_MAJOR_UNPACKED and s["auxFlags"] == 1
     assert s["xDims"][1:] == [s["xDims"][1], hidden]
     assert s["devSeqLengths"] == "NULL"  # PyTorch leaves the lengths to xDesc
+    assert s["workSpaceSize"] > 0 and s["weightSpaceSize"] > 0
+    assert (s["reserveSpaceSize"] > 0) == (mode == ForwardMode.TRAINING)
 
 
 def test_nested_fields_get_dotted_paths_and_first_value_wins():

@@ -99,7 +99,8 @@ def test_compute_call_sites_marshal_their_arguments(lib):
         names = ("seq_lengths x y hx hy cx cy w work reserve dy dx dhy dhx dcy dcx dw "
                  "y_inf hy_inf cy_inf").split()
         flow.buf.update({n: _FakeDeviceArray() for n in names})
-        flow.sizes.update(weight_space=1 << 20, work_space=1 << 20, reserve_space=1 << 20)
+        flow.sizes.update(weight_space=1 << 20, work_space=1 << 20, work_space_training=1 << 20,
+                          work_space_inference=1 << 20, reserve_space=1 << 20)
         for call in (lambda: flow.forward(ForwardMode.TRAINING),
                      lambda: flow.forward(ForwardMode.INFERENCE),
                      flow.backward_data, flow.backward_weights):

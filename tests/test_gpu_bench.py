@@ -99,6 +99,7 @@ def test_overhead_check_runs_pytorchs_configuration(cuda):
             seen["dataType"], seen["mathMode"].replace("_MATH", ""), seen["algo"], seen["layout"])
         assert row["fwd_mode"] == seen["fwdMode"] == ("TRAINING" if row["training_mode"] else "INFERENCE")
         assert row["verification"]["passed"]
+        assert row["arguments_differ"] == [], row["arguments"]  # the very call PyTorch made
         assert len(row["cudnn_objects_in_process"]) == 1  # PyTorch and we share one libcudnn
         assert 0.3 < row["ratio"] < 3
     print({f"{r['shape']['hidden']}/{r['fwd_mode']}": (round(r["ratio"], 3), r["host_enqueue"])

@@ -316,6 +316,15 @@ def _overhead_lines(oh: dict) -> list[str]:
                                        f"{r['fwd_mode'].lower()}" for r in bound)
                   + "), cuDNN's own launches, on either side, set the pace, so such times move with the "
                   "host CPU from one process to the next."]
+    compared = [r for r in oh["rows"] if "arguments_differ" in r]
+    if compared:
+        differ = [r for r in compared if r["arguments_differ"]]
+        lines += ["", "Arguments besides the descriptors (devSeqLengths; work-, weight- and "
+                  "reserve-space sizes): " + ("the same as PyTorch's on every measured row."
+                  if not differ else "differ from PyTorch's on " + ", ".join(
+                      f"{r['shape']['cell']} {r['shape']['hidden']}/{r['shape']['batch']} "
+                      f"{r['fwd_mode'].lower()} ({', '.join(r['arguments_differ'])})"
+                      for r in differ) + ".")]
     p = oh.get("provenance") or {}
     lines += ["", f"Measured on {p.get('gpu')}, cuDNN {p.get('cudnn_version')} (`{p.get('library_path')}`),"
               f" commit `{p.get('commit')}`, `{p.get('command')}`, {p.get('date')}."]
