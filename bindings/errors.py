@@ -13,7 +13,7 @@ that failed, the numeric status, its name and cuDNN's logged reason, if any::
 """
 from __future__ import annotations
 
-from .enums import CEnum, StatusV8, StatusV9
+from .enums import StatusV8, StatusV9
 
 
 class CudnnError(RuntimeError):

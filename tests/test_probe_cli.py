@@ -5,7 +5,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest

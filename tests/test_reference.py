@@ -18,7 +18,7 @@ def _sig(v):
 def naive_forward(cfg, params, x, hx, cx):
     """One sequence element, one time step, one vector at a time, written independently."""
     T, B, _ = x.shape
-    D, P, H = cfg.dirs, cfg.proj, cfg.hidden_size
+    D, P = cfg.dirs, cfg.proj
     hy = np.zeros_like(hx)
     cy = np.zeros_like(cx)
     layer_in = x

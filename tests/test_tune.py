@@ -1,7 +1,7 @@
 """The tuner's search space, ranking and output, from recorded real runs (no GPU needed)."""
 import pytest
 
-from bindings.enums import DataType, MathType, RNNAlgo, RNNMode
+from bindings.enums import DataType, MathType, RNNMode
 from cudnn_rnn import tune
 from cudnn_rnn.config import RNNConfig
 from cudnn_rnn.reporting import load
