@@ -12,7 +12,7 @@ SYSTEM_PYTHON ?= python3
 PYTEST_ARGS ?=
 PROBE_ARGS ?= --resume
 BENCH_ARGS ?= --resume
-OVERHEAD_ARGS ?=
+OVERHEAD_ARGS ?= --processes 3
 
 ifeq ($(strip $(VENV)),)
 PY := $(SYSTEM_PYTHON)

@@ -1,4 +1,7 @@
 """The overhead check's command line and shape parsing (no GPU needed)."""
+import json
+from pathlib import Path
+
 import pytest
 
 from cudnn_rnn import overhead
@@ -27,3 +30,61 @@ def test_cli_errors_are_one_line():
     assert_one_line_exit_2(run("cudnn_rnn.overhead", "--mode", "x"), "invalid choice")
     assert_one_line_exit_2(run("cudnn_rnn.overhead", "--shape", "LSTM:2,1,8,2", CUDNN_RNN_NO_GPU="1"),
                            "needs a CUDA GPU")
+
+
+def test_processes_below_one_is_a_one_line_error():
+    assert_one_line_exit_2(run("cudnn_rnn.overhead", "--processes", "0"), "--processes")
+
+
+# ------------------------------------------------- merging processes (two recorded H200 runs)
+FIXTURES = Path(__file__).parent / "fixtures"
+RUNS = [FIXTURES / "bench-h200-919" / "overhead.json",  # at 8920273: 5 rounds of 20 calls
+        FIXTURES / "overhead" / "overhead-8f6ea0c.json"]  # at 8f6ea0c: 7 rounds of 50 calls
+
+
+@pytest.fixture(scope="module")
+def two_processes():
+    return [json.loads(p.read_text())["rows"] for p in RUNS]
+
+
+def test_one_process_is_reported_as_measured(two_processes):
+    rows = two_processes[1]
+    assert overhead.merge_processes([rows]) is rows
+
+
+def test_ratio_is_the_median_over_processes_and_the_range_is_between_them(two_processes):
+    merged = overhead.merge_processes(two_processes)
+    assert len(merged) == len(two_processes[0])
+    for row, a, b in zip(merged, *two_processes):
+        assert row["shape"] == a["shape"] == b["shape"] and row["config"] == a["config"]
+        assert [p["ratio"] for p in row["processes"]] == [a["ratio"], b["ratio"]]
+        assert row["ratio"] == pytest.approx((a["ratio"] + b["ratio"]) / 2)
+        assert (row["ratio_min"], row["ratio_max"]) == (min(a["ratio"], b["ratio"]),
+                                                        max(a["ratio"], b["ratio"]))
+        assert row["ours"]["median_ms"] == pytest.approx(
+            (a["ours"]["median_ms"] + b["ours"]["median_ms"]) / 2)
+        assert row["ours"]["rounds"] == a["ours"]["rounds"]  # details: the first process's
+
+
+def test_a_pair_skipped_in_any_process_is_not_reported_as_measured(two_processes):
+    first = [dict(r) for r in two_processes[0]]
+    first[3] = {k: v for k, v in first[3].items() if k != "ratio"} | {"skipped": "our flow failed"}
+    merged = overhead.merge_processes([first, two_processes[1]])
+    assert "ratio" not in merged[3] and merged[3]["skipped"] == "our flow failed"
+    assert all("ratio" in r for i, r in enumerate(merged) if i != 3)
+
+
+def test_the_bench_report_says_what_the_range_is(two_processes):
+    from cudnn_rnn.reporting import bench as report
+    rows = overhead.merge_processes(two_processes)
+    ratios = [r["ratio"] for r in rows]
+    multi = {"target": 1.03, "processes": 2, "rounds": 7, "rows": rows,
+             "worst_ratio": max(ratios), "median_ratio": 1.0,
+             "worst_single_process": max(p["ratio"] for r in rows for p in r["processes"]),
+             "provenance": {}}
+    text = "\n".join(report._overhead_lines(multi))
+    assert "median over 2 fresh processes" in text and "range over processes" in text
+    single = json.loads(RUNS[1].read_text())
+    text = "\n".join(report._overhead_lines(single))
+    assert "one process" in text and "range over rounds" in text
+    assert "the same as PyTorch's on every measured row" in text  # its arguments all matched
