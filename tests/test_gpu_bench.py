@@ -82,7 +82,7 @@ def test_bench_resume_runs_nothing_twice(cuda, bench_dir):
 
 def test_overhead_check_runs_pytorchs_configuration(cuda):
     proc = run("cudnn_rnn.overhead", "--shape", "LSTM:20,1,128,8", "--shape", "LSTM:20,2,512,64",
-               "--mode", "both", "--rounds", "2", "--json")
+               "--mode", "both", "--rounds", "2", "--processes", "2", "--json")
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -99,8 +99,13 @@ def test_overhead_check_runs_pytorchs_configuration(cuda):
             seen["dataType"], seen["mathMode"].replace("_MATH", ""), seen["algo"], seen["layout"])
         assert row["fwd_mode"] == seen["fwdMode"] == ("TRAINING" if row["training_mode"] else "INFERENCE")
         assert row["verification"]["passed"]
+        assert len(row["processes"]) == 2 and row["ratio_min"] <= row["ratio"] <= row["ratio_max"]
         assert row["arguments_differ"] == [], row["arguments"]  # the very call PyTorch made
         assert len(row["cudnn_objects_in_process"]) == 1  # PyTorch and we share one libcudnn
         assert 0.3 < row["ratio"] < 3
-    print({f"{r['shape']['hidden']}/{r['fwd_mode']}": (round(r["ratio"], 3), r["host_enqueue"])
+        # the same kernels, fed with the host far ahead: the GPU work of the two sides agrees
+        assert row["queued"]["host_ahead"], row["queued"]
+        assert 0.9 < row["queued_ratio"] < 1.1, row["queued"]
+    print({f"{r['shape']['hidden']}/{r['fwd_mode']}": (round(r["ratio"], 3), round(r["queued_ratio"], 3),
+                                                      r["host_enqueue"])
            for r in report["rows"]})
