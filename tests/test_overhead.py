@@ -88,3 +88,15 @@ def test_the_bench_report_says_what_the_range_is(two_processes):
     text = "\n".join(report._overhead_lines(single))
     assert "one process" in text and "range over rounds" in text
     assert "the same as PyTorch's on every measured row" in text  # its arguments all matched
+
+
+def test_the_host_ahead_ratio_is_reported_and_marked_when_the_host_fell_behind():
+    from cudnn_rnn.reporting import bench as report
+    recorded = json.loads((FIXTURES / "overhead" / "overhead-7444781.json").read_text())
+    queued = [r["queued_ratio"] for r in recorded["rows"]]
+    text = "\n".join(report._overhead_lines(recorded))
+    assert f"Host-ahead ratios span {min(queued):.3f}–{max(queued):.3f}" in text
+    assert "median over 3 fresh processes" in text and "(host fell behind)" not in text
+    row = recorded["rows"][0]
+    behind = dict(row, queued=dict(row["queued"], host_ahead=False))
+    assert report._host_ahead(behind) == f"{row['queued_ratio']:.3f} (host fell behind)"
