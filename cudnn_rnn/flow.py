@@ -364,6 +364,13 @@ class RNNFlow:
         self.stream.synchronize()
 
     # ------------------------------------------------------------------ the compute calls
+    def forward_space_sizes(self, mode: ForwardMode) -> tuple[int, int]:
+        """(workSpaceSize, reserveSpaceSize) that :meth:`forward` passes in ``mode``: cuDNN's
+        sizes for that mode (no reserve space in inference)."""
+        if mode == ForwardMode.TRAINING:
+            return self.sizes["work_space_training"], self.sizes["reserve_space"]
+        return self.sizes["work_space_inference"], 0
+
     def forward(self, mode: ForwardMode, dev_seq_lengths: bool = True) -> None:
         """cudnnRNNForward; inference writes y_inf/hy_inf/cy_inf and uses no reserve space.
 
@@ -374,7 +381,7 @@ class RNNFlow:
         b, s, lstm = self.buf, self.sizes, self.cfg.has_cell_state
         training = mode == ForwardMode.TRAINING
         sfx = "" if training else "_inf"
-        work_size = s["work_space_training" if training else "work_space_inference"]
+        work_size, reserve_size = self.forward_space_sizes(mode)
         self.lib.cudnnRNNForward(
             self.handle, self.rnn, int(mode),
             _seq_lengths(b["seq_lengths"]) if dev_seq_lengths else None,
@@ -382,7 +389,7 @@ class RNNFlow:
             self.h_desc, _ptr(b["hx"]), _ptr(b["hy" + sfx]),
             self.c_desc, _ptr(b["cx"]) if lstm else None, _ptr(b["cy" + sfx]) if lstm else None,
             s["weight_space"], _ptr(b["w"]), work_size, _ptr(b["work"]),
-            s["reserve_space"] if training else 0, _ptr(b["reserve"]) if training else None)
+            reserve_size, _ptr(b["reserve"]) if training else None)
 
     def backward_data(self) -> None:
         b, s, lstm = self.buf, self.sizes, self.cfg.has_cell_state

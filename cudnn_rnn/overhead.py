@@ -67,30 +67,21 @@ def _median_of(timings: list[dict], key: str = "median_ms") -> float:
     return statistics.median(t[key] for t in timings)
 
 
-def _host_enqueue_us(cp, stream, fn, n: int = 20) -> float:
-    """Median host time of one call made on an idle GPU (nothing queued before it)."""
-    times = []
-    for _ in range(n):
-        stream.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    stream.synchronize()
-    return statistics.median(times) * 1e6
-
-
-def _isolated_ms(cp, stream, fn, n: int = 20) -> float:
-    """Median device-clock latency of one call issued on an idle GPU."""
-    times = []
+def _idle_gpu_call(cp, stream, fn, n: int = 20) -> tuple[float, float]:
+    """One call issued on an idle GPU (nothing queued before it), ``n`` times: the median
+    host time to make the call (µs) and the median device-clock latency (ms) around it."""
+    host, device = [], []
     for _ in range(n):
         stream.synchronize()
         start, end = cp.cuda.Event(), cp.cuda.Event()
         start.record(stream)
+        t0 = time.perf_counter()
         fn()
+        host.append(time.perf_counter() - t0)
         end.record(stream)
         end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end))
-    return statistics.median(times)
+        device.append(cp.cuda.get_elapsed_time(start, end))
+    return statistics.median(host) * 1e6, statistics.median(device)
 
 
 def _queued_ms(cp, stream, fn, calls: int = 8, repeats: int = 5) -> tuple[float, bool]:
@@ -127,6 +118,7 @@ def measure_pair(lib, shape: dict, settings: dict, reps: int = 50, rounds: int =
     from .verify import compare_with, expected
     cfg = config_from_settings(shape, settings)
     mode = ForwardMode[settings["fwdMode"]]
+    training = mode == ForwardMode.TRAINING
     with RNNFlow(cfg, lib, device=True, init="random", seed=1234) as flow:
         result = flow.run()
         if result.failure is not None:
@@ -146,38 +138,34 @@ def measure_pair(lib, shape: dict, settings: dict, reps: int = 50, rounds: int =
         dev_seq = settings.get("devSeqLengths") != "NULL"
         ours = lambda: flow.forward(mode, dev_seq_lengths=dev_seq)  # noqa: E731
         with torch.cuda.stream(torch.cuda.ExternalStream(flow.stream.ptr)):
-            theirs = step_fn(model, x, state, mode == ForwardMode.TRAINING, pass_state=True,
-                             backward=False)
+            theirs = step_fn(model, x, state, training, pass_state=True, backward=False)
             per_round = []
             for i in range(rounds):  # alternate which side goes first, so drift cancels
                 first, second = (ours, theirs) if i % 2 == 0 else (theirs, ours)
                 x = timing.time_call(cp, flow.stream, first, reps, 3, budget_s).as_record()
                 y = timing.time_call(cp, flow.stream, second, reps, 3, budget_s).as_record()
                 per_round.append((x, y) if i % 2 == 0 else (y, x))
-            host = {"ours_us": _host_enqueue_us(cp, flow.stream, ours),
-                    "torch_us": _host_enqueue_us(cp, flow.stream, theirs)}
-            isolated = {"ours_ms": _isolated_ms(cp, flow.stream, ours),
-                        "torch_ms": _isolated_ms(cp, flow.stream, theirs)}
+            (host_ours, idle_ours), (host_torch, idle_torch) = (
+                _idle_gpu_call(cp, flow.stream, ours), _idle_gpu_call(cp, flow.stream, theirs))
+            host = {"ours_us": host_ours, "torch_us": host_torch}
+            isolated = {"ours_ms": idle_ours, "torch_ms": idle_torch}
             (q_ours, ahead_ours), (q_torch, ahead_torch) = (
                 _queued_ms(cp, flow.stream, ours), _queued_ms(cp, flow.stream, theirs))
             queued = {"ours_ms": q_ours, "torch_ms": q_torch, "host_ahead": ahead_ours and ahead_torch}
         torch.cuda.synchronize()
-        training = mode == ForwardMode.TRAINING
+        work_size, reserve_size = flow.forward_space_sizes(mode)
         arguments = {  # what each side passed to cudnnRNNForward besides the descriptors
             "devSeqLengths": {"ours": "device" if dev_seq else "NULL",
                               "torch": settings.get("devSeqLengths")},
-            "workSpaceSize": {"ours": flow.sizes["work_space_training" if training
-                                                 else "work_space_inference"],
-                              "torch": settings.get("workSpaceSize")},
+            "workSpaceSize": {"ours": work_size, "torch": settings.get("workSpaceSize")},
             "weightSpaceSize": {"ours": flow.sizes["weight_space"],
                                 "torch": settings.get("weightSpaceSize")},
-            "reserveSpaceSize": {"ours": flow.sizes["reserve_space"] if training else 0,
-                                 "torch": settings.get("reserveSpaceSize")}}
+            "reserveSpaceSize": {"ours": reserve_size, "torch": settings.get("reserveSpaceSize")}}
         in_process = sorted({line.split()[-1] for line in open("/proc/self/maps")
                              if "/libcudnn.so" in line})  # two paths: not one library
     ratios = [a["median_ms"] / b["median_ms"] for a, b in per_round]
     return {"config": cfg.as_record(), "fwd_mode": mode.name,
-            "dev_seq_lengths": "device copy" if dev_seq else "NULL", "arguments": arguments,
+            "arguments": arguments,
             "arguments_differ": sorted(k for k, v in arguments.items() if v["ours"] != v["torch"]),
             "ours": {"median_ms": _median_of([a for a, _ in per_round]), "rounds": [a for a, _ in per_round]},
             "torch": {"median_ms": _median_of([b for _, b in per_round]), "rounds": [b for _, b in per_round]},
