@@ -40,12 +40,14 @@ test: $(STAMP)
 test-gpu: $(STAMP)
 	$(PY) -m pytest -m gpu $(PYTEST_ARGS)
 
+# The support matrix of this machine: probes/default.toml in this machine's run folder
+# (runs/<gpu>-cudnn<version>-<key>/default-<key>/; an interrupted run continues, a run
+# recorded elsewhere is left alone), then the report of that run, written beside it.
 matrix: $(STAMP)
-	$(PY) -m cudnn_rnn.probe $(PROBE_ARGS)
-	$(PY) -m cudnn_rnn.report $$(ls -t results/*/*/default.jsonl | head -1)
+	$(PY) -m cudnn_rnn.probe $(PROBE_ARGS) --report
 
-# The benchmark (results/<gpu>/<cudnn>/bench.md + bench.json), then the overhead check,
-# which adds overhead.json beside it and refreshes bench.md.
+# The benchmark (bench.md + bench.json in this machine's run folder under runs/), then the
+# overhead check, which adds overhead.json beside it and refreshes bench.md.
 bench: $(STAMP)
 	$(PY) -m cudnn_rnn.bench $(BENCH_ARGS)
 	$(PY) -m cudnn_rnn.overhead --save $(OVERHEAD_ARGS)
@@ -55,9 +57,9 @@ example: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
+	@echo "(runs/ and reports/ hold this machine's runs and reports; remove them by hand)"
 
-# The report of the newest probe run (or RESULTS=path/to/default.jsonl).
-RESULTS ?= $(shell ls -t results/*/*/default.jsonl 2>/dev/null | head -1)
+# The report of a probe run: make report RESULTS=<run folder or .jsonl> (into reports/).
 report: $(STAMP)
-	@test -n "$(RESULTS)" || { echo "make report: no probe results yet; run make matrix first" >&2; exit 2; }
+	@test -n "$(RESULTS)" || { echo "make report: name the run, e.g. make report RESULTS=results/nvidia-h200/9.19.0" >&2; exit 2; }
 	$(PY) -m cudnn_rnn.report $(RESULTS)

@@ -92,13 +92,19 @@ def find_candidates(path: str | None = None) -> list[Candidate]:
 
 
 def _preload_siblings(shim: str) -> dict[str, str]:
-    """dlopen the sub-libraries beside ``shim`` (RTLD_GLOBAL) so sonames resolve to them."""
+    """dlopen the sub-libraries beside ``shim`` (RTLD_GLOBAL) so sonames resolve to them.
+
+    Only a file named like the dispatcher (``libcudnn.so`` or ``libcudnn.so.N...``) has
+    siblings; any other name preloads nothing and is left to :func:`_open`'s checks."""
+    name = Path(shim).name
+    if not name.startswith("libcudnn.so"):
+        return {}
     directory = Path(shim).resolve().parent
-    suffix = Path(shim).name.split(".so", 1)[1]  # ".9"
+    suffix = name[len("libcudnn.so"):]  # ".9", ".9.19.0" or ""
     loaded = {}
     for stem in SUBLIBRARY_ORDER:
         candidate = directory / f"{stem}.so{suffix}"
-        if candidate.exists():
+        if candidate.is_file():
             ctypes.CDLL(str(candidate), mode=ctypes.RTLD_GLOBAL)
             loaded[stem] = str(candidate)
     return loaded
@@ -274,14 +280,18 @@ class Library:
 
 
 def _open(candidate: Candidate) -> Library:
-    if not os.path.exists(candidate.path) and "/" in candidate.path:
+    is_path = "/" in candidate.path
+    if is_path and not os.path.exists(candidate.path):
         raise errors.LibraryNotFound(f"{candidate.path} ({candidate.source}) does not exist")
+    if is_path and os.path.isdir(candidate.path):
+        raise errors.LibraryNotFound(f"{candidate.path} ({candidate.source}) is a directory, "
+                                     "not the libcudnn.so.9 file")
     try:
-        siblings = _preload_siblings(candidate.path) if "/" in candidate.path else {}
+        siblings = _preload_siblings(candidate.path) if is_path else {}
         cdll = ctypes.CDLL(candidate.path, mode=ctypes.RTLD_GLOBAL)
     except OSError as exc:
-        raise errors.LibraryNotFound(f"cannot load {candidate.path} ({candidate.source}): {exc}") \
-            from None
+        raise errors.LibraryNotFound(f"cannot load {candidate.path} ({candidate.source}): "
+                                     f"{_one_line(exc)}") from None
     try:
         getattr(cdll, "cudnnGetVersion")
     except AttributeError:
@@ -319,7 +329,6 @@ def load(path: str | None = None) -> Library:
                     f"{_loaded.path} is already loaded in this process; a second libcudnn "
                     f"({wanted}) needs a new process")
             return _loaded
-        failures = []
         explicit = find_candidates(path)
         if explicit:
             _loaded = _open(explicit[0])
@@ -327,13 +336,19 @@ def load(path: str | None = None) -> Library:
         pf = _pathfinder_candidate()
         ordered = ([pf] if pf else []) + _wheel_candidates() + [
             Candidate("libcudnn.so.9", "system soname"), Candidate("libcudnn.so.8", "system soname")]
+        failures = []  # why each candidate failed, in the order tried
         for candidate in ordered:
             try:
                 _loaded = _open(candidate)
                 return _loaded
             except errors.LibraryNotFound as exc:
                 failures.append(str(exc))
-        raise errors.LibraryNotFound("no libcudnn found: " + INSTALL_HINT)
+        raise errors.LibraryNotFound("no libcudnn found (tried: " + "; ".join(failures) + "); "
+                                     + INSTALL_HINT)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 def loaded() -> Library | None:

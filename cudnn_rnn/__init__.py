@@ -5,4 +5,4 @@ always get destroyed) → :mod:`.flow` (NVIDIA's RNN_example, stage by stage) �
 :mod:`.reference` (an independent float64 model to check the numbers) →
 :mod:`.example` and :mod:`.probe` (the command lines).
 """
-__version__ = "0.1.0"
+__version__ = "0.2.0"

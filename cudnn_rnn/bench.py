@@ -6,8 +6,9 @@ candidate lives the probe cell's life in one worker process (stages, float64 ver
 of outputs and gradients, then timing of ``objective`` only: medians of CUDA-event timed
 calls, fewer repeats for slow calls), and PyTorch's default module is timed in the same
 process. The dense FP16 and FP32 GEMM rates (cupy matmul) are measured at the start of
-each run. Shapes run cheapest first, each written as one line of
-``results/<gpu>/<cudnn>/bench.jsonl`` as it finishes (kill-safe; ``--resume`` continues);
+each run. Shapes run cheapest first, each written as one line of ``bench.jsonl`` in this
+machine's run folder (``runs/...``, see :mod:`.runs`) as it finishes (kill-safe;
+``--resume`` continues a run of the same identity only);
 ``--deadline`` stops before a shape that would start too late. At the end
 :mod:`.reporting.bench` writes ``bench.json`` and ``bench.md`` beside it.
 """
@@ -22,15 +23,16 @@ from pathlib import Path
 
 from bindings.enums import DataType, MathType, RNNAlgo, RNNMode
 
-from . import provenance
+from . import provenance, runs
 from .cell import TIMED as CELL_TIMED
-from .cli import BadInput, OneLineParser, run_main
+from .cli import BadInput, OneLineParser, positive_float, positive_int, run_main
 from .config import RNNConfig
 from .results import MalformedResults, ResultsFile, write_json
-from .spec import Cell, baseline_first, read_toml
+from .runs import content_key
+from .spec import Cell, baseline_first, read_toml, spec_name
 
-ROOT = Path(__file__).resolve().parent.parent
 TIMED = tuple(name for name, _call in CELL_TIMED)
+MAX_SHAPES = 10_000
 
 
 class BenchSpecError(BadInput):
@@ -55,6 +57,7 @@ class BenchSpec:
     objective: str
     candidates: tuple  # of (DataType, DataType, MathType, RNNAlgo)
     shapes: tuple  # of BenchShape
+    sha256: str  # of the parsed TOML: the spec's content, part of a run's identity
 
 
 def _enum(where: str, enum, name):
@@ -77,7 +80,7 @@ def spec_from_dict(data: dict, where: str = "<bench spec>") -> BenchSpec:
     if unknown:
         raise BenchSpecError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     objective = data.get("objective", "forward_inference")
-    if objective not in TIMED:
+    if not isinstance(objective, str) or objective not in TIMED:
         raise BenchSpecError(f"{where}: objective must be one of {', '.join(TIMED)}")
     cands = data.get("candidates")
     if not isinstance(cands, list) or not cands:
@@ -110,17 +113,30 @@ def spec_from_dict(data: dict, where: str = "<bench spec>") -> BenchSpec:
             elif not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
                 raise BenchSpecError(f"{gw}: {key!r} must list positive integers")
             axes[key] = values
+        product = 1
+        for values in axes.values():
+            product *= len(values)
+        if len(shapes) + product > MAX_SHAPES:
+            raise BenchSpecError(f"{where}: more than {MAX_SHAPES} shapes; split the spec")
         for cell, layers, hidden, batch, seq in itertools.product(
                 axes["cell"], axes["layers"], axes["hidden"], axes["batch"], axes["seq_length"]):
-            shapes.append(BenchShape(g["name"], RNNConfig(
-                seq_length=seq, num_layers=layers, hidden_size=hidden, mini_batch=batch,
-                cell=cell, data_type=DataType.FLOAT, math_prec=DataType.FLOAT,
-                math_type=MathType.FMA_MATH, algo=RNNAlgo.STANDARD)))
+            try:
+                config = RNNConfig(
+                    seq_length=seq, num_layers=layers, hidden_size=hidden, mini_batch=batch,
+                    cell=cell, data_type=DataType.FLOAT, math_prec=DataType.FLOAT,
+                    math_type=MathType.FMA_MATH, algo=RNNAlgo.STANDARD)
+            except ValueError as exc:
+                raise BenchSpecError(f"{gw}: {exc}") from None
+            shapes.append(BenchShape(g["name"], config))
     ids = [s.id for s in shapes]
     if len(set(ids)) != len(ids):
         raise BenchSpecError(f"{where}: a shape is listed twice")
-    return BenchSpec(data.get("name", Path(where).stem), data.get("description", ""), objective,
-                     tuple(parsed), tuple(shapes))
+    name = spec_name(data, where, BenchSpecError)
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise BenchSpecError(f"{where}: description must be a string")
+    return BenchSpec(name, description, objective, tuple(parsed), tuple(shapes),
+                     content_key(data))
 
 
 def candidate_cells(shape: BenchShape, spec: BenchSpec) -> list[Cell]:
@@ -179,16 +195,19 @@ def build_parser() -> OneLineParser:
     p = OneLineParser(prog="cudnn_rnn.bench", description=__doc__.splitlines()[0])
     p.add_argument("--spec", default="bench", help="probes/NAME.toml or a path (default: bench)")
     p.add_argument("--group", action="append", default=None, help="only this group (repeatable)")
-    p.add_argument("--out", default=None, help="output directory (default results/<gpu>/<cudnn>/)")
+    p.add_argument("--out", default=None,
+                   help="output folder (default: this machine's run folder under runs/)")
     p.add_argument("--resume", action="store_true", help="skip shapes already in bench.jsonl")
-    p.add_argument("--deadline", type=float, default=None,
+    p.add_argument("--overwrite", action="store_true", help="start bench.jsonl afresh")
+    p.add_argument("--deadline", type=positive_float, default=None,
                    help="seconds after which no new shape is started")
-    p.add_argument("--reps", type=int, default=20, help="most timed calls per measurement")
-    p.add_argument("--budget", type=float, default=0.3,
+    p.add_argument("--reps", type=positive_int, default=20, help="most timed calls per measurement")
+    p.add_argument("--budget", type=positive_float, default=0.3,
                    help="about this many seconds of device time per measurement (default 0.3)")
     p.add_argument("--list", action="store_true", help="show the shapes and run nothing")
     p.add_argument("--cudnn", default=None, help="path of the libcudnn to use")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per cell before TIMEOUT")
+    p.add_argument("--timeout", type=positive_float, default=300.0,
+                   help="seconds per cell before TIMEOUT")
     return p
 
 
@@ -197,8 +216,8 @@ def main(argv=None) -> int:
     from .reporting import bench as bench_report
     from .worker import start_worker
     args = build_parser().parse_args(argv)
-    if args.reps < 1 or args.budget <= 0:
-        raise BadInput("--reps must be at least 1 and --budget positive")
+    if args.resume and args.overwrite:
+        raise BadInput("--resume and --overwrite exclude each other")
     spec = load_spec(args.spec)
     shapes = [s for s in spec.shapes if not args.group or s.group in args.group]
     if not shapes:
@@ -209,6 +228,7 @@ def main(argv=None) -> int:
         for s in shapes:
             print(f"{s.group:20s} {s.id}  ({len(candidate_cells(s, spec))} candidates)")
         return 0
+    out = runs.output_dir(args.out) if args.out is not None else None
     started = time.monotonic()
     worker, info = start_worker(args.cudnn, {"reps": args.reps, "time": True,
                                              "kinds": (spec.objective,), "budget_s": args.budget,
@@ -217,23 +237,36 @@ def main(argv=None) -> int:
     try:
         if not info["device_stages"]:
             raise NoGPU(f"the benchmark needs a CUDA GPU: {info['device'].get('reason')}")
-        out_dir = Path(args.out) if args.out else ROOT / "results" / provenance.slug(
-            info["device"].get("gpu")) / info["library"]["cudnn_version"]
-        path = out_dir / "bench.jsonl"
+        identity = identity_of(spec, info, args.reps, args.budget)
+        out_dir = out or runs.output_dir(runs.run_dir(identity), "the run folder")
+        path, runs_path = out_dir / "bench.jsonl", out_dir / "bench.run.json"
+        if path.exists() or runs_path.exists():
+            if not (args.resume or args.overwrite):
+                raise BadInput(f"{out_dir} already holds a benchmark: pass --resume to finish it "
+                               "or --overwrite to start again")
+            try:
+                recorded = bench_report.read_run_file(runs_path)
+            except BadInput:
+                recorded = {}
+            differ = runs.differences(recorded.get("identity"), identity)
+            if args.resume and differ:
+                raise BadInput(f"{path} is not resumed, it is a benchmark of another setup "
+                               f"({differ[0]}); it is kept as it is: pass --out DIR for a new "
+                               "run, or --overwrite")
         try:
-            results = ResultsFile(path, resume=args.resume)
+            results = ResultsFile(path, resume=args.resume, schema=bench_report.BENCH_RECORD,
+                                  what="benchmark record")
+            earlier = bench_report.read_run_file(runs_path)["runs"] if args.resume else []
         except MalformedResults as exc:
-            raise BadInput(f"{exc}; move it away or run without --resume") from None
+            raise BadInput(f"{exc}; move it away or pass --overwrite") from None
         done = {r["id"] for r in results.existing}
         session = uuid.uuid4().hex[:12]
         prov = provenance.collect(info["library"], info["device"])
-        runs_path = out_dir / "bench.run.json"
-        runs = bench_report.read_runs(runs_path) if args.resume else []
         gemm = worker.job("gemm", {"sizes": gemm_sizes(shapes)})
-        runs.append({"session": session, "provenance": prov, "gemm": gemm, "spec": spec.name,
-                     "deadline_s": args.deadline, "budget_s": args.budget, "reps": args.reps,
-                     "spec_shapes": [s.id for s in shapes]})
-        write_json(runs_path, {"runs": runs})
+        earlier.append({"session": session, "provenance": prov, "gemm": gemm, "spec": spec.name,
+                        "deadline_s": args.deadline, "budget_s": args.budget, "reps": args.reps,
+                        "spec_shapes": [s.id for s in shapes]})
+        write_json(runs_path, {"kind": "bench", "identity": identity, "runs": earlier})
         todo = [s for s in shapes if s.id not in done]
         stopped = None
         with results:
@@ -247,14 +280,22 @@ def main(argv=None) -> int:
                 print(f"[{i + 1}/{len(todo)}] {shape.id:24s} {rec['duration_s']:6.1f} s  "
                       + (f"best {best['config']} {best['timing']['median_ms']:.4f} ms"
                          if best else "nothing verified"), flush=True)
-        runs[-1]["stopped"] = stopped
-        runs[-1]["wall_s"] = round(time.monotonic() - started, 1)
-        write_json(runs_path, {"runs": runs})
+        earlier[-1]["stopped"] = stopped
+        earlier[-1]["wall_s"] = round(time.monotonic() - started, 1)
+        write_json(runs_path, {"kind": "bench", "identity": identity, "runs": earlier})
     finally:
         worker.close()
-    md = bench_report.write(out_dir)
+    md = bench_report.write(out_dir, out_dir)
     print(f"wrote {md}" + (f" ({stopped})" if stopped else ""))
     return 0
+
+
+def identity_of(spec: BenchSpec, info: dict, reps: int, budget: float) -> dict:
+    """The identity of a benchmark run (see :mod:`.runs`): this machine, the spec's content
+    and the settings that change what is measured."""
+    return runs.run_identity(runs.machine_identity(info["library"], info["device"], True),
+                             spec.name, spec.sha256, {"reps": reps, "budget_s": budget,
+                                                      "objective": spec.objective})
 
 
 def cli(argv=None) -> int:

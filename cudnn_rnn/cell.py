@@ -184,3 +184,14 @@ def crash_record(cell, info: dict, reason: str, status: str) -> dict:
     rec = skeleton_record(cell, info["cudnn_version"], info["library_path"])
     rec.update(outcome="CRASH", status=status, reason=reason)
     return rec
+
+
+def error_record(cell, info: dict, exc: BaseException) -> dict:
+    """A cell on which this tool's own code raised: outcome ERROR, with the exception's
+    type, message and innermost frames. It says nothing about cuDNN; it is a bug to fix."""
+    import traceback
+    rec = skeleton_record(cell, info["cudnn_version"], info["library_path"])
+    frames = traceback.extract_tb(exc.__traceback__)[-3:]
+    rec.update(outcome="ERROR", status=type(exc).__name__, reason=f"{type(exc).__name__}: {exc}",
+               notes=[f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}" for f in frames])
+    return rec

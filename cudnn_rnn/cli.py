@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from bindings import errors
@@ -28,7 +29,7 @@ def enum_arg(enum_cls):
         try:
             return enum_cls.parse(text)
         except ValueError as exc:
-            raise BadInput(str(exc)) from None
+            raise argparse.ArgumentTypeError(str(exc)) from None
     convert.__name__ = enum_cls.__name__
     return convert
 
@@ -38,9 +39,20 @@ def positive_int(text):
     try:
         value = int(text)
     except ValueError:
-        raise BadInput(f"expected a positive integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
-        raise BadInput(f"expected a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def positive_float(text):
+    """An argparse ``type`` for seconds and budgets: a finite number above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive, finite number, got {text!r}")
     return value
 
 

@@ -16,6 +16,7 @@ from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasM
 LINEAR_LAYERS = {RNNMode.RNN_RELU: 2, RNNMode.RNN_TANH: 2, RNNMode.LSTM: 8, RNNMode.GRU: 6}
 GATES = {RNNMode.RNN_RELU: 1, RNNMode.RNN_TANH: 1, RNNMode.LSTM: 4, RNNMode.GRU: 3}
 SAMPLE_MODES = (RNNMode.RNN_RELU, RNNMode.RNN_TANH, RNNMode.LSTM, RNNMode.GRU)  # argv mode 0..3
+C_INT_MAX = 2 ** 31 - 1  # cuDNN's sizes, dimensions and strides are C ints
 
 
 def default_math_prec(data_type: DataType) -> DataType:
@@ -45,12 +46,31 @@ class RNNConfig:
     dropout: float = 0.0
 
     def __post_init__(self):
-        for name in ("seq_length", "num_layers", "hidden_size", "mini_batch"):
+        for name in ("seq_length", "num_layers", "hidden_size", "mini_batch", "input_size",
+                     "proj_size"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
-        if not 0.0 <= self.dropout < 1.0:
+            if value is None and name in ("input_size", "proj_size"):
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name, value in self.c_ints().items():
+            if value > C_INT_MAX:
+                raise ValueError(f"{name} = {value} does not fit the C int cuDNN takes "
+                                 f"(at most {C_INT_MAX})")
+        if not 0.0 <= self.dropout < 1.0:  # also false for NaN
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    def c_ints(self) -> dict[str, int]:
+        """Every size the flow passes to cuDNN as a C ``int``, by what it is: the RNN
+        descriptor's sizes, the data descriptors' dimensions and sequence lengths, and the
+        strides of the hidden- and cell-state tensors (batch x proj, batch x hidden).
+        ctypes truncates an ``int`` argument silently, so each must be checked first."""
+        return {"seq_length": self.seq_length, "num_layers": self.num_layers,
+                "hidden_size": self.hidden_size, "mini_batch": self.mini_batch,
+                "input_size": self.input, "proj_size": self.proj,
+                "output vector size (proj_size x directions)": self.y_size,
+                "hidden-state stride (mini_batch x proj_size)": self.mini_batch * self.proj,
+                "cell-state stride (mini_batch x hidden_size)": self.mini_batch * self.hidden_size}
 
     # --- resolved sizes -----------------------------------------------------------------
     @property

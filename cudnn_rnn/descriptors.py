@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ctypes
 
+import numpy as np
+
 from bindings import Library
 from bindings import ctypes_types as T
 from bindings.enums import DataType, RNNDataLayout, RNN_PADDED_IO_DISABLED, RNN_PADDED_IO_ENABLED
@@ -138,8 +140,11 @@ class RNNDataDescriptor(_CObject):
             batch_size: int, vector_size: int, seq_lengths) -> None:
         """``seq_lengths`` is the *host* array; padding is filled with zero (8 zero bytes
         read as the descriptor's data type, whatever it is)."""
-        lengths = (ctypes.c_int * batch_size)(*[int(s) for s in seq_lengths])
+        lengths = np.ascontiguousarray(seq_lengths, dtype=np.int32)
+        if lengths.shape != (batch_size,):
+            raise ValueError(f"seq_lengths holds {lengths.size} lengths for a batch of {batch_size}")
         self._fill = ctypes.c_double(0.0)  # kept alive with the descriptor
         self.lib.cudnnSetRNNDataDescriptor(self, int(data_type), int(layout), int(max_seq_length),
-                                           int(batch_size), int(vector_size), lengths,
+                                           int(batch_size), int(vector_size),
+                                           lengths.ctypes.data_as(ctypes.POINTER(ctypes.c_int)),
                                            ctypes.cast(ctypes.byref(self._fill), ctypes.c_void_p))

@@ -16,6 +16,13 @@ _NUMPY = {
     DataType.INT8: np.int8, DataType.UINT8: np.uint8, DataType.INT32: np.int32,
     DataType.INT64: np.int64, DataType.UINT32: np.uint32, DataType.BOOLEAN: np.uint8,
 }
+
+
+class NoHostEncoding(TypeError):
+    """This data type has no host encoding here (INT8x4, complex types, ...): its values
+    cannot be drawn or read back, so a flow stops at the stage that needed them."""
+
+
 _STORAGE = {DataType.BFLOAT16: np.uint16, DataType.FP8_E4M3: np.uint8, DataType.FP8_E5M2: np.uint8}
 
 # Element sizes in bytes for every data type an RNN descriptor might be asked about.
@@ -49,6 +56,15 @@ def _fp8_table(exp_bits: int, man_bits: int, bias: int, e4m3: bool) -> np.ndarra
 _FP8 = {DataType.FP8_E4M3: _fp8_table(4, 3, 7, True), DataType.FP8_E5M2: _fp8_table(5, 2, 15, False)}
 
 
+def itemsize(dt: DataType) -> int:
+    """Bytes per element of ``dt``; :class:`NoHostEncoding` for sub-byte types."""
+    try:
+        return ITEMSIZE[dt]
+    except KeyError:
+        raise NoHostEncoding(f"no host encoding for CUDNN_DATA_{dt.name} "
+                             "(less than a byte per element)") from None
+
+
 def has_codec(dt: DataType) -> bool:
     return dt in _NUMPY or dt in _STORAGE
 
@@ -58,7 +74,7 @@ def storage_dtype(dt: DataType) -> np.dtype:
         return np.dtype(_NUMPY[dt])
     if dt in _STORAGE:
         return np.dtype(_STORAGE[dt])
-    raise TypeError(f"no host encoding for CUDNN_DATA_{dt.name}")
+    raise NoHostEncoding(f"no host encoding for CUDNN_DATA_{dt.name}")
 
 
 def encode(values: np.ndarray, dt: DataType) -> np.ndarray:
@@ -87,7 +103,7 @@ def encode(values: np.ndarray, dt: DataType) -> np.ndarray:
         lower, upper = sorted_vals[idx - 1], sorted_vals[idx]
         pick = np.where(np.abs(values - lower) <= np.abs(upper - values), idx - 1, idx)
         return order[pick].astype(np.uint8)
-    raise TypeError(f"no host encoding for CUDNN_DATA_{dt.name}")
+    raise NoHostEncoding(f"no host encoding for CUDNN_DATA_{dt.name}")
 
 
 def decode(bits, dt: DataType):
@@ -102,7 +118,7 @@ def decode(bits, dt: DataType):
         return (bits.astype(xp.uint32) << 16).view(xp.float32).astype(xp.float64)
     if dt in _FP8:
         return xp.asarray(_FP8[dt])[bits.astype(xp.intp)]
-    raise TypeError(f"no host encoding for CUDNN_DATA_{dt.name}")
+    raise NoHostEncoding(f"no host encoding for CUDNN_DATA_{dt.name}")
 
 
 def quantize(values: np.ndarray, dt: DataType) -> np.ndarray:

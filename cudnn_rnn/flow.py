@@ -256,7 +256,7 @@ class RNNFlow:
         except errors.MissingSymbol as exc:
             raise FlowStop(StageFailure(name, str(exc).split()[0], "MISSING_SYMBOL", None,
                                         str(exc), "host"))
-        except TypeError as exc:  # no host encoding for the data type
+        except dtypes.NoHostEncoding as exc:
             raise FlowStop(StageFailure(name, "host", "HOST_ERROR", None, str(exc), "host"))
         except Exception as exc:
             if self.cp is not None and _is_cuda_error(self.cp, exc):
@@ -287,7 +287,7 @@ class RNNFlow:
 
     def _stage_data_descriptors(self):
         c = self.cfg
-        lengths = [c.seq_length] * c.mini_batch
+        lengths = np.full(c.mini_batch, c.seq_length, dtype=np.int32)
         self.x_desc = self._own(RNNDataDescriptor(self.lib))
         self.x_desc.set(c.data_type, c.layout, c.seq_length, c.mini_batch, c.input, lengths)
         self.y_desc = self._own(RNNDataDescriptor(self.lib))
@@ -446,7 +446,7 @@ class RNNFlow:
     def _draw_weights(self) -> np.ndarray:
         """The weight space's bytes; their float64 values go to ``host["weights"]``."""
         c, dt = self.cfg, self.cfg.data_type
-        item = dtypes.ITEMSIZE[dt]
+        item = dtypes.itemsize(dt)
         image = np.zeros(self.sizes["weight_space"], dtype=np.uint8)
         rng = np.random.default_rng(self.seed)
         scale = 1.0 / np.sqrt(c.hidden_size)
@@ -486,7 +486,7 @@ class RNNFlow:
         if c.has_cell_state:
             outs.update(cy=c.c_shape(), dcx=c.c_shape(), cy_inf=c.c_shape())
         for name, shape in outs.items():
-            nbytes = int(np.prod(shape)) * dtypes.ITEMSIZE[dt]
+            nbytes = int(np.prod(shape)) * dtypes.itemsize(dt)
             self.buf[name] = self._alloc(nbytes)
         self.poison_outputs(dtypes.nan_bits(dt))
 
@@ -537,13 +537,13 @@ class RNNFlow:
         dt = self.cfg.data_type
         self.stream.synchronize()
         raw = self.buf[name].get()[:self.sizes["weight_space"]]
-        usable = raw.size // dtypes.ITEMSIZE[dt] * dtypes.ITEMSIZE[dt]
+        usable = raw.size // dtypes.itemsize(dt) * dtypes.itemsize(dt)
         return dtypes.decode(raw[:usable].view(dtypes.storage_dtype(dt)), dt)
 
     def weight_arrays(self, name: str = "w", on_device: bool = False) -> dict:
         """Each matrix and bias of the weight space (or dw) by (pseudo_layer, lin_id, kind)."""
         dt = self.cfg.data_type
-        item = dtypes.ITEMSIZE[dt]
+        item = dtypes.itemsize(dt)
         self.stream.synchronize()
         raw = self.buf[name] if on_device else self.buf[name].get()
         out = {}

@@ -19,12 +19,11 @@ import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from bindings.enums import (DataType, DirectionMode, ForwardMode, MathType, RNNAlgo,
                             RNNBiasMode, RNNDataLayout, RNNInputMode, RNNMode)
 
-from .cli import BadInput, OneLineParser, run_main
+from .cli import BadInput, OneLineParser, positive_int, run_main
 from .config import RNNConfig
 
 TARGET = 1.03
@@ -47,6 +46,10 @@ def parse_shape(text: str) -> dict:
     except (ValueError, IndexError):
         raise BadInput(f"bad --shape {text!r}: write CELL:T,L,H,B[:float32|float16|bfloat16], "
                        "e.g. LSTM:20,2,512,64") from None
+    try:
+        RNNConfig(seq_length=t, num_layers=l, hidden_size=h, mini_batch=b, cell=RNNMode[cell])
+    except ValueError as exc:
+        raise BadInput(f"bad --shape {text!r}: {exc}") from None
     return {"cell": cell, "seq": t, "layers": l, "hidden": h, "batch": b, "input_size": h,
             "bidirectional": False, "dtype": dtype}
 
@@ -183,15 +186,16 @@ def build_parser() -> OneLineParser:
                    help="CELL:T,L,H,B[:dtype] (repeatable; default: a set from 128 to 4096 hidden)")
     p.add_argument("--mode", choices=("inference", "training", "both"), default="both",
                    help="PyTorch's eval() forward, its training-mode forward, or both")
-    p.add_argument("--reps", type=int, default=50, help="most timed calls per measurement")
-    p.add_argument("--rounds", type=int, default=7, help="alternating rounds per pair")
-    p.add_argument("--processes", type=int, default=1,
+    p.add_argument("--reps", type=positive_int, default=50, help="most timed calls per measurement")
+    p.add_argument("--rounds", type=positive_int, default=7, help="alternating rounds per pair")
+    p.add_argument("--processes", type=positive_int, default=1,
                    help="measure every pair in this many fresh processes (the ratio is then "
                         "the median over processes and the range is between processes)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--out", default=None, help="also write overhead.json into this directory")
     p.add_argument("--save", action="store_true",
-                   help="write overhead.json to results/<gpu>/<cudnn>/ and refresh bench.md there")
+                   help="write overhead.json into this machine's run folder of probes/bench.toml "
+                        "(runs/...; what make bench does) and refresh bench.md there")
     p.add_argument("--cudnn", default=None, help="path of the libcudnn to use (default: PyTorch's)")
     return p
 
@@ -262,7 +266,7 @@ def merge_processes(per_process: list[list[dict]]) -> list[dict]:
 def run(args) -> dict:
     """Observe PyTorch, then measure each pair in ``args.processes`` fresh worker processes,
     one after the other; returns the report dict."""
-    from . import provenance
+    from . import provenance, runs
     shapes = args.shape or [parse_shape(s) for s in DEFAULT_SHAPES]
     modes = {"inference": [False], "training": [True], "both": [False, True]}[args.mode]
     requests = [dict(s, training=t) for s in shapes for t in modes]
@@ -277,7 +281,8 @@ def run(args) -> dict:
             "median_ratio": statistics.median(measured) if measured else None,
             "worst_single_process": max((p["ratio"] for r in rows for p in r.get("processes", [r])
                                          if "ratio" in p), default=None),
-            "provenance": provenance.collect(info["library"], info["device"])}
+            "provenance": provenance.collect(info["library"], info["device"]),
+            "machine": runs.machine_identity(info["library"], info["device"], True)}
 
 
 def table(report: dict) -> str:
@@ -310,22 +315,21 @@ def _f3(v) -> str:
 
 
 def main(argv=None) -> int:
+    from . import runs
+    from .reporting import bench as bench_report
+    from .results import write_json
     args = build_parser().parse_args(argv)
-    if args.reps < 1 or args.rounds < 1 or args.processes < 1:
-        raise BadInput("--reps, --rounds and --processes must be at least 1")
+    out = runs.output_dir(args.out) if args.out is not None else None
     report = run(args)
-    out = Path(args.out) if args.out else None
     if args.save and out is None:
-        from .provenance import ROOT, slug
-        p = report["provenance"]
-        out = ROOT / "results" / slug(p["gpu"]) / p["cudnn_version"]
+        from .bench import load_spec
+        spec = load_spec("bench")
+        out = runs.output_dir(runs.run_dir(runs.run_identity(report["machine"], spec.name,
+                                                             spec.sha256, {})), "the run folder")
     if out is not None:
-        from .reporting import bench as bench_report
-        from .results import write_json
-        out.mkdir(parents=True, exist_ok=True)
         write_json(out / "overhead.json", report)
         if (out / "bench.jsonl").exists():
-            print(f"refreshed {bench_report.write(out)}")
+            print(f"refreshed {bench_report.write(out, out)}")
     if args.json:
         print(json.dumps(report, indent=1, default=str))
     else:

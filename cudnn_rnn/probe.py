@@ -7,8 +7,9 @@ only then timed (medians of ``--reps`` CUDA-event timed calls; TFLOPS by the
 sample's formula: matrices-per-cell × 2 × directions × hidden² × seqLength ×
 miniBatch × layers per pass; speed-ups against FLOAT/FLOAT/FMA/STANDARD of the
 same cell and shape, measured in the same run). Records go to
-``results/<gpu>/<cudnn-version>/<spec>.jsonl`` as each cell finishes, with the
-run's provenance beside it in ``<spec>.run.json``. Without a GPU only the
+``runs/<gpu>-cudnn<version>-<key>/<spec>-<key>/<spec>.jsonl`` (see :mod:`.runs`) as each
+cell finishes, with the run's identity and provenance beside it in ``<spec>.run.json``;
+``--resume`` continues only a run of the same identity. Without a GPU only the
 descriptor stages run; the rest are recorded as skipped.
 """
 from __future__ import annotations
@@ -16,18 +17,17 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 from tabulate import tabulate
 
-from . import provenance, spec as specs
-from .cli import BadInput, OneLineParser, run_main
-from .results import MalformedResults, ResultsFile, write_json
+from . import provenance, runs, spec as specs
+from .cli import BadInput, OneLineParser, positive_float, positive_int, run_main
+from .reporting.load import load as load_results
+from .results import RUN_SCHEMA, MalformedResults, ResultsFile, write_json
 from .progress import Progress
 from .reporting.analysis import max_error
 from .worker import start_worker
 
-ROOT = Path(__file__).resolve().parent.parent
 TIMED_KINDS = ("forward_inference", "forward_training", "backward_data", "backward_weights")
 FILTER_FLAGS = {"dtype": "data_type", "math_prec": "math_prec", "math_type": "math_type",
                 "algo": "algo", "cell": "cell", "direction": "direction",
@@ -44,14 +44,19 @@ def build_parser() -> OneLineParser:
                        help="keep only these values (comma-separated)")
     p.add_argument("--list", action="store_true", help="show the cells and run nothing")
     p.add_argument("--cudnn", default=None, help="path of the libcudnn to probe")
-    p.add_argument("--out", default=None, help="output directory (default results/<gpu>/<cudnn>/)")
+    p.add_argument("--out", default=None,
+                   help="output folder (default: this machine's run folder under runs/)")
     p.add_argument("--resume", action="store_true", help="skip cells already in the results file")
     p.add_argument("--overwrite", action="store_true", help="start the results file afresh")
-    p.add_argument("--reps", type=int, default=20, help="timed calls per measurement (median)")
+    p.add_argument("--reps", type=positive_int, default=20,
+                   help="timed calls per measurement (median)")
     p.add_argument("--no-time", action="store_true", help="statuses and verification, no timing")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per cell before TIMEOUT")
+    p.add_argument("--timeout", type=positive_float, default=300.0,
+                   help="seconds per cell before TIMEOUT")
     p.add_argument("--no-device", action="store_true",
                    help="descriptor stages only, even with a GPU")
+    p.add_argument("--report", action="store_true",
+                   help="write the run's report (matrix.md, matrix.html, summary.json) beside it")
     return p
 
 
@@ -120,8 +125,6 @@ def summary(records: list, out=sys.stdout) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if args.reps < 1:
-        raise BadInput("--reps must be at least 1")
     if args.resume and args.overwrite:
         raise BadInput("--resume and --overwrite exclude each other")
     spec, cells = plan(args)
@@ -130,21 +133,36 @@ def main(argv=None) -> int:
         print(tabulate(rows, headers=("#", "block", "", "cell")))
         print(f"{len(cells)} cells in spec {spec.name!r} ({spec.path})")
         return 0
+    out = runs.output_dir(args.out) if args.out is not None else None
     options = {"reps": args.reps, "time": not args.no_time, "no_device": args.no_device}
     worker, info = start_worker(args.cudnn, options)
-    lib_info, dev_info = info["library"], info["device"]
-    out_dir = Path(args.out) if args.out else (
-        ROOT / "results" / provenance.slug(dev_info.get("gpu") if info["device_stages"] else None)
-        / lib_info["cudnn_version"])
-    path = out_dir / f"{spec.name}.jsonl"
-    if path.exists() and path.stat().st_size and not (args.resume or args.overwrite):
+    try:
+        return _run(args, argv, spec, cells, out, worker, info)
+    finally:
         worker.close()
-        raise BadInput(f"{path} already holds results: pass --resume to finish it or "
-                       f"--overwrite to start again")
+
+
+def _run(args, argv, spec, cells, out, worker, info) -> int:
+    lib_info, dev_info = info["library"], info["device"]
+    identity = runs.run_identity(
+        runs.machine_identity(lib_info, dev_info, info["device_stages"]), spec.name, spec.sha256,
+        {"reps": args.reps, "time": not args.no_time})
+    out_dir = out or runs.output_dir(runs.run_dir(identity), "the run folder")
+    path = out_dir / f"{spec.name}.jsonl"
+    meta_path = path.with_suffix(".run.json")
+    recorded = runs.read_json_dict(meta_path)
+    if (path.exists() and path.stat().st_size) or recorded is not None:
+        if not (args.resume or args.overwrite):
+            raise BadInput(f"{path} already holds results: pass --resume to finish it or "
+                           f"--overwrite to start again")
+        differ = runs.differences((recorded or {}).get("identity"), identity)
+        if args.resume and differ:
+            raise BadInput(f"{path} is not resumed, it is a run of another setup ({differ[0]}"
+                           f"{f' and {len(differ) - 1} more' if len(differ) > 1 else ''}); it is "
+                           "kept as it is: pass --out DIR for a new run, or --overwrite")
     try:
         results = ResultsFile(path, resume=args.resume)
     except MalformedResults as exc:
-        worker.close()
         raise BadInput(f"{exc}; move it away or pass --overwrite") from None
     done = {r["id"]: r for r in results.existing}
     todo = [c for c in cells if c.id not in done]
@@ -154,15 +172,20 @@ def main(argv=None) -> int:
                         "descriptor stages only, the rest recorded as SKIPPED")
     print(f"cuDNN {lib_info['cudnn_version']} from {lib_info['library_path']} "
           f"({lib_info['library_source']}); {device_line}")
+    if out is None:
+        others = runs.recorded_elsewhere(spec.name, identity, out_dir)
+        if others:
+            print(f"not resumed, left as they are: {'; '.join(others)}; this machine's run is "
+                  f"{'continued' if done else 'new'}: {out_dir}")
     print(f"spec {spec.name!r}: {len(cells)} cells, {len(cells) - len(todo)} already recorded, "
           f"{len(todo)} to run -> {path}")
     run_info = provenance.collect(lib_info, dev_info, argv if argv is not None else sys.argv)
-    meta_path = path.with_suffix(".run.json")
-    meta = _load_meta(meta_path) if args.resume else {}
-    sessions = meta.get("sessions", [])
+    meta = recorded if args.resume and recorded else {}
+    sessions = meta.get("sessions") if isinstance(meta.get("sessions"), list) else []
     sessions.append({"started": run_info["date"], "command": run_info["command"],
                      "commit": run_info["commit"], "cells_to_run": len(todo)})
-    meta = {"schema": 1, "spec": spec.name, "spec_path": spec.path, "provenance": run_info,
+    meta = {"schema": RUN_SCHEMA, "kind": "probe", "spec": spec.name, "spec_path": spec.path,
+            "identity": identity, "provenance": run_info,
             "legacy_symbols": info["symbols"]["legacy"], "seed_replay": info.get("seed_replay"),
             "sessions": sessions, "complete": False}
     write_json(meta_path, meta)
@@ -179,33 +202,34 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        worker.close()
         results.close()
         progress.finish()
     wall = time.monotonic() - started
     records = [done[c.id] for c in cells if c.id in done]
     sessions[-1].update(finished=provenance.now(), wall_s=round(wall, 2),
+                        workers_started=worker.started, workers_lost=worker.lost,
                         worker_restarts=worker.restarts, interrupted=interrupted)
     meta.update(complete=len(records) == len(cells), cells=len(cells),
                 counts=dict(Counter(r["outcome"] for r in records)))
     write_json(meta_path, meta)
     print()
     summary(records)
-    print(f"\n{len(records)}/{len(cells)} cells recorded in {path} "
-          f"({wall:.1f} s this session, {worker.restarts} worker restarts)")
+    print(f"\n{len(records)}/{len(cells)} cells recorded in {path} ({wall:.1f} s this session; "
+          f"workers: {worker.started} started, {worker.lost} lost to a crash, timeout or error)")
     if interrupted:
         print("interrupted: finished cells are kept; run again with --resume to complete",
               file=sys.stderr)
         return 130
+    if args.report:
+        from .reporting.matrix import write_report
+        written = write_report(load_results(path), out_dir, argv if argv is not None else sys.argv)
+        print(f"report of this run: {', '.join(str(w) for w in written)}")
+    errors = [r for r in records if r["outcome"] == "ERROR"]
+    if errors:
+        print(f"{len(errors)} cells ended in an error of this tool (outcome ERROR, e.g. "
+              f"{errors[0]['reason']}); please report it", file=sys.stderr)
+        return 1
     return 0
-
-
-def _load_meta(path: Path) -> dict:
-    import json
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def cli(argv=None) -> int:

@@ -45,7 +45,7 @@ def now() -> str:
 def slug(text: str | None) -> str:
     if not text:
         return "no-gpu"
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-") or "unnamed"
 
 
 def collect(library: dict, device: dict, argv: list | None = None) -> dict:

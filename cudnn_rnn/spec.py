@@ -25,6 +25,7 @@ that names it, so a typo never silently shrinks a matrix.
 from __future__ import annotations
 
 import itertools
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasM
 
 from .cli import BadInput
 from .config import RNNConfig
+from .runs import content_key
 
 AXES = {
     "data_type": DataType, "math_prec": DataType, "math_type": MathType, "algo": RNNAlgo,
@@ -47,6 +49,7 @@ AXIS_DEFAULTS = {
     "layout": ["SEQ_MAJOR_PACKED"], "proj_size": ["none"],
 }
 PROBES_DIR = Path(__file__).resolve().parent.parent / "probes"
+MAX_CELLS = 100_000  # counted before expanding: a larger product of axes is surely a typo
 
 
 class SpecError(BadInput):
@@ -96,6 +99,9 @@ def parse_value(axis: str, value, where: str):
             return value
         raise SpecError(f"{where}: proj_size must be \"none\" or a positive integer, got {value!r}")
     enum_cls = AXES[axis]
+    if not isinstance(value, str):
+        raise SpecError(f"{where}: {axis} values are names such as {next(iter(enum_cls)).name!r}, "
+                        f"got {value!r}")
     try:
         return enum_cls.parse(value)
     except (ValueError, KeyError):
@@ -133,22 +139,49 @@ class Spec:
     description: str
     cells: list  # list[Cell], in spec order, without duplicates
     path: str
+    sha256: str  # of the parsed TOML: the spec's content, part of a run's identity
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+def check_name(name, where: str, error=None) -> str:
+    """A spec's name becomes a file name (``<name>.jsonl``): letters, digits, '-' and '_'
+    only, so no name can point outside the output folder."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise (error or SpecError)(
+            f"{where}: name must be 1-64 letters, digits, '-' or '_' (it names the results "
+            f"file), got {name!r}")
+    return name
+
+
+def spec_name(data: dict, where: str, error=None) -> str:
+    """The spec's ``name``, else its file's stem (``"spec"`` for one not read from a file),
+    checked by :func:`check_name`."""
+    default = "spec" if where.startswith("<") else Path(where).stem
+    return check_name(data.get("name", default), where, error)
 
 
 def read_toml(path: str | Path, error=None, what: str = "probe spec",
               hint: str = "probes/*.toml") -> tuple[dict, Path]:
     """A spec file's TOML and its resolved path; a name without '/' or '.toml' is looked up
-    in probes/. A missing or malformed file raises ``error`` (a :class:`BadInput`)."""
+    in probes/. A missing, unreadable or malformed file raises ``error`` (a :class:`BadInput`)."""
     error = error or SpecError
     p = Path(path)
-    if not p.suffix and not p.exists():
+    if not str(path):
+        raise error(f"give a {what}: a name in {hint} or the path of a .toml file")
+    if not p.suffix and not p.exists() and "/" not in str(path):
         p = PROBES_DIR / f"{path}.toml"
     try:
-        return tomllib.loads(p.read_text()), p
+        return tomllib.loads(p.read_bytes().decode("utf-8")), p
     except FileNotFoundError:
         raise error(f"{what} {str(path)!r} not found (see {hint})") from None
+    except IsADirectoryError:
+        raise error(f"{what} {str(p)!r} is a directory; give the .toml file") from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {str(p)!r}: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise error(f"{p}: not valid TOML ({exc})") from None
+        raise error(f"{p}: not valid TOML ({' '.join(str(exc).split())})") from None
 
 
 def load(path: str | Path) -> Spec:
@@ -162,6 +195,10 @@ def from_dict(data: dict, where: str = "<spec>") -> Spec:
     if unknown:
         raise SpecError(f"{where}: unknown key {sorted(unknown)[0]!r} "
                         f"(known: name, description, defaults, block)")
+    name = spec_name(data, where)
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise SpecError(f"{where}: description must be a string")
     defaults = dict(AXIS_DEFAULTS)
     given = data.get("defaults", {})
     if not isinstance(given, dict):
@@ -175,8 +212,12 @@ def from_dict(data: dict, where: str = "<spec>") -> Spec:
         raise SpecError(f"{where}: needs at least one [[block]]")
     cells, seen = [], set()
     for i, block in enumerate(blocks):
-        name = block.get("name", f"block{i + 1}")
-        bwhere = f"{where} block {name!r}"
+        if not isinstance(block, dict):
+            raise SpecError(f"{where}: block {i + 1} must be a table ([[block]]), got {block!r}")
+        bname = block.get("name", f"block{i + 1}")
+        if not isinstance(bname, str):
+            raise SpecError(f"{where}: block {i + 1}'s name must be a string, got {bname!r}")
+        bwhere = f"{where} block {bname!r}"
         for key in block:
             if key not in AXES and key not in ("name", "shapes"):
                 raise SpecError(f"{bwhere}: unknown axis {key!r} (known: {', '.join(AXES)}, shapes)")
@@ -188,25 +229,32 @@ def from_dict(data: dict, where: str = "<spec>") -> Spec:
             raise SpecError(f"{bwhere}: needs a non-empty shapes list")
         axes = {a: _values(table, a, bwhere) for a in AXES}
         shapes = [_shape(s, bwhere) for s in block["shapes"]]
+        product = len(shapes)
+        for a in AXES:
+            product *= len(axes[a])
+        if len(cells) + product > MAX_CELLS:
+            raise SpecError(f"{where}: more than {MAX_CELLS} cells; split the spec")
         for combo in itertools.product(*(axes[a] for a in AXES), shapes):
             values = dict(zip(list(AXES) + ["shape"], combo))
             if values["algo"] == RNNAlgo.COUNT:
                 raise SpecError(f"{bwhere}: COUNT is not an algorithm")
             s = values["shape"]
-            cfg = RNNConfig(
-                seq_length=s["seq_length"], num_layers=s["layers"], hidden_size=s["hidden"],
-                mini_batch=s["batch"], input_size=s.get("input_size"),
-                cell=values["cell"], proj_size=values["proj_size"], data_type=values["data_type"],
-                math_prec=values["math_prec"], math_type=values["math_type"],
-                algo=values["algo"], direction=values["direction"],
-                input_mode=values["input_mode"], bias_mode=values["bias_mode"],
-                layout=values["layout"])
-            cell = Cell(cfg, name)
+            try:
+                cfg = RNNConfig(
+                    seq_length=s["seq_length"], num_layers=s["layers"], hidden_size=s["hidden"],
+                    mini_batch=s["batch"], input_size=s.get("input_size"),
+                    cell=values["cell"], proj_size=values["proj_size"],
+                    data_type=values["data_type"], math_prec=values["math_prec"],
+                    math_type=values["math_type"], algo=values["algo"],
+                    direction=values["direction"], input_mode=values["input_mode"],
+                    bias_mode=values["bias_mode"], layout=values["layout"])
+            except ValueError as exc:
+                raise SpecError(f"{bwhere}: shape {s}: {exc}") from None
+            cell = Cell(cfg, bname)
             if cell.id not in seen:
                 seen.add(cell.id)
                 cells.append(cell)
-    return Spec(str(data.get("name", Path(where).stem)), str(data.get("description", "")),
-                cells, where)
+    return Spec(name, description, cells, where, content_key(data))
 
 
 FILTER_AXES = dict(AXES, seq_length=int, layers=int, hidden=int, batch=int)

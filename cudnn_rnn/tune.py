@@ -22,7 +22,7 @@ from tabulate import tabulate
 
 from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNMode)
 
-from .cli import BadInput, OneLineParser, enum_arg, positive_int, run_main
+from .cli import BadInput, OneLineParser, enum_arg, positive_float, positive_int, run_main
 from .config import RNNConfig
 from .reporting.analysis import config_label, max_error
 from .spec import Cell, baseline_first
@@ -115,23 +115,25 @@ def build_parser() -> OneLineParser:
     p.add_argument("--precision", default="any", choices=list(FAMILIES))
     p.add_argument("--training", action="store_true", help="rank by a training step")
     p.add_argument("--reps", type=positive_int, default=20, help="most timed calls per measurement")
-    p.add_argument("--budget", type=float, default=0.3,
+    p.add_argument("--budget", type=positive_float, default=0.3,
                    help="about this many seconds of device time per measurement")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--cudnn", default=None)
-    p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--timeout", type=positive_float, default=300.0,
+                   help="seconds per candidate before TIMEOUT")
     return p
 
 
 def main(argv=None) -> int:
     from .worker import start_worker
     args = build_parser().parse_args(argv)
-    if args.budget <= 0:
-        raise BadInput("--budget must be a positive number of seconds")
-    shape = RNNConfig(seq_length=args.seq, num_layers=args.layers, hidden_size=args.hidden,
-                      mini_batch=args.batch, input_size=args.input_size, cell=args.cell,
-                      direction=DirectionMode.BIDIRECTIONAL if args.bidirectional
-                      else DirectionMode.UNIDIRECTIONAL)
+    try:
+        shape = RNNConfig(seq_length=args.seq, num_layers=args.layers, hidden_size=args.hidden,
+                          mini_batch=args.batch, input_size=args.input_size, cell=args.cell,
+                          direction=DirectionMode.BIDIRECTIONAL if args.bidirectional
+                          else DirectionMode.UNIDIRECTIONAL)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
     cells = candidate_cells(shape, args.precision)
     started = time.monotonic()
     worker, info = start_worker(args.cudnn, {

@@ -1,15 +1,26 @@
 """Cells run in a separate worker process, so one that kills it cannot kill the matrix.
 
-The supervisor (:class:`Worker`) sends one cell at a time over a pipe and waits for
-its record. If the worker dies (segfault, abort, a sticky CUDA error it reported
-before exiting) the cell is recorded as CRASH with the signal or exit status and a
-fresh worker takes the next cell; if no record arrives within the per-cell timeout
-the worker is killed and the cell recorded as TIMEOUT. Workers are started with
-``spawn``: the parent never touches CUDA, the worker owns the only context.
+The supervisor (:class:`Worker`) sends one cell at a time over a pipe. The worker first
+acknowledges the cell (``("started", id)``), then runs it and answers
+``("record", record, exiting)``. The acknowledgement is what ties a death to a cell: a
+worker that dies *before* acknowledging never started the cell, which then goes to a
+fresh worker; one that dies after it died on that cell, which is recorded as CRASH with
+the signal or exit status. If no record arrives within the per-cell timeout the worker
+is killed and the cell recorded as TIMEOUT.
 
-``CUDNN_RNN_FAULT`` is a test hook that injects faults into the worker:
-``crash:TEXT`` (SIGSEGV before a cell whose id contains TEXT), ``abort:TEXT``,
-``hang:TEXT`` (sleep forever), ``slow:SECONDS`` (sleep before every cell).
+A worker retires after a cell whose outcome leaves its state in doubt, and says so with
+``exiting``: a CRASH (a CUDA error, which may be sticky: the context is checked after
+every cell on a GPU) or an ERROR (an exception of this tool's own code, recorded with its
+type and message: a bug to report, not a cuDNN outcome). The supervisor then waits for
+that process to end, so the next cell always starts in a live worker. Workers are
+started with ``spawn``: the parent never touches CUDA, the worker owns the only context.
+
+``CUDNN_RNN_FAULT`` is a test hook that injects faults into the worker, each before or
+inside the cell whose id contains TEXT: ``crash:TEXT`` (SIGSEGV), ``abort:TEXT``,
+``hang:TEXT`` (sleep forever), ``raise:TEXT`` (an exception inside the cell's run),
+``cuda:TEXT`` (a kernel that writes through a null pointer: a sticky CUDA error, on a
+GPU), ``exit:TEXT`` (the first worker exits between cells, before acknowledging TEXT),
+and ``slow:SECONDS`` (sleep before every cell).
 """
 from __future__ import annotations
 
@@ -19,6 +30,7 @@ import signal
 import time
 
 FAULT_ENV = "CUDNN_RNN_FAULT"
+ACK_TIMEOUT_S = 60.0  # an idle worker acknowledges a cell at once; longer means it is gone
 
 
 class WorkerStartFailed(RuntimeError):
@@ -27,27 +39,60 @@ class WorkerStartFailed(RuntimeError):
         self.library_missing = library_missing
 
 
-def _inject_fault(cell_id: str) -> None:
-    spec = os.environ.get(FAULT_ENV, "")
-    kind, _, arg = spec.partition(":")
+class InjectedFault(RuntimeError):
+    """Raised inside a cell by ``CUDNN_RNN_FAULT=raise:TEXT`` (tests only)."""
+
+
+def _fault(cell_id: str) -> tuple[str, str]:
+    kind, _, arg = os.environ.get(FAULT_ENV, "").partition(":")
     if kind == "slow" and arg:
         time.sleep(float(arg))
-    elif arg and arg in cell_id:
-        if kind == "crash":
-            os.kill(os.getpid(), signal.SIGSEGV)
-        elif kind == "abort":
-            os.abort()
-        elif kind == "hang":
-            while True:
-                time.sleep(60)
+        return "", ""
+    return (kind, arg) if arg and arg in cell_id else ("", "")
 
 
-def _worker_main(conn, cudnn_path, options) -> None:  # pragma: no cover - runs in the child
+def _inject_process_fault(kind: str) -> None:
+    if kind == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif kind == "abort":
+        os.abort()
+    elif kind == "hang":
+        while True:
+            time.sleep(60)
+
+
+def _inject_cell_fault(kind: str, cupy) -> None:
+    """Faults that happen inside the cell's run (and go through its error handling)."""
+    if kind == "raise":
+        raise InjectedFault("fault injected by CUDNN_RNN_FAULT")
+    if kind == "cuda" and cupy is not None:
+        kernel = cupy.RawKernel(r'''extern "C" __global__ void null_write(int v)
+            { *((volatile int*)0) = v; }''', "null_write")
+        kernel((1,), (1,), (1,))  # asynchronous: the error surfaces at the cell's next CUDA call
+
+
+def _cuda_error_types(cupy) -> tuple:
+    if cupy is None:
+        return ()
+    return (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
+            cupy.cuda.memory.OutOfMemoryError)
+
+
+def _context_error(cupy) -> str | None:
+    """The CUDA context's sticky error, if the last cell left one (None when healthy)."""
+    try:
+        cupy.cuda.runtime.deviceSynchronize()
+    except _cuda_error_types(cupy) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pragma: no cover - runs in the child
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when to stop
     try:
         import bindings
         from . import gpu
-        from .cell import ReferenceCache, crash_record, run_cell
+        from .cell import ReferenceCache, crash_record, error_record, run_cell
         from .flow import HostValues
         from .descriptors import live_objects
         from .seed_replay import replay
@@ -58,14 +103,15 @@ def _worker_main(conn, cudnn_path, options) -> None:  # pragma: no cover - runs 
                              "device_stages": device, "seed_replay": replay(lib, device)}))
     except Exception as exc:
         missing = type(exc).__name__ == "LibraryNotFound"
-        conn.send(("failed", f"{exc}", missing))
+        conn.send(("failed", f"{exc}" if missing else f"{type(exc).__name__}: {exc}", missing))
         return
     cache = ReferenceCache(device_bytes=int(options.get("reference_device_bytes", 0)))
     values = HostValues() if options.get("reuse_values") else None
-    pool = None
+    cupy = pool = None
     if device:
         import cupy
         pool = cupy.get_default_memory_pool()
+    cuda_errors = _cuda_error_types(cupy)
     info = {"cudnn_version": lib.version_string, "library_path": lib.describe()["library_path"]}
     while True:
         try:
@@ -81,19 +127,38 @@ def _worker_main(conn, cudnn_path, options) -> None:  # pragma: no cover - runs 
             except Exception as exc:
                 conn.send(("job", {"skipped": f"{name} failed: {type(exc).__name__}: {exc}"}))
             continue
-        _inject_fault(cell.id)
+        kind, _arg = _fault(cell.id)
+        if kind == "exit" and generation == 1:
+            os._exit(0)  # gone before acknowledging: the cell was never started
+        conn.send(("started", cell.id))
+        _inject_process_fault(kind)
         try:
+            _inject_cell_fault(kind, cupy)
             rec = run_cell(cell, lib, device=device, reps=options.get("reps", 20),
                            time_it=options.get("time", True), cache=cache, values=values,
                            kinds=options.get("kinds"), budget_s=options.get("budget_s"))
-        except Exception as exc:  # not a cuDNN status: an error of ours or of CUDA
-            rec = crash_record(cell, info, f"{type(exc).__name__}: {exc}", "EXCEPTION")
+        except cuda_errors as exc:  # outside a stage (timing, verification): still CUDA's
+            rec = crash_record(cell, info, f"{type(exc).__name__}: {exc}", "CUDA_ERROR")
+        except Exception as exc:  # an error of this tool's own code
+            rec = error_record(cell, info, exc)
+        if cupy is not None:
+            lost = _context_error(cupy)
+            if lost is not None:
+                if rec["outcome"] != "CRASH":
+                    rec["notes"] = list(rec.get("notes") or []) + [
+                        f"before the context check: {rec['outcome']}"
+                        + (f" ({rec.get('failed_call')}: {rec.get('status')})"
+                           if rec.get("failed_call") else "")]
+                    rec.update(outcome="CRASH", status="CUDA_ERROR", timings=None, speedup=None)
+                rec["reason"] = f"the CUDA context is in error after this cell: {lost}"
+        exiting = rec["outcome"] in ("CRASH", "ERROR")
         rec["live_descriptors"] = live_objects()
-        rec["device_memory_bytes"] = int(pool.used_bytes()) if pool is not None else None
+        rec["device_memory_bytes"] = int(pool.used_bytes()) if pool is not None and not exiting \
+            else None
         rec["worker_pid"] = os.getpid()
-        conn.send(("record", rec))
-        if rec["outcome"] == "CRASH":
-            return  # a CUDA error may be sticky: the next cell gets a fresh process
+        conn.send(("record", rec, exiting))
+        if exiting:
+            return  # the next cell gets a fresh process
 
 
 def _run_job(name: str, lib, params: dict) -> dict:  # pragma: no cover - runs in the child
@@ -123,7 +188,11 @@ def _signal_name(code: int | None) -> str:
 
 
 class Worker:
-    """A supervised worker process; :meth:`run` always returns a record."""
+    """A supervised worker process; :meth:`run` always returns a record of that cell.
+
+    ``started`` counts the processes started, ``lost`` those that ended other than by
+    :meth:`close` (a crash, a kill after a timeout, or retirement after a CRASH or ERROR
+    record), ``restarts`` the processes started to replace a lost one."""
 
     def __init__(self, cudnn_path: str | None, options: dict, start_timeout: float = 300.0):
         self.cudnn_path = cudnn_path
@@ -132,12 +201,19 @@ class Worker:
         self.proc = None
         self.conn = None
         self.info: dict | None = None
-        self.restarts = 0
+        self.started = 0
+        self.lost = 0
+
+    @property
+    def restarts(self) -> int:
+        return max(self.started - 1, 0)
 
     def start(self) -> dict:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, self.cudnn_path, self.options),
+        self.started += 1
+        self.proc = ctx.Process(target=_worker_main,
+                                args=(child, self.cudnn_path, self.options, self.started),
                                 daemon=True, name="cudnn-rnn-worker")
         self.proc.start()
         child.close()
@@ -147,9 +223,10 @@ class Worker:
             raise WorkerStartFailed(f"the worker did not start within {self.start_timeout:.0f} s")
         try:
             kind, *payload = parent.recv()
-        except EOFError:
-            code = self.proc.exitcode if self.proc.join(5) is None else None
-            raise WorkerStartFailed(f"the worker died while starting ({_signal_name(code)})") from None
+        except (EOFError, OSError):
+            self.proc.join(5)
+            raise WorkerStartFailed("the worker died while starting "
+                                    f"({_signal_name(self.proc.exitcode)})") from None
         if kind == "failed":
             self.kill()
             raise WorkerStartFailed(payload[0], payload[1])
@@ -160,34 +237,86 @@ class Worker:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.is_alive()
 
+    def _ensure(self) -> None:
+        """A live worker; a lost one is replaced."""
+        if not self.alive:
+            if self.proc is not None and self.conn is not None:
+                self._forget()
+            self.start()
+
+    def _forget(self) -> None:
+        """The current process ended on its own: count it lost and drop it."""
+        self.proc.join(5)
+        self.kill()
+        self.lost += 1
+        self.conn = None
+
+    def _retire(self) -> None:
+        """The worker said it exits after this record: wait until it has."""
+        self.proc.join(30)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(5)
+        self.lost += 1
+        self.conn = None
+
+    def _acknowledged(self, cell) -> bool:
+        """Send ``cell`` and wait for the worker to start it; False if the worker was gone
+        (it never started the cell)."""
+        try:
+            self.conn.send(cell)
+        except (BrokenPipeError, OSError):
+            self._forget()
+            return False
+        deadline = time.monotonic() + ACK_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.conn.poll(0.2):
+                try:
+                    kind, ident = self.conn.recv()
+                except (EOFError, OSError):
+                    break
+                if kind == "started" and ident == cell.id:
+                    return True
+                break
+            if not self.proc.is_alive():
+                break
+        self._forget()
+        return False
+
     def run(self, cell, timeout: float) -> dict:
         from .cell import crash_record
-        if not self.alive:
-            if self.proc is not None:
-                self.restarts += 1
-            self.start()
+        for _attempt in range(3):
+            self._ensure()
+            if self._acknowledged(cell):
+                break
+        else:
+            raise WorkerStartFailed(f"three fresh workers ended before starting cell {cell.id}")
         ident = {"cudnn_version": self.info["library"]["cudnn_version"],
                  "library_path": self.info["library"]["library_path"]}
-        self.conn.send(cell)
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.kill()
+                self.lost += 1
+                self.conn = None
                 rec = crash_record(cell, ident, f"no result within the {timeout:g} s per-cell "
                                    "timeout; the worker was killed", "TIMEOUT")
                 rec["outcome"] = "TIMEOUT"
                 return rec
             if self.conn.poll(min(remaining, 0.5)):
                 try:
-                    kind, rec = self.conn.recv()
-                    return rec
+                    _kind, rec, exiting = self.conn.recv()
                 except (EOFError, OSError):
                     break
+                if exiting:
+                    self._retire()
+                return rec
             if not self.proc.is_alive():
                 break
         self.proc.join(5)
         status = _signal_name(self.proc.exitcode)
+        self.lost += 1
         self.conn = None
         return crash_record(cell, ident, f"the worker process died ({status}) while running "
                             "this cell", status)
@@ -195,15 +324,21 @@ class Worker:
     def job(self, name: str, params: dict, timeout: float = 600.0) -> dict:
         """Run a named job (see ``_run_job``) in the worker; a dict with ``skipped`` when
         it could not be done."""
-        if not self.alive:
-            self.start()
-        self.conn.send(("job", name, params))
+        self._ensure()
+        try:
+            self.conn.send(("job", name, params))
+        except (BrokenPipeError, OSError):
+            self._forget()
+            return {"skipped": f"the worker was gone before {name} started"}
         if not self.conn.poll(timeout):
             self.kill()
+            self.lost += 1
+            self.conn = None
             return {"skipped": f"{name} did not finish within {timeout:g} s"}
         try:
             _kind, result = self.conn.recv()
         except (EOFError, OSError):
+            self._forget()
             return {"skipped": f"the worker died while running {name}"}
         return result
 
@@ -218,7 +353,7 @@ class Worker:
             self.proc.join(5)
 
     def close(self) -> None:
-        if self.alive:
+        if self.alive and self.conn is not None:
             try:
                 self.conn.send(None)
                 self.proc.join(10)

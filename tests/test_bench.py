@@ -62,7 +62,7 @@ def test_cli_errors_are_one_line(tmp_path):
     assert_one_line_exit_2(run("cudnn_rnn.bench", "--spec", str(bad)), "not valid TOML")
     assert_one_line_exit_2(run("cudnn_rnn.bench", "--spec", "nope"), "not found")
     assert_one_line_exit_2(run("cudnn_rnn.bench", "--group", "nope"), "no group named")
-    assert_one_line_exit_2(run("cudnn_rnn.bench", "--reps", "x"), "invalid int")
+    assert_one_line_exit_2(run("cudnn_rnn.bench", "--reps", "x"), "argument --reps: expected a positive integer")
     assert_one_line_exit_2(run("cudnn_rnn.bench", "--group", "seed", CUDNN_RNN_NO_GPU="1"),
                            "needs a CUDA GPU")
 

@@ -15,9 +15,9 @@ FIX = Path(__file__).parent / "fixtures" / "bench-h200-919"
 
 @pytest.fixture(scope="module")
 def recorded():
-    records, _ = read_records(FIX / "bench.jsonl")
-    runs = report.read_runs(FIX / "bench.run.json")
-    overhead = json.loads((FIX / "overhead.json").read_text())
+    records, _ = read_records(FIX / "bench.jsonl", report.BENCH_RECORD, "benchmark record")
+    runs = report.read_run_file(FIX / "bench.run.json")["runs"]
+    overhead = report.read_overhead(FIX / "overhead.json")
     return records, runs, overhead
 
 
@@ -70,11 +70,19 @@ def test_markdown_carries_provenance_targets_and_every_shape(recorded):
         assert "Below 50%" in md or "stay below 50%" in md  # a missed target says why
 
 
-def test_cli_rebuilds_the_report(tmp_path):
+def test_cli_rebuilds_the_report_without_touching_the_run(tmp_path):
     d = tmp_path / "r"
     shutil.copytree(FIX, d)
-    proc = run("cudnn_rnn.reporting.bench", str(d))
+    before = {f.name: f.read_bytes() for f in d.iterdir()}
+    proc = run("cudnn_rnn.reporting.bench", str(d), "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
-    assert (d / "bench.md").read_text().startswith("# Benchmark: NVIDIA H200, cuDNN 9.19.0")
-    assert json.loads((d / "bench.json").read_text())["schema"] == report.SCHEMA
+    md = (tmp_path / "out" / "bench.md").read_text()
+    assert md.startswith("# Benchmark: NVIDIA H200, cuDNN 9.19.0")
+    assert json.loads((tmp_path / "out" / "bench.json").read_text())["schema"] == report.SCHEMA
+    assert {f.name: f.read_bytes() for f in d.iterdir()} == before  # reading never writes
+    home = tmp_path / "home"
+    proc = run("cudnn_rnn.reporting.bench", str(d), CUDNN_RNN_HOME=str(home))
+    assert proc.returncode == 0, proc.stderr
+    assert (home / "reports" / "nvidia-h200-9.19.0-bench" / "bench.md").read_text() == md
+    assert {f.name: f.read_bytes() for f in d.iterdir()} == before
     assert_one_line_exit_2(run("cudnn_rnn.reporting.bench", str(tmp_path)), "no bench.jsonl")

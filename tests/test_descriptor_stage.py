@@ -2,7 +2,7 @@
 import pytest
 
 from bindings import errors
-from bindings.enums import DataType, MathType, RNNAlgo, RNNMode
+from bindings.enums import DataType, DirectionMode, MathType, RNNAlgo, RNNMode
 from cudnn_rnn.config import RNNConfig
 from cudnn_rnn.descriptors import DropoutDescriptor, RNNDescriptor
 from cudnn_rnn.flow import DESCRIPTOR_STAGES, STAGES, RNNFlow
@@ -38,8 +38,37 @@ def test_bfloat16_with_float_precision_passes_the_descriptor_stage(lib):
 
 
 def test_zero_layers_is_a_bad_param(lib):
-    with pytest.raises(errors.BadParam):
-        set_descriptor(lib, SAMPLE.replace(num_layers=0))
+    """cuDNN's own answer, asked directly: RNNConfig refuses 0 layers before any C call."""
+    c = SAMPLE
+    with DropoutDescriptor(lib) as dropout, RNNDescriptor(lib) as rnn:
+        with pytest.raises(errors.BadParam):
+            lib.cudnnSetRNNDescriptor_v8(
+                rnn, int(c.algo), int(c.cell), int(c.bias_mode), int(c.direction),
+                int(c.input_mode), int(c.data_type), int(c.precision), int(c.math_type),
+                c.input, c.hidden_size, c.proj, 0, dropout, 0)
+    with pytest.raises(ValueError, match="num_layers must be a positive integer"):
+        SAMPLE.replace(num_layers=0)
+
+
+@pytest.mark.parametrize("change,named", [
+    ({"hidden_size": 2 ** 32 + 512}, "hidden_size = 4294967808"),
+    ({"mini_batch": 2 ** 31}, "mini_batch = 2147483648"),
+    ({"input_size": 2 ** 31}, "input_size"),
+    ({"proj_size": 2 ** 40}, "proj_size"),
+    ({"mini_batch": 2 ** 16, "hidden_size": 2 ** 16, "proj_size": 8}, "cell-state stride"),
+    ({"mini_batch": 2 ** 16, "hidden_size": 2 ** 16}, "hidden-state stride"),
+    ({"hidden_size": 2 ** 30, "direction": DirectionMode.BIDIRECTIONAL}, "output vector size"),
+])
+def test_sizes_that_do_not_fit_a_c_int_are_refused_before_any_call(change, named):
+    """ctypes would pass 2**32 + 512 as 512: every size cuDNN takes as an int is checked."""
+    with pytest.raises(ValueError, match="does not fit the C int") as info:
+        SAMPLE.replace(**change)
+    assert named in str(info.value)
+
+
+def test_the_largest_c_int_passes_the_check():
+    cfg = SAMPLE.replace(seq_length=2 ** 31 - 1, num_layers=2 ** 31 - 1)
+    assert max(cfg.c_ints().values()) == 2 ** 31 - 1
 
 
 def test_flow_without_device_runs_descriptor_stages_and_skips_the_rest(lib):

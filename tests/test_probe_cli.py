@@ -67,7 +67,7 @@ def test_a_crashing_worker_is_recorded_and_the_run_goes_on(tmp_path):
     index = [r["id"] for r in recs].index(crashed[0]["id"])
     assert index < len(recs) - 1  # later cells still ran, in a fresh worker
     assert len({r["worker_pid"] for r in recs if r.get("worker_pid")}) == 2
-    assert "1 worker restarts" in proc.stdout
+    assert "workers: 2 started, 1 lost" in proc.stdout
 
 
 def test_a_hanging_cell_times_out(tmp_path):
@@ -110,7 +110,7 @@ def test_kill_minus_9_then_resume_gives_every_cell_once(tmp_path):
     (("--dtype", "FLOAT,QUARTER"), "unknown data_type value 'QUARTER'"),
     (("--spec", "nosuchspec"), "not found"),
     (("--reps", "0"), "--reps"),
-    (("--reps", "many"), "invalid int"),
+    (("--reps", "many"), "argument --reps: expected a positive integer"),
     (("--resume", "--overwrite"), "exclude"),
     (("--hidden", "3"), "no cell"),
     (("--bogus",), "unrecognized"),
@@ -132,9 +132,10 @@ def test_existing_results_are_never_overwritten_silently(tmp_path):
     before = (tmp_path / "default.jsonl").read_bytes()
     assert_one_line_exit_2(probe(tmp_path, "--dtype", "INT8", "--cell", "GRU"), "--resume")
     assert (tmp_path / "default.jsonl").read_bytes() == before
-    (tmp_path / "default.jsonl").write_text('{"id": "x", "outcome": "OK"}\nbroken\n{"id": "y", "outcome": "OK"}\n')
+    first = before.splitlines(keepends=True)[0]
+    (tmp_path / "default.jsonl").write_bytes(first + b"broken\n" + first)
     assert_one_line_exit_2(probe(tmp_path, "--dtype", "INT8", "--cell", "GRU", "--resume"),
-                           "not JSON")
+                           "line 2 is not JSON")
 
 
 def test_missing_library(tmp_path):

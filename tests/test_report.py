@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cudnn_rnn import report
+from cudnn_rnn.reporting import matrix as report
 from cudnn_rnn.reporting import analysis, constraints as cons, diff as diffing, html, load, markdown
 
 from .test_cli import assert_one_line_exit_2, run

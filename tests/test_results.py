@@ -1,12 +1,16 @@
 import json
+from pathlib import Path
 
 import pytest
 
 from cudnn_rnn.results import MalformedResults, ResultsFile, read_records
 
+RECORDED = json.loads((Path(__file__).parent / "fixtures" / "h200-919" / "default.jsonl")
+                      .read_text().splitlines()[0])
+
 
 def rec(i):
-    return {"id": f"c{i}", "outcome": "OK"}
+    return dict(RECORDED, id=f"c{i}")
 
 
 def test_torn_last_line_is_dropped_and_truncated_on_resume(tmp_path):
@@ -34,3 +38,29 @@ def test_a_bad_line_in_the_middle_is_an_error(tmp_path):
     p.write_text(json.dumps([1, 2]) + "\n")
     with pytest.raises(MalformedResults, match="not a probe record"):
         read_records(p)
+
+
+@pytest.mark.parametrize("change,says", [
+    ({"shape": 5}, "line 1 is not a probe record (shape: expected an object, got 5)"),
+    ({"shape": {"seq_length": 20, "layers": 2, "hidden": "512", "batch": 64}}, "shape.hidden"),
+    ({"outcome": None}, "outcome: expected a name"),
+    ({"timings": {"forward_training": {"median_ms": float("nan"), "tflops": 1}}}, "median_ms"),
+    ({"errors": None, "outcome": "OK"}, "an OK cell without its verification errors"),
+    ({"id": ["x"]}, "id: expected a string"),
+])
+def test_a_record_of_the_wrong_structure_is_named(tmp_path, change, says):
+    p = tmp_path / "r.jsonl"
+    p.write_text(json.dumps(dict(RECORDED, **change)) + "\n")
+    with pytest.raises(MalformedResults) as info:
+        read_records(p)
+    assert says in str(info.value)
+
+
+def test_every_committed_and_recorded_run_reads():
+    """The checks accept every record a real run wrote (committed results and fixtures)."""
+    root = Path(__file__).resolve().parent.parent
+    files = [f for f in [*root.glob("results/*/*/*.jsonl"), *root.glob("tests/fixtures/*/*.jsonl")]
+             if f.name != "bench.jsonl"]
+    assert len(files) >= 8
+    for f in files:
+        assert read_records(f)[0], f

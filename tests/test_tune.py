@@ -77,7 +77,12 @@ def test_torch_comparison_is_skipped_with_a_reason_when_unavailable():
     (("--cell", "LSTMX", "--hidden", "512", "--batch", "64"), "unknown cudnnRNNMode_t"),
     (("--cell", "LSTM", "--hidden", "0", "--batch", "64"), "positive integer"),
     (("--cell", "LSTM", "--hidden", "512", "--batch", "64", "--precision", "fp8"), "invalid choice"),
-    (("--cell", "LSTM", "--hidden", "512", "--batch", "64", "--budget", "0"), "--budget must be"),
+    (("--cell", "LSTM", "--hidden", "512", "--batch", "64", "--budget", "0"),
+     "argument --budget: expected a positive, finite number"),
+    (("--cell", "LSTM", "--hidden", "512", "--batch", "64", "--budget", "nan"), "--budget"),
+    (("--cell", "LSTM", "--hidden", "512", "--batch", "64", "--timeout", "-1"), "--timeout"),
+    (("--cell", "LSTM", "--hidden", str(2 ** 32 + 512), "--batch", "64"),
+     "hidden_size = 4294967808 does not fit the C int"),
 ])
 def test_bad_arguments(args, needle):
     assert_one_line_exit_2(run("cudnn_rnn.tune", *args), needle)

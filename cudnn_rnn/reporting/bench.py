@@ -12,15 +12,25 @@ medians measured in the same run (same worker process, same GPU).
 """
 from __future__ import annotations
 
-import json
+import re
 import sys
 from pathlib import Path
 
 from bindings.enums import RNNMode
 
+from ..cli import BadInput
 from ..config import GATES
-from ..results import read_records, write_json
+from ..jsontypes import (ANY, BOOL, INT, NAME, NUM, POS_INT, POS_NUM, STR, Dict, List, Obj, Opt,
+                         Pred, problem)
+from ..provenance import slug
+from ..results import MalformedResults, read_records, write_json
+from ..runs import read_json_dict
 from .analysis import config_label
+from .load import SCALAR
+
+PROVENANCE_KEYS = ("gpu", "compute_capability", "driver_version", "cuda_runtime_cudnn",
+                   "cuda_runtime_cupy", "cupy", "cudnn_version", "library_path",
+                   "library_source", "commit", "command", "date")
 
 SCHEMA = 1
 FP32 = "FLOAT/FLOAT/FMA/STANDARD"
@@ -34,11 +44,93 @@ def fp16_target(shape: dict) -> bool:
     return shape["cell"] == "LSTM" and shape["hidden"] >= 2048 and shape["batch"] >= 128
 
 
-def read_runs(path: str | Path) -> list[dict]:
+def _config_name(v) -> bool:
+    return isinstance(v, str) and len(v.split("/")) == 4
+
+
+FULL_TIMING = Obj({"median_ms": POS_NUM, "q1_ms": NUM, "q3_ms": NUM, "reps": POS_INT,
+                   "min_ms": NUM, "max_ms": NUM}, required={"median_ms", "q1_ms", "q3_ms", "reps"})
+CANDIDATE = Obj({"config": Pred(_config_name, "DATA/PREC/MATH/ALGO"), "outcome": NAME,
+                 "status": Opt(STR), "failed_stage": Opt(STR), "failed_call": Opt(STR),
+                 "reason": Opt(STR), "timing": Opt(FULL_TIMING), "tflops": Opt(NUM),
+                 "max_error": Opt(NUM), "tolerance": Opt(NUM), "gradient_tolerance": Opt(NUM),
+                 "implicit": Opt(BOOL), "duration_s": Opt(NUM), "cell_id": Opt(STR)},
+                required={"config", "outcome", "status", "failed_call", "reason", "timing"})
+BENCH_RECORD = Obj({
+    "id": STR, "outcome": NAME, "group": STR, "session": Opt(STR), "objective": Opt(STR),
+    "shape": Obj({"cell": Pred(lambda v: v in RNNMode.__members__, "an RNN mode such as LSTM"),
+                  "seq_length": POS_INT, "layers": POS_INT, "hidden": POS_INT, "batch": POS_INT,
+                  "input": POS_INT},
+                 required={"cell", "seq_length", "layers", "hidden", "batch"}),
+    "flop": POS_INT, "candidates": List(CANDIDATE),
+    "torch": Opt(Obj({"ms": Opt(POS_NUM), "q1_ms": Opt(NUM), "q3_ms": Opt(NUM),
+                      "skipped": Opt(STR)})),
+    "duration_s": Opt(NUM)}, required={"id", "outcome", "group", "shape", "flop", "candidates"})
+PROVENANCE = Obj({k: SCALAR for k in PROVENANCE_KEYS}, required=PROVENANCE_KEYS)
+RUN = Obj({"session": STR, "provenance": PROVENANCE,
+           "gemm": Opt(Obj({"rates": Dict(Obj({"tflops": POS_NUM, "tflops_q1": NUM,
+                                               "tflops_q3": NUM, "compute_type": SCALAR},
+                                              required={"tflops", "tflops_q1", "tflops_q3"})),
+                            "skipped": Opt(STR)})),
+           "spec": Opt(STR), "deadline_s": Opt(NUM), "budget_s": Opt(NUM), "reps": Opt(INT),
+           "spec_shapes": Opt(List(STR)), "stopped": Opt(STR), "wall_s": Opt(NUM)},
+          required={"session", "provenance"})
+RUN_FILE = Obj({"kind": STR, "identity": Opt(Dict(ANY)), "runs": List(RUN)}, required={"runs"})
+
+
+def _measured_row(row: dict, where: str) -> str | None:
+    if "ratio" not in row:
+        return None
+    return MEASURED_ROW(row, where)
+
+
+MEASURED_ROW = Obj({
+    "ratio": NUM, "ratio_min": NUM, "ratio_max": NUM, "fwd_mode": STR,
+    "config": Obj({k: NAME for k in ("data_type", "math_prec", "math_type", "algo", "layout")},
+                  required={"data_type", "math_prec", "math_type", "algo", "layout"}),
+    "ours": Obj({"median_ms": POS_NUM}, required={"median_ms"}),
+    "torch": Obj({"median_ms": POS_NUM}, required={"median_ms"}),
+    "host_enqueue": Obj({"ours_us": NUM, "torch_us": NUM}, required={"ours_us", "torch_us"}),
+    "isolated_ratio": NUM, "queued_ratio": Opt(NUM),
+    "queued": Opt(Obj({"host_ahead": BOOL}, required={"host_ahead"})),
+    "arguments_differ": List(STR)},
+    required={"ratio", "ratio_min", "ratio_max", "fwd_mode", "config", "ours", "torch",
+              "host_enqueue", "isolated_ratio"},
+    rule=lambda r, w: (f"{w}.queued: needed beside queued_ratio"
+                       if r.get("queued_ratio") is not None and not r.get("queued") else None))
+OVERHEAD = Obj({
+    "target": NUM, "processes": POS_INT, "rounds": Opt(POS_INT), "worst_ratio": Opt(NUM),
+    "median_ratio": Opt(NUM), "worst_single_process": Opt(NUM), "provenance": Opt(Dict(SCALAR)),
+    "rows": List(Obj({"shape": Obj({k: SCALAR for k in ("cell", "seq", "layers", "hidden",
+                                                        "batch", "dtype")},
+                                   required={"cell", "seq", "layers", "hidden", "batch", "dtype"}),
+                      "training_mode": BOOL, "skipped": Opt(STR)},
+                     required={"shape", "training_mode"}, rule=_measured_row))},
+    required={"target", "rows"})
+
+
+def read_run_file(path: str | Path) -> dict:
+    """``bench.run.json``, checked: ``{"identity": ..., "runs": [...]}`` (no runs when absent)."""
     p = Path(path)
     if not p.exists():
-        return []
-    return json.loads(p.read_text()).get("runs", [])
+        return {"runs": []}
+    data = read_json_dict(p)
+    wrong = "not a JSON object" if data is None else problem(data, RUN_FILE, "the file")
+    if wrong:
+        raise BadInput(f"{p} is not a benchmark's bench.run.json ({wrong})")
+    return data
+
+
+def read_overhead(path: str | Path) -> dict | None:
+    """``overhead.json``, checked (None when absent)."""
+    p = Path(path)
+    if not p.exists():
+        return None
+    data = read_json_dict(p)
+    wrong = "not a JSON object" if data is None else problem(data, OVERHEAD, "the file")
+    if wrong:
+        raise BadInput(f"{p} is not the overhead check's overhead.json ({wrong})")
+    return data
 
 
 def _verified(rec: dict) -> list[dict]:
@@ -421,29 +513,54 @@ def markdown(summary: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def write(out_dir: str | Path) -> Path:
-    """Rebuild ``bench.json`` and ``bench.md`` in ``out_dir`` from what is recorded there."""
-    d = Path(out_dir)
-    records, _ = read_records(d / "bench.jsonl")
-    runs = read_runs(d / "bench.run.json")
-    overhead = json.loads((d / "overhead.json").read_text()) if (d / "overhead.json").exists() else None
-    summary = summarise(records, runs, overhead)
-    write_json(d / "bench.json", summary)
-    (d / "bench.md").write_text(markdown(summary))
-    return d / "bench.md"
+def read(run_dir: str | Path) -> dict:
+    """The summary of the benchmark recorded in ``run_dir`` (files checked; never writes)."""
+    d = Path(run_dir)
+    try:
+        records, _ = read_records(d / "bench.jsonl", BENCH_RECORD, "benchmark record")
+    except MalformedResults as exc:
+        raise BadInput(str(exc)) from None
+    return summarise(records, read_run_file(d / "bench.run.json")["runs"],
+                     read_overhead(d / "overhead.json"))
+
+
+def write(run_dir: str | Path, out_dir: str | Path) -> Path:
+    """``bench.json`` and ``bench.md`` in ``out_dir`` from what is recorded in ``run_dir``."""
+    summary = read(run_dir)
+    out = Path(out_dir)
+    write_json(out / "bench.json", summary)
+    (out / "bench.md").write_text(markdown(summary))
+    return out / "bench.md"
 
 
 def main(argv=None) -> int:
-    from ..cli import BadInput, OneLineParser, run_main
+    from ..cli import OneLineParser, run_main
+    from ..runs import output_dir, report_dir
 
     def run(argv):
         p = OneLineParser(prog="cudnn_rnn.reporting.bench",
-                          description="rebuild bench.md and bench.json from a results directory")
-        p.add_argument("directory")
+                          description="bench.md and bench.json from a benchmark's run folder")
+        p.add_argument("directory", help="a folder holding bench.jsonl and bench.run.json")
+        p.add_argument("--out", default=None,
+                       help="output folder (default reports/<gpu>-<cudnn>-bench/)")
         args = p.parse_args(argv)
-        if not (Path(args.directory) / "bench.jsonl").exists():
+        d = Path(args.directory)
+        if not d.is_dir():
+            raise BadInput(f"{args.directory} is not a folder (give a benchmark's run folder)")
+        if not (d / "bench.jsonl").is_file():
             raise BadInput(f"{args.directory}: no bench.jsonl here; run make bench first")
-        print(write(args.directory))
+        summary = read(d)
+        if args.out is None:
+            p0 = summary["runs"][0]["provenance"] if summary["runs"] else {}
+            gpu, version = slug(p0.get("gpu")), str(p0.get("cudnn_version"))
+            if not re.fullmatch(r"[0-9]+(\.[0-9]+){0,3}", version):
+                version = slug(version)
+            out = output_dir(report_dir(f"{gpu}-{version}-bench"))
+        else:
+            out = output_dir(args.out)
+        write_json(out / "bench.json", summary)
+        (out / "bench.md").write_text(markdown(summary))
+        print(out / "bench.md")
         return 0
     return run_main(run, argv, prog="cudnn_rnn.reporting.bench")
 

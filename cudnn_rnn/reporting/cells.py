@@ -25,7 +25,10 @@ LEGEND = [
     ("`WRONG`", "every call succeeded but the numbers are outside the stated tolerance; "
                 "no speed is claimed"),
     ("`skip`", "descriptor stages passed; device stages not run (no GPU)"),
-    ("`CRASH` / `TIMEOUT`", "the worker process died or hung on this cell"),
+    ("`CRASH` / `TIMEOUT`", "the worker process died or hung on this cell, or the cell left "
+                            "the CUDA context in error"),
+    ("`ERROR`", "this tool's own code raised on this cell (a bug to report, not a cuDNN "
+                "outcome)"),
 ]
 
 
@@ -40,7 +43,7 @@ def short(rec: dict | None) -> str:
         sp = (rec.get("speedup") or {}).get("forward_training")
         return f"{t['tflops']:.1f} TF" + (f" x{sp:.2f}" if sp else "")
     text = SHORT_STATUS.get(o, o)
-    if o in ("WRONG_RESULT", "SKIPPED", "CRASH", "TIMEOUT"):
+    if o in ("WRONG_RESULT", "SKIPPED", "CRASH", "TIMEOUT", "ERROR"):
         return text
     call = rec.get("failed_call")
     return f"{text}@{SHORT_CALL.get(call, call)}" if call else text
@@ -71,7 +74,7 @@ def css_class(rec: dict | None) -> str:
         sp = (rec.get("speedup") or {}).get("forward_training") or 1.0
         return "ok-fast" if sp >= 1.5 else "ok" if sp >= 0.9 else "ok-slow"
     return {"NOT_SUPPORTED": "ns", "BAD_PARAM": "bp", "WRONG_RESULT": "wrong", "SKIPPED": "skip",
-            "CRASH": "crash", "TIMEOUT": "crash"}.get(o, "other")
+            "CRASH": "crash", "TIMEOUT": "crash", "ERROR": "crash"}.get(o, "other")
 
 
 def grid(records: list, data_type: str):

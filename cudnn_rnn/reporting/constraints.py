@@ -74,7 +74,7 @@ def version_number(text: str | None) -> int:
 
 
 MEASURED_WORKS = ("OK", "WRONG_RESULT")  # WRONG_RESULT ran; it is wrong about numbers, not support
-NOT_JUDGED = ("SKIPPED", "CRASH", "TIMEOUT", "HOST_ERROR")
+NOT_JUDGED = ("SKIPPED", "CRASH", "TIMEOUT", "HOST_ERROR", "ERROR")
 
 
 def contradictions(records: list, constraints: Constraints) -> list[dict]:
@@ -82,7 +82,8 @@ def contradictions(records: list, constraints: Constraints) -> list[dict]:
 
     * documented unsupported, but every stage ran (OK or WRONG_RESULT);
     * documented supported, but cuDNN refused a call.
-    Cells that did not reach a verdict (SKIPPED without a GPU, CRASH, TIMEOUT) are not judged.
+    Cells that did not reach a verdict (SKIPPED without a GPU, CRASH, TIMEOUT, ERROR) are not
+    judged.
     """
     out = []
     for rec in sorted(records, key=lambda r: r["id"]):

@@ -1,14 +1,41 @@
-"""Reading result sets: one or more probe JSONL files and the run.json beside them."""
+"""Reading result sets: one or more probe runs (``<spec>.jsonl`` + ``<spec>.run.json``).
+
+Records are read by :func:`cudnn_rnn.results.read_records`, the one reader of probe
+records (it checks each record's structure); the ``.run.json`` beside each file is
+checked here. A directory's probe runs are its ``*.jsonl`` files except those whose
+``.run.json`` says they are another kind of run (the benchmark's ``bench.jsonl``).
+Reading never writes.
+"""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..cli import BadInput
+from ..jsontypes import ANY, BOOL, INT, STR, Dict, List, Obj, Opt, Pred, problem
+from ..results import MalformedResults, read_records
+from ..runs import read_json_dict
 
 SAMPLE_SHAPE = {"seq_length": 20, "layers": 2, "hidden": 512, "batch": 64}
-REQUIRED = ("id", "outcome", "data_type", "math_prec", "math_type", "algo", "cell", "shape")
+SCALAR = Pred(lambda v: v is None or isinstance(v, (str, int, float, bool)),
+              "a string, number, boolean or null")
+
+
+def _replay_outputs(step: dict, where: str) -> str | None:
+    if "output_written" in step:
+        for key in ("output_before", "output_after"):
+            if not isinstance(step.get(key), int) or isinstance(step.get(key), bool):
+                return f"{where}.{key}: expected an integer beside output_written"
+    return None
+
+
+RUN_META = Obj({
+    "kind": STR, "spec": STR, "provenance": Dict(SCALAR), "legacy_symbols": Opt(Dict(BOOL)),
+    "seed_replay": Opt(List(Obj({"call": STR, "status": STR, "args": Opt(STR), "reason": Opt(STR),
+                                 "status_code": Opt(INT), "output_written": Opt(BOOL)},
+                                required={"call", "status"}, rule=_replay_outputs))),
+    "sessions": Opt(List(Dict(ANY))), "identity": Opt(Dict(ANY)),
+})
 
 
 @dataclass
@@ -31,37 +58,34 @@ class ResultSet:
         return {r["id"]: r for r in self.records}
 
 
+def _is_probe_run(jsonl: Path) -> bool:
+    meta = read_json_dict(jsonl.with_suffix(".run.json"))
+    return meta is None or not ("runs" in meta or meta.get("kind", "probe") != "probe")
+
+
 def _jsonl_files(path: Path) -> list[Path]:
     if path.is_dir():
-        files = sorted(path.glob("*.jsonl"))
+        files = [f for f in sorted(path.glob("*.jsonl")) if f.is_file() and _is_probe_run(f)]
         if not files:
-            raise BadInput(f"{path} holds no probe results (*.jsonl)")
+            raise BadInput(f"{path} holds no probe results (<spec>.jsonl beside <spec>.run.json)")
         return files
     if not path.exists():
-        raise BadInput(f"{path} does not exist (give a probe .jsonl or its directory)")
+        raise BadInput(f"{path} does not exist (give a probe run's folder or its .jsonl file)")
     return [path]
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    records = []
-    try:
-        text = path.read_text()
-    except UnicodeDecodeError:
-        raise BadInput(f"{path} is not a text file of probe records") from None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            raise BadInput(f"{path}: line {number} is not JSON") from None
-        if not isinstance(rec, dict) or any(k not in rec for k in REQUIRED):
-            missing = [k for k in REQUIRED if not isinstance(rec, dict) or k not in rec]
-            raise BadInput(f"{path}: line {number} is not a probe record (lacks {missing[0]})")
-        records.append(rec)
-    if not records:
-        raise BadInput(f"{path} holds no records")
-    return records
+def read_meta(jsonl: Path) -> dict | None:
+    """The ``.run.json`` beside ``jsonl``, checked; None when there is none."""
+    run = jsonl.with_suffix(".run.json")
+    if not run.exists():
+        return None
+    data = read_json_dict(run)
+    if data is None:
+        raise BadInput(f"{run} is not a JSON object (a probe run's .run.json)")
+    wrong = problem(data, RUN_META, "the file")
+    if wrong:
+        raise BadInput(f"{run} is not a probe run's .run.json ({wrong})")
+    return data
 
 
 def load(*paths) -> ResultSet:
@@ -69,18 +93,19 @@ def load(*paths) -> ResultSet:
     files = [f for p in paths for f in _jsonl_files(Path(p))]
     seen, records, meta = set(), [], {}
     for f in files:
-        for rec in read_jsonl(f):
+        try:
+            found, _ = read_records(f)
+        except MalformedResults as exc:
+            raise BadInput(str(exc)) from None
+        if not found:
+            raise BadInput(f"{f} holds no records")
+        for rec in found:
             if rec["id"] not in seen:
                 seen.add(rec["id"])
                 records.append(rec)
-        run = f.with_suffix(".run.json")
-        if run.exists():
-            try:
-                data = json.loads(run.read_text())
-            except json.JSONDecodeError:
-                raise BadInput(f"{run} is not JSON") from None
-            if not meta or data.get("spec") == "default":
-                meta = {**data, "seed_replay": data.get("seed_replay") or meta.get("seed_replay")}
+        data = read_meta(f)
+        if data is not None and (not meta or data.get("spec") == "default"):
+            meta = {**data, "seed_replay": data.get("seed_replay") or meta.get("seed_replay")}
     return ResultSet(records, meta, [str(f) for f in files])
 
 

@@ -1,0 +1,64 @@
+"""The support-matrix report of a result set: ``matrix.md``, ``matrix.html``, ``summary.json``."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from .. import provenance
+from . import analysis, constraints as cons, html, load, markdown
+
+SCHEMA_VERSION = 1
+FILES = ("matrix.md", "matrix.html", "summary.json")
+
+
+def analyse(result: load.ResultSet, rules: cons.Constraints) -> dict:
+    sweep = analysis.sweep(result.records)
+    found = cons.contradictions(result.records, rules)
+    return {"counts": analysis.counts(result.records),
+            "int8": analysis.int8_answer(result.records, result.meta),
+            "sweep": sweep, "performance_rule": analysis.performance_rule(sweep["rows"]),
+            "contradictions": found, "contradiction_groups": cons.group(found)}
+
+
+def report_info(argv, sources) -> dict:
+    return {"command": provenance.command(argv), "commit": provenance.commit(),
+            "date": provenance.now(), "sources": [str(s) for s in sources]}
+
+
+def compact(rec: dict) -> dict:
+    keep = ("id", "data_type", "math_prec", "math_type", "algo", "cell", "direction", "input_mode",
+            "bias_mode", "proj_size", "layout", "shape", "outcome", "failed_stage", "failed_call",
+            "status", "status_code", "reason", "errors", "speedup")
+    out = {k: rec.get(k) for k in keep}
+    out["forward_training_tflops"] = ((rec.get("timings") or {}).get("forward_training") or {}).get("tflops")
+    out["timings_ms"] = {k: v["median_ms"] for k, v in (rec.get("timings") or {}).items()}
+    return out
+
+
+def name(result: load.ResultSet) -> str:
+    """``nvidia-h200-9.19.0``: the GPU (or no-gpu) and the cuDNN version of a result set."""
+    prov = result.provenance
+    gpu = prov.get("gpu") if prov.get("gpu") and not prov.get("no_gpu_reason") else None
+    version = str(prov.get("cudnn_version") or result.records[0].get("cudnn_version"))
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+){0,3}", version):  # it names a folder: no '..'
+        version = provenance.slug(version)
+    return f"{provenance.slug(gpu)}-{version}"
+
+
+def write_report(result: load.ResultSet, out_dir: Path, argv) -> list[Path]:
+    """Write the three files into ``out_dir`` (which must exist); returns their paths."""
+    rules = cons.load()
+    info = report_info(argv, result.paths)
+    a = analyse(result, rules)
+    md, page, js = (out_dir / f for f in FILES)
+    md.write_text(markdown.render(result, a, info, rules))
+    page.write_text(html.render(result, a, info))
+    cells = sorted((compact(r) for r in result.records), key=lambda r: r["id"])
+    summary = {"schema_version": SCHEMA_VERSION, "provenance": result.provenance, "report": info,
+               "counts": a["counts"], "int8": a["int8"], "tensor_op_sweep": a["sweep"],
+               "documented_rule_checks": {"performance": a["performance_rule"],
+                                          "contradictions": a["contradiction_groups"]},
+               "constraints_sources": rules.sources, "cells": cells}
+    js.write_text(json.dumps(summary, sort_keys=True, default=list, separators=(",", ":")) + "\n")
+    return [md, page, js]

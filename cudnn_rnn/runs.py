@@ -1,0 +1,159 @@
+"""Where runs and reports are written, and whose a recorded run is.
+
+A run is resumed only by the setup that recorded it. Its *identity* is what makes two
+sessions' records one measurement: the machine (GPU name and compute capability, NVIDIA
+driver, whether device stages ran, the cuDNN library's version and resolved path, this
+project's version) and the run (spec name, a SHA-256 of the spec's parsed content, the
+measurement settings). The identity is written into the run's ``.run.json`` before the
+first record; a run whose identity differs in anything is never resumed, appended to or
+mixed with.
+
+Default places, under the working area (the checkout, or ``$CUDNN_RNN_HOME``), both
+ignored by git:
+
+* ``runs/<gpu>-cudnn<version>-<machine key>/<spec>-<spec key>/``: this machine's runs
+  (``<spec>.jsonl``, ``<spec>.run.json``) and the reports of each, beside it. Another
+  machine, driver, library or project version gets another folder, as does an edited
+  spec, so a fresh clone never resumes a run made elsewhere, and ``results/`` (the
+  committed reports of real runs) is never written by default.
+* ``reports/``: reports of result sets given on the command line (``python -m
+  cudnn_rnn.report``), so reading a committed run never rewrites its folder.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from . import __version__
+from .cli import BadInput
+from .provenance import ROOT, slug
+
+HOME_ENV = "CUDNN_RNN_HOME"
+
+
+def home() -> Path:
+    """The working area that holds ``runs/`` and ``reports/``."""
+    return Path(os.environ.get(HOME_ENV) or ROOT)
+
+
+def content_key(data) -> str:
+    """SHA-256 of ``data``'s canonical JSON (key order and formatting do not count)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def machine_identity(library: dict, device: dict, device_stages: bool) -> dict:
+    """The setup a run's records belong to (from the worker's ready message)."""
+    return {"gpu": device.get("gpu") if device_stages else None,
+            "compute_capability": device.get("compute_capability") if device_stages else None,
+            "driver_version": device.get("driver_version") if device_stages else None,
+            "device_stages": bool(device_stages),
+            "cudnn_version": library.get("cudnn_version"),
+            "library_path": library.get("library_path"),
+            "project_version": __version__}
+
+
+def run_identity(machine: dict, spec_name: str, spec_sha256: str, settings: dict) -> dict:
+    return {"machine": machine, "spec": spec_name, "spec_sha256": spec_sha256,
+            "settings": settings}
+
+
+def machine_dir(machine: dict) -> Path:
+    name = f"{slug(machine['gpu'])}-cudnn{machine['cudnn_version']}-{content_key(machine)[:8]}"
+    return home() / "runs" / name
+
+
+def run_dir(identity: dict) -> Path:
+    """The default folder of a run: one per machine identity and spec content."""
+    return machine_dir(identity["machine"]) / f"{identity['spec']}-{identity['spec_sha256'][:8]}"
+
+
+def report_dir(name: str) -> Path:
+    """Where a report of recorded results goes by default: ``reports/<name>/``."""
+    return home() / "reports" / name
+
+
+def differences(recorded: dict | None, current: dict) -> list[str]:
+    """What differs between a recorded identity and this one, in words (empty: the same)."""
+    if not isinstance(recorded, dict) or "machine" not in recorded:
+        return ["it carries no identity (recorded by an older version, or not a run of this "
+                "tool)"]
+    out = []
+    rm = recorded.get("machine") if isinstance(recorded.get("machine"), dict) else {}
+    for key, value in current["machine"].items():
+        if rm.get(key) != value:
+            out.append(f"{key} {rm.get(key)!r} there, {value!r} here")
+    if recorded.get("spec") != current["spec"]:
+        out.append(f"spec {recorded.get('spec')!r} there, {current['spec']!r} here")
+    elif recorded.get("spec_sha256") != current["spec_sha256"]:
+        out.append(f"the spec's content differs (sha256 {str(recorded.get('spec_sha256'))[:8]} "
+                   f"there, {current['spec_sha256'][:8]} here)")
+    rs = recorded.get("settings") if isinstance(recorded.get("settings"), dict) else {}
+    for key, value in current["settings"].items():
+        if rs.get(key) != value:
+            out.append(f"setting {key} {rs.get(key)!r} there, {value!r} here")
+    return out
+
+
+def read_json_dict(path: Path) -> dict | None:
+    """A small JSON file that must hold an object; None when absent or unreadable as one."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def output_dir(path: str | Path, flag: str = "--out") -> Path:
+    """``path`` as a folder this process can write (created if missing); otherwise
+    :class:`BadInput` naming the flag and what is wrong."""
+    p = Path(path)
+    if not str(path):
+        raise BadInput(f"{flag} needs a folder")
+    if p.exists() and not p.is_dir():
+        raise BadInput(f"{flag} {str(p)!r} is a file; give a folder")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise BadInput(f"{flag} {str(p)!r}: a part of that path is a file") from None
+    except NotADirectoryError:
+        raise BadInput(f"{flag} {str(p)!r}: a part of that path is a file") from None
+    except OSError as exc:
+        raise BadInput(f"cannot create {flag} {str(p)!r}: {exc.strerror or exc}") from None
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise BadInput(f"{flag} {str(p)!r} is not writable; give another folder")
+    return p
+
+
+def recorded_elsewhere(spec_name: str, identity: dict, mine: Path) -> list[str]:
+    """Runs of the same spec for the same GPU and cuDNN version that this run leaves alone:
+    the committed ``results/<gpu>/<version>/<spec>.jsonl`` and other folders in ``runs/``,
+    each with the first thing that differs (for the one line the probe prints)."""
+    m = identity["machine"]
+    found = []
+    committed = ROOT / "results" / slug(m["gpu"]) / str(m["cudnn_version"]) / f"{spec_name}.jsonl"
+    if committed.is_file():
+        meta = read_json_dict(committed.with_suffix(".run.json")) or {}
+        prov = meta.get("provenance") if isinstance(meta.get("provenance"), dict) else {}
+        found.append(f"{_shown(committed)} (committed; commit {str(prov.get('commit'))[:7]}, "
+                     f"{prov.get('date')})")
+    pattern = f"{slug(m['gpu'])}-cudnn{m['cudnn_version']}-*/{spec_name}-*/{spec_name}.jsonl"
+    for other in sorted((home() / "runs").glob(pattern)):
+        if other.parent.resolve() == mine.resolve():
+            continue
+        meta = read_json_dict(other.with_suffix(".run.json")) or {}
+        diff = differences(meta.get("identity"), identity)
+        found.append(f"{_shown(other.parent)} ({diff[0] if diff else 'the same setup'})")
+    return found
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working area or the checkout, where it lies in one."""
+    for base in (home(), ROOT):
+        try:
+            return str(path.relative_to(base))
+        except ValueError:
+            continue
+    return str(path)
