@@ -29,8 +29,8 @@ class MalformedResults(ValueError):
 def _timings_complete(rec: dict, where: str) -> str | None:
     """What the probe guarantees across fields: a verified cell carries its errors, and a
     timed one all four timed calls."""
-    if rec["outcome"] == "OK" and not rec.get("errors"):
-        return f"{where}: an OK cell without its verification errors"
+    if rec["outcome"] == "OK" and (not rec.get("errors") or None in rec["errors"].values()):
+        return f"{where}: an OK cell without every verification error (a finite number each)"
     t = rec.get("timings")
     if t:
         missing = [k for k in TIMED_KINDS if k not in t]
@@ -42,7 +42,8 @@ def _timings_complete(rec: dict, where: str) -> str | None:
 
 
 TIMING = Obj({"median_ms": POS_NUM, "tflops": NUM, "min_ms": NUM, "max_ms": NUM, "q1_ms": NUM,
-              "q3_ms": NUM, "reps": POS_INT}, required={"median_ms", "tflops"})
+              "q3_ms": NUM, "reps": POS_INT},
+             required={"median_ms", "tflops", "min_ms", "max_ms", "q1_ms", "q3_ms", "reps"})
 SHAPE = Obj({"seq_length": POS_INT, "layers": POS_INT, "hidden": POS_INT, "batch": POS_INT,
              "input_size": POS_INT}, required={"seq_length", "layers", "hidden", "batch"})
 RECORD = Obj({

@@ -144,13 +144,16 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         if cupy is not None:
             lost = _context_error(cupy)
             if lost is not None:
-                if rec["outcome"] != "CRASH":
+                found = f"the CUDA context is in error after this cell: {lost}"
+                if rec["outcome"] == "CRASH":
+                    rec["notes"] = list(rec.get("notes") or []) + [found]
+                else:
                     rec["notes"] = list(rec.get("notes") or []) + [
                         f"before the context check: {rec['outcome']}"
-                        + (f" ({rec.get('failed_call')}: {rec.get('status')})"
+                        + (f" ({rec.get('failed_call')}: {rec.get('status')}: {rec.get('reason')})"
                            if rec.get("failed_call") else "")]
-                    rec.update(outcome="CRASH", status="CUDA_ERROR", timings=None, speedup=None)
-                rec["reason"] = f"the CUDA context is in error after this cell: {lost}"
+                    rec.update(outcome="CRASH", status="CUDA_ERROR", reason=found, timings=None,
+                               speedup=None)
         exiting = rec["outcome"] in ("CRASH", "ERROR")
         rec["live_descriptors"] = live_objects()
         rec["device_memory_bytes"] = int(pool.used_bytes()) if pool is not None and not exiting \

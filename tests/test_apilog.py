@@ -15,6 +15,11 @@ def settings(name):
     return apilog.rnn_forward_settings(apilog.parse((LOGS / f"torch_lstm_{name}.txt").read_text()))
 
 
+# the runs behind the logs (fixtures/apilog/README.md): T, B and the input size (= hidden)
+XDIMS = {"fp32_eval": [20, 64, 512], "fp32_train": [20, 64, 512], "fp16_eval": [25, 64, 1024],
+         "fp32_small": [20, 8, 128]}
+
+
 @pytest.mark.parametrize("name,algo,dtype,math,mode,hidden", [
     ("fp32_eval", RNNAlgo.STANDARD, DataType.FLOAT, MathType.DEFAULT_MATH, ForwardMode.INFERENCE, 512),
     ("fp32_train", RNNAlgo.STANDARD, DataType.FLOAT, MathType.DEFAULT_MATH, ForwardMode.TRAINING, 512),
@@ -30,7 +35,7 @@ def test_pytorchs_forward_settings_are_read_from_the_log(name, algo, dtype, math
     assert s["mathPrec"] == DataType.FLOAT  # PyTorch promotes HALF to FLOAT math precision
     assert s["cellMode"] == RNNMode.LSTM and s["hiddenSize"] == hidden == s["projSize"]
     assert s["layout"] == RNNDataLayout.SEQ_MAJOR_UNPACKED and s["auxFlags"] == 1
-    assert s["xDims"][1:] == [s["xDims"][1], hidden]
+    assert s["xDims"] == XDIMS[name]  # [seqLength, batch, inputSize] of the logged run
     assert s["devSeqLengths"] == "NULL"  # PyTorch leaves the lengths to xDesc
     assert s["workSpaceSize"] > 0 and s["weightSpaceSize"] > 0
     assert (s["reserveSpaceSize"] > 0) == (mode == ForwardMode.TRAINING)

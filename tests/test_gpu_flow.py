@@ -130,23 +130,45 @@ def test_example_reproduces_the_samples_golden_checksums(cuda, mode):
             (name, sums[name], want)
 
 
-def test_persistent_algorithms_are_verified_or_refused_by_cudnn(lib, cuda):
-    """PERSIST_STATIC / _SMALL_H / DYNAMIC either pass the reference or fail a named call."""
+def committed_persistent_cells(lib):
+    """The committed H200 matrix of this cuDNN version: its persistent-algorithm cells at
+    the sample's shape with HALF data, FLOAT precision and TENSOR_OP math."""
+    from cudnn_rnn import gpu
+    name = gpu.device_info().get("gpu")
+    path = ROOT / "results" / "nvidia-h200" / lib.version_string / "default.jsonl"
+    if name != "NVIDIA H200" or not path.exists():
+        pytest.skip(f"no committed H200 matrix for {name} with cuDNN {lib.version_string}")
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r for r in recs if r["algo"] != "STANDARD" and r["data_type"] == "HALF"
+            and r["math_prec"] == "FLOAT" and r["math_type"] == "TENSOR_OP"
+            and r["shape"]["hidden"] == 512 and r["shape"]["batch"] == 64
+            and r["shape"]["seq_length"] == 20 and r["shape"]["layers"] == 2]
+
+
+def test_persistent_algorithms_verify_where_the_committed_h200_run_says_they_do(lib, cuda):
+    """Each persistent cell the committed run verified must verify again (a refusal of any
+    call, a BAD_PARAM from a wrong argument included, fails the test), and each one it saw
+    refused must be refused by the same call with the same status."""
+    cells = committed_persistent_cells(lib)
+    assert {r["outcome"] for r in cells} >= {"OK"} and len(cells) >= 12, len(cells)
     seen = {}
-    for algo in (RNNAlgo.PERSIST_STATIC, RNNAlgo.PERSIST_STATIC_SMALL_H, RNNAlgo.PERSIST_DYNAMIC):
-        cfg = SMALL.replace(cell=RNNMode.LSTM, num_layers=1, algo=algo,
-                            data_type=DataType.HALF, math_prec=DataType.FLOAT)
+    for rec in cells:
+        cfg = RNNConfig(cell=RNNMode[rec["cell"]], algo=RNNAlgo[rec["algo"]],
+                        data_type=DataType.HALF, math_prec=DataType.FLOAT,
+                        math_type=MathType.TENSOR_OP_MATH)
         with RNNFlow(cfg, lib, device=True, init="random") as flow:
             result = flow.run()
-            if result.failure is None:
+            if rec["outcome"] == "OK":
+                assert result.failure is None, (rec["id"], result.failure)
                 check = compare(cfg, flow.host, flow.outputs())
-                _ERRORS.append({"label": f"HALF/FLOAT {algo.name}", "config": cfg.as_record(),
-                                **check.as_record()})
-                assert check.passed, (algo, check.errors)
-                seen[algo.name] = "verified"
-                if algo == RNNAlgo.PERSIST_DYNAMIC:
+                _ERRORS.append({"label": f"HALF/FLOAT/TENSOR_OP {cfg.algo.name}",
+                                "config": cfg.as_record(), **check.as_record()})
+                assert check.passed, (rec["id"], check.errors)
+                if cfg.algo == RNNAlgo.PERSIST_DYNAMIC:
                     assert "build_dynamic" in result.reached
             else:
-                assert result.failure.call.startswith("cudnn"), result.failure
-                seen[algo.name] = f"{result.failure.call}: {result.failure.status}"
+                f = result.failure
+                assert f is not None and (f.call, f.status) == (rec["failed_call"], rec["status"]), \
+                    (rec["id"], f, rec["failed_call"], rec["status"])
+        seen[f"{rec['algo']} {rec['cell']}"] = rec["outcome"]
     print(seen)

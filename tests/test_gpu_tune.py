@@ -21,10 +21,15 @@ def test_tuner_finds_a_verified_winner_on_the_seed_shape(cuda):
     elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     result = json.loads(proc.stdout)
-    winner = result["winner"]
-    assert winner and winner["max_error"] is not None and winner["speedup_fp32"] >= 1.0
+    winner, ranked = result["winner"], result["ranked"]
     assert result["candidates"] == 64 and result["objective"] == "forward inference"
-    assert all(r["max_error"] is not None for r in result["ranked"])  # only verified ones rank
+    assert all(r["max_error"] is not None for r in ranked)  # only verified ones rank
+    assert winner == ranked[0] and [r["ms"] for r in ranked] == sorted(r["ms"] for r in ranked)
+    base = next(r for r in ranked if r["config"] == "FLOAT/FLOAT/FMA/STANDARD")
+    assert winner["speedup_fp32"] == pytest.approx(base["ms"] / winner["ms"])
+    # at the seed's shape a 16-bit persistent configuration has beaten true FP32 by 3.4-4.1x
+    # in every H200 run; half of that is the bound that catches a broken ranking or timing
+    assert winner["config"] != "FLOAT/FLOAT/FMA/STANDARD" and winner["speedup_fp32"] > 1.7
     torch_part = result["torch"]
     assert torch_part and ("ms" in torch_part or torch_part.get("skipped"))
     if "ms" in torch_part:

@@ -44,8 +44,11 @@ def test_a_bad_line_in_the_middle_is_an_error(tmp_path):
     ({"shape": 5}, "line 1 is not a probe record (shape: expected an object, got 5)"),
     ({"shape": {"seq_length": 20, "layers": 2, "hidden": "512", "batch": 64}}, "shape.hidden"),
     ({"outcome": None}, "outcome: expected a name"),
-    ({"timings": {"forward_training": {"median_ms": float("nan"), "tflops": 1}}}, "median_ms"),
-    ({"errors": None, "outcome": "OK"}, "an OK cell without its verification errors"),
+    ({"timings": dict(RECORDED["timings"], forward_training=dict(
+        RECORDED["timings"]["forward_training"], median_ms=float("nan")))},
+     "timings.forward_training.median_ms: expected a positive, finite number, got nan"),
+    ({"timings": {"forward_training": {"median_ms": 1.0, "tflops": 1}}}, "lacks 'max_ms'"),
+    ({"errors": None, "outcome": "OK"}, "an OK cell without every verification error"),
     ({"id": ["x"]}, "id: expected a string"),
 ])
 def test_a_record_of_the_wrong_structure_is_named(tmp_path, change, says):

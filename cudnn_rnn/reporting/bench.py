@@ -55,7 +55,8 @@ CANDIDATE = Obj({"config": Pred(_config_name, "DATA/PREC/MATH/ALGO"), "outcome":
                  "reason": Opt(STR), "timing": Opt(FULL_TIMING), "tflops": Opt(NUM),
                  "max_error": Opt(NUM), "tolerance": Opt(NUM), "gradient_tolerance": Opt(NUM),
                  "implicit": Opt(BOOL), "duration_s": Opt(NUM), "cell_id": Opt(STR)},
-                required={"config", "outcome", "status", "failed_call", "reason", "timing"})
+                required={"config", "outcome", "status", "failed_call", "reason", "timing",
+                          "tflops", "max_error"})
 BENCH_RECORD = Obj({
     "id": STR, "outcome": NAME, "group": STR, "session": Opt(STR), "objective": Opt(STR),
     "shape": Obj({"cell": Pred(lambda v: v in RNNMode.__members__, "an RNN mode such as LSTM"),

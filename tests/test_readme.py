@@ -1,0 +1,95 @@
+"""Every command the README shows works as printed on a fresh clone (CPU: descriptor stages).
+
+The README's commands are the lines of its indented code blocks that start with
+``python -m`` or ``make``. Each runs in a fresh copy of the checkout (its tracked and
+not-ignored files, committed anew, so ``git status`` there starts clean), on its own:
+``runs/`` and ``reports/`` are emptied before each. Commands that need a GPU must say so in
+one line and exit 2; the rest must exit 0. After each, ``git status --porcelain`` in the
+copy must be empty: no committed run or report was rewritten, nothing was written outside
+the ignored ``runs/`` and ``reports/``. ``make test`` is this suite itself and is not rerun;
+``make`` commands get ``VENV= SYSTEM_PYTHON=<this python>`` (no network: the packages this
+suite runs with).
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NEEDS_GPU = re.compile(r"^(python -m cudnn_rnn\.(example|tune|bench|overhead)\b(?!.*--list)"
+                       r"|make (bench|example)\b)")
+IGNORED = (".git", ".venv", "runs", "reports", "__pycache__", ".pytest_cache", ".hypothesis",
+           "build", ".whl", ".device", "_scratch")
+
+
+def readme_commands() -> list[str]:
+    out = []
+    for line in (ROOT / "README.md").read_text().splitlines():
+        text = line.strip()
+        if line.startswith("    ") and text.startswith(("python -m ", "make ")):
+            out.append(text.split(" #")[0].strip())
+    return list(dict.fromkeys(out))
+
+
+def fresh_copy(dest: Path) -> Path:
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+                            cwd=ROOT, capture_output=True)
+    if listed.returncode == 0:
+        for name in filter(None, listed.stdout.decode().split("\0")):
+            src = ROOT / name
+            if src.is_file():
+                (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest / name)
+    else:  # a copy of the tree without .git (the device machine)
+        shutil.copytree(ROOT, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
+            *IGNORED, "*.egg-info"))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "fresh clone"]):
+        subprocess.run(git + cmd, cwd=dest, check=True, capture_output=True)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    return fresh_copy(tmp_path_factory.mktemp("clone"))
+
+
+def test_the_readme_shows_the_commands_this_test_runs():
+    found = readme_commands()
+    assert "make matrix" in found and "make test" in found and "python -m cudnn_rnn.probe" in found
+    assert any(c.startswith("python -m cudnn_rnn.report ") for c in found)
+
+
+@pytest.mark.parametrize("command", [c for c in readme_commands() if c != "make test"])
+def test_readme_command_works_as_printed_on_a_fresh_clone(clone, command):
+    for folder in ("runs", "reports"):
+        shutil.rmtree(clone / folder, ignore_errors=True)
+    line = command
+    if command.startswith("make "):
+        line += ("" if "VENV=" in command else " VENV=") + f" SYSTEM_PYTHON={sys.executable}"
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDNN_RNN_HOME", "PYTHONPATH",
+                                                            "CUDNN_RNN_FAULT", "MAKEFLAGS")}
+    env.update(CUDNN_RNN_NO_GPU="1", PATH=os.path.dirname(sys.executable) + os.pathsep + env["PATH"])
+    proc = subprocess.run(["bash", "-c", line], cwd=clone, env=env, capture_output=True,
+                          text=True, timeout=600)
+    if NEEDS_GPU.match(command):
+        assert proc.returncode == 2, (proc.returncode, proc.stdout[-1500:], proc.stderr[-1500:])
+        ours = [x for x in proc.stderr.splitlines() if not x.startswith("make")]
+        assert len(ours) == 1 and "CUDA GPU" in ours[0], proc.stderr
+    else:
+        assert proc.returncode == 0, (proc.stdout[-1500:], proc.stderr[-1500:])
+        assert "Traceback" not in proc.stderr
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True,
+                            text=True).stdout
+    assert status == "", status
+    if command.startswith(("make matrix", "python -m cudnn_rnn.probe")) and "--list" not in command:
+        runs = list((clone / "runs").glob("*/*/*.jsonl"))
+        assert len(runs) == 1, runs  # this machine's own run...
+        assert " 0 already recorded" in proc.stdout  # ...with every cell run, nothing resumed
+        if command.startswith("make matrix"):
+            assert (runs[0].parent / "matrix.md").is_file()
+            assert "report of this run: " + str(runs[0].parent / "matrix.md") in proc.stdout
