@@ -8,6 +8,7 @@ import sys
 from bindings import errors
 
 from . import gpu
+from .worker import WorkerStartFailed
 
 EXIT_BAD_INPUT = 2
 
@@ -67,6 +68,8 @@ def run_main(main, argv=None, prog: str = "cudnn_rnn") -> int:
         hint = errors_hint()
         print(f"{prog}: error: {text}" + ("" if hint in text else f"; to fix: {hint}"),
               file=sys.stderr)
+    except WorkerStartFailed as exc:
+        print(f"{prog}: error: the worker process could not run: {exc}", file=sys.stderr)
     except gpu.NoGPU as exc:
         print(f"{prog}: error: {exc}; the descriptor stages run without one "
               f"(python -m cudnn_rnn.probe)", file=sys.stderr)
