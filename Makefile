@@ -10,8 +10,8 @@ VENV ?= .venv
 EXTRA ?= cuda12
 SYSTEM_PYTHON ?= python3
 PYTEST_ARGS ?=
-PROBE_ARGS ?= --resume
-BENCH_ARGS ?= --resume
+PROBE_ARGS ?=
+BENCH_ARGS ?=
 OVERHEAD_ARGS ?= --processes 3
 
 ifeq ($(strip $(VENV)),)
@@ -43,6 +43,7 @@ test-gpu: $(STAMP)
 # The support matrix of this machine: probes/default.toml in this machine's run folder
 # (runs/<gpu>-cudnn<version>-<key>/default-<key>/; an interrupted run continues, a run
 # recorded elsewhere is left alone), then the report of that run, written beside it.
+# PROBE_ARGS=--overwrite starts this machine's run again.
 matrix: $(STAMP)
 	$(PY) -m cudnn_rnn.probe $(PROBE_ARGS) --report
 

@@ -84,11 +84,17 @@ def _pathfinder_candidate() -> Candidate | None:
 def find_candidates(path: str | None = None) -> list[Candidate]:
     """Where :func:`load` would look, in order (pathfinder is consulted lazily)."""
     if path:
-        return [Candidate(path, "explicit")]
+        return [Candidate(_as_path(path), "explicit")]
     env = os.environ.get("CUDNN_LIBRARY")
     if env:
-        return [Candidate(env, "env CUDNN_LIBRARY")]
+        return [Candidate(_as_path(env), "env CUDNN_LIBRARY")]
     return []
+
+
+def _as_path(name: str) -> str:
+    """A name that exists here is a file path (made absolute, so the dynamic linker does not
+    search its library path for it); anything else stays a soname (``libcudnn.so.9``)."""
+    return os.path.abspath(name) if os.path.exists(name) else name
 
 
 def _preload_siblings(shim: str) -> dict[str, str]:

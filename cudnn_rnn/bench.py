@@ -8,7 +8,7 @@ calls, fewer repeats for slow calls), and PyTorch's default module is timed in t
 process. The dense FP16 and FP32 GEMM rates (cupy matmul) are measured at the start of
 each run. Shapes run cheapest first, each written as one line of ``bench.jsonl`` in this
 machine's run folder (``runs/...``, see :mod:`.runs`) as it finishes (kill-safe;
-``--resume`` continues a run of the same identity only);
+running again continues a run of the same identity only);
 ``--deadline`` stops before a shape that would start too late. At the end
 :mod:`.reporting.bench` writes ``bench.json`` and ``bench.md`` beside it.
 """
@@ -197,7 +197,9 @@ def build_parser() -> OneLineParser:
     p.add_argument("--group", action="append", default=None, help="only this group (repeatable)")
     p.add_argument("--out", default=None,
                    help="output folder (default: this machine's run folder under runs/)")
-    p.add_argument("--resume", action="store_true", help="skip shapes already in bench.jsonl")
+    p.add_argument("--resume", action="store_true",
+                   help="continue this setup's benchmark (the default; one of another setup "
+                        "is refused)")
     p.add_argument("--overwrite", action="store_true", help="start bench.jsonl afresh")
     p.add_argument("--deadline", type=positive_float, default=None,
                    help="seconds after which no new shape is started")
@@ -237,35 +239,32 @@ def main(argv=None) -> int:
     try:
         if not info["device_stages"]:
             raise NoGPU(f"the benchmark needs a CUDA GPU: {info['device'].get('reason')}")
-        identity = identity_of(spec, info, args.reps, args.budget)
+        identity = identity_of(spec, runs.machine_identity(info["library"], info["device"], True),
+                               args.reps, args.budget)
         out_dir = out or runs.output_dir(runs.run_dir(identity), "the run folder")
         path, runs_path = out_dir / "bench.jsonl", out_dir / "bench.run.json"
-        if path.exists() or runs_path.exists():
-            if not (args.resume or args.overwrite):
-                raise BadInput(f"{out_dir} already holds a benchmark: pass --resume to finish it "
-                               "or --overwrite to start again")
-            try:
-                recorded = bench_report.read_run_file(runs_path)
-            except BadInput:
-                recorded = {}
-            differ = runs.differences(recorded.get("identity"), identity)
-            if args.resume and differ:
-                raise BadInput(f"{path} is not resumed, it is a benchmark of another setup "
-                               f"({differ[0]}); it is kept as it is: pass --out DIR for a new "
-                               "run, or --overwrite")
+        resume, recorded = runs.open_run(path, runs_path, identity, args.overwrite,
+                                         _run_file_or_none)
         try:
-            results = ResultsFile(path, resume=args.resume, schema=bench_report.BENCH_RECORD,
+            results = ResultsFile(path, resume=resume, schema=bench_report.BENCH_RECORD,
                                   what="benchmark record")
-            earlier = bench_report.read_run_file(runs_path)["runs"] if args.resume else []
         except MalformedResults as exc:
             raise BadInput(f"{exc}; move it away or pass --overwrite") from None
+        except OSError as exc:
+            raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
         done = {r["id"] for r in results.existing}
         session = uuid.uuid4().hex[:12]
         prov = provenance.collect(info["library"], info["device"])
-        gemm = worker.job("gemm", {"sizes": gemm_sizes(shapes)})
-        earlier.append({"session": session, "provenance": prov, "gemm": gemm, "spec": spec.name,
+        earlier = recorded["runs"] if resume and recorded else []
+        earlier.append({"session": session, "provenance": prov, "gemm": None, "spec": spec.name,
                         "deadline_s": args.deadline, "budget_s": args.budget, "reps": args.reps,
                         "spec_shapes": [s.id for s in shapes]})
+        try:  # the identity is on disk before the first record or measurement
+            write_json(runs_path, {"kind": "bench", "identity": identity, "runs": earlier})
+        except OSError as exc:
+            results.close()
+            raise BadInput(f"cannot write {runs_path}: {exc.strerror or exc}") from None
+        earlier[-1]["gemm"] = worker.job("gemm", {"sizes": gemm_sizes(shapes)})
         write_json(runs_path, {"kind": "bench", "identity": identity, "runs": earlier})
         todo = [s for s in shapes if s.id not in done]
         stopped = None
@@ -290,12 +289,27 @@ def main(argv=None) -> int:
     return 0
 
 
-def identity_of(spec: BenchSpec, info: dict, reps: int, budget: float) -> dict:
+def identity_of(spec: BenchSpec, machine: dict, reps: int, budget: float) -> dict:
     """The identity of a benchmark run (see :mod:`.runs`): this machine, the spec's content
     and the settings that change what is measured."""
-    return runs.run_identity(runs.machine_identity(info["library"], info["device"], True),
-                             spec.name, spec.sha256, {"reps": reps, "budget_s": budget,
-                                                      "objective": spec.objective})
+    return runs.run_identity(machine, spec.name, spec.sha256,
+                             {"reps": reps, "budget_s": budget, "objective": spec.objective})
+
+
+def default_run_dir(machine: dict) -> Path:
+    """This machine's folder of ``make bench`` (probes/bench.toml, default settings), where
+    ``python -m cudnn_rnn.overhead --save`` puts its overhead.json."""
+    defaults = build_parser()
+    return runs.run_dir(identity_of(load_spec("bench"), machine, defaults.get_default("reps"),
+                                    defaults.get_default("budget")))
+
+
+def _run_file_or_none(path: Path) -> dict | None:
+    from .reporting import bench as bench_report
+    try:
+        return bench_report.read_run_file(path) if path.exists() else None
+    except BadInput:
+        return None
 
 
 def cli(argv=None) -> int:

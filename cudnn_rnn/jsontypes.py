@@ -34,7 +34,10 @@ def _is_int(v) -> bool:
 
 
 def _is_num(v) -> bool:
-    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+    """A number a report can print: a finite float, or an integer a float can hold."""
+    if _is_int(v):
+        return abs(v) <= 1e300
+    return isinstance(v, float) and math.isfinite(v)
 
 
 STR = Pred(lambda v: isinstance(v, str), "a string")

@@ -322,10 +322,8 @@ def main(argv=None) -> int:
     out = runs.output_dir(args.out) if args.out is not None else None
     report = run(args)
     if args.save and out is None:
-        from .bench import load_spec
-        spec = load_spec("bench")
-        out = runs.output_dir(runs.run_dir(runs.run_identity(report["machine"], spec.name,
-                                                             spec.sha256, {})), "the run folder")
+        from .bench import default_run_dir
+        out = runs.output_dir(default_run_dir(report["machine"]), "the run folder")
     if out is not None:
         write_json(out / "overhead.json", report)
         if (out / "bench.jsonl").exists():

@@ -9,7 +9,7 @@ miniBatch × layers per pass; speed-ups against FLOAT/FLOAT/FMA/STANDARD of the
 same cell and shape, measured in the same run). Records go to
 ``runs/<gpu>-cudnn<version>-<key>/<spec>-<key>/<spec>.jsonl`` (see :mod:`.runs`) as each
 cell finishes, with the run's identity and provenance beside it in ``<spec>.run.json``;
-``--resume`` continues only a run of the same identity. Without a GPU only the
+running again continues a run of the same identity only. Without a GPU only the
 descriptor stages run; the rest are recorded as skipped.
 """
 from __future__ import annotations
@@ -23,12 +23,11 @@ from tabulate import tabulate
 from . import provenance, runs, spec as specs
 from .cli import BadInput, OneLineParser, positive_float, positive_int, run_main
 from .reporting.load import load as load_results
-from .results import RUN_SCHEMA, MalformedResults, ResultsFile, write_json
+from .results import RUN_SCHEMA, TIMED_KINDS, MalformedResults, ResultsFile, write_json
 from .progress import Progress
 from .reporting.analysis import max_error
 from .worker import start_worker
 
-TIMED_KINDS = ("forward_inference", "forward_training", "backward_data", "backward_weights")
 FILTER_FLAGS = {"dtype": "data_type", "math_prec": "math_prec", "math_type": "math_type",
                 "algo": "algo", "cell": "cell", "direction": "direction",
                 "input_mode": "input_mode", "bias_mode": "bias_mode", "proj_size": "proj_size",
@@ -46,7 +45,9 @@ def build_parser() -> OneLineParser:
     p.add_argument("--cudnn", default=None, help="path of the libcudnn to probe")
     p.add_argument("--out", default=None,
                    help="output folder (default: this machine's run folder under runs/)")
-    p.add_argument("--resume", action="store_true", help="skip cells already in the results file")
+    p.add_argument("--resume", action="store_true",
+                   help="continue this setup's run (the default; a run of another setup is "
+                        "refused)")
     p.add_argument("--overwrite", action="store_true", help="start the results file afresh")
     p.add_argument("--reps", type=positive_int, default=20,
                    help="timed calls per measurement (median)")
@@ -150,20 +151,14 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     out_dir = out or runs.output_dir(runs.run_dir(identity), "the run folder")
     path = out_dir / f"{spec.name}.jsonl"
     meta_path = path.with_suffix(".run.json")
-    recorded = runs.read_json_dict(meta_path)
-    if (path.exists() and path.stat().st_size) or recorded is not None:
-        if not (args.resume or args.overwrite):
-            raise BadInput(f"{path} already holds results: pass --resume to finish it or "
-                           f"--overwrite to start again")
-        differ = runs.differences((recorded or {}).get("identity"), identity)
-        if args.resume and differ:
-            raise BadInput(f"{path} is not resumed, it is a run of another setup ({differ[0]}"
-                           f"{f' and {len(differ) - 1} more' if len(differ) > 1 else ''}); it is "
-                           "kept as it is: pass --out DIR for a new run, or --overwrite")
+    resume, recorded = runs.open_run(path, meta_path, identity, args.overwrite,
+                                     runs.read_json_dict)
     try:
-        results = ResultsFile(path, resume=args.resume)
+        results = ResultsFile(path, resume=resume)
     except MalformedResults as exc:
         raise BadInput(f"{exc}; move it away or pass --overwrite") from None
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
     done = {r["id"]: r for r in results.existing}
     todo = [c for c in cells if c.id not in done]
     device_line = (f"GPU {dev_info['gpu']} (compute capability {dev_info['compute_capability']}, "
@@ -180,7 +175,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     print(f"spec {spec.name!r}: {len(cells)} cells, {len(cells) - len(todo)} already recorded, "
           f"{len(todo)} to run -> {path}")
     run_info = provenance.collect(lib_info, dev_info, argv if argv is not None else sys.argv)
-    meta = recorded if args.resume and recorded else {}
+    meta = recorded if resume and recorded else {}
     sessions = meta.get("sessions") if isinstance(meta.get("sessions"), list) else []
     sessions.append({"started": run_info["date"], "command": run_info["command"],
                      "commit": run_info["commit"], "cells_to_run": len(todo)})
@@ -188,7 +183,11 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
             "identity": identity, "provenance": run_info,
             "legacy_symbols": info["symbols"]["legacy"], "seed_replay": info.get("seed_replay"),
             "sessions": sessions, "complete": False}
-    write_json(meta_path, meta)
+    try:
+        write_json(meta_path, meta)
+    except OSError as exc:
+        results.close()
+        raise BadInput(f"cannot write {meta_path}: {exc.strerror or exc}") from None
     progress = Progress(len(cells), done=len(cells) - len(todo))
     started = time.monotonic()
     interrupted = False
@@ -217,7 +216,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     print(f"\n{len(records)}/{len(cells)} cells recorded in {path} ({wall:.1f} s this session; "
           f"workers: {worker.started} started, {worker.lost} lost to a crash, timeout or error)")
     if interrupted:
-        print("interrupted: finished cells are kept; run again with --resume to complete",
+        print("interrupted: finished cells are kept; the same command continues the run",
               file=sys.stderr)
         return 130
     if args.report:

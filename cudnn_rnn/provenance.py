@@ -48,6 +48,15 @@ def slug(text: str | None) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-") or "unnamed"
 
 
+def folder_name(gpu: str | None, version) -> str:
+    """``nvidia-h200-9.19.0``: a result set's GPU (or no-gpu) and cuDNN version as one folder
+    name; a version that is not dotted digits is slugged too, so no name can be ``..``."""
+    version = str(version)
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+){0,3}", version):
+        version = slug(version)
+    return f"{slug(gpu)}-{version}"
+
+
 def collect(library: dict, device: dict, argv: list | None = None) -> dict:
     """One provenance block from the worker's library and device descriptions."""
     try:

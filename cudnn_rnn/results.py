@@ -87,7 +87,7 @@ def read_records(path: str | Path, schema=RECORD, what: str = "probe record"
             continue
         try:
             rec = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # not JSON or UTF-8, 4300+ digits, deep nesting
             raise MalformedResults(f"{p}: line {number} is not JSON") from None
         wrong = problem(rec, schema, "the line")
         if wrong:

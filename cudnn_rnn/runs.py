@@ -11,11 +11,12 @@ mixed with.
 Default places, under the working area (the checkout, or ``$CUDNN_RNN_HOME``), both
 ignored by git:
 
-* ``runs/<gpu>-cudnn<version>-<machine key>/<spec>-<spec key>/``: this machine's runs
+* ``runs/<gpu>-cudnn<version>-<machine key>/<spec>-<run key>/``: this machine's runs
   (``<spec>.jsonl``, ``<spec>.run.json``) and the reports of each, beside it. Another
-  machine, driver, library or project version gets another folder, as does an edited
-  spec, so a fresh clone never resumes a run made elsewhere, and ``results/`` (the
-  committed reports of real runs) is never written by default.
+  machine, driver, library or project version gets another folder, as do an edited spec
+  and other measurement settings, so a fresh clone never resumes a run made elsewhere,
+  running a command again continues its own run, and ``results/`` (the committed
+  reports of real runs) is never written by default.
 * ``reports/``: reports of result sets given on the command line (``python -m
   cudnn_rnn.report``), so reading a committed run never rewrites its folder.
 """
@@ -66,8 +67,30 @@ def machine_dir(machine: dict) -> Path:
 
 
 def run_dir(identity: dict) -> Path:
-    """The default folder of a run: one per machine identity and spec content."""
-    return machine_dir(identity["machine"]) / f"{identity['spec']}-{identity['spec_sha256'][:8]}"
+    """The default folder of a run: one per machine identity, spec content and settings."""
+    key = content_key([identity["spec_sha256"], identity["settings"]])[:8]
+    return machine_dir(identity["machine"]) / f"{identity['spec']}-{key}"
+
+
+def open_run(records: Path, meta: Path, identity: dict, overwrite: bool, read_meta
+             ) -> tuple[bool, dict | None]:
+    """Whether the run recorded in ``records`` (with its ``meta`` file) continues:
+    ``(resume, recorded meta)``. Nothing recorded yet, or ``overwrite``: a new run. A run of
+    this identity: it continues. Anything else (another setup, or a meta file whose identity
+    cannot be read) is refused with :class:`BadInput` naming the first difference, and is
+    left as it is. ``read_meta(path)`` returns the meta file's dict, or None."""
+    recorded_any = (records.exists() and (records.is_dir() or records.stat().st_size)) \
+        or meta.exists()
+    if not recorded_any or overwrite:
+        return False, None
+    recorded = read_meta(meta)
+    differ = differences((recorded or {}).get("identity"), identity)
+    if differ:
+        more = f" and {len(differ) - 1} more" if len(differ) > 1 else ""
+        raise BadInput(f"{records} is not resumed: it is a run of another setup ({differ[0]}{more});"
+                       " it is kept as it is: pass --out DIR for a new run, or --overwrite to "
+                       "replace it")
+    return True, recorded
 
 
 def report_dir(name: str) -> Path:
@@ -101,7 +124,7 @@ def read_json_dict(path: Path) -> dict | None:
     """A small JSON file that must hold an object; None when absent or unreadable as one."""
     try:
         data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 

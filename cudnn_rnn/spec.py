@@ -180,8 +180,9 @@ def read_toml(path: str | Path, error=None, what: str = "probe spec",
         raise error(f"{what} {str(p)!r} is a directory; give the .toml file") from None
     except OSError as exc:
         raise error(f"cannot read {what} {str(p)!r}: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise error(f"{p}: not valid TOML ({' '.join(str(exc).split())})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise error(f"{p}: not valid TOML ({' '.join(str(exc).split()) or 'nested too deep'})") \
+            from None
 
 
 def load(path: str | Path) -> Spec:

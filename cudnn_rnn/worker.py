@@ -31,6 +31,7 @@ import time
 
 FAULT_ENV = "CUDNN_RNN_FAULT"
 ACK_TIMEOUT_S = 60.0  # an idle worker acknowledges a cell at once; longer means it is gone
+TIMED_OUT, GONE = object(), object()  # what Worker._receive returns instead of a message
 
 
 class WorkerStartFailed(RuntimeError):
@@ -123,9 +124,15 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         if isinstance(cell, tuple) and cell[0] == "job":
             _, name, params = cell
             try:
-                conn.send(("job", _run_job(name, lib, params)))
+                result = _run_job(name, lib, params)
             except Exception as exc:
-                conn.send(("job", {"skipped": f"{name} failed: {type(exc).__name__}: {exc}"}))
+                result = {"skipped": f"{name} failed: {type(exc).__name__}: {exc}"}
+            lost = _context_error(cupy) if cupy is not None else None
+            if lost is not None:  # the next cell must not inherit a broken context
+                result = {"skipped": f"{name} left the CUDA context in error: {lost}"}
+            conn.send(("job", result, lost is not None))
+            if lost is not None:
+                return
             continue
         kind, _arg = _fault(cell.id)
         if kind == "exit" and generation == 1:
@@ -195,7 +202,9 @@ class Worker:
 
     ``started`` counts the processes started, ``lost`` those that ended other than by
     :meth:`close` (a crash, a kill after a timeout, or retirement after a CRASH or ERROR
-    record), ``restarts`` the processes started to replace a lost one."""
+    record), ``restarts`` the processes started to replace a lost one. Every replacement
+    must report the same library and device stages as the first worker, or the run stops:
+    its records would otherwise mix two setups."""
 
     def __init__(self, cudnn_path: str | None, options: dict, start_timeout: float = 300.0):
         self.cudnn_path = cudnn_path
@@ -222,46 +231,69 @@ class Worker:
         child.close()
         self.conn = parent
         if not parent.poll(self.start_timeout):
-            self.kill()
+            self._drop(counted=False)
             raise WorkerStartFailed(f"the worker did not start within {self.start_timeout:.0f} s")
         try:
             kind, *payload = parent.recv()
         except (EOFError, OSError):
             self.proc.join(5)
-            raise WorkerStartFailed("the worker died while starting "
-                                    f"({_signal_name(self.proc.exitcode)})") from None
+            status = _signal_name(self.proc.exitcode)
+            self._drop(counted=False)
+            raise WorkerStartFailed(f"the worker died while starting ({status})") from None
         if kind == "failed":
-            self.kill()
+            self._drop(counted=False)
             raise WorkerStartFailed(payload[0], payload[1])
-        self.info = payload[0]
-        return self.info
+        info = payload[0]
+        if self.info is not None and _setup(info) != _setup(self.info):
+            self._drop(counted=False)
+            raise WorkerStartFailed(f"a fresh worker found another setup ({_setup(info)}) than "
+                                    f"the first ({_setup(self.info)}); the run stops here")
+        self.info = info
+        return info
 
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.is_alive()
 
+    def _drop(self, counted: bool = True, wait_s: float = 5.0) -> None:
+        """Be done with the current process: wait up to ``wait_s`` for it to end, kill it if
+        it has not, and forget its pipe; ``counted`` adds it to the lost workers."""
+        if self.proc is not None:
+            self.proc.join(wait_s)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join(5)
+        if counted:
+            self.lost += 1
+        self.conn = None
+
     def _ensure(self) -> None:
-        """A live worker; a lost one is replaced."""
-        if not self.alive:
-            if self.proc is not None and self.conn is not None:
-                self._forget()
-            self.start()
+        """A live worker with a pipe; one that ended on its own is counted lost and replaced."""
+        if self.conn is not None and self.alive:
+            return
+        if self.conn is not None:  # it ended between cells, not on any cell of ours
+            self._drop()
+        elif self.proc is not None and self.proc.is_alive():  # dropped but not yet reaped
+            self._drop(counted=False, wait_s=0)
+        self.start()
 
-    def _forget(self) -> None:
-        """The current process ended on its own: count it lost and drop it."""
-        self.proc.join(5)
-        self.kill()
-        self.lost += 1
-        self.conn = None
-
-    def _retire(self) -> None:
-        """The worker said it exits after this record: wait until it has."""
-        self.proc.join(30)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join(5)
-        self.lost += 1
-        self.conn = None
+    def _receive(self, timeout: float):
+        """The next message within ``timeout`` seconds, or :data:`TIMED_OUT`, or :data:`GONE`
+        (the worker ended). A message already in the pipe is read even if the worker has
+        since exited, so nothing it sent before ending is lost."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            alive = self.proc.is_alive()  # asked first: what a dead worker sent is in the pipe
+            if self.conn.poll(max(0.0, min(remaining, 0.2)) if alive else 0):
+                try:
+                    return self.conn.recv()
+                except (EOFError, OSError):
+                    return GONE
+            if not alive:
+                return GONE
+            if remaining <= 0:
+                return TIMED_OUT
 
     def _acknowledged(self, cell) -> bool:
         """Send ``cell`` and wait for the worker to start it; False if the worker was gone
@@ -269,21 +301,12 @@ class Worker:
         try:
             self.conn.send(cell)
         except (BrokenPipeError, OSError):
-            self._forget()
+            self._drop()
             return False
-        deadline = time.monotonic() + ACK_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.conn.poll(0.2):
-                try:
-                    kind, ident = self.conn.recv()
-                except (EOFError, OSError):
-                    break
-                if kind == "started" and ident == cell.id:
-                    return True
-                break
-            if not self.proc.is_alive():
-                break
-        self._forget()
+        message = self._receive(ACK_TIMEOUT_S)
+        if message == ("started", cell.id):
+            return True
+        self._drop(wait_s=0 if message is TIMED_OUT else 5)
         return False
 
     def run(self, cell, timeout: float) -> dict:
@@ -296,31 +319,21 @@ class Worker:
             raise WorkerStartFailed(f"three fresh workers ended before starting cell {cell.id}")
         ident = {"cudnn_version": self.info["library"]["cudnn_version"],
                  "library_path": self.info["library"]["library_path"]}
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.kill()
-                self.lost += 1
-                self.conn = None
-                rec = crash_record(cell, ident, f"no result within the {timeout:g} s per-cell "
-                                   "timeout; the worker was killed", "TIMEOUT")
-                rec["outcome"] = "TIMEOUT"
-                return rec
-            if self.conn.poll(min(remaining, 0.5)):
-                try:
-                    _kind, rec, exiting = self.conn.recv()
-                except (EOFError, OSError):
-                    break
-                if exiting:
-                    self._retire()
-                return rec
-            if not self.proc.is_alive():
-                break
+        message = self._receive(timeout)
+        if message is TIMED_OUT:
+            self._drop(wait_s=0)
+            rec = crash_record(cell, ident, f"no result within the {timeout:g} s per-cell "
+                               "timeout; the worker was killed", "TIMEOUT")
+            rec["outcome"] = "TIMEOUT"
+            return rec
+        if message is not GONE:
+            _kind, rec, exiting = message
+            if exiting:
+                self._drop(wait_s=30)  # it retires after this cell: wait until it has
+            return rec
         self.proc.join(5)
         status = _signal_name(self.proc.exitcode)
-        self.lost += 1
-        self.conn = None
+        self._drop()
         return crash_record(cell, ident, f"the worker process died ({status}) while running "
                             "this cell", status)
 
@@ -331,18 +344,16 @@ class Worker:
         try:
             self.conn.send(("job", name, params))
         except (BrokenPipeError, OSError):
-            self._forget()
+            self._drop()
             return {"skipped": f"the worker was gone before {name} started"}
-        if not self.conn.poll(timeout):
-            self.kill()
-            self.lost += 1
-            self.conn = None
-            return {"skipped": f"{name} did not finish within {timeout:g} s"}
-        try:
-            _kind, result = self.conn.recv()
-        except (EOFError, OSError):
-            self._forget()
-            return {"skipped": f"the worker died while running {name}"}
+        message = self._receive(timeout)
+        if message is TIMED_OUT or message is GONE:
+            self._drop(wait_s=0 if message is TIMED_OUT else 5)
+            return {"skipped": f"{name} did not finish within {timeout:g} s"
+                    if message is TIMED_OUT else f"the worker died while running {name}"}
+        _kind, result, exiting = message
+        if exiting:
+            self._drop(wait_s=30)
         return result
 
     def torch_timing(self, shape, training: bool, reps: int, timeout: float = 600.0) -> dict:
@@ -350,19 +361,20 @@ class Worker:
         cuDNN cells); a dict with ``skipped`` when that cannot be done."""
         return self.job("torch", torch_params(shape, training, reps), timeout)
 
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join(5)
-
     def close(self) -> None:
         if self.alive and self.conn is not None:
             try:
                 self.conn.send(None)
-                self.proc.join(10)
             except (OSError, BrokenPipeError):
                 pass
-        self.kill()
+        if self.proc is not None:
+            self._drop(counted=False, wait_s=10)
+
+
+def _setup(info: dict) -> tuple:
+    """What every worker of one run must agree on."""
+    return (info["library"].get("library_path"), info["library"].get("cudnn_version"),
+            info["device_stages"], info["device"].get("gpu"))
 
 
 def torch_params(shape, training: bool, reps: int) -> dict:

@@ -127,15 +127,20 @@ def test_malformed_spec_file(tmp_path):
     assert_one_line_exit_2(probe(tmp_path, "--spec", str(bad)), "unknown cell value 'LSTMX'")
 
 
-def test_existing_results_are_never_overwritten_silently(tmp_path):
+def test_running_again_continues_and_never_overwrites_silently(tmp_path):
     assert probe(tmp_path, "--dtype", "INT8", "--cell", "GRU").returncode == 0
     before = (tmp_path / "default.jsonl").read_bytes()
-    assert_one_line_exit_2(probe(tmp_path, "--dtype", "INT8", "--cell", "GRU"), "--resume")
+    again = probe(tmp_path, "--dtype", "INT8", "--cell", "GRU")
+    assert again.returncode == 0 and " 0 to run" in again.stdout, again.stderr
     assert (tmp_path / "default.jsonl").read_bytes() == before
     first = before.splitlines(keepends=True)[0]
     (tmp_path / "default.jsonl").write_bytes(first + b"broken\n" + first)
-    assert_one_line_exit_2(probe(tmp_path, "--dtype", "INT8", "--cell", "GRU", "--resume"),
-                           "line 2 is not JSON")
+    damaged = (tmp_path / "default.jsonl").read_bytes()
+    assert_one_line_exit_2(probe(tmp_path, "--dtype", "INT8", "--cell", "GRU"),
+                           "line 2 is not JSON", "--overwrite")
+    assert (tmp_path / "default.jsonl").read_bytes() == damaged
+    fresh = probe(tmp_path, "--dtype", "INT8", "--cell", "GRU", "--overwrite")
+    assert fresh.returncode == 0 and (tmp_path / "default.jsonl").read_bytes() != damaged
 
 
 def test_missing_library(tmp_path):
@@ -155,7 +160,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_what_finished(tmp_path):
     proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the parent
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
-    assert "Traceback" not in stderr and "--resume" in stderr
+    assert "Traceback" not in stderr and "the same command continues" in stderr
     kept = records(out)
     assert len(kept) >= 50 and len({r["id"] for r in kept}) == len(kept)
     meta = json.loads((tmp_path / "default.run.json").read_text())

@@ -26,17 +26,40 @@ def test_this_machines_run_continues_in_its_own_folder(tmp_path):
     assert first.returncode == 0, first.stderr
     path = only_run(tmp_path)
     assert path.parent.parent.name.startswith("no-gpu-cudnn")
-    assert "results/no-gpu/" in first.stdout and "left as they are" in first.stdout
     n = len(path.read_text().splitlines())
-    more = probe(tmp_path, "--cell", "GRU,LSTM", "--dtype", "INT8,FLOAT", "--math-type",
-                 "DEFAULT", "--resume")
+    # a run of the same spec by another setup, where this machine's runs live
+    other = path.parent.parent.parent / (path.parent.parent.name[:-8] + "0badcafe") / \
+        path.parent.name
+    shutil.copytree(path.parent, other)
+    meta = json.loads((other / "default.run.json").read_text())
+    meta["identity"]["machine"]["driver_version"] = "999.1"
+    (other / "default.run.json").write_text(json.dumps(meta))
+    kept = {f.name: f.read_bytes() for f in other.iterdir()}
+    more = probe(tmp_path, "--cell", "GRU,LSTM", "--dtype", "INT8,FLOAT", "--math-type", "DEFAULT")
     assert more.returncode == 0, more.stderr
-    assert only_run(tmp_path) == path and f" {n} already recorded" in more.stdout
+    assert f" {n} already recorded" in more.stdout
+    told = [x for x in more.stdout.splitlines() if x.startswith("not resumed, left as they are")]
+    assert len(told) == 1 and "0badcafe" in told[0] and "driver_version '999.1' there" in told[0]
+    assert "this machine's run is continued" in told[0]
+    assert {f.name: f.read_bytes() for f in other.iterdir()} == kept  # left as it is
     ids = [json.loads(x)["id"] for x in path.read_text().splitlines()]
     assert len(ids) == len(set(ids)) > n
     meta = json.loads(path.with_suffix(".run.json").read_text())
     assert len(meta["sessions"]) == 2 and meta["identity"]["machine"]["device_stages"] is False
     assert meta["identity"]["spec_sha256"] and meta["kind"] == "probe"
+
+
+def test_the_committed_run_of_this_gpu_and_cudnn_is_named_and_left_alone(tmp_path):
+    from cudnn_rnn.provenance import ROOT
+    first = probe(tmp_path, *QUICK)
+    assert first.returncode == 0, first.stderr
+    version = json.loads(only_run(tmp_path).with_suffix(".run.json").read_text())[
+        "identity"]["machine"]["cudnn_version"]
+    committed = ROOT / "results" / "no-gpu" / version / "default.jsonl"
+    if committed.exists():
+        assert f"results/no-gpu/{version}/default.jsonl (committed" in first.stdout
+    else:
+        assert "left as they are" not in first.stdout
 
 
 def test_an_edited_spec_starts_a_new_run_beside_the_old_one(tmp_path):
@@ -57,17 +80,21 @@ def test_a_run_of_another_setup_is_never_resumed(tmp_path):
     out = tmp_path / "out"
     shutil.copytree(FIX / "h200-919", out)
     before = {f.name: f.read_bytes() for f in out.iterdir()}
-    proc = probe(tmp_path, "--out", str(out), "--resume", *QUICK)
-    assert_one_line_exit_2(proc, "is not resumed, it is a run of another setup",
+    proc = probe(tmp_path, "--out", str(out), *QUICK)
+    assert_one_line_exit_2(proc, "is not resumed: it is a run of another setup",
                            "carries no identity")
     assert {f.name: f.read_bytes() for f in out.iterdir()} == before
 
 
-def test_other_settings_are_named_and_refused_on_resume(tmp_path):
+def test_other_settings_run_in_their_own_folder_and_are_refused_at_a_given_out(tmp_path):
+    assert probe(tmp_path, "--no-time", *QUICK).returncode == 0
+    assert probe(tmp_path, *QUICK).returncode == 0  # not a resume of the --no-time run
+    folders = {p.parent.name for p in tmp_path.glob("runs/*/*/default.jsonl")}
+    assert len(folders) == 2
     out = tmp_path / "out"
     assert probe(tmp_path, "--out", str(out), "--no-time", *QUICK).returncode == 0
     before = {f.name: f.read_bytes() for f in out.iterdir()}
-    proc = probe(tmp_path, "--out", str(out), "--resume", *QUICK)
+    proc = probe(tmp_path, "--out", str(out), *QUICK)
     assert_one_line_exit_2(proc, "setting time False there, True here")
     assert {f.name: f.read_bytes() for f in out.iterdir()} == before
 
@@ -86,4 +113,8 @@ def test_differences_name_each_part_of_the_identity():
                     "library_path '/b/libcudnn.so.9' there, '/a/libcudnn.so.9' here",
                     "setting reps 5 there, 20 here"]
     assert runs.run_dir(mine) != runs.run_dir(other)  # another machine: another folder
+    assert runs.run_dir(mine).parent != runs.run_dir(other).parent
+    same_machine = dict(mine, settings={"reps": 5, "time": True})
+    assert runs.run_dir(same_machine).parent == runs.run_dir(mine).parent
+    assert runs.run_dir(same_machine) != runs.run_dir(mine)  # other settings: another folder
     assert runs.differences(None, mine) and runs.differences({"machine": 1}, mine)

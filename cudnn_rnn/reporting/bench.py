@@ -12,7 +12,6 @@ medians measured in the same run (same worker process, same GPU).
 """
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from ..cli import BadInput
 from ..config import GATES
 from ..jsontypes import (ANY, BOOL, INT, NAME, NUM, POS_INT, POS_NUM, STR, Dict, List, Obj, Opt,
                          Pred, problem)
-from ..provenance import slug
+from ..provenance import folder_name
 from ..results import MalformedResults, read_records, write_json
 from ..runs import read_json_dict
 from .analysis import config_label
@@ -550,18 +549,14 @@ def main(argv=None) -> int:
             raise BadInput(f"{args.directory} is not a folder (give a benchmark's run folder)")
         if not (d / "bench.jsonl").is_file():
             raise BadInput(f"{args.directory}: no bench.jsonl here; run make bench first")
-        summary = read(d)
         if args.out is None:
-            p0 = summary["runs"][0]["provenance"] if summary["runs"] else {}
-            gpu, version = slug(p0.get("gpu")), str(p0.get("cudnn_version"))
-            if not re.fullmatch(r"[0-9]+(\.[0-9]+){0,3}", version):
-                version = slug(version)
-            out = output_dir(report_dir(f"{gpu}-{version}-bench"))
+            runs = read_run_file(d / "bench.run.json")["runs"]
+            p0 = runs[0]["provenance"] if runs else {}
+            out = output_dir(report_dir(folder_name(p0.get("gpu"), p0.get("cudnn_version"))
+                                        + "-bench"))
         else:
             out = output_dir(args.out)
-        write_json(out / "bench.json", summary)
-        (out / "bench.md").write_text(markdown(summary))
-        print(out / "bench.md")
+        print(write(d, out))
         return 0
     return run_main(run, argv, prog="cudnn_rnn.reporting.bench")
 

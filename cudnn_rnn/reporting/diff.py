@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-KINDS = ("forward_inference", "forward_training", "backward_data", "backward_weights")
+from ..results import TIMED_KINDS as KINDS
+
 MIN_CHANGE = 0.10  # a speed change below 10 % is never reported
 
 

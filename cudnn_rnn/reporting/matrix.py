@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from .. import provenance
@@ -40,10 +39,8 @@ def name(result: load.ResultSet) -> str:
     """``nvidia-h200-9.19.0``: the GPU (or no-gpu) and the cuDNN version of a result set."""
     prov = result.provenance
     gpu = prov.get("gpu") if prov.get("gpu") and not prov.get("no_gpu_reason") else None
-    version = str(prov.get("cudnn_version") or result.records[0].get("cudnn_version"))
-    if not re.fullmatch(r"[0-9]+(\.[0-9]+){0,3}", version):  # it names a folder: no '..'
-        version = provenance.slug(version)
-    return f"{provenance.slug(gpu)}-{version}"
+    return provenance.folder_name(gpu, prov.get("cudnn_version")
+                                  or result.records[0].get("cudnn_version"))
 
 
 def write_report(result: load.ResultSet, out_dir: Path, argv) -> list[Path]:
