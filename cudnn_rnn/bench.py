@@ -195,12 +195,7 @@ def build_parser() -> OneLineParser:
     p = OneLineParser(prog="cudnn_rnn.bench", description=__doc__.splitlines()[0])
     p.add_argument("--spec", default="bench", help="probes/NAME.toml or a path (default: bench)")
     p.add_argument("--group", action="append", default=None, help="only this group (repeatable)")
-    p.add_argument("--out", default=None,
-                   help="output folder (default: this machine's run folder under runs/)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue this setup's benchmark (the default; one of another setup "
-                        "is refused)")
-    p.add_argument("--overwrite", action="store_true", help="start bench.jsonl afresh")
+    runs.add_options(p, "bench.jsonl")
     p.add_argument("--deadline", type=positive_float, default=None,
                    help="seconds after which no new shape is started")
     p.add_argument("--reps", type=positive_int, default=20, help="most timed calls per measurement")

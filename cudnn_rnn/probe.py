@@ -43,12 +43,7 @@ def build_parser() -> OneLineParser:
                        help="keep only these values (comma-separated)")
     p.add_argument("--list", action="store_true", help="show the cells and run nothing")
     p.add_argument("--cudnn", default=None, help="path of the libcudnn to probe")
-    p.add_argument("--out", default=None,
-                   help="output folder (default: this machine's run folder under runs/)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue this setup's run (the default; a run of another setup is "
-                        "refused)")
-    p.add_argument("--overwrite", action="store_true", help="start the results file afresh")
+    runs.add_options(p, "the results file")
     p.add_argument("--reps", type=positive_int, default=20,
                    help="timed calls per measurement (median)")
     p.add_argument("--no-time", action="store_true", help="statuses and verification, no timing")

@@ -129,6 +129,16 @@ def read_json_dict(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def add_options(parser, records: str) -> None:
+    """``--out``, ``--resume`` and ``--overwrite``, as every command that keeps a run has them."""
+    parser.add_argument("--out", default=None,
+                        help="output folder (default: this machine's run folder under runs/)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue this setup's run (the default; a run of another setup "
+                             "is refused)")
+    parser.add_argument("--overwrite", action="store_true", help=f"start {records} afresh")
+
+
 def output_dir(path: str | Path, flag: str = "--out") -> Path:
     """``path`` as a folder this process can write (created if missing); otherwise
     :class:`BadInput` naming the flag and what is wrong."""
@@ -139,9 +149,7 @@ def output_dir(path: str | Path, flag: str = "--out") -> Path:
         raise BadInput(f"{flag} {str(p)!r} is a file; give a folder")
     try:
         p.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise BadInput(f"{flag} {str(p)!r}: a part of that path is a file") from None
-    except NotADirectoryError:
+    except (FileExistsError, NotADirectoryError):
         raise BadInput(f"{flag} {str(p)!r}: a part of that path is a file") from None
     except OSError as exc:
         raise BadInput(f"cannot create {flag} {str(p)!r}: {exc.strerror or exc}") from None
