@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
@@ -209,10 +209,10 @@ def committed_results_untouched():
     yield
     from collections import Counter
     print(f"\n{len(TALLY)} cases: " + ", ".join(
-        f"{m.split('.')[-1]} exit {rc}: {n}" for (m, rc), n in
+        f"{m.replace('cudnn_rnn.', '')} exit {rc}: {n}" for (m, rc), n in
         sorted(Counter((m, rc) for m, rc, _ in TALLY).items())))
     for (m, line), n in Counter((m, line) for m, _rc, line in TALLY if line).most_common(60):
-        print(f"  {n:4d} {m.split('.')[-1]:9s} {line}")
+        print(f"  {n:4d} {m.replace('cudnn_rnn.', ''):16s} {line}")
     after = snapshot(ROOT)
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     assert not changed, changed[:10]
@@ -324,7 +324,26 @@ def test_probe(argv, spec, use_spec, existing, records, meta, lib_env):
 REPORT_FLAGS = {"--out": PATHS}
 
 
+ODD_RECORDS = "".join(text_file(r) + "\n" for r in [
+    dict(RECORDS[0], speedup=None, block="shape sweep fp16"),
+    dict(RECORDS[1], block="shape sweep fp16", speedup={"forward_training": 0.0}),
+    dict(RECORDS[2], outcome="ERROR", timings=None, errors=None, reason="<b>&</b>"),
+    dict(RECORDS[3], data_type="X", cell="X", shape={"seq_length": 20, "layers": 2,
+                                                     "hidden": 2048, "batch": 128}),
+    *[dict(RECORDS[1], id=f"sweep{h}", data_type="HALF", math_type="TENSOR_OP",
+           cell="RNN_RELU", block="shape sweep fp16",
+           shape={"seq_length": 20, "layers": 1, "hidden": h, "batch": h // 16},
+           speedup=None if h == 2048 else {"forward_training": 1.5})
+      for h in (2048, 2044, 1024)]]).encode()
+
+
 @CASES
+@example(records=ODD_RECORDS, meta=RUN_META, argv=[], inputs=[], diff=False, bench_beside=True)
+@example(records=ODD_RECORDS, meta=RUN_META, argv=["--out", "{out}"], inputs=[], diff=True,
+         bench_beside=False)
+@example(records="".join(text_file(r) + "\n" for r in RECORDS).encode(),
+         meta=dict(RUN_META, seed_replay=[]), argv=[], inputs=["{in}/default.jsonl"],
+         diff=False, bench_beside=False)
 @given(records=record_lines(), meta=st.one_of(st.just(RUN_META), st.just(RUN_META),
                                               mutated(RUN_META), HOSTILE.map(text_file)),
        argv=flags(REPORT_FLAGS, 2),

@@ -126,11 +126,12 @@ def _sweep_findings(rows: list) -> list[str]:
     out = []
     tc = "HALF/FLOAT/TENSOR_OP/STANDARD"
     for cell in sorted({r["cell"] for r in rows}):
-        mine = [r for r in rows if r["cell"] == cell and tc in r["configs"]]
+        mine = [r for r in rows if r["cell"] == cell and tc in r["configs"]
+                and r["configs"][tc]["speedup"] is not None]  # None: its baseline was not timed
         if not mine:
             continue
-        best = max(mine, key=lambda r: r["configs"][tc]["speedup"] or 0)
-        worst = min(mine, key=lambda r: r["configs"][tc]["speedup"] or 0)
+        best = max(mine, key=lambda r: r["configs"][tc]["speedup"])
+        worst = min(mine, key=lambda r: r["configs"][tc]["speedup"])
         out.append(f"{cell}: FP16 tensor-op forward training runs {best['configs'][tc]['speedup']:.2f}x "
                    f"FP32 at hidden {best['hidden']}, batch {best['batch']} but "
                    f"{worst['configs'][tc]['speedup']:.2f}x at hidden {worst['hidden']}, "

@@ -115,8 +115,9 @@ def render(result, analysis: dict, report: dict) -> str:
             + (f" ({escape(seed['reason'])})" if seed.get("reason") else " (cuDNN logs no reason)")
             + ".</p>")
     if alt:
+        speedup = "" if alt["speedup"] is None else f"{alt['speedup']:.2f}x FP32, "
         int8 += (f"<p>Fastest verified alternative: <code>{escape(alt['config'])}</code>, "
-                 f"{alt['speedup']:.2f}x FP32, max error {alt['max_error']:.1e}.</p>")
+                 f"{speedup}max error {alt['max_error']:.1e}.</p>")
     findings = "".join(f"<li>{escape(f)}</li>" for f in analysis["sweep"]["findings"])
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
