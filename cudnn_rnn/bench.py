@@ -27,7 +27,7 @@ from . import provenance, runs
 from .cell import TIMED as CELL_TIMED
 from .cli import BadInput, OneLineParser, positive_float, positive_int, run_main
 from .config import RNNConfig
-from .results import MalformedResults, ResultsFile, write_json
+from .results import write_json
 from .runs import content_key
 from .spec import Cell, baseline_first, read_toml, spec_name
 
@@ -240,13 +240,8 @@ def main(argv=None) -> int:
         path, runs_path = out_dir / "bench.jsonl", out_dir / "bench.run.json"
         resume, recorded = runs.open_run(path, runs_path, identity, args.overwrite,
                                          _run_file_or_none)
-        try:
-            results = ResultsFile(path, resume=resume, schema=bench_report.BENCH_RECORD,
-                                  what="benchmark record")
-        except MalformedResults as exc:
-            raise BadInput(f"{exc}; move it away or pass --overwrite") from None
-        except OSError as exc:
-            raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+        results = runs.open_records(path, resume, schema=bench_report.BENCH_RECORD,
+                                    what="benchmark record")
         done = {r["id"] for r in results.existing}
         session = uuid.uuid4().hex[:12]
         prov = provenance.collect(info["library"], info["device"])
@@ -254,11 +249,9 @@ def main(argv=None) -> int:
         earlier.append({"session": session, "provenance": prov, "gemm": None, "spec": spec.name,
                         "deadline_s": args.deadline, "budget_s": args.budget, "reps": args.reps,
                         "spec_shapes": [s.id for s in shapes]})
-        try:  # the identity is on disk before the first record or measurement
-            write_json(runs_path, {"kind": "bench", "identity": identity, "runs": earlier})
-        except OSError as exc:
-            results.close()
-            raise BadInput(f"cannot write {runs_path}: {exc.strerror or exc}") from None
+        # the identity is on disk before the first record or measurement
+        runs.write_meta(runs_path, {"kind": "bench", "identity": identity, "runs": earlier},
+                        results)
         earlier[-1]["gemm"] = worker.job("gemm", {"sizes": gemm_sizes(shapes)})
         write_json(runs_path, {"kind": "bench", "identity": identity, "runs": earlier})
         todo = [s for s in shapes if s.id not in done]

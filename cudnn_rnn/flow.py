@@ -259,7 +259,7 @@ class RNNFlow:
         except dtypes.NoHostEncoding as exc:
             raise FlowStop(StageFailure(name, "host", "HOST_ERROR", None, str(exc), "host"))
         except Exception as exc:
-            if self.cp is not None and _is_cuda_error(self.cp, exc):
+            if isinstance(exc, gpu.cuda_errors(self.cp)):
                 raise FlowStop(StageFailure(name, _cuda_call(exc), "CUDA_ERROR",
                                             getattr(exc, "status", None), str(exc), "cuda"))
             raise
@@ -605,12 +605,6 @@ def arrays_from_params(cfg: RNNConfig, params: list[LayerParams]) -> dict:
         if p.P is not None:
             out[(pseudo, 8, "matrix")] = p.P
     return out
-
-
-def _is_cuda_error(cp, exc: BaseException) -> bool:
-    kinds = (cp.cuda.runtime.CUDARuntimeError, cp.cuda.driver.CUDADriverError,
-             cp.cuda.memory.OutOfMemoryError)
-    return isinstance(exc, kinds)
 
 
 def _cuda_call(exc: BaseException) -> str:

@@ -41,6 +41,15 @@ def cupy_or_raise():
     return cupy
 
 
+def cuda_errors(cupy) -> tuple:
+    """The exception types CuPy raises for a CUDA error (runtime, driver, out of memory);
+    empty without cupy, so ``except cuda_errors(None)`` catches nothing."""
+    if cupy is None:
+        return ()
+    return (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
+            cupy.cuda.memory.OutOfMemoryError)
+
+
 def available() -> bool:
     return _probe()[0] is not None
 

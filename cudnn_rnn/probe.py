@@ -23,7 +23,7 @@ from tabulate import tabulate
 from . import provenance, runs, spec as specs
 from .cli import BadInput, OneLineParser, positive_float, positive_int, run_main
 from .reporting.load import load as load_results
-from .results import RUN_SCHEMA, TIMED_KINDS, MalformedResults, ResultsFile, write_json
+from .results import RUN_SCHEMA, TIMED_KINDS, write_json
 from .progress import Progress
 from .reporting.analysis import max_error
 from .worker import start_worker
@@ -148,12 +148,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     meta_path = path.with_suffix(".run.json")
     resume, recorded = runs.open_run(path, meta_path, identity, args.overwrite,
                                      runs.read_json_dict)
-    try:
-        results = ResultsFile(path, resume=resume)
-    except MalformedResults as exc:
-        raise BadInput(f"{exc}; move it away or pass --overwrite") from None
-    except OSError as exc:
-        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    results = runs.open_records(path, resume)
     done = {r["id"]: r for r in results.existing}
     todo = [c for c in cells if c.id not in done]
     device_line = (f"GPU {dev_info['gpu']} (compute capability {dev_info['compute_capability']}, "
@@ -178,11 +173,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
             "identity": identity, "provenance": run_info,
             "legacy_symbols": info["symbols"]["legacy"], "seed_replay": info.get("seed_replay"),
             "sessions": sessions, "complete": False}
-    try:
-        write_json(meta_path, meta)
-    except OSError as exc:
-        results.close()
-        raise BadInput(f"cannot write {meta_path}: {exc.strerror or exc}") from None
+    runs.write_meta(meta_path, meta, results)
     progress = Progress(len(cells), done=len(cells) - len(todo))
     started = time.monotonic()
     interrupted = False

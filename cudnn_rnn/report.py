@@ -15,7 +15,7 @@ import sys
 
 from . import runs
 from .cli import BadInput, OneLineParser, run_main
-from .reporting import diff as diffing, load
+from .reporting import analysis, diff as diffing, load
 from .reporting.matrix import SCHEMA_VERSION, name, report_info, write_report
 
 
@@ -46,9 +46,7 @@ def main(argv=None) -> int:
     result = load.load(*args.results)
     out_dir = runs.output_dir(args.out if args.out is not None else runs.report_dir(name(result)))
     written = write_report(result, out_dir, argv_list)
-    counts = {}
-    for r in result.records:
-        counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+    counts = analysis.counts(result.records)
     print(f"{len(result.records)} cells ({', '.join(f'{k} {v}' for k, v in counts.items())}) -> "
           f"{', '.join(str(w) for w in written)}")
     return 0

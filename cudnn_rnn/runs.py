@@ -93,6 +93,28 @@ def open_run(records: Path, meta: Path, identity: dict, overwrite: bool, read_me
     return True, recorded
 
 
+def open_records(path: Path, resume: bool, **kwargs):
+    """The run's :class:`~cudnn_rnn.results.ResultsFile`; a file that cannot be read back or
+    written is :class:`BadInput` (nothing has been written then)."""
+    from .results import MalformedResults, ResultsFile
+    try:
+        return ResultsFile(path, resume=resume, **kwargs)
+    except MalformedResults as exc:
+        raise BadInput(f"{exc}; move it away or pass --overwrite") from None
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def write_meta(path: Path, data: dict, records) -> None:
+    """Write a run's meta file; if that fails, close ``records`` and raise :class:`BadInput`."""
+    from .results import write_json
+    try:
+        write_json(path, data)
+    except OSError as exc:
+        records.close()
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def report_dir(name: str) -> Path:
     """Where a report of recorded results goes by default: ``reports/<name>/``."""
     return home() / "reports" / name

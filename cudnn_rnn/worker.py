@@ -72,18 +72,12 @@ def _inject_cell_fault(kind: str, cupy) -> None:
         kernel((1,), (1,), (1,))  # asynchronous: the error surfaces at the cell's next CUDA call
 
 
-def _cuda_error_types(cupy) -> tuple:
-    if cupy is None:
-        return ()
-    return (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
-            cupy.cuda.memory.OutOfMemoryError)
-
-
 def _context_error(cupy) -> str | None:
     """The CUDA context's sticky error, if the last cell left one (None when healthy)."""
+    from .gpu import cuda_errors
     try:
         cupy.cuda.runtime.deviceSynchronize()
-    except _cuda_error_types(cupy) as exc:
+    except cuda_errors(cupy) as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
 
@@ -112,7 +106,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
     if device:
         import cupy
         pool = cupy.get_default_memory_pool()
-    cuda_errors = _cuda_error_types(cupy)
+    cuda_errors = gpu.cuda_errors(cupy)
     info = {"cudnn_version": lib.version_string, "library_path": lib.describe()["library_path"]}
     while True:
         try:

@@ -60,7 +60,7 @@ class ResultSet:
 
 def _is_probe_run(jsonl: Path) -> bool:
     meta = read_json_dict(jsonl.with_suffix(".run.json"))
-    return meta is None or not ("runs" in meta or meta.get("kind", "probe") != "probe")
+    return meta is None or ("runs" not in meta and meta.get("kind", "probe") == "probe")
 
 
 def _jsonl_files(path: Path) -> list[Path]:
