@@ -18,10 +18,6 @@ class CEnum(enum.IntEnum):
     """An IntEnum that knows the C typedef and name prefix it mirrors."""
 
     @classmethod
-    def c_member_name(cls, member: "CEnum") -> str:
-        return cls.C_PREFIX + member.name  # type: ignore[attr-defined]
-
-    @classmethod
     def parse(cls, text: str | int) -> "CEnum":
         """Accept a member name (with or without the C prefix, any case) or a value."""
         if isinstance(text, int) or (isinstance(text, str) and text.strip().lstrip("-").isdigit()):
@@ -106,9 +102,10 @@ class StatusV9(CEnum):
 
     @property
     def category(self) -> "StatusV9":
-        """The 1000-based family (CUDNN_STATUS_CATEGORY); SUCCESS is its own."""
-        category = self.value // 1000 * 1000
-        return StatusV9(category) if category in StatusV9._value2member_map_ else self
+        """The family (:func:`status_category`) as a member; itself where the header has no
+        member for the family (SUCCESS, the 1xxx BAD_PARAM_* codes have one: BAD_PARAM)."""
+        family = status_category(self.value)
+        return StatusV9(family) if family in StatusV9._value2member_map_ else self
 
 
 @_c("cudnnStatus_t", "CUDNN_STATUS_")
@@ -133,6 +130,12 @@ class StatusV8(CEnum):
     @property
     def category(self) -> "StatusV8":
         return self
+
+
+def status_category(code: int) -> int:
+    """``CUDNN_STATUS_CATEGORY(full_error_code)`` of cudnn_graph.h (cuDNN 9): the code's
+    1000-based family, e.g. 3003 (NOT_SUPPORTED_DATA_TYPE) → 3000 (NOT_SUPPORTED)."""
+    return code // 1000 * 1000
 
 
 def status_enum(cudnn_version: int) -> type[CEnum]:
@@ -277,12 +280,6 @@ class WgradMode(CEnum):
     SET = 1
 
 
-@_c("cudnnRNNClipMode_t", "CUDNN_RNN_CLIP_")
-class RNNClipMode(CEnum):
-    NONE = 0
-    MINMAX = 1
-
-
 @_c("cudnnTensorFormat_t", "CUDNN_TENSOR_")
 class TensorFormat(CEnum):
     NCHW = 0
@@ -298,21 +295,13 @@ class Severity(CEnum):
     INFO = 3
 
 
-@_c("libraryPropertyType", "")
-class LibraryProperty(CEnum):
-    MAJOR_VERSION = 0
-    MINOR_VERSION = 1
-    PATCH_LEVEL = 2
-
-
 # #define constants of cudnn_adv.h / cudnn_graph.h
 RNN_PADDED_IO_DISABLED = 0
 RNN_PADDED_IO_ENABLED = 1 << 0
 SEV_ERROR_EN = 1 << Severity.ERROR
 SEV_WARNING_EN = 1 << Severity.WARNING
-SEV_INFO_EN = 1 << Severity.INFO
 
-# Enums whose every member the header test checks (libraryPropertyType lives in CUDA's header).
+# Enums whose every member the header test checks.
 HEADER_CHECKED = (StatusV9, DataType, MathType, RNNMode, RNNAlgo, DirectionMode, RNNInputMode,
-                  RNNBiasMode, RNNDataLayout, ForwardMode, WgradMode, RNNClipMode, TensorFormat,
+                  RNNBiasMode, RNNDataLayout, ForwardMode, WgradMode, TensorFormat,
                   Severity)

@@ -13,7 +13,7 @@ that failed, the numeric status, its name and cuDNN's logged reason, if any::
 """
 from __future__ import annotations
 
-from .enums import StatusV8, StatusV9
+from .enums import StatusV8, StatusV9, status_category
 
 
 class CudnnError(RuntimeError):
@@ -54,8 +54,6 @@ def _camel(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
-
-
 ERROR_CLASSES: dict[str, type[CudnnError]] = {}
 
 
@@ -75,7 +73,7 @@ def _generate() -> None:
     for member in sorted(StatusV9, key=lambda m: m.value):
         if member.value == 0:
             continue
-        category = member.value // 1000 * 1000
+        category = status_category(member.value)
         base = CudnnError
         if member.value != category and category in StatusV9._value2member_map_:
             base = ERROR_CLASSES[StatusV9(category).name]  # 1xxx have no category member

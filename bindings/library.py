@@ -14,7 +14,7 @@ the dispatcher cannot pick up another installation's ``libcudnn_adv`` (which
 would end in SUBLIBRARY_VERSION_MISMATCH). Only one libcudnn can live in a
 process; asking for a second, different one raises :class:`LibraryNotFound`.
 
-Functions are bound lazily from :mod:`bindings.prototypes`. Those that return
+Functions are bound lazily from :mod:`.prototypes`. Those that return
 ``cudnnStatus_t`` are wrapped by one checker that raises the generated
 exception naming the call, with cuDNN's logged reason attached.
 """
@@ -97,23 +97,21 @@ def _as_path(name: str) -> str:
     return os.path.abspath(name) if os.path.exists(name) else name
 
 
-def _preload_siblings(shim: str) -> dict[str, str]:
-    """dlopen the sub-libraries beside ``shim`` (RTLD_GLOBAL) so sonames resolve to them.
+def _preload_siblings(shim: str) -> None:
+    """dlopen the sub-libraries beside ``shim`` (RTLD_GLOBAL) so sonames resolve to them
+    (which ones did is in :meth:`Library.describe`, from the process's mappings).
 
     Only a file named like the dispatcher (``libcudnn.so`` or ``libcudnn.so.N...``) has
     siblings; any other name preloads nothing and is left to :func:`_open`'s checks."""
     name = Path(shim).name
     if not name.startswith("libcudnn.so"):
-        return {}
+        return
     directory = Path(shim).resolve().parent
     suffix = name[len("libcudnn.so"):]  # ".9", ".9.19.0" or ""
-    loaded = {}
     for stem in SUBLIBRARY_ORDER:
         candidate = directory / f"{stem}.so{suffix}"
         if candidate.is_file():
             ctypes.CDLL(str(candidate), mode=ctypes.RTLD_GLOBAL)
-            loaded[stem] = str(candidate)
-    return loaded
 
 
 def _preload_cublaslt() -> str | None:
@@ -125,18 +123,27 @@ def _preload_cublaslt() -> str | None:
         return None
 
 
-def loaded_cudnn_objects() -> dict[str, str]:
-    """libcudnn* files mapped into this process, from /proc/self/maps: name → path."""
-    objects: dict[str, str] = {}
+def mapped_paths(prefix: str = "libcudnn") -> list[str]:
+    """Files whose name starts with ``prefix`` mapped into this process, from
+    /proc/self/maps (the dynamic linker's truth, whoever loaded them), sorted; one name
+    at two paths means two copies of that library in one process."""
+    found = set()
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
                 parts = line.split(None, 5)
-                if len(parts) == 6 and "/libcudnn" in parts[5]:
-                    p = parts[5].strip()
-                    objects.setdefault(Path(p).name, p)
+                if len(parts) == 6 and Path(parts[5].strip()).name.startswith(prefix):
+                    found.add(parts[5].strip())
     except OSError:
         pass
+    return sorted(found)
+
+
+def mapped_objects(prefix: str = "libcudnn") -> dict[str, str]:
+    """:func:`mapped_paths` by file name (the first path of each name)."""
+    objects: dict[str, str] = {}
+    for p in mapped_paths(prefix):
+        objects.setdefault(Path(p).name, p)
     return objects
 
 
@@ -182,8 +189,8 @@ class Library:
     cdll: ctypes.CDLL
     version_raw: int = 0
     cudart_raw: int = 0
-    sublibraries: dict = field(default_factory=dict)
     cublaslt: str | None = None
+    rejected: tuple = ()  # why each candidate tried before this one failed, in order
     _functions: dict = field(default_factory=dict, repr=False)
 
     # --- identity -----------------------------------------------------------------------
@@ -230,7 +237,7 @@ class Library:
 
     def describe(self) -> dict:
         """Provenance of the library, for reports and banners."""
-        objects = loaded_cudnn_objects()
+        objects = mapped_objects()
         dirs = {str(Path(p).parent) for p in objects.values()}
         return {
             "cudnn_version": self.version_string,
@@ -266,7 +273,7 @@ class Library:
         if fn is None:
             proto = BY_NAME.get(name)
             if proto is None:
-                raise AttributeError(f"{name} is not declared in bindings.prototypes")
+                raise AttributeError(f"{name} is not declared in the prototypes of {__package__}")
             raw = self.raw(name)
             fn = CheckedFunction(name, raw, self.version_number, self.last_error_string) \
                 if proto.returns_status else raw
@@ -293,7 +300,8 @@ def _open(candidate: Candidate) -> Library:
         raise errors.LibraryNotFound(f"{candidate.path} ({candidate.source}) is a directory, "
                                      "not the libcudnn.so.9 file")
     try:
-        siblings = _preload_siblings(candidate.path) if is_path else {}
+        if is_path:
+            _preload_siblings(candidate.path)
         cdll = ctypes.CDLL(candidate.path, mode=ctypes.RTLD_GLOBAL)
     except OSError as exc:
         raise errors.LibraryNotFound(f"cannot load {candidate.path} ({candidate.source}): "
@@ -303,11 +311,11 @@ def _open(candidate: Candidate) -> Library:
     except AttributeError:
         raise errors.LibraryNotFound(f"{candidate.path} is not libcudnn (no cudnnGetVersion)") \
             from None
-    lib = Library(path=candidate.path, source=candidate.source, cdll=cdll, sublibraries=siblings)
+    lib = Library(path=candidate.path, source=candidate.source, cdll=cdll)
     lib.version_raw = int(lib.raw("cudnnGetVersion")())
     lib.cudart_raw = int(lib.raw("cudnnGetCudartVersion")())
     if "/" not in candidate.path:  # a soname: record the file the dynamic linker chose
-        objects = loaded_cudnn_objects()
+        objects = mapped_objects()
         lib.path = objects.get(candidate.path, candidate.path)
     lib.cublaslt = _preload_cublaslt()
     mask = enums.SEV_ERROR_EN | enums.SEV_WARNING_EN
@@ -346,6 +354,7 @@ def load(path: str | None = None) -> Library:
         for candidate in ordered:
             try:
                 _loaded = _open(candidate)
+                _loaded.rejected = tuple(failures)
                 return _loaded
             except errors.LibraryNotFound as exc:
                 failures.append(str(exc))

@@ -11,7 +11,7 @@ used. cuDNN 9 removed them; they are only probed for presence, never called.
 from __future__ import annotations
 
 
-from ctypes import POINTER, c_char_p, c_double, c_float, c_int, c_int32, c_size_t, c_uint, \
+from ctypes import POINTER, c_char_p, c_float, c_int, c_int32, c_size_t, c_uint, \
     c_uint32, c_ulonglong, c_void_p
 from dataclasses import dataclass
 
@@ -46,7 +46,6 @@ PVOID = c_void_p
 PPVOID = POINTER(c_void_p)
 PINT = POINTER(c_int)
 PI32 = POINTER(c_int32)
-PU32 = POINTER(c_uint32)
 PSIZE = POINTER(c_size_t)
 E = T.c_enum
 PE = POINTER(T.c_enum)
@@ -55,21 +54,15 @@ PROTOTYPES: tuple[Proto, ...] = (
     # --- cudnn_graph.h: version, errors, handle, logging
     _p("cudnnGetVersion", c_size_t, "cudnn_graph.h"),
     _p("cudnnGetCudartVersion", c_size_t, "cudnn_graph.h"),
-    _p("cudnnGetMaxDeviceVersion", c_size_t, "cudnn_graph.h", min_version=80900, required=False),
     _p("cudnnGetErrorString", c_char_p, "cudnn_graph.h", ("status", E)),
     _p("cudnnGetLastErrorString", None, "cudnn_graph.h", ("message", c_char_p),
        ("max_size", c_size_t), min_version=90000, required=False),
-    _p("cudnnGetProperty", STATUS, "cudnn_graph.h", ("type", E), ("value", PINT)),
     _p("cudnnCreate", STATUS, "cudnn_graph.h", ("handle", POINTER(T.cudnnHandle_t))),
     _p("cudnnDestroy", STATUS, "cudnn_graph.h", ("handle", T.cudnnHandle_t)),
     _p("cudnnSetStream", STATUS, "cudnn_graph.h", ("handle", T.cudnnHandle_t),
        ("streamId", T.cudaStream_t)),
-    _p("cudnnGetStream", STATUS, "cudnn_graph.h", ("handle", T.cudnnHandle_t),
-       ("streamId", POINTER(T.cudaStream_t))),
     _p("cudnnSetCallback", STATUS, "cudnn_graph.h", ("mask", c_uint), ("udata", PVOID),
        ("fptr", T.cudnnCallback_t)),
-    _p("cudnnGetCallback", STATUS, "cudnn_graph.h", ("mask", POINTER(c_uint)), ("udata", PPVOID),
-       ("fptr", POINTER(T.cudnnCallback_t))),
     # --- cudnn_ops.h: tensor, filter, dropout
     _p("cudnnCreateTensorDescriptor", STATUS, "cudnn_ops.h",
        ("tensorDesc", POINTER(T.cudnnTensorDescriptor_t))),
@@ -84,9 +77,6 @@ PROTOTYPES: tuple[Proto, ...] = (
        ("filterDesc", POINTER(T.cudnnFilterDescriptor_t))),
     _p("cudnnSetFilterNdDescriptor", STATUS, "cudnn_ops.h", ("filterDesc", T.cudnnFilterDescriptor_t),
        ("dataType", E), ("format", E), ("nbDims", c_int), ("filterDimA", PINT)),
-    _p("cudnnGetFilterNdDescriptor", STATUS, "cudnn_ops.h", ("filterDesc", T.cudnnFilterDescriptor_t),
-       ("nbDimsRequested", c_int), ("dataType", PE), ("format", PE), ("nbDims", PINT),
-       ("filterDimA", PINT)),
     _p("cudnnDestroyFilterDescriptor", STATUS, "cudnn_ops.h",
        ("filterDesc", T.cudnnFilterDescriptor_t)),
     _p("cudnnCreateDropoutDescriptor", STATUS, "cudnn_ops.h",
@@ -106,14 +96,6 @@ PROTOTYPES: tuple[Proto, ...] = (
        ("dataType", E), ("mathPrec", E), ("mathType", E), ("inputSize", c_int32),
        ("hiddenSize", c_int32), ("projSize", c_int32), ("numLayers", c_int32),
        ("dropoutDesc", T.cudnnDropoutDescriptor_t), ("auxFlags", c_uint32)),
-    _p("cudnnGetRNNDescriptor_v8", STATUS, "cudnn_adv.h", ("rnnDesc", T.cudnnRNNDescriptor_t),
-       ("algo", PE), ("cellMode", PE), ("biasMode", PE), ("dirMode", PE), ("inputMode", PE),
-       ("dataType", PE), ("mathPrec", PE), ("mathType", PE), ("inputSize", PI32),
-       ("hiddenSize", PI32), ("projSize", PI32), ("numLayers", PI32),
-       ("dropoutDesc", POINTER(T.cudnnDropoutDescriptor_t)), ("auxFlags", PU32)),
-    _p("cudnnRNNSetClip_v9", STATUS, "cudnn_adv.h", ("rnnDesc", T.cudnnRNNDescriptor_t),
-       ("clipMode", E), ("lclip", c_double), ("rclip", c_double), min_version=90000,
-       required=False),
     _p("cudnnCreateRNNDataDescriptor", STATUS, "cudnn_adv.h",
        ("rnnDataDesc", POINTER(T.cudnnRNNDataDescriptor_t))),
     _p("cudnnDestroyRNNDataDescriptor", STATUS, "cudnn_adv.h",

@@ -1,8 +1,40 @@
 """cudnn-rnn: which cuDNN RNN configurations work on this GPU, how fast and how accurate.
 
-Top-down: :mod:`.config` (what to run) → :mod:`.descriptors` (cuDNN objects that
-always get destroyed) → :mod:`.flow` (NVIDIA's RNN_example, stage by stage) →
-:mod:`.reference` (an independent float64 model to check the numbers) →
-:mod:`.example` and :mod:`.probe` (the command lines).
+The tree, top to bottom (imports point down only; ``tests/test_layers.py`` checks it):
+
+* ``cudnn_rnn/*.py``: the commands (``example``, ``probe``, ``report``, ``tune``, ``bench``,
+  ``overhead``, and ``cudnn-rnn`` / ``python -m cudnn_rnn`` with them as subcommands);
+* :mod:`.reporting`: reports of recorded runs;
+* :mod:`.matrix`: specs, a cell's life, the worker, the record and its one reader/writer;
+  :mod:`.compare`: PyTorch, cuDNN's API log, GEMM rates, the overhead measurement;
+* :mod:`.check`: the float64 reference, tolerances, NVIDIA's golden checksums;
+* :mod:`.engine`: the RNN_example flow over cuDNN (config, descriptors, stages, values);
+* :mod:`.bindings`: the ctypes mirror of libcudnn.
+
+The ctypes mirror is the top-level folder ``bindings/`` of the checkout. It is installed as
+``cudnn_rnn.bindings`` (``package_dir`` in setup.cfg), so ``import bindings`` stays free for
+the programs of whoever installs this project; in a checkout that is not installed (the
+Makefile's ``VENV=``), the same folder is mounted under that name here.
 """
-__version__ = "0.2.0"
+import importlib.util as _util
+import os as _os
+import sys as _sys
+
+__version__ = "0.3.0"
+
+
+def _mount_bindings() -> None:
+    name = __name__ + ".bindings"
+    if name in _sys.modules or _os.path.isdir(_os.path.join(__path__[0], "bindings")):
+        return  # already imported, or installed in place
+    source = _os.path.join(_os.path.dirname(__path__[0]), "bindings")
+    spec = _util.spec_from_file_location(name, _os.path.join(source, "__init__.py"),
+                                         submodule_search_locations=[source])
+    if spec is None:  # an installed copy that lacks it would fail at the first use instead
+        return
+    module = _util.module_from_spec(spec)
+    _sys.modules[name] = module
+    spec.loader.exec_module(module)
+
+
+_mount_bindings()

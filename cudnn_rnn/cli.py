@@ -5,16 +5,14 @@ import argparse
 import math
 import sys
 
-from bindings import errors
+from cudnn_rnn.bindings import errors
+from cudnn_rnn.bindings.library import INSTALL_HINT
+from cudnn_rnn.engine import gpu
+from cudnn_rnn.matrix.errors import BadInput
+from cudnn_rnn.matrix.worker import WorkerStartFailed
 
-from . import gpu
-from .worker import WorkerStartFailed
-
+__all__ = ["BadInput", "OneLineParser", "enum_arg", "positive_float", "positive_int", "run_main"]
 EXIT_BAD_INPUT = 2
-
-
-class BadInput(Exception):
-    """Wrong arguments or files: printed as one line, exit code 2."""
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -65,7 +63,7 @@ def run_main(main, argv=None, prog: str = "cudnn_rnn") -> int:
         print(f"{prog}: error: {exc} (see: python -m {prog} --help)", file=sys.stderr)
     except errors.LibraryNotFound as exc:
         text = str(exc)
-        hint = errors_hint()
+        hint = INSTALL_HINT
         print(f"{prog}: error: {text}" + ("" if hint in text else f"; to fix: {hint}"),
               file=sys.stderr)
     except WorkerStartFailed as exc:
@@ -80,7 +78,3 @@ def run_main(main, argv=None, prog: str = "cudnn_rnn") -> int:
         return 0
     return EXIT_BAD_INPUT
 
-
-def errors_hint() -> str:
-    from bindings.library import INSTALL_HINT
-    return INSTALL_HINT

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import sys
 
-import bindings
-from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasMode,
+from cudnn_rnn import bindings
+from cudnn_rnn.bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasMode,
                             RNNDataLayout, RNNInputMode)
 
-from . import gpu, timing
-from .cli import BadInput, OneLineParser, enum_arg, positive_int, run_main
-from .config import SAMPLE_MODES, RNNConfig
-from .flow import RNNFlow
+from cudnn_rnn.engine import gpu, timing
+from cudnn_rnn.cli import BadInput, OneLineParser, enum_arg, positive_int, run_main
+from cudnn_rnn.engine.config import SAMPLE_MODES, RNNConfig
+from cudnn_rnn.engine import readback
+from cudnn_rnn.engine.flow import RNNFlow
 
 USAGE = ("python -m cudnn_rnn.example seqLength numLayers hiddenSize miniBatch mode "
          "[--data-type FLOAT] [--math-prec P] [--math-type DEFAULT] [--algo STANDARD] "
@@ -64,7 +65,7 @@ def config_from_args(args) -> RNNConfig:
     try:
         return RNNConfig(
             seq_length=args.seq_length, num_layers=args.num_layers, hidden_size=args.hidden_size,
-            mini_batch=args.mini_batch, cell=SAMPLE_MODES[args.mode], input_size=args.input_size,
+            mini_batch=args.mini_batch, mode=SAMPLE_MODES[args.mode], input_size=args.input_size,
             proj_size=args.proj_size, data_type=args.data_type, math_prec=args.math_prec,
             math_type=args.math_type, algo=args.algo,
             direction=DirectionMode.BIDIRECTIONAL if args.bidirectional else DirectionMode.UNIDIRECTIONAL,
@@ -80,12 +81,12 @@ def banner(cfg: RNNConfig, lib) -> list[str]:
         f"cuDNN {lib.version_string} from {lib.path} ({lib.source}); "
         f"GPU {info.get('gpu')} (compute capability {info.get('compute_capability')})",
         f"seqLength  = {cfg.seq_length}", f"numLayers  = {cfg.num_layers}",
-        f"hiddenSize = {cfg.hidden_size}", f"inputSize  = {cfg.input}",
-        f"projSize   = {cfg.proj}", f"miniBatch  = {cfg.mini_batch}",
+        f"hiddenSize = {cfg.hidden_size}", f"inputSize  = {cfg.input_size}",
+        f"projSize   = {cfg.proj_size}", f"miniBatch  = {cfg.mini_batch}",
         f"dropout    = {cfg.dropout:f}", f"direction  = CUDNN_{cfg.direction.name}",
-        f"mode       = CUDNN_{cfg.cell.name}", f"algo       = CUDNN_RNN_ALGO_{cfg.algo.name}",
+        f"mode       = CUDNN_{cfg.mode.name}", f"algo       = CUDNN_RNN_ALGO_{cfg.algo.name}",
         f"dataType   = CUDNN_DATA_{cfg.data_type.name}",
-        f"mathPrec   = CUDNN_DATA_{cfg.precision.name}",
+        f"mathPrec   = CUDNN_DATA_{cfg.math_prec.name}",
         f"mathType   = CUDNN_{cfg.math_type.name}",
         f"inputMode  = CUDNN_{cfg.input_mode.name}", f"biasMode   = CUDNN_RNN_{cfg.bias_mode.name}",
         "",
@@ -119,11 +120,11 @@ def main(argv=None) -> int:
                   f" ({f.code})" + (f": {f.reason}" if f.reason else ""), file=out)
             print(f"stages completed: {', '.join(result.reached) or 'none'}", file=out)
             return 1
-        sums = flow.checksums()
+        sums = readback.checksums(flow)
         verification = None
         if args.verify:
-            from .verify import compare
-            verification = compare(cfg, flow.host, flow.outputs())
+            from cudnn_rnn.check.verify import compare
+            verification = compare(cfg, flow.host, readback.outputs(flow))
         cp, stream = flow.cp, flow.stream
         t_fwd = timing.time_call(cp, stream, lambda: flow.forward(bindings.enums.ForwardMode.TRAINING),
                                  args.reps)

@@ -1,7 +1,7 @@
 """``python -m cudnn_rnn.overhead``: does the ctypes path cost anything next to PyTorch?
 
 For each shape, the configuration PyTorch really uses is read from cuDNN's API log of a
-PyTorch run (:func:`.torch_compare.observe`: algorithm, data type, math precision, math
+PyTorch run (:func:`cudnn_rnn.compare.pytorch.observe`: algorithm, data type, math precision, math
 type, layout, padded-IO flag, forward mode). The same configuration then runs through
 this project's flow, is verified against the float64 reference, and is timed against
 ``torch.nn.LSTM``/``GRU``/``RNN`` with the state passed in, so both sides do the same
@@ -18,15 +18,13 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
 
-from bindings.enums import (DataType, DirectionMode, ForwardMode, MathType, RNNAlgo,
-                            RNNBiasMode, RNNDataLayout, RNNInputMode, RNNMode)
+from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.cli import BadInput, OneLineParser, positive_int, run_main
+from cudnn_rnn.compare.overhead import TARGET, measure_pair, merge_processes
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.matrix.jobs import name_of
 
-from .cli import BadInput, OneLineParser, positive_int, run_main
-from .config import RNNConfig
-
-TARGET = 1.03
 DEFAULT_SHAPES = ("LSTM:20,2,512,64", "LSTM:20,1,128,8", "LSTM:25,1,1024,64",
                   "LSTM:25,1,2048,128", "LSTM:25,1,4096,128", "GRU:25,1,1024,64",
                   "LSTM:25,1,1024,64:float16")
@@ -47,137 +45,11 @@ def parse_shape(text: str) -> dict:
         raise BadInput(f"bad --shape {text!r}: write CELL:T,L,H,B[:float32|float16|bfloat16], "
                        "e.g. LSTM:20,2,512,64") from None
     try:
-        RNNConfig(seq_length=t, num_layers=l, hidden_size=h, mini_batch=b, cell=RNNMode[cell])
+        RNNConfig(seq_length=t, num_layers=l, hidden_size=h, mini_batch=b, mode=RNNMode[cell])
     except ValueError as exc:
         raise BadInput(f"bad --shape {text!r}: {exc}") from None
     return {"cell": cell, "seq": t, "layers": l, "hidden": h, "batch": b, "input_size": h,
             "bidirectional": False, "dtype": dtype}
-
-
-def config_from_settings(shape: dict, s: dict) -> RNNConfig:
-    """Our :class:`RNNConfig` for the settings PyTorch used (names as observed)."""
-    return RNNConfig(seq_length=shape["seq"], num_layers=s["numLayers"], hidden_size=s["hiddenSize"],
-                     mini_batch=shape["batch"], input_size=s["inputSize"], cell=RNNMode[s["cellMode"]],
-                     proj_size=None if s["projSize"] == s["hiddenSize"] else s["projSize"],
-                     data_type=DataType[s["dataType"]], math_prec=DataType[s["mathPrec"]],
-                     math_type=MathType[s["mathMode"]], algo=RNNAlgo[s["algo"]],
-                     direction=DirectionMode[s["bidirectional"]],
-                     input_mode=RNNInputMode[s["inputMode"]], bias_mode=RNNBiasMode[s["biasMode"]],
-                     layout=RNNDataLayout[s["layout"]])
-
-
-def _median_of(timings: list[dict], key: str = "median_ms") -> float:
-    return statistics.median(t[key] for t in timings)
-
-
-def _idle_gpu_call(cp, stream, fn, n: int = 20) -> tuple[float, float]:
-    """One call issued on an idle GPU (nothing queued before it), ``n`` times: the median
-    host time to make the call (µs) and the median device-clock latency (ms) around it."""
-    host, device = [], []
-    for _ in range(n):
-        stream.synchronize()
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record(stream)
-        t0 = time.perf_counter()
-        fn()
-        host.append(time.perf_counter() - t0)
-        end.record(stream)
-        end.synchronize()
-        device.append(cp.cuda.get_elapsed_time(start, end))
-    return statistics.median(host) * 1e6, statistics.median(device)
-
-
-def _queued_ms(cp, stream, fn, calls: int = 8, repeats: int = 5) -> tuple[float, bool]:
-    """Median device time per call with the host far ahead of the GPU: ``calls`` calls are
-    enqueued behind an 8192³ FP32 GEMM (about 20 ms on an H200), so the GPU runs them
-    back to back and never waits for the host's launches. Also returns whether the host
-    really was ahead: the GEMM had not finished when the last call was enqueued."""
-    with stream:
-        a = cp.ones((8192, 8192), dtype=cp.float32)
-    times, ahead = [], True
-    for _ in range(repeats):
-        stream.synchronize()
-        with stream:
-            cp.matmul(a, a)
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record(stream)
-        for _ in range(calls):
-            fn()
-        end.record(stream)
-        ahead = ahead and not start.done
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end) / calls)
-    return statistics.median(times), ahead
-
-
-def measure_pair(lib, shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
-                 budget_s: float = 0.3) -> dict:  # pragma: no cover - needs a GPU and torch
-    """Ours and PyTorch's time for the same cuDNN configuration (runs in the worker)."""
-    import cupy as cp
-    import torch
-    from . import timing
-    from .flow import RNNFlow
-    from .torch_compare import DTYPES, build, step_fn
-    from .verify import compare_with, expected
-    cfg = config_from_settings(shape, settings)
-    mode = ForwardMode[settings["fwdMode"]]
-    training = mode == ForwardMode.TRAINING
-    with RNNFlow(cfg, lib, device=True, init="random", seed=1234) as flow:
-        result = flow.run()
-        if result.failure is not None:
-            f = result.failure
-            return {"skipped": f"our flow failed at {f.stage}: {f.call} {f.status} ({f.reason})"}
-        check = compare_with(cfg, expected(cfg, flow.host, cp, keep_on_device=True),
-                             flow.outputs(on_device=True))
-        verification = check.as_record()
-        if not check.passed:
-            return {"skipped": "our outputs did not match the float64 reference",
-                    "verification": verification}
-        model, x, state = build(shape["cell"], shape["seq"], cfg.num_layers, cfg.hidden_size,
-                                shape["batch"], cfg.input, cfg.bidirectional,
-                                dtype=DTYPES[cfg.data_type.name])
-        torch.cuda.synchronize()  # built on PyTorch's default stream; used on ours below
-        # the same arguments as PyTorch's call, devSeqLengths included (NULL in its log)
-        dev_seq = settings.get("devSeqLengths") != "NULL"
-        ours = lambda: flow.forward(mode, dev_seq_lengths=dev_seq)  # noqa: E731
-        with torch.cuda.stream(torch.cuda.ExternalStream(flow.stream.ptr)):
-            theirs = step_fn(model, x, state, training, pass_state=True, backward=False)
-            per_round = []
-            for i in range(rounds):  # alternate which side goes first, so drift cancels
-                first, second = (ours, theirs) if i % 2 == 0 else (theirs, ours)
-                x = timing.time_call(cp, flow.stream, first, reps, 3, budget_s).as_record()
-                y = timing.time_call(cp, flow.stream, second, reps, 3, budget_s).as_record()
-                per_round.append((x, y) if i % 2 == 0 else (y, x))
-            (host_ours, idle_ours), (host_torch, idle_torch) = (
-                _idle_gpu_call(cp, flow.stream, ours), _idle_gpu_call(cp, flow.stream, theirs))
-            host = {"ours_us": host_ours, "torch_us": host_torch}
-            isolated = {"ours_ms": idle_ours, "torch_ms": idle_torch}
-            (q_ours, ahead_ours), (q_torch, ahead_torch) = (
-                _queued_ms(cp, flow.stream, ours), _queued_ms(cp, flow.stream, theirs))
-            queued = {"ours_ms": q_ours, "torch_ms": q_torch, "host_ahead": ahead_ours and ahead_torch}
-        torch.cuda.synchronize()
-        work_size, reserve_size = flow.forward_space_sizes(mode)
-        arguments = {  # what each side passed to cudnnRNNForward besides the descriptors
-            "devSeqLengths": {"ours": "device" if dev_seq else "NULL",
-                              "torch": settings.get("devSeqLengths")},
-            "workSpaceSize": {"ours": work_size, "torch": settings.get("workSpaceSize")},
-            "weightSpaceSize": {"ours": flow.sizes["weight_space"],
-                                "torch": settings.get("weightSpaceSize")},
-            "reserveSpaceSize": {"ours": reserve_size, "torch": settings.get("reserveSpaceSize")}}
-        in_process = sorted({line.split()[-1] for line in open("/proc/self/maps")
-                             if "/libcudnn.so" in line})  # two paths: not one library
-    ratios = [a["median_ms"] / b["median_ms"] for a, b in per_round]
-    return {"config": cfg.as_record(), "fwd_mode": mode.name,
-            "arguments": arguments,
-            "arguments_differ": sorted(k for k, v in arguments.items() if v["ours"] != v["torch"]),
-            "ours": {"median_ms": _median_of([a for a, _ in per_round]), "rounds": [a for a, _ in per_round]},
-            "torch": {"median_ms": _median_of([b for _, b in per_round]), "rounds": [b for _, b in per_round]},
-            "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
-            "host_enqueue": host, "isolated": isolated,
-            "isolated_ratio": isolated["ours_ms"] / isolated["torch_ms"],
-            "queued": queued, "queued_ratio": queued["ours_ms"] / queued["torch_ms"],
-            "cudnn_objects_in_process": in_process,
-            "verification": {k: v for k, v in verification.items() if k != "nonfinite"}}
 
 
 def build_parser() -> OneLineParser:
@@ -203,9 +75,9 @@ def build_parser() -> OneLineParser:
 def _measure_in_one_process(args, requests: list[dict], observed: list[dict] | None):
     """One fresh worker process measures every pair; returns (rows, observed, worker info).
     PyTorch is observed (once) by the first process, after it has found a GPU."""
-    from .gpu import NoGPU
-    from .torch_compare import observe
-    from .worker import start_worker
+    from cudnn_rnn.engine.gpu import NoGPU
+    from cudnn_rnn.compare.pytorch import observe
+    from cudnn_rnn.matrix.worker import start_worker
     worker, info = start_worker(args.cudnn, {"reps": args.reps})
     try:
         if not info["device_stages"]:
@@ -222,51 +94,19 @@ def _measure_in_one_process(args, requests: list[dict], observed: list[dict] | N
                 row["skipped"] = (f"PyTorch ran cuDNN {seen.get('cudnn_version')}, this worker "
                                   f"{info['library'].get('cudnn_version')}: not the same library")
             else:
-                row.update(worker.job("overhead", {"shape": shape, "settings": seen,
-                                                   "reps": args.reps, "rounds": args.rounds}))
+                row.update(worker.job(name_of(measure_pair),
+                                      {"shape": shape, "settings": seen, "reps": args.reps,
+                                       "rounds": args.rounds}))
             rows.append(row)
     finally:
         worker.close()
     return rows, observed, info
 
 
-def merge_processes(per_process: list[list[dict]]) -> list[dict]:
-    """One row per pair from the rows of several processes (same requests, same order).
-
-    With one process a row is as measured (ratio = median over its rounds, range = over
-    rounds). With more, the first process's row is kept for its details, ``processes``
-    lists each process's figures, and ``ratio``/``ours``/``torch`` become medians over
-    processes with ``ratio_min``/``ratio_max`` the range of the per-process ratios: the
-    spread between processes, which on launch-bound shapes exceeds that between rounds."""
-    if len(per_process) == 1:
-        return per_process[0]
-    merged = []
-    for rows in zip(*per_process):
-        row = dict(rows[0])
-        measured = [r for r in rows if "ratio" in r]
-        if len(measured) < len(rows):
-            row.pop("ratio", None)
-            row["skipped"] = next(r.get("skipped") for r in rows if "ratio" not in r)
-            merged.append(row)
-            continue
-        row["processes"] = [{"ratio": r["ratio"], "ratio_min": r["ratio_min"], "ratio_max": r["ratio_max"],
-                             "ours_ms": r["ours"]["median_ms"], "torch_ms": r["torch"]["median_ms"],
-                             "host_enqueue": r["host_enqueue"], "isolated_ratio": r["isolated_ratio"],
-                             "queued_ratio": r.get("queued_ratio")}
-                            for r in measured]
-        ratios = [p["ratio"] for p in row["processes"]]
-        row.update(ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios),
-                   ours=dict(row["ours"], median_ms=statistics.median(p["ours_ms"] for p in row["processes"])),
-                   torch=dict(row["torch"], median_ms=statistics.median(p["torch_ms"] for p in row["processes"])),
-                   arguments_differ=sorted({k for r in measured for k in r.get("arguments_differ", [])}))
-        merged.append(row)
-    return merged
-
-
 def run(args) -> dict:
     """Observe PyTorch, then measure each pair in ``args.processes`` fresh worker processes,
     one after the other; returns the report dict."""
-    from . import provenance, runs
+    from cudnn_rnn.matrix import provenance, runs
     shapes = args.shape or [parse_shape(s) for s in DEFAULT_SHAPES]
     modes = {"inference": [False], "training": [True], "both": [False, True]}[args.mode]
     requests = [dict(s, training=t) for s in shapes for t in modes]
@@ -287,7 +127,7 @@ def run(args) -> dict:
 
 def table(report: dict) -> str:
     from tabulate import tabulate
-    from .reporting.analysis import config_label
+    from cudnn_rnn.matrix.record import config_label
     rows = []
     for r in report["rows"]:
         s = r["shape"]
@@ -315,14 +155,14 @@ def _f3(v) -> str:
 
 
 def main(argv=None) -> int:
-    from . import runs
-    from .reporting import bench as bench_report
-    from .results import write_json
+    from cudnn_rnn.matrix import runs
+    from cudnn_rnn.reporting import bench as bench_report
+    from cudnn_rnn.matrix.record import write_json
     args = build_parser().parse_args(argv)
     out = runs.output_dir(args.out) if args.out is not None else None
     report = run(args)
     if args.save and out is None:
-        from .bench import default_run_dir
+        from cudnn_rnn.bench import default_run_dir
         out = runs.output_dir(default_run_dir(report["machine"]), "the run folder")
     if out is not None:
         write_json(out / "overhead.json", report)

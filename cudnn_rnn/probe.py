@@ -7,7 +7,7 @@ only then timed (medians of ``--reps`` CUDA-event timed calls; TFLOPS by the
 sample's formula: matrices-per-cell × 2 × directions × hidden² × seqLength ×
 miniBatch × layers per pass; speed-ups against FLOAT/FLOAT/FMA/STANDARD of the
 same cell and shape, measured in the same run). Records go to
-``runs/<gpu>-cudnn<version>-<key>/<spec>-<key>/<spec>.jsonl`` (see :mod:`.runs`) as each
+``runs/<gpu>-cudnn<version>-<key>/<spec>-<key>/<spec>.jsonl`` (see :mod:`cudnn_rnn.matrix.runs`) as each
 cell finishes, with the run's identity and provenance beside it in ``<spec>.run.json``;
 running again continues a run of the same identity only. Without a GPU only the
 descriptor stages run; the rest are recorded as skipped.
@@ -20,13 +20,12 @@ from collections import Counter
 
 from tabulate import tabulate
 
-from . import provenance, runs, spec as specs
-from .cli import BadInput, OneLineParser, positive_float, positive_int, run_main
-from .reporting.load import load as load_results
-from .results import RUN_SCHEMA, TIMED_KINDS, write_json
-from .progress import Progress
-from .reporting.analysis import max_error
-from .worker import start_worker
+from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
+from cudnn_rnn.matrix import baseline, provenance, runs, spec as specs
+from cudnn_rnn.matrix.progress import Progress
+from cudnn_rnn.matrix.record import RUN_SCHEMA, add_speedup, max_error, write_json
+from cudnn_rnn.matrix.worker import start_worker
+from cudnn_rnn.reporting.load import load as load_results
 
 FILTER_FLAGS = {"dtype": "data_type", "math_prec": "math_prec", "math_type": "math_type",
                 "algo": "algo", "cell": "cell", "direction": "direction",
@@ -65,20 +64,6 @@ def plan(args) -> tuple:
     return spec, specs.with_baselines(chosen)
 
 
-def add_speedup(rec: dict, by_id: dict) -> None:
-    """Speed-up over the FP32 baseline of the same cell and shape, timed in this run."""
-    if not rec.get("timings"):
-        return
-    base_id = specs.baseline_id(rec["id"])
-    rec["baseline_id"] = base_id
-    base = rec if base_id == rec["id"] else by_id.get(base_id)
-    if not base or not base.get("timings"):
-        rec["speedup"] = None
-        return
-    rec["speedup"] = {k: round(base["timings"][k]["median_ms"] / rec["timings"][k]["median_ms"], 4)
-                      for k in TIMED_KINDS if k in rec["timings"] and k in base["timings"]}
-
-
 def summary(records: list, out=sys.stdout) -> None:
     counts = Counter(r["outcome"] for r in records)
     print(tabulate(sorted(counts.items(), key=lambda kv: -kv[1]), headers=("outcome", "cells")),
@@ -112,7 +97,7 @@ def summary(records: list, out=sys.stdout) -> None:
                          t["forward_training"]["median_ms"], t["forward_training"]["tflops"],
                          sp.get("forward_training"), sp.get("forward_inference"),
                          max_error(r)))
-        print("\nfastest verified cells (forward training; speed-up over FLOAT/FLOAT/FMA/STANDARD):",
+        print(f"\nfastest verified cells (forward training; speed-up over {baseline.LABEL}):",
               file=out)
         print(tabulate(rows, headers=("data", "prec", "math", "algo", "cell", "TxLxHxB", "fwd ms",
                                       "TFLOPS", "x fwd", "x inf", "max err"),
@@ -206,7 +191,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
               file=sys.stderr)
         return 130
     if args.report:
-        from .reporting.matrix import write_report
+        from cudnn_rnn.reporting.matrix import write_report
         written = write_report(load_results(path), out_dir, argv if argv is not None else sys.argv)
         print(f"report of this run: {', '.join(str(w) for w in written)}")
     errors = [r for r in records if r["outcome"] == "ERROR"]

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import sys
 
-from . import runs
-from .cli import BadInput, OneLineParser, run_main
-from .reporting import analysis, diff as diffing, load
-from .reporting.matrix import SCHEMA_VERSION, name, report_info, write_report
+from cudnn_rnn.matrix import runs
+from cudnn_rnn.cli import BadInput, OneLineParser, run_main
+from cudnn_rnn.reporting import analysis, diff as diffing, load
+from cudnn_rnn.reporting.matrix import SCHEMA_VERSION, name, report_info, write_report
 
 
 def main(argv=None) -> int:

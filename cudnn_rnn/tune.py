@@ -20,12 +20,14 @@ import time
 
 from tabulate import tabulate
 
-from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNMode)
-
-from .cli import BadInput, OneLineParser, enum_arg, positive_float, positive_int, run_main
-from .config import RNNConfig
-from .reporting.analysis import config_label, max_error
-from .spec import Cell, baseline_first
+from cudnn_rnn.bindings.enums import DataType, DirectionMode, MathType, RNNAlgo, RNNMode
+from cudnn_rnn.cli import BadInput, OneLineParser, enum_arg, positive_float, positive_int, run_main
+from cudnn_rnn.compare.pytorch import torch_job
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.engine.timing import tflops
+from cudnn_rnn.matrix import baseline
+from cudnn_rnn.matrix.record import config_label, max_error
+from cudnn_rnn.matrix.spec import Cell, baseline_first
 
 ALGOS = (RNNAlgo.STANDARD, RNNAlgo.PERSIST_STATIC, RNNAlgo.PERSIST_DYNAMIC,
          RNNAlgo.PERSIST_STATIC_SMALL_H)
@@ -38,7 +40,6 @@ FAMILIES = {
     "bf16": [(DataType.BFLOAT16, DataType.FLOAT, m) for m in ALL_MATH],
 }
 FAMILIES["any"] = [c for f in ("fp32", "tf32", "fp16", "bf16") for c in FAMILIES[f]]
-BASELINE = (DataType.FLOAT, DataType.FLOAT, MathType.FMA_MATH, RNNAlgo.STANDARD)
 TRAINING_KINDS = ("forward_training", "backward_data", "backward_weights")
 
 
@@ -70,8 +71,7 @@ def rank(records: list, training: bool, include_baseline: bool = True) -> list[d
 
 
 def summarise(records: list, training: bool, torch_result: dict | None = None) -> dict:
-    base = next((r for r in records if (r["data_type"], r["math_prec"], r["math_type"], r["algo"])
-                 == ("FLOAT", "FLOAT", "FMA", "STANDARD")), None)
+    base = next((r for r in records if baseline.is_baseline(r)), None)
     base_ms = cost_ms(base, training) if base and base["outcome"] == "OK" else None
     ranked = rank(records, training, include_baseline=True)
     rows = []
@@ -79,7 +79,7 @@ def summarise(records: list, training: bool, torch_result: dict | None = None) -
         ms = cost_ms(r, training)
         flop = r["flop"] * (len(TRAINING_KINDS) if training else 1)
         rows.append({"id": r["id"], "config": config_label(r),
-                     "ms": ms, "tflops": flop / (ms * 1e-3) / 1e12,
+                     "ms": ms, "tflops": tflops(flop, ms),
                      "max_error": max_error(r),
                      "speedup_fp32": base_ms / ms if base_ms else None,
                      "speedup_torch": (torch_result["ms"] / ms) if torch_result and
@@ -125,11 +125,11 @@ def build_parser() -> OneLineParser:
 
 
 def main(argv=None) -> int:
-    from .worker import start_worker
+    from cudnn_rnn.matrix.worker import start_worker
     args = build_parser().parse_args(argv)
     try:
         shape = RNNConfig(seq_length=args.seq, num_layers=args.layers, hidden_size=args.hidden,
-                          mini_batch=args.batch, input_size=args.input_size, cell=args.cell,
+                          mini_batch=args.batch, input_size=args.input_size, mode=args.cell,
                           direction=DirectionMode.BIDIRECTIONAL if args.bidirectional
                           else DirectionMode.UNIDIRECTIONAL)
     except ValueError as exc:
@@ -141,15 +141,15 @@ def main(argv=None) -> int:
         "kinds": TRAINING_KINDS if args.training else ("forward_inference",)})
     if not info["device_stages"]:
         worker.close()
-        from .gpu import NoGPU
+        from cudnn_rnn.engine.gpu import NoGPU
         raise NoGPU(f"device stages need a CUDA GPU: {info['device'].get('reason')}")
     try:
         records = [worker.run(c, args.timeout) for c in cells]
-        torch_result = worker.torch_timing(shape, args.training, args.reps)
+        torch_result = worker.job(*torch_job(shape, args.training, args.reps))
     finally:
         worker.close()
     summary = summarise(records, args.training, torch_result)
-    summary["shape"] = shape.as_record()["shape"] | {"cell": shape.cell.name,
+    summary["shape"] = shape.as_record()["shape"] | {"cell": shape.mode.name,
                                                      "direction": shape.direction.name}
     summary["wall_s"] = round(time.monotonic() - started, 2)
     summary["library"] = info["library"]

@@ -8,8 +8,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import bindings  # noqa: E402
-from cudnn_rnn import gpu  # noqa: E402
+from cudnn_rnn import bindings  # noqa: E402
+from cudnn_rnn.engine import gpu  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from bindings.enums import DataType, ForwardMode, MathType, RNNAlgo, RNNDataLayout, RNNMode
-from cudnn_rnn import apilog, overhead, torch_compare
-from cudnn_rnn.flow import DESCRIPTOR_STAGES, RNNFlow
+from cudnn_rnn.bindings.enums import DataType, ForwardMode, MathType, RNNAlgo, RNNDataLayout, RNNMode
+from cudnn_rnn.compare import apilog, pytorch
+from cudnn_rnn.compare import overhead as measuring
+from cudnn_rnn.engine.flow import DESCRIPTOR_STAGES, RNNFlow
 
 LOGS = Path(__file__).parent / "fixtures" / "apilog"
 
@@ -58,16 +59,16 @@ def test_requests_match_only_their_own_forward():
              if c.name == "cudnnRNNForward"]
     req = {"cell": "LSTM", "seq": 20, "layers": 2, "hidden": 512, "batch": 64, "input_size": 512,
            "bidirectional": False}
-    assert torch_compare._last_matching(calls, req)["algo"] == RNNAlgo.STANDARD
+    assert pytorch._last_matching(calls, req)["algo"] == RNNAlgo.STANDARD
     for change in ({"batch": 32}, {"training": True}, {"cell": "GRU"}, {"dtype": "float16"}):
-        assert torch_compare._last_matching(calls, req | change) is None
+        assert pytorch._last_matching(calls, req | change) is None
 
 
 @pytest.mark.parametrize("name", ["fp32_eval", "fp16_eval", "fp32_small"])
 def test_pytorchs_configuration_passes_our_descriptor_stages(lib, name):
     s = {k: (v.name if hasattr(v, "name") else v) for k, v in settings(name).items()}
     t, b = s["xDims"][0], s["xDims"][1]
-    cfg = overhead.config_from_settings({"seq": t, "batch": b}, s)
+    cfg = measuring.config_from_settings({"seq": t, "batch": b}, s)
     assert cfg.padded_io and cfg.layout == RNNDataLayout.SEQ_MAJOR_UNPACKED
     with RNNFlow(cfg, lib, device=False) as flow:
         result = flow.run()

@@ -3,7 +3,7 @@ one line on stderr; it never writes outside its output folder, never loses or re
 what is already recorded there when it refuses, and never touches the committed results.
 
 Hypothesis generates argument lists for each of the seven entry points (example, probe,
-tune, bench, overhead, report with and without --diff, reporting.bench), and the files they
+tune, bench, overhead, report with and without --diff, bench_report), and the files they
 read: probe specs and benchmark specs (a valid spec with one or two parts replaced by
 hostile values: wrong types, sizes beyond the C int, path-like names), probe records and
 run.json files (recorded real runs with a field replaced or removed), a benchmark's
@@ -373,7 +373,7 @@ def test_bench_report(bench, runs, overhead, argv, directory):
              "in/bench.run.json": text_file(runs)}
     if overhead is not None:
         files["in/overhead.json"] = text_file(overhead)
-    case_run("cudnn_rnn.reporting.bench", [directory] + argv, files=files)
+    case_run("cudnn_rnn.bench_report", [directory] + argv, files=files)
 
 
 COMMON = {"--cudnn": LIBS, "--bogus": None, "--help": None}
@@ -439,7 +439,7 @@ CATALOGUE = [  # (class, module, argv, files, env, words the one line must hold)
      "line 1 is not JSON"),
     ("results path: a folder without runs", "cudnn_rnn.report", ["{dir}"], {}, {},
      "holds no probe results"),
-    ("benchmark folder is a file", "cudnn_rnn.reporting.bench", ["{file}"], {}, {},
+    ("benchmark folder is a file", "cudnn_rnn.bench_report", ["{file}"], {}, {},
      "is not a folder"),
     ("TOML: block = [1, 2]", "cudnn_rnn.probe", ["--spec", "{in}/s.toml"],
      {"in/s.toml": 'name = "s"\nblock = [1, 2]\n'}, {}, "block 1 must be a table"),
@@ -456,10 +456,10 @@ CATALOGUE = [  # (class, module, argv, files, env, words the one line must hold)
     ("JSON: a run.json holding a list", "cudnn_rnn.report", ["{in}"],
      {"in/default.jsonl": text_file(RECORDS[0]) + "\n", "in/default.run.json": "[1, 2]"}, {},
      "is not a JSON object"),
-    ("JSON: bench.run.json of the wrong shape", "cudnn_rnn.reporting.bench", ["{in}"],
+    ("JSON: bench.run.json of the wrong shape", "cudnn_rnn.bench_report", ["{in}"],
      {"in/bench.jsonl": text_file(BENCH[0]) + "\n", "in/bench.run.json": '{"runs": 3}'}, {},
      "runs: expected a list"),
-    ("JSON: overhead.json with a NaN ratio", "cudnn_rnn.reporting.bench", ["{in}"],
+    ("JSON: overhead.json with a NaN ratio", "cudnn_rnn.bench_report", ["{in}"],
      {"in/bench.jsonl": text_file(BENCH[0]) + "\n", "in/bench.run.json": text_file(BENCH_RUNS),
       "in/overhead.json": text_file(dict(OVERHEAD, target=float("nan")))}, {}, "target"),
     ("--timeout 0", "cudnn_rnn.probe", ["--timeout", "0"], {}, {}, "argument --timeout"),

@@ -1,14 +1,15 @@
 """The benchmark's spec, search space and command line (no GPU needed)."""
 import pytest
 
-from bindings.enums import DataType, MathType, RNNAlgo
+from cudnn_rnn.bindings.enums import DataType, MathType, RNNAlgo
 from cudnn_rnn import bench
+from cudnn_rnn.matrix import bench as benchdata
 
 from .test_cli import assert_one_line_exit_2, run
 
 
 def test_the_shipped_spec_has_the_issues_shapes():
-    spec = bench.load_spec("bench")
+    spec = benchdata.load_spec("bench")
     ids = {s.id for s in spec.shapes}
     lstm = {f"LSTM/T{t}L1H{h}B{b}" for h in (512, 1024, 2048, 4096) for b in (16, 64, 128, 256)
             for t in (25, 50)}
@@ -20,10 +21,10 @@ def test_the_shipped_spec_has_the_issues_shapes():
 
 
 def test_candidates_put_the_fp32_baseline_first_and_add_it_when_missing():
-    spec = bench.spec_from_dict({"candidates": [["HALF", "FLOAT", "TENSOR_OP", "STANDARD"]],
+    spec = benchdata.spec_from_dict({"candidates": [["HALF", "FLOAT", "TENSOR_OP", "STANDARD"]],
                                  "group": [{"name": "g", "cell": ["GRU"], "layers": [1],
                                             "hidden": [64], "batch": [8], "seq_length": [5]}]})
-    cells = bench.candidate_cells(spec.shapes[0], spec)
+    cells = benchdata.candidate_cells(spec.shapes[0], spec)
     assert [c.config.data_type for c in cells] == [DataType.FLOAT, DataType.HALF]
     assert cells[0].implicit and not cells[1].implicit
     assert cells[1].config.math_type == MathType.TENSOR_OP_MATH
@@ -31,7 +32,7 @@ def test_candidates_put_the_fp32_baseline_first_and_add_it_when_missing():
 
 
 def test_gemm_sizes_cover_each_fp16_target_shapes_time_step():
-    spec = bench.load_spec("bench")
+    spec = benchdata.load_spec("bench")
     sizes = bench.gemm_sizes(spec.shapes)
     assert {"dtype": "float16", "m": 8192, "n": 8192, "k": 8192} in sizes
     parts = {(s["m"], s["n"], s["k"]) for s in sizes[2:]}
@@ -51,8 +52,8 @@ def test_gemm_sizes_cover_each_fp16_target_shapes_time_step():
     ({"candidates": [["FLOAT", "FLOAT", "FMA", "STANDARD"]], "shapes": []}, "unknown key"),
 ])
 def test_malformed_specs_are_refused_with_the_reason(data, needle):
-    with pytest.raises(bench.BenchSpecError, match=None) as exc:
-        bench.spec_from_dict(data)
+    with pytest.raises(benchdata.BenchSpecError, match=None) as exc:
+        benchdata.spec_from_dict(data)
     assert needle in str(exc.value)
 
 
@@ -71,5 +72,5 @@ def test_list_shows_every_shape_cheapest_first():
     proc = run("cudnn_rnn.bench", "--list")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert len(lines) == len(bench.load_spec("bench").shapes)
+    assert len(lines) == len(benchdata.load_spec("bench").shapes)
     assert "LSTM/T50L1H4096B256" in lines[-1]

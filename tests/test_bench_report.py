@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from cudnn_rnn.matrix import bench as benchdata
 from cudnn_rnn.reporting import bench as report
-from cudnn_rnn.results import read_records
+from cudnn_rnn.matrix.record import read_records
 
 from .test_cli import assert_one_line_exit_2, run
 
@@ -15,9 +16,9 @@ FIX = Path(__file__).parent / "fixtures" / "bench-h200-919"
 
 @pytest.fixture(scope="module")
 def recorded():
-    records, _ = read_records(FIX / "bench.jsonl", report.BENCH_RECORD, "benchmark record")
-    runs = report.read_run_file(FIX / "bench.run.json")["runs"]
-    overhead = report.read_overhead(FIX / "overhead.json")
+    records, _ = read_records(FIX / "bench.jsonl", benchdata.BENCH_RECORD, "benchmark record")
+    runs = benchdata.read_run_file(FIX / "bench.run.json")["runs"]
+    overhead = benchdata.read_overhead(FIX / "overhead.json")
     return records, runs, overhead
 
 
@@ -48,7 +49,7 @@ def test_targets_follow_from_the_rows(recorded):
     t = s["targets"]
     assert t["seed_vs_torch"]["measured"] == seed["speedup_torch"]
     assert t["seed_vs_torch"]["met"] == (seed["speedup_torch"] >= 3.0)
-    fp16 = [r["fp16_gemm_fraction"] for r in s["shapes"] if report.fp16_target(r["shape"])]
+    fp16 = [r["fp16_gemm_fraction"] for r in s["shapes"] if benchdata.fp16_target(r["shape"])]
     assert t["fp16_gemm_fraction"]["shapes"] == 2 and t["fp16_gemm_fraction"]["min"] == min(fp16)
     assert t["fp16_gemm_fraction"]["met"] == (min(fp16) >= 0.5)
     ratios = [r["ratio"] for r in overhead["rows"] if "ratio" in r]
@@ -74,15 +75,15 @@ def test_cli_rebuilds_the_report_without_touching_the_run(tmp_path):
     d = tmp_path / "r"
     shutil.copytree(FIX, d)
     before = {f.name: f.read_bytes() for f in d.iterdir()}
-    proc = run("cudnn_rnn.reporting.bench", str(d), "--out", str(tmp_path / "out"))
+    proc = run("cudnn_rnn.bench_report", str(d), "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
     md = (tmp_path / "out" / "bench.md").read_text()
     assert md.startswith("# Benchmark: NVIDIA H200, cuDNN 9.19.0")
     assert json.loads((tmp_path / "out" / "bench.json").read_text())["schema"] == report.SCHEMA
     assert {f.name: f.read_bytes() for f in d.iterdir()} == before  # reading never writes
     home = tmp_path / "home"
-    proc = run("cudnn_rnn.reporting.bench", str(d), CUDNN_RNN_HOME=str(home))
+    proc = run("cudnn_rnn.bench_report", str(d), CUDNN_RNN_HOME=str(home))
     assert proc.returncode == 0, proc.stderr
     assert (home / "reports" / "nvidia-h200-9.19.0-bench" / "bench.md").read_text() == md
     assert {f.name: f.read_bytes() for f in d.iterdir()} == before
-    assert_one_line_exit_2(run("cudnn_rnn.reporting.bench", str(tmp_path)), "no bench.jsonl")
+    assert_one_line_exit_2(run("cudnn_rnn.bench_report", str(tmp_path)), "no bench.jsonl")

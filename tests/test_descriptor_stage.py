@@ -1,11 +1,11 @@
 """What the real libcudnn answers at the descriptor stage, which needs no GPU."""
 import pytest
 
-from bindings import errors
-from bindings.enums import DataType, DirectionMode, MathType, RNNAlgo, RNNMode
-from cudnn_rnn.config import RNNConfig
-from cudnn_rnn.descriptors import DropoutDescriptor, RNNDescriptor
-from cudnn_rnn.flow import DESCRIPTOR_STAGES, STAGES, RNNFlow
+from cudnn_rnn.bindings import errors
+from cudnn_rnn.bindings.enums import DataType, DirectionMode, MathType, RNNAlgo, RNNMode
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.engine.descriptors import DropoutDescriptor, RNNDescriptor
+from cudnn_rnn.engine.flow import DESCRIPTOR_STAGES, STAGES, RNNFlow
 
 SAMPLE = RNNConfig()  # 20 2 512 64, as the sample
 
@@ -16,7 +16,7 @@ def set_descriptor(lib, cfg):
 
 
 def test_float_lstm_is_accepted(lib):
-    set_descriptor(lib, SAMPLE.replace(cell=RNNMode.LSTM))
+    set_descriptor(lib, SAMPLE.replace(mode=RNNMode.LSTM))
 
 
 def test_int8_is_rejected_at_set_rnn_descriptor_as_not_supported(lib):
@@ -43,9 +43,9 @@ def test_zero_layers_is_a_bad_param(lib):
     with DropoutDescriptor(lib) as dropout, RNNDescriptor(lib) as rnn:
         with pytest.raises(errors.BadParam):
             lib.cudnnSetRNNDescriptor_v8(
-                rnn, int(c.algo), int(c.cell), int(c.bias_mode), int(c.direction),
-                int(c.input_mode), int(c.data_type), int(c.precision), int(c.math_type),
-                c.input, c.hidden_size, c.proj, 0, dropout, 0)
+                rnn, int(c.algo), int(c.mode), int(c.bias_mode), int(c.direction),
+                int(c.input_mode), int(c.data_type), int(c.math_prec), int(c.math_type),
+                c.input_size, c.hidden_size, c.proj_size, 0, dropout, 0)
     with pytest.raises(ValueError, match="num_layers must be a positive integer"):
         SAMPLE.replace(num_layers=0)
 
@@ -72,7 +72,7 @@ def test_the_largest_c_int_passes_the_check():
 
 
 def test_flow_without_device_runs_descriptor_stages_and_skips_the_rest(lib):
-    with RNNFlow(SAMPLE.replace(cell=RNNMode.GRU), lib, device=False) as flow:
+    with RNNFlow(SAMPLE.replace(mode=RNNMode.GRU), lib, device=False) as flow:
         result = flow.run()
     assert result.failure is None
     assert result.reached == list(DESCRIPTOR_STAGES)
@@ -121,8 +121,8 @@ def test_compute_call_sites_marshal_their_arguments(lib):
     """cudnnRNNForward / BackwardData / BackwardWeights as the flow calls them, with no
     handle: the real library must answer BAD_PARAM, which proves every argument
     converted to its C type (a ctypes ArgumentError would mean a wrong binding)."""
-    from bindings.enums import ForwardMode
-    cfg = SAMPLE.replace(cell=RNNMode.LSTM)
+    from cudnn_rnn.bindings.enums import ForwardMode
+    cfg = SAMPLE.replace(mode=RNNMode.LSTM)
     with RNNFlow(cfg, lib, device=False) as flow:
         flow.run()
         names = ("seq_lengths x y hx hy cx cy w work reserve dy dx dhy dhx dcy dcx dw "

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from bindings.enums import DataType
-from cudnn_rnn import dtypes
+from cudnn_rnn.bindings.enums import DataType
+from cudnn_rnn.engine import dtypes
 
 
 def test_bfloat16_rounds_to_nearest_even():

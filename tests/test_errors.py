@@ -4,9 +4,9 @@ import pickle
 
 import pytest
 
-from bindings import ctypes_types as T
-from bindings import errors
-from bindings.enums import StatusV8, StatusV9
+from cudnn_rnn.bindings import ctypes_types as T
+from cudnn_rnn.bindings import errors
+from cudnn_rnn.bindings.enums import StatusV8, StatusV9
 
 
 def test_one_class_per_status_with_v9_categories_as_bases():

@@ -14,12 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasMode,
+from cudnn_rnn.bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasMode,
                             RNNDataLayout, RNNInputMode, RNNMode)
-from cudnn_rnn.config import RNNConfig
-from cudnn_rnn.flow import COMPUTE_STAGES, RNNFlow
-from cudnn_rnn.goldens import GOLDEN_RTOL, SAMPLE_GOLDEN
-from cudnn_rnn.verify import compare
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.engine import readback
+from cudnn_rnn.engine.flow import COMPUTE_STAGES, RNNFlow
+from cudnn_rnn.check.goldens import GOLDEN_RTOL, SAMPLE_GOLDEN
+from cudnn_rnn.check.verify import compare
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +46,7 @@ def run_and_compare(lib, cfg, label, seed=7):
         result = flow.run()
         assert result.failure is None, result.failure
         assert result.completed and result.reached[-1] == "forward_inference"
-        check = compare(cfg, flow.host, flow.outputs())
+        check = compare(cfg, flow.host, readback.outputs(flow))
     _ERRORS.append({"label": label, "config": cfg.as_record(), **check.as_record()})
     return check
 
@@ -55,7 +56,7 @@ def run_and_compare(lib, cfg, label, seed=7):
 @pytest.mark.parametrize("direction", list(DirectionMode), ids=lambda d: d.name[:3])
 @pytest.mark.parametrize("cell", list(RNNMode), ids=lambda c: c.name)
 def test_outputs_and_gradients_match_the_reference(lib, cuda, cell, direction, layers, precision):
-    cfg = SMALL.replace(cell=cell, direction=direction, num_layers=layers, **PRECISIONS[precision])
+    cfg = SMALL.replace(mode=cell, direction=direction, num_layers=layers, **PRECISIONS[precision])
     check = run_and_compare(lib, cfg, precision)
     assert check.passed, (check.failures, check.errors)
     assert set(check.errors) >= {"y", "hy", "dx", "dhx", "dw", "y_inf"}
@@ -63,15 +64,15 @@ def test_outputs_and_gradients_match_the_reference(lib, cuda, cell, direction, l
 
 
 @pytest.mark.parametrize("variant", [
-    dict(cell=RNNMode.LSTM, proj_size=16),
-    dict(cell=RNNMode.LSTM, proj_size=16, direction=DirectionMode.BIDIRECTIONAL),
-    dict(cell=RNNMode.GRU, input_mode=RNNInputMode.SKIP_INPUT, input_size=32),
-    dict(cell=RNNMode.LSTM, input_mode=RNNInputMode.SKIP_INPUT, input_size=32),
-    dict(cell=RNNMode.GRU, bias_mode=RNNBiasMode.NO_BIAS),
-    dict(cell=RNNMode.GRU, bias_mode=RNNBiasMode.SINGLE_INP_BIAS),
-    dict(cell=RNNMode.GRU, bias_mode=RNNBiasMode.SINGLE_REC_BIAS),
-    dict(cell=RNNMode.LSTM, layout=RNNDataLayout.BATCH_MAJOR_UNPACKED),
-    dict(cell=RNNMode.RNN_TANH, layout=RNNDataLayout.SEQ_MAJOR_UNPACKED),
+    dict(mode=RNNMode.LSTM, proj_size=16),
+    dict(mode=RNNMode.LSTM, proj_size=16, direction=DirectionMode.BIDIRECTIONAL),
+    dict(mode=RNNMode.GRU, input_mode=RNNInputMode.SKIP_INPUT, input_size=32),
+    dict(mode=RNNMode.LSTM, input_mode=RNNInputMode.SKIP_INPUT, input_size=32),
+    dict(mode=RNNMode.GRU, bias_mode=RNNBiasMode.NO_BIAS),
+    dict(mode=RNNMode.GRU, bias_mode=RNNBiasMode.SINGLE_INP_BIAS),
+    dict(mode=RNNMode.GRU, bias_mode=RNNBiasMode.SINGLE_REC_BIAS),
+    dict(mode=RNNMode.LSTM, layout=RNNDataLayout.BATCH_MAJOR_UNPACKED),
+    dict(mode=RNNMode.RNN_TANH, layout=RNNDataLayout.SEQ_MAJOR_UNPACKED),
 ], ids=lambda v: "-".join(f"{getattr(x, 'name', x)}" for x in v.values()))
 def test_variants_match_the_reference(lib, cuda, variant):
     cfg = SMALL.replace(data_type=DataType.FLOAT, math_type=MathType.FMA_MATH, **variant)
@@ -80,18 +81,18 @@ def test_variants_match_the_reference(lib, cuda, variant):
 
 
 def test_half_tensor_op_cell_is_verified(lib, cuda):
-    cfg = SMALL.replace(cell=RNNMode.LSTM, data_type=DataType.HALF, math_prec=DataType.FLOAT,
+    cfg = SMALL.replace(mode=RNNMode.LSTM, data_type=DataType.HALF, math_prec=DataType.FLOAT,
                         math_type=MathType.TENSOR_OP_MATH)
     check = run_and_compare(lib, cfg, "HALF/FLOAT tensor op")
     assert check.passed, check.errors
 
 
 def test_unwritten_outputs_are_caught_by_the_poison(lib, cuda):
-    cfg = SMALL.replace(cell=RNNMode.GRU, data_type=DataType.FLOAT, math_type=MathType.FMA_MATH)
+    cfg = SMALL.replace(mode=RNNMode.GRU, data_type=DataType.FLOAT, math_type=MathType.FMA_MATH)
     with RNNFlow(cfg, lib, device=True, init="random") as flow:
         assert flow.run().completed
         flow.poison_outputs()  # as if the calls had not run
-        check = compare(cfg, flow.host, flow.outputs())
+        check = compare(cfg, flow.host, readback.outputs(flow))
     assert not check.passed
     assert check.nonfinite["y"] == int(np.prod(cfg.y_shape()))
 
@@ -133,7 +134,7 @@ def test_example_reproduces_the_samples_golden_checksums(cuda, mode):
 def committed_persistent_cells(lib):
     """The committed H200 matrix of this cuDNN version: its persistent-algorithm cells at
     the sample's shape with HALF data, FLOAT precision and TENSOR_OP math."""
-    from cudnn_rnn import gpu
+    from cudnn_rnn.engine import gpu
     name = gpu.device_info().get("gpu")
     path = ROOT / "results" / "nvidia-h200" / lib.version_string / "default.jsonl"
     if name != "NVIDIA H200" or not path.exists():
@@ -153,14 +154,14 @@ def test_persistent_algorithms_verify_where_the_committed_h200_run_says_they_do(
     assert {r["outcome"] for r in cells} >= {"OK"} and len(cells) >= 12, len(cells)
     seen = {}
     for rec in cells:
-        cfg = RNNConfig(cell=RNNMode[rec["cell"]], algo=RNNAlgo[rec["algo"]],
+        cfg = RNNConfig(mode=RNNMode[rec["cell"]], algo=RNNAlgo[rec["algo"]],
                         data_type=DataType.HALF, math_prec=DataType.FLOAT,
                         math_type=MathType.TENSOR_OP_MATH)
         with RNNFlow(cfg, lib, device=True, init="random") as flow:
             result = flow.run()
             if rec["outcome"] == "OK":
                 assert result.failure is None, (rec["id"], result.failure)
-                check = compare(cfg, flow.host, flow.outputs())
+                check = compare(cfg, flow.host, readback.outputs(flow))
                 _ERRORS.append({"label": f"HALF/FLOAT/TENSOR_OP {cfg.algo.name}",
                                 "config": cfg.as_record(), **check.as_record()})
                 assert check.passed, (rec["id"], check.errors)

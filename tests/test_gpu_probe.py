@@ -85,9 +85,9 @@ def test_default_spec_end_to_end(cuda, out_root):
 
 
 def test_reference_on_gpu_equals_the_cpu_reference(cuda):
-    from bindings.enums import RNNMode, DirectionMode
-    from cudnn_rnn import reference as R
-    from cudnn_rnn.config import RNNConfig
+    from cudnn_rnn.bindings.enums import RNNMode, DirectionMode
+    from cudnn_rnn.check import reference as R
+    from cudnn_rnn.engine.config import RNNConfig
     rng = np.random.default_rng(5)
     cfg = RNNConfig(seq_length=5, num_layers=2, hidden_size=16, mini_batch=4, input_size=8,
                     cell=RNNMode.LSTM, direction=DirectionMode.BIDIRECTIONAL, proj_size=8)

@@ -1,9 +1,9 @@
 """Every prototype and enum in bindings/ against the C headers of the loaded library."""
 import pytest
 
-from bindings import enums
-from bindings.ctypes_types import OPAQUE_STRUCTS
-from bindings.prototypes import PROTOTYPES
+from cudnn_rnn.bindings import enums
+from cudnn_rnn.bindings.ctypes_types import OPAQUE_STRUCTS
+from cudnn_rnn.bindings.prototypes import PROTOTYPES
 
 from .cheader import c_type, compatible, ctypes_type, include_dir_for, parse
 
@@ -84,7 +84,7 @@ def test_the_type_check_itself_can_fail(header):
     assert not compatible(c_type("float dropout", header), ctypes_type(ctypes.c_double))
     assert not compatible(c_type("size_t n", header), ctypes_type(ctypes.c_uint32))  # width
     assert not compatible(c_type("int *v", header), ctypes_type(ctypes.c_int))  # pointer vs value
-    from bindings import ctypes_types as T
+    from cudnn_rnn.bindings import ctypes_types as T
     assert not compatible(c_type("cudnnRNNDescriptor_t d", header),
                           ctypes_type(T.cudnnTensorDescriptor_t))
     assert compatible(c_type("const int dimA[]", header),

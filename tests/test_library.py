@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-import bindings
-from bindings import errors
-from bindings.library import decode_cuda_version, decode_version
-from bindings.prototypes import BY_NAME, LEGACY_SYMBOLS
+from cudnn_rnn import bindings
+from cudnn_rnn.bindings import errors
+from cudnn_rnn.bindings.library import decode_cuda_version, decode_version
+from cudnn_rnn.bindings.prototypes import BY_NAME, LEGACY_SYMBOLS
 
 from .cheader import include_dir_for, parse
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from cudnn_rnn import overhead
+from cudnn_rnn.compare import overhead as measuring
 from cudnn_rnn.cli import BadInput
 
 from .test_cli import assert_one_line_exit_2, run
@@ -49,11 +50,11 @@ def two_processes():
 
 def test_one_process_is_reported_as_measured(two_processes):
     rows = two_processes[1]
-    assert overhead.merge_processes([rows]) is rows
+    assert measuring.merge_processes([rows]) is rows
 
 
 def test_ratio_is_the_median_over_processes_and_the_range_is_between_them(two_processes):
-    merged = overhead.merge_processes(two_processes)
+    merged = measuring.merge_processes(two_processes)
     assert len(merged) == len(two_processes[0])
     for row, a, b in zip(merged, *two_processes):
         assert row["shape"] == a["shape"] == b["shape"] and row["config"] == a["config"]
@@ -69,14 +70,14 @@ def test_ratio_is_the_median_over_processes_and_the_range_is_between_them(two_pr
 def test_a_pair_skipped_in_any_process_is_not_reported_as_measured(two_processes):
     first = [dict(r) for r in two_processes[0]]
     first[3] = {k: v for k, v in first[3].items() if k != "ratio"} | {"skipped": "our flow failed"}
-    merged = overhead.merge_processes([first, two_processes[1]])
+    merged = measuring.merge_processes([first, two_processes[1]])
     assert "ratio" not in merged[3] and merged[3]["skipped"] == "our flow failed"
     assert all("ratio" in r for i, r in enumerate(merged) if i != 3)
 
 
 def test_the_bench_report_says_what_the_range_is(two_processes):
-    from cudnn_rnn.reporting import bench as report
-    rows = overhead.merge_processes(two_processes)
+    from cudnn_rnn.reporting import bench_markdown as report
+    rows = measuring.merge_processes(two_processes)
     ratios = [r["ratio"] for r in rows]
     multi = {"target": 1.03, "processes": 2, "rounds": 7, "rows": rows,
              "worst_ratio": max(ratios), "median_ratio": 1.0,
@@ -91,7 +92,7 @@ def test_the_bench_report_says_what_the_range_is(two_processes):
 
 
 def test_the_host_ahead_ratio_is_reported_and_marked_when_the_host_fell_behind():
-    from cudnn_rnn.reporting import bench as report
+    from cudnn_rnn.reporting import bench_markdown as report
     recorded = json.loads((FIXTURES / "overhead" / "overhead-7444781.json").read_text())
     queued = [r["queued_ratio"] for r in recorded["rows"]]
     text = "\n".join(report._overhead_lines(recorded))

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from cudnn_rnn.cell import RECORD_KEYS
+from dataclasses import fields
+
+from cudnn_rnn.matrix.record import SCHEMA, Record
+
+RECORD_KEYS = tuple(f.name for f in fields(Record))
 
 from .test_cli import assert_one_line_exit_2, run
 
@@ -43,7 +47,7 @@ def test_descriptor_outcomes_of_known_cells(tmp_path):
     assert bf16["stages"] == ["dropout", "rnn_descriptor", "data_descriptors", "state_descriptors"]
     assert "forward_training" in bf16["skipped_stages"] and bf16["skip_reason"]
     for r in recs.values():
-        assert set(RECORD_KEYS) <= set(r), set(RECORD_KEYS) - set(r)
+        assert set(r) == set(RECORD_KEYS) and r["schema"] == SCHEMA, set(r) ^ set(RECORD_KEYS)
         assert r["cudnn_version"] and r["library_path"]
     meta = json.loads((tmp_path / "default.run.json").read_text())
     assert meta["complete"] and meta["provenance"]["cudnn_version"]

@@ -3,10 +3,10 @@ NVIDIA's published RNN_example checksums."""
 import numpy as np
 import pytest
 
-from bindings.enums import DirectionMode, RNNBiasMode, RNNInputMode, RNNMode
-from cudnn_rnn import reference as R
-from cudnn_rnn.config import RNNConfig
-from cudnn_rnn.goldens import SAMPLE_GOLDEN, sample_checksums
+from cudnn_rnn.bindings.enums import DirectionMode, RNNBiasMode, RNNInputMode, RNNMode
+from cudnn_rnn.check import reference as R
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.check.goldens import SAMPLE_GOLDEN, sample_checksums
 
 CELLS = list(RNNMode)
 
@@ -18,7 +18,7 @@ def _sig(v):
 def naive_forward(cfg, params, x, hx, cx):
     """One sequence element, one time step, one vector at a time, written independently."""
     T, B, _ = x.shape
-    D, P = cfg.dirs, cfg.proj
+    D, P = cfg.dirs, cfg.proj_size
     hy = np.zeros_like(hx)
     cy = np.zeros_like(cx)
     layer_in = x
@@ -42,11 +42,11 @@ def naive_forward(cfg, params, x, hx, cx):
                             rh = rh + p.bR[gate]
                         return wx, rh
 
-                    if cfg.cell in (RNNMode.RNN_RELU, RNNMode.RNN_TANH):
+                    if cfg.mode in (RNNMode.RNN_RELU, RNNMode.RNN_TANH):
                         wx, rh = pre(0)
                         a = wx + rh
-                        h = np.where(a > 0, a, 0.0) if cfg.cell == RNNMode.RNN_RELU else np.tanh(a)
-                    elif cfg.cell == RNNMode.LSTM:
+                        h = np.where(a > 0, a, 0.0) if cfg.mode == RNNMode.RNN_RELU else np.tanh(a)
+                    elif cfg.mode == RNNMode.LSTM:
                         gates = [sum(pre(g)) for g in range(4)]
                         i, f, o = _sig(gates[0]), _sig(gates[1]), _sig(gates[3])
                         g_ = np.tanh(gates[2])
@@ -71,7 +71,7 @@ def naive_forward(cfg, params, x, hx, cx):
 def _cfg(cell, bidirectional=False, layers=2, input_size=6, **kw):
     d = DirectionMode.BIDIRECTIONAL if bidirectional else DirectionMode.UNIDIRECTIONAL
     return RNNConfig(seq_length=4, num_layers=layers, hidden_size=5, mini_batch=3,
-                     input_size=input_size, cell=cell, direction=d, **kw)
+                     input_size=input_size, mode=cell, direction=d, **kw)
 
 
 def _data(cfg, rng):
@@ -145,6 +145,6 @@ def test_gradients_match_finite_differences(cell, bidirectional):
 @pytest.mark.parametrize("mode", range(4), ids=[c.name for c in CELLS])
 def test_reference_reproduces_nvidias_published_checksums(mode):
     """The sample's golden_1..4 (20 2 512 64, FLOAT, M40) from the v8 sample's readme."""
-    got = sample_checksums(RNNConfig(cell=CELLS[mode]))
+    got = sample_checksums(RNNConfig(mode=CELLS[mode]))
     for name, want in SAMPLE_GOLDEN[CELLS[mode]].items():
         assert abs(got[name] - want) / max(abs(want), abs(got[name])) < 1e-3, (name, got[name], want)

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from cudnn_rnn.results import MalformedResults, ResultsFile, read_records
+from cudnn_rnn.matrix.record import MalformedResults, ResultsFile, read_records
 
 RECORDED = json.loads((Path(__file__).parent / "fixtures" / "h200-919" / "default.jsonl")
                       .read_text().splitlines()[0])

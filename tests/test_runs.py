@@ -3,7 +3,7 @@ import json
 import shutil
 from pathlib import Path
 
-from cudnn_rnn import runs
+from cudnn_rnn.matrix import runs
 
 from .test_cli import assert_one_line_exit_2, run
 
@@ -50,7 +50,7 @@ def test_this_machines_run_continues_in_its_own_folder(tmp_path):
 
 
 def test_the_committed_run_of_this_gpu_and_cudnn_is_named_and_left_alone(tmp_path):
-    from cudnn_rnn.provenance import ROOT
+    from cudnn_rnn.matrix.provenance import ROOT
     first = probe(tmp_path, *QUICK)
     assert first.returncode == 0, first.stderr
     version = json.loads(only_run(tmp_path).with_suffix(".run.json").read_text())[

@@ -1,15 +1,15 @@
 """The seed's calls replayed on the real library (descriptor level; the handle's part on a GPU)."""
 import pytest
 
-from bindings.enums import DirectionMode, RNNMode
-from cudnn_rnn.config import RNNConfig
-from cudnn_rnn.seed_replay import SEED, SENTINEL, parameter_count, replay
+from cudnn_rnn.bindings.enums import DirectionMode, RNNMode
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.matrix.seed_replay import SEED, SENTINEL, parameter_count, replay
 
 
 def test_parameter_count_formula():
     # 2 layers x (W 512x512 + R 512x512 + bW + bR) for RNN_RELU
     assert parameter_count(SEED) == 2 * (2 * 512 * 512 + 2 * 512)
-    lstm = RNNConfig(cell=RNNMode.LSTM, num_layers=1, hidden_size=4, input_size=3,
+    lstm = RNNConfig(mode=RNNMode.LSTM, num_layers=1, hidden_size=4, input_size=3,
                      direction=DirectionMode.BIDIRECTIONAL, proj_size=2)
     # per direction: W 4x(4x3) + R 4x(4x2) + biases 2x4x4 + projection 2x4
     assert parameter_count(lstm) == 2 * (48 + 32 + 32 + 8)

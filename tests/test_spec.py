@@ -1,9 +1,9 @@
 """Probe specifications: loading, validation, filters, baselines."""
 import pytest
 
-from bindings.enums import DataType, MathType, RNNAlgo, RNNMode
-from cudnn_rnn import spec as specs
-from cudnn_rnn.spec import SpecError
+from cudnn_rnn.bindings.enums import DataType, MathType, RNNAlgo, RNNMode
+from cudnn_rnn.matrix import baseline, spec as specs
+from cudnn_rnn.matrix.spec import SpecError
 
 MINIMAL = {
     "name": "t",
@@ -17,9 +17,9 @@ def test_block_is_a_cartesian_product_with_defaults():
     s = specs.from_dict(MINIMAL)
     assert len(s.cells) == 4
     c = s.cells[0].config
-    assert (c.data_type, c.precision, c.math_type, c.cell) == (
+    assert (c.data_type, c.math_prec, c.math_type, c.mode) == (
         DataType.HALF, DataType.FLOAT, MathType.TENSOR_OP_MATH, RNNMode.LSTM)
-    assert c.direction.name == "UNIDIRECTIONAL" and c.proj == c.hidden_size
+    assert c.direction.name == "UNIDIRECTIONAL" and c.proj_size == c.hidden_size
 
 
 def test_shipped_specs_load():
@@ -29,7 +29,7 @@ def test_shipped_specs_load():
     names = {c.config.data_type.name for c in default.cells}
     assert names >= {"FLOAT", "DOUBLE", "HALF", "BFLOAT16", "INT8", "INT32", "FP8_E4M3", "FP8_E5M2"}
     seed = specs.load("seed_int8")
-    assert any(c.config.data_type == DataType.INT8 and c.config.precision == DataType.INT8
+    assert any(c.config.data_type == DataType.INT8 and c.config.math_prec == DataType.INT8
                and (c.config.seq_length, c.config.num_layers, c.config.hidden_size,
                     c.config.mini_batch) == (20, 2, 512, 64) for c in seed.cells)
 
@@ -78,7 +78,7 @@ def test_filters_and_baselines():
     ids = [c.id for c in planned]
     assert len(ids) == len(set(ids))
     for c in chosen:
-        base = specs.cell_id(specs.baseline_of(c.config))
+        base = specs.cell_id(baseline.of(c.config))
         assert base in ids and ids.index(base) < ids.index(c.id)  # baseline runs first
     with pytest.raises(SpecError, match="unknown data_type"):
         specs.parse_filters({"data_type": "FLOAT,QUARTER"})
@@ -88,4 +88,4 @@ def test_filters_and_baselines():
 
 def test_baseline_id_matches_the_baseline_config():
     for c in specs.load("default").cells[::97]:
-        assert specs.baseline_id(c.id) == specs.cell_id(specs.baseline_of(c.config))
+        assert baseline.id_of(c.id) == specs.cell_id(baseline.of(c.config))

@@ -1,11 +1,12 @@
 """The tuner's search space, ranking and output, from recorded real runs (no GPU needed)."""
 import pytest
 
-from bindings.enums import DataType, MathType, RNNMode
+from cudnn_rnn.bindings.enums import DataType, MathType, RNNMode
 from cudnn_rnn import tune
-from cudnn_rnn.config import RNNConfig
+from cudnn_rnn.matrix import baseline
+from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.reporting import load
-from cudnn_rnn.torch_compare import time_torch
+from cudnn_rnn.compare.pytorch import time_torch
 
 from .test_cli import assert_one_line_exit_2, run
 from .test_report import FIX
@@ -22,10 +23,10 @@ def test_search_space_per_family():
 
 
 def test_candidates_start_with_the_fp32_baseline():
-    shape = RNNConfig(cell=RNNMode.LSTM)
+    shape = RNNConfig(mode=RNNMode.LSTM)
     cells = tune.candidate_cells(shape, "fp16")
     first = cells[0].config
-    assert (first.data_type, first.precision, first.math_type, first.algo) == tune.BASELINE
+    assert (first.data_type, first.math_prec, first.math_type, first.algo) == baseline.BASELINE
     assert cells[0].implicit  # fp16 does not contain it: timed only as the reference point
     assert len(cells) == 33
     assert not tune.candidate_cells(shape, "fp32")[0].implicit

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .load import is_sample_shape
+from cudnn_rnn.matrix import baseline
+from cudnn_rnn.matrix.record import config_label, max_error
+from cudnn_rnn.reporting.load import is_sample_shape
+
 
 LOW_PRECISION = ("HALF", "BFLOAT16")
 
@@ -38,18 +41,9 @@ def counts(records: list) -> dict:
     return dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def max_error(rec: dict) -> float | None:
-    errs = [v for v in (rec.get("errors") or {}).values() if v is not None]
-    return max(errs) if errs else None
-
-
 def fwd_ms(rec: dict, kind: str = "forward_training") -> float | None:
     t = (rec.get("timings") or {}).get(kind)
     return t["median_ms"] if t else None
-
-
-def config_label(rec: dict) -> str:
-    return f"{rec['data_type']}/{rec['math_prec']}/{rec['math_type']}/{rec['algo']}"
 
 
 def shape_label(rec: dict) -> str:
@@ -105,7 +99,7 @@ def sweep(records: list) -> dict:
     """Speed-ups over FP32 across the shape sweep, per configuration and shape."""
     rows = [r for r in records if str(r.get("block", "")).startswith("shape sweep")
             and r["outcome"] == "OK" and r.get("timings")]
-    configs = sorted({config_label(r) for r in rows} - {"FLOAT/FLOAT/FMA/STANDARD"})
+    configs = sorted({config_label(r) for r in rows} - {baseline.LABEL})
     table = {}
     for r in rows:
         key = (r["cell"], r["shape"]["hidden"], r["shape"]["batch"])

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..results import TIMED_KINDS as KINDS
+from cudnn_rnn.matrix.record import TIMED_KINDS as KINDS
 
 MIN_CHANGE = 0.10  # a speed change below 10 % is never reported
 

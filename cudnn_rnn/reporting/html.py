@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from html import escape
 
-from . import cells as C
-from .load import is_sample_shape
-from .markdown import PROVENANCE_KEYS
+from cudnn_rnn.reporting import grid as C
+from cudnn_rnn.reporting.load import is_sample_shape
+from cudnn_rnn.reporting.markdown import PROVENANCE_KEYS
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1b1f24}

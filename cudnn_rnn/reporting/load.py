@@ -1,6 +1,6 @@
 """Reading result sets: one or more probe runs (``<spec>.jsonl`` + ``<spec>.run.json``).
 
-Records are read by :func:`cudnn_rnn.results.read_records`, the one reader of probe
+Records are read by :func:`cudnn_rnn.matrix.record.read_records`, the one reader of probe
 records (it checks each record's structure); the ``.run.json`` beside each file is
 checked here. A directory's probe runs are its ``*.jsonl`` files except those whose
 ``.run.json`` says they are another kind of run (the benchmark's ``bench.jsonl``).
@@ -11,14 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cli import BadInput
-from ..jsontypes import ANY, BOOL, INT, STR, Dict, List, Obj, Opt, Pred, problem
-from ..results import MalformedResults, read_records
-from ..runs import read_json_dict
+from cudnn_rnn.matrix.errors import BadInput, MalformedResults
+from cudnn_rnn.matrix.jsontypes import ANY, BOOL, INT, SCALAR, STR, Dict, List, Obj, Opt, problem
+from cudnn_rnn.matrix.record import read_records
+from cudnn_rnn.matrix.runs import read_json_dict
 
 SAMPLE_SHAPE = {"seq_length": 20, "layers": 2, "hidden": 512, "batch": 64}
-SCALAR = Pred(lambda v: v is None or isinstance(v, (str, int, float, bool)),
-              "a string, number, boolean or null")
 
 
 def _replay_outputs(step: dict, where: str) -> str | None:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from . import cells as C
-from .analysis import config_label, max_error, shape_label
-from .load import is_sample_shape
+from cudnn_rnn.reporting import grid as C
+from cudnn_rnn.matrix.record import config_label, max_error
+from cudnn_rnn.reporting.analysis import shape_label
+from cudnn_rnn.reporting.load import is_sample_shape
 
 PROVENANCE_KEYS = (("gpu", "GPU"), ("compute_capability", "compute capability"),
                    ("driver_version", "NVIDIA driver"), ("cuda_driver_api", "CUDA driver API"),

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import provenance
-from . import analysis, constraints as cons, html, load, markdown
+from cudnn_rnn.matrix import provenance
+from cudnn_rnn.reporting import analysis, constraints as cons, html, load, markdown
 
 SCHEMA_VERSION = 1
 FILES = ("matrix.md", "matrix.html", "summary.json")

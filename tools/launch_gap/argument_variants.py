@@ -7,13 +7,14 @@ against PyTorch on the same stream, 9 rotating rounds; prints one JSON line per 
 import json, statistics, sys
 import torch  # loads PyTorch's libcudnn first
 import cupy as cp
-import bindings
-from bindings.enums import ForwardMode
-from cudnn_rnn import timing
-from cudnn_rnn.flow import RNNFlow, _ptr, _seq_lengths
+from cudnn_rnn import bindings
+from cudnn_rnn.bindings.enums import ForwardMode
+from cudnn_rnn.engine import timing
+from cudnn_rnn.engine import readback
+from cudnn_rnn.engine.flow import RNNFlow, _ptr, _seq_lengths
 from cudnn_rnn.overhead import config_from_settings, parse_shape
-from cudnn_rnn.torch_compare import DTYPES, build, observe, step_fn
-from cudnn_rnn.verify import compare_with, expected
+from cudnn_rnn.compare.pytorch import DTYPES, build, observe, step_fn
+from cudnn_rnn.check.verify import compare_with, expected
 
 lib = bindings.load()
 out = []
@@ -23,7 +24,7 @@ for shape, seen in zip(shapes, seen_all):
     cfg = config_from_settings(shape, seen)
     with RNNFlow(cfg, lib, device=True, init="random", seed=1234) as flow:
         flow.run()
-        check = compare_with(cfg, expected(cfg, flow.host, cp, keep_on_device=True), flow.outputs(on_device=True))
+        check = compare_with(cfg, expected(cfg, flow.host, cp, keep_on_device=True), readback.outputs(flow, on_device=True))
         b, s = flow.buf, flow.sizes
         def call(dev_seq, size):
             def f():
@@ -36,7 +37,7 @@ for shape, seen in zip(shapes, seen_all):
                     s["weight_space"], _ptr(b["w"]), size, _ptr(b["work"]), 0, None)
             return f
         model, x, state = build(shape["cell"], shape["seq"], cfg.num_layers, cfg.hidden_size, shape["batch"],
-                                cfg.input, cfg.bidirectional, dtype=DTYPES[cfg.data_type.name])
+                                cfg.input_size, cfg.bidirectional, dtype=DTYPES[cfg.data_type.name])
         torch.cuda.synchronize()
         variants = {"old: devSeq device, max work": call(True, s["work_space"]),
                     "devSeq NULL, max work": call(False, s["work_space"]),

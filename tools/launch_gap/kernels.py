@@ -6,13 +6,13 @@ CUPTI (torch.profiler) saw in 30 calls: names, launches and device time per call
 import json, statistics, sys
 import torch
 import cupy as cp
-import bindings
-from bindings.enums import ForwardMode
+from cudnn_rnn import bindings
+from cudnn_rnn.bindings.enums import ForwardMode
 from torch.profiler import ProfilerActivity, profile
-from cudnn_rnn import timing
-from cudnn_rnn.flow import RNNFlow
+from cudnn_rnn.engine import timing
+from cudnn_rnn.engine.flow import RNNFlow
 from cudnn_rnn.overhead import config_from_settings, parse_shape
-from cudnn_rnn.torch_compare import DTYPES, build, observe, step_fn
+from cudnn_rnn.compare.pytorch import DTYPES, build, observe, step_fn
 
 lib = bindings.load()
 shapes = [parse_shape(s) for s in sys.argv[1:]]
@@ -21,7 +21,7 @@ for shape, seen in zip(shapes, observe([dict(s, training=False) for s in shapes]
     with RNNFlow(cfg, lib, device=True, init="random", seed=1234) as flow:
         flow.run()
         model, x, state = build(shape["cell"], shape["seq"], cfg.num_layers, cfg.hidden_size, shape["batch"],
-                                cfg.input, cfg.bidirectional, dtype=DTYPES[cfg.data_type.name])
+                                cfg.input_size, cfg.bidirectional, dtype=DTYPES[cfg.data_type.name])
         torch.cuda.synchronize()
         sides = {"ours": lambda: flow.forward(ForwardMode.INFERENCE, dev_seq_lengths=False)}
         with torch.cuda.stream(torch.cuda.ExternalStream(flow.stream.ptr)):

@@ -30,12 +30,13 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasMode,
+from cudnn_rnn.bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasMode,
                             RNNDataLayout, RNNInputMode, RNNMode)
 
-from .cli import BadInput
-from .config import RNNConfig
-from .runs import content_key
+from cudnn_rnn.matrix.errors import BadInput
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.matrix import baseline
+from cudnn_rnn.matrix.runs import content_key
 
 AXES = {
     "data_type": DataType, "math_prec": DataType, "math_type": MathType, "algo": RNNAlgo,
@@ -48,7 +49,7 @@ AXIS_DEFAULTS = {
     "direction": ["UNIDIRECTIONAL"], "input_mode": ["LINEAR_INPUT"], "bias_mode": ["DOUBLE_BIAS"],
     "layout": ["SEQ_MAJOR_PACKED"], "proj_size": ["none"],
 }
-PROBES_DIR = Path(__file__).resolve().parent.parent / "probes"
+PROBES_DIR = Path(__file__).resolve().parents[2] / "probes"
 MAX_CELLS = 100_000  # counted before expanding: a larger product of axes is surely a typo
 
 
@@ -70,25 +71,11 @@ class Cell:
 
 def cell_id(c: RNNConfig) -> str:
     """A stable, readable key of every axis and the shape."""
-    proj = "none" if c.proj == c.hidden_size else str(c.proj)
-    return "/".join([c.data_type.name, c.precision.name, c.math_type.short, c.algo.name,
-                     c.cell.name, c.direction.name, c.input_mode.name, c.bias_mode.name,
+    proj = "none" if c.proj_size == c.hidden_size else str(c.proj_size)
+    return "/".join([c.data_type.name, c.math_prec.name, c.math_type.short, c.algo.name,
+                     c.mode.name, c.direction.name, c.input_mode.name, c.bias_mode.name,
                      f"proj={proj}", c.layout.name,
-                     f"T{c.seq_length}L{c.num_layers}H{c.hidden_size}B{c.mini_batch}I{c.input}"])
-
-
-BASELINE = ("FLOAT", "FLOAT", "FMA", "STANDARD")  # the first four fields of a cell id
-
-
-def baseline_id(cid: str) -> str:
-    """The id of the FP32 baseline of the cell with id ``cid`` (same cell and shape)."""
-    return "/".join(BASELINE + tuple(cid.split("/")[len(BASELINE):]))
-
-
-def baseline_of(c: RNNConfig) -> RNNConfig:
-    """The true-FP32 configuration of the same cell and shape: FLOAT/FLOAT/FMA/STANDARD."""
-    return c.replace(data_type=DataType.FLOAT, math_prec=DataType.FLOAT,
-                     math_type=MathType.FMA_MATH, algo=RNNAlgo.STANDARD)
+                     f"T{c.seq_length}L{c.num_layers}H{c.hidden_size}B{c.mini_batch}I{c.input_size}"])
 
 
 def parse_value(axis: str, value, where: str):
@@ -244,7 +231,7 @@ def from_dict(data: dict, where: str = "<spec>") -> Spec:
                 cfg = RNNConfig(
                     seq_length=s["seq_length"], num_layers=s["layers"], hidden_size=s["hidden"],
                     mini_batch=s["batch"], input_size=s.get("input_size"),
-                    cell=values["cell"], proj_size=values["proj_size"],
+                    mode=values["cell"], proj_size=values["proj_size"],
                     data_type=values["data_type"], math_prec=values["math_prec"],
                     math_type=values["math_type"], algo=values["algo"],
                     direction=values["direction"], input_mode=values["input_mode"],
@@ -282,10 +269,10 @@ def parse_filters(pairs: dict) -> dict:
 
 def _axis_value(c: RNNConfig, axis: str):
     return {
-        "data_type": c.data_type, "math_prec": c.precision, "math_type": c.math_type,
-        "algo": c.algo, "cell": c.cell, "direction": c.direction, "input_mode": c.input_mode,
+        "data_type": c.data_type, "math_prec": c.math_prec, "math_type": c.math_type,
+        "algo": c.algo, "cell": c.mode, "direction": c.direction, "input_mode": c.input_mode,
         "bias_mode": c.bias_mode, "layout": c.layout,
-        "proj_size": None if c.proj == c.hidden_size else c.proj,
+        "proj_size": None if c.proj_size == c.hidden_size else c.proj_size,
         "seq_length": c.seq_length, "layers": c.num_layers, "hidden": c.hidden_size,
         "batch": c.mini_batch,
     }[axis]
@@ -299,14 +286,14 @@ def select(cells: list, filters: dict) -> list:
 def baseline_first(shape: RNNConfig, combos, block: str) -> list:
     """Cells of ``shape`` for each (data type, math precision, math type, algorithm) of
     ``combos``, the FP32 baseline first; added, marked implicit, when ``combos`` lacks it."""
-    base = (DataType.FLOAT, DataType.FLOAT, MathType.FMA_MATH, RNNAlgo.STANDARD)
+    base = baseline.BASELINE
     combos = list(combos)
     implicit = base not in combos
     if not implicit:
         combos.remove(base)
     combos.insert(0, base)
-    return [Cell(shape.replace(data_type=d, math_prec=p, math_type=m, algo=a), block,
-                 implicit=implicit and (d, p, m, a) == base) for d, p, m, a in combos]
+    return [Cell(shape.replace(**dict(zip(baseline.AXES, combo))), block,
+                 implicit=implicit and combo == base) for combo in combos]
 
 
 def with_baselines(cells: list) -> list:
@@ -314,7 +301,7 @@ def with_baselines(cells: list) -> list:
     by_id = {c.id: c for c in cells}
     out, placed = [], set()
     for c in cells:
-        base = Cell(baseline_of(c.config), c.block, implicit=True)
+        base = Cell(baseline.of(c.config), c.block, implicit=True)
         if base.id not in placed:
             out.append(by_id.get(base.id, base))
             placed.add(base.id)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from bindings.enums import RNNMode
+from cudnn_rnn.bindings.enums import RNNMode
 
-from . import reference
-from .config import RNNConfig
+from cudnn_rnn.check import reference
+from cudnn_rnn.engine.config import RNNConfig
 
 SAMPLE_GOLDEN = {
     RNNMode.RNN_RELU: {"y": 1.315793e06, "hy": 1.315212e05, "dx": 6.676003e01,

@@ -27,9 +27,9 @@ import json
 import os
 from pathlib import Path
 
-from . import __version__
-from .cli import BadInput
-from .provenance import ROOT, slug
+from cudnn_rnn import __version__
+from cudnn_rnn.matrix.errors import BadInput
+from cudnn_rnn.matrix.provenance import ROOT, slug
 
 HOME_ENV = "CUDNN_RNN_HOME"
 
@@ -94,9 +94,10 @@ def open_run(records: Path, meta: Path, identity: dict, overwrite: bool, read_me
 
 
 def open_records(path: Path, resume: bool, **kwargs):
-    """The run's :class:`~cudnn_rnn.results.ResultsFile`; a file that cannot be read back or
+    """The run's :class:`~cudnn_rnn.matrix.record.ResultsFile`; a file that cannot be read back or
     written is :class:`BadInput` (nothing has been written then)."""
-    from .results import MalformedResults, ResultsFile
+    from cudnn_rnn.matrix.errors import MalformedResults
+    from cudnn_rnn.matrix.record import ResultsFile
     try:
         return ResultsFile(path, resume=resume, **kwargs)
     except MalformedResults as exc:
@@ -107,7 +108,7 @@ def open_records(path: Path, resume: bool, **kwargs):
 
 def write_meta(path: Path, data: dict, records) -> None:
     """Write a run's meta file; if that fails, close ``records`` and raise :class:`BadInput`."""
-    from .results import write_json
+    from cudnn_rnn.matrix.record import write_json
     try:
         write_json(path, data)
     except OSError as exc:

@@ -1,7 +1,8 @@
 """How one record is shown in a grid: short text, long text, colour class."""
 from __future__ import annotations
 
-from .analysis import fwd_ms, max_error
+from cudnn_rnn.matrix.record import max_error
+from cudnn_rnn.reporting.analysis import fwd_ms
 
 SHORT_STATUS = {"NOT_SUPPORTED": "NS", "BAD_PARAM": "BP", "WRONG_RESULT": "WRONG", "CRASH": "CRASH",
                 "TIMEOUT": "TIMEOUT", "SKIPPED": "skip", "INTERNAL_ERROR": "IE",

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from cudnn_rnn.engine.timing import tflops
+from cudnn_rnn.matrix.jobs import job
+
 DENSE = ({"dtype": "float16", "m": 8192, "n": 8192, "k": 8192},
          {"dtype": "float32", "m": 8192, "n": 8192, "k": 8192})
 
@@ -18,7 +21,7 @@ def gemm_rate(dtype: str = "float16", m: int = 8192, n: int = 8192, k: int = 819
               reps: int = 20, warmup: int = 3) -> dict:
     """TFLOPS of one (``m`` × ``k``) · (``k`` × ``n``) matmul (2mnk floating-point operations)."""
     import cupy as cp
-    from .timing import time_call
+    from cudnn_rnn.engine.timing import time_call
     rng = cp.random.default_rng(0)
     a = (rng.random((m, k), dtype=cp.float32) * 2 - 1).astype(dtype)
     b = (rng.random((k, n), dtype=cp.float32) * 2 - 1).astype(dtype)
@@ -26,9 +29,9 @@ def gemm_rate(dtype: str = "float16", m: int = 8192, n: int = 8192, k: int = 819
     stream = cp.cuda.get_current_stream()
     t = time_call(cp, stream, lambda: cp.matmul(a, b, out=out), reps, warmup)
     flop = 2.0 * m * n * k
-    rates = {"tflops": flop / (t.median_ms * 1e-3) / 1e12,
-             "tflops_q1": flop / (t.q3_ms * 1e-3) / 1e12,  # the slower quartile time
-             "tflops_q3": flop / (t.q1_ms * 1e-3) / 1e12}
+    rates = {"tflops": tflops(flop, t.median_ms),
+             "tflops_q1": tflops(flop, t.q3_ms),  # the slower quartile time
+             "tflops_q3": tflops(flop, t.q1_ms)}
     return {"dtype": dtype, "m": m, "n": n, "k": k, "compute_type": _compute_type(cp, dtype),
             "timing": t.as_record(), **{k: round(v, 2) for k, v in rates.items()}}
 
@@ -43,6 +46,7 @@ def _compute_type(cp, dtype: str):
         return None
 
 
+@job
 def gemm_rates(sizes=DENSE, reps: int = 20) -> dict:
     """:func:`gemm_rate` for each of ``sizes`` (dicts of its keywords), keyed ``dtype mxnxk``."""
     out = {}

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bindings.enums import RNNMode
-
-from .config import RNNConfig
+from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.engine.weights import PROJECTION_ID
 
 
 @dataclass
@@ -74,13 +74,13 @@ def _sigmoid(a):
 
 
 def layer_input_size(cfg: RNNConfig, layer: int) -> int:
-    return cfg.input if layer == 0 else cfg.proj * cfg.dirs
+    return cfg.input_size if layer == 0 else cfg.proj_size * cfg.dirs
 
 
 def random_params(cfg: RNNConfig, rng: np.random.Generator, scale: float | None = None) -> list:
     """Random weights of the shapes cuDNN uses (for tests that need no library)."""
     s = scale if scale is not None else 1.0 / np.sqrt(cfg.hidden_size)
-    from bindings.enums import RNNBiasMode, RNNInputMode
+    from cudnn_rnn.bindings.enums import RNNBiasMode, RNNInputMode
     u = lambda *shape: rng.uniform(-s, s, size=shape)  # noqa: E731
     has_w_bias = cfg.bias_mode in (RNNBiasMode.SINGLE_INP_BIAS, RNNBiasMode.DOUBLE_BIAS)
     has_r_bias = cfg.bias_mode in (RNNBiasMode.SINGLE_REC_BIAS, RNNBiasMode.DOUBLE_BIAS)
@@ -92,10 +92,10 @@ def random_params(cfg: RNNConfig, rng: np.random.Generator, scale: float | None 
             g = cfg.gates
             params.append(LayerParams(
                 W=[None if skip else u(cfg.hidden_size, inp) for _ in range(g)],
-                R=[u(cfg.hidden_size, cfg.proj) for _ in range(g)],
+                R=[u(cfg.hidden_size, cfg.proj_size) for _ in range(g)],
                 bW=[u(cfg.hidden_size) if has_w_bias else None for _ in range(g)],
                 bR=[u(cfg.hidden_size) if has_r_bias else None for _ in range(g)],
-                P=u(cfg.proj, cfg.hidden_size) if cfg.linear_layers == 9 else None,
+                P=u(cfg.proj_size, cfg.hidden_size) if cfg.linear_layers == 9 else None,
             ))
     return params
 
@@ -223,7 +223,7 @@ def forward(cfg: RNNConfig, params: list, x, hx, cx=None) -> Forward:
     np = array_module(x)  # noqa: F811 - numpy or cupy
     x = np.asarray(x, dtype=np.float64)
     hx = np.asarray(hx, dtype=np.float64)
-    lstm = cfg.cell == RNNMode.LSTM
+    lstm = cfg.mode == RNNMode.LSTM
     cx = np.asarray(cx, dtype=np.float64) if lstm else None
     hy = np.empty_like(hx)
     cy = np.empty_like(cx) if lstm else None
@@ -234,7 +234,7 @@ def forward(cfg: RNNConfig, params: list, x, hx, cx=None) -> Forward:
         for d in range(cfg.dirs):
             k = layer * cfg.dirs + d
             xs = layer_in if d == 0 else layer_in[::-1]
-            ys, hT, cT, cache = _run_direction(cfg.cell, params[k], xs, hx[k],
+            ys, hT, cT, cache = _run_direction(cfg.mode, params[k], xs, hx[k],
                                                cx[k] if lstm else None)
             outs.append(ys if d == 0 else ys[::-1])
             hy[k] = hT
@@ -248,7 +248,7 @@ def forward(cfg: RNNConfig, params: list, x, hx, cx=None) -> Forward:
 def backward(cfg: RNNConfig, params: list, fwd: Forward, dy, dhy, dcy=None) -> Gradients:
     """dx, dhx, dcx and weight gradients of L = Σ y·dy + Σ hy·dhy + Σ cy·dcy."""
     np = array_module(dy)  # noqa: F811 - numpy or cupy
-    lstm = cfg.cell == RNNMode.LSTM
+    lstm = cfg.mode == RNNMode.LSTM
     dy = np.asarray(dy, dtype=np.float64)
     dhy = np.asarray(dhy, dtype=np.float64)
     dcy = np.asarray(dcy, dtype=np.float64) if lstm else None
@@ -256,7 +256,7 @@ def backward(cfg: RNNConfig, params: list, fwd: Forward, dy, dhy, dcy=None) -> G
     dcx = np.empty_like(dcy) if lstm else None
     dparams: list = [None] * len(params)
     d_layer_out = dy
-    P = cfg.proj
+    P = cfg.proj_size
     for layer in reversed(range(cfg.num_layers)):
         d_in = None
         for d in range(cfg.dirs):
@@ -266,7 +266,7 @@ def backward(cfg: RNNConfig, params: list, fwd: Forward, dy, dhy, dcy=None) -> G
                 d_out = d_out[::-1]
             zeros_c = None
             dxs, dh0, dc0, dp = _back_direction(
-                cfg.cell, params[k], fwd.caches[k], d_out, dhy[k],
+                cfg.mode, params[k], fwd.caches[k], d_out, dhy[k],
                 dcy[k] if lstm else zeros_c)
             if d == 1:
                 dxs = dxs[::-1]
@@ -296,3 +296,39 @@ def flat_params(params: list) -> list:
         if p.P is not None:
             out.append(p.P)
     return out
+
+
+# ---------------------------------------------------------------------------- cuDNN's weight layout
+def params_from_arrays(cfg: RNNConfig, arrays: dict) -> list[LayerParams]:
+    """cuDNN's weight entries, by (pseudo_layer, lin_id, kind) as
+    :func:`cudnn_rnn.engine.readback.weight_arrays` gives them, as :class:`LayerParams` per
+    pseudo-layer: IDs 0..gates-1 are the input matrices W (and biases bW), gates..2·gates-1
+    the recurrent ones R (bR), ID 8 LSTM's projection P."""
+    g = cfg.gates
+    params = []
+    for pseudo in range(cfg.pseudo_layers):
+        get = lambda lin, kind: arrays.get((pseudo, lin, kind))  # noqa: E731
+        params.append(LayerParams(
+            W=[get(k, "matrix") for k in range(g)],
+            R=[get(g + k, "matrix") for k in range(g)],
+            bW=[get(k, "bias") for k in range(g)],
+            bR=[get(g + k, "bias") for k in range(g)],
+            P=get(PROJECTION_ID, "matrix") if cfg.mode == RNNMode.LSTM else None,
+        ))
+    return params
+
+
+def arrays_from_params(cfg: RNNConfig, params: list[LayerParams]) -> dict:
+    """Inverse of :func:`params_from_arrays` (for gradients of the reference)."""
+    g = cfg.gates
+    out = {}
+    for pseudo, p in enumerate(params):
+        for k in range(g):
+            for key, arr in (((k, "matrix"), p.W[k]), ((g + k, "matrix"), p.R[k]),
+                             ((k, "bias"), p.bW[k]), ((g + k, "bias"), p.bR[k])):
+                if arr is not None:
+                    out[(pseudo,) + key] = arr
+        if p.P is not None:
+            out[(pseudo, PROJECTION_ID, "matrix")] = p.P
+    return out
+

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasMode,
+from cudnn_rnn.bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasMode,
                             RNNDataLayout, RNNInputMode, RNNMode)
 
 # Matrices per layer and direction ("linear layers"), and gates, per cell.
@@ -32,11 +32,11 @@ class RNNConfig:
     num_layers: int = 2
     hidden_size: int = 512
     mini_batch: int = 64
-    cell: RNNMode = RNNMode.RNN_RELU
-    input_size: int | None = None  # None: equal to hidden_size, as in the sample
-    proj_size: int | None = None  # None: no projection (projSize == hiddenSize)
+    mode: RNNMode = RNNMode.RNN_RELU  # cuDNN's cellMode
+    input_size: int | None = None  # given None: hidden_size, as in the sample
+    proj_size: int | None = None  # given None: hidden_size (no projection)
     data_type: DataType = DataType.FLOAT
-    math_prec: DataType | None = None  # None: default_math_prec(data_type)
+    math_prec: DataType | None = None  # given None: default_math_prec(data_type)
     math_type: MathType = MathType.DEFAULT_MATH
     algo: RNNAlgo = RNNAlgo.STANDARD
     direction: DirectionMode = DirectionMode.UNIDIRECTIONAL
@@ -46,6 +46,8 @@ class RNNConfig:
     dropout: float = 0.0
 
     def __post_init__(self):
+        """Check every size, and resolve the three that may be given as None, so each
+        field holds the value cuDNN is given."""
         for name in ("seq_length", "num_layers", "hidden_size", "mini_batch", "input_size",
                      "proj_size"):
             value = getattr(self, name)
@@ -54,11 +56,20 @@ class RNNConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         for name, value in self.c_ints().items():
+            if value is None:
+                continue
             if value > C_INT_MAX:
                 raise ValueError(f"{name} = {value} does not fit the C int cuDNN takes "
                                  f"(at most {C_INT_MAX})")
         if not 0.0 <= self.dropout < 1.0:  # also false for NaN
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        derived = []
+        for name, value in (("input_size", self.hidden_size), ("proj_size", self.hidden_size),
+                            ("math_prec", default_math_prec(self.data_type))):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+                derived.append(name)
+        object.__setattr__(self, "_derived", tuple(derived))  # not a field: not compared
 
     def c_ints(self) -> dict[str, int]:
         """Every size the flow passes to cuDNN as a C ``int``, by what it is: the RNN
@@ -67,24 +78,15 @@ class RNNConfig:
         ctypes truncates an ``int`` argument silently, so each must be checked first."""
         return {"seq_length": self.seq_length, "num_layers": self.num_layers,
                 "hidden_size": self.hidden_size, "mini_batch": self.mini_batch,
-                "input_size": self.input, "proj_size": self.proj,
-                "output vector size (proj_size x directions)": self.y_size,
-                "hidden-state stride (mini_batch x proj_size)": self.mini_batch * self.proj,
+                "input_size": self.input_size or self.hidden_size,
+                "proj_size": self.proj_size or self.hidden_size,
+                "output vector size (proj_size x directions)":
+                    (self.proj_size or self.hidden_size) * self.dirs,
+                "hidden-state stride (mini_batch x proj_size)":
+                    self.mini_batch * (self.proj_size or self.hidden_size),
                 "cell-state stride (mini_batch x hidden_size)": self.mini_batch * self.hidden_size}
 
-    # --- resolved sizes -----------------------------------------------------------------
-    @property
-    def input(self) -> int:
-        return self.hidden_size if self.input_size is None else self.input_size
-
-    @property
-    def proj(self) -> int:
-        return self.hidden_size if self.proj_size is None else self.proj_size
-
-    @property
-    def precision(self) -> DataType:
-        return default_math_prec(self.data_type) if self.math_prec is None else self.math_prec
-
+    # --- derived sizes ------------------------------------------------------------------
     @property
     def bidirectional(self) -> bool:
         return self.direction == DirectionMode.BIDIRECTIONAL
@@ -96,16 +98,16 @@ class RNNConfig:
     @property
     def linear_layers(self) -> int:
         """linLayerIDs per pseudo-layer; LSTM with a projection adds ID 8."""
-        extra = 1 if self.cell == RNNMode.LSTM and self.proj != self.hidden_size else 0
-        return LINEAR_LAYERS[self.cell] + extra
+        extra = 1 if self.mode == RNNMode.LSTM and self.proj_size != self.hidden_size else 0
+        return LINEAR_LAYERS[self.mode] + extra
 
     @property
     def gates(self) -> int:
-        return GATES[self.cell]
+        return GATES[self.mode]
 
     @property
     def has_cell_state(self) -> bool:
-        return self.cell == RNNMode.LSTM
+        return self.mode == RNNMode.LSTM
 
     @property
     def padded_io(self) -> bool:
@@ -114,20 +116,20 @@ class RNNConfig:
 
     @property
     def y_size(self) -> int:
-        return self.proj * self.dirs
+        return self.proj_size * self.dirs
 
     @property
     def pseudo_layers(self) -> int:
         return self.num_layers * self.dirs
 
     def x_shape(self) -> tuple[int, int, int]:
-        return (self.seq_length, self.mini_batch, self.input)
+        return (self.seq_length, self.mini_batch, self.input_size)
 
     def y_shape(self) -> tuple[int, int, int]:
         return (self.seq_length, self.mini_batch, self.y_size)
 
     def h_shape(self) -> tuple[int, int, int]:
-        return (self.pseudo_layers, self.mini_batch, self.proj)
+        return (self.pseudo_layers, self.mini_batch, self.proj_size)
 
     def c_shape(self) -> tuple[int, int, int]:
         return (self.pseudo_layers, self.mini_batch, self.hidden_size)
@@ -140,27 +142,30 @@ class RNNConfig:
         (2, 8 or 6 matrices for RELU/TANH, LSTM, GRU). It assumes input == hidden
         and ignores biases and projections; backward counts twice this.
         """
-        return (LINEAR_LAYERS[self.cell] * 2 * self.dirs * self.hidden_size ** 2
+        return (LINEAR_LAYERS[self.mode] * 2 * self.dirs * self.hidden_size ** 2
                 * self.seq_length * self.mini_batch * self.num_layers)
 
     def replace(self, **changes) -> "RNNConfig":
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes``; what this config derived (a size or the math precision
+        given as None) is derived again, so ``replace(hidden_size=...)`` of a config without
+        a projection still has none."""
+        return dataclasses.replace(self, **{**{n: None for n in self._derived}, **changes})
 
     def as_record(self) -> dict:
         """The configuration with cuDNN's enum names (no prefixes), for JSON records."""
         return {
             "data_type": self.data_type.name,
-            "math_prec": self.precision.name,
+            "math_prec": self.math_prec.name,
             "math_type": self.math_type.short,
             "algo": self.algo.name,
-            "cell": self.cell.name,
+            "cell": self.mode.name,  # the files' name for cellMode
             "direction": self.direction.name,
             "input_mode": self.input_mode.name,
             "bias_mode": self.bias_mode.name,
-            "proj_size": self.proj,
+            "proj_size": self.proj_size,
             "layout": self.layout.name,
             "dropout": self.dropout,
             "shape": {"seq_length": self.seq_length, "layers": self.num_layers,
                       "hidden": self.hidden_size, "batch": self.mini_batch,
-                      "input_size": self.input},
+                      "input_size": self.input_size},
         }

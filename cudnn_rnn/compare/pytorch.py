@@ -7,7 +7,7 @@ inference and forward + ``backward()`` in training mode for a training step. (A 
 left in training mode calls cuDNN with ``CUDNN_FWD_MODE_TRAINING`` even under
 ``no_grad``: seen in cuDNN's API log, see :func:`observe`.)
 
-Timing is :func:`.timing.time_call` itself (back-to-back calls, one synchronisation) on
+Timing is :func:`cudnn_rnn.engine.timing.time_call` itself (back-to-back calls, one synchronisation) on
 PyTorch's current stream, so both sides of a ratio are measured the same way.
 
 :func:`observe` runs PyTorch in a child process with cuDNN's API log on
@@ -23,7 +23,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from cudnn_rnn.bindings.library import mapped_paths
+from cudnn_rnn.matrix.jobs import job, name_of
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout
 MODULES = {"LSTM": ("LSTM", {}), "GRU": ("GRU", {}), "RNN_TANH": ("RNN", {"nonlinearity": "tanh"}),
            "RNN_RELU": ("RNN", {"nonlinearity": "relu"})}
 DTYPES = {"FLOAT": "float32", "HALF": "float16", "BFLOAT16": "bfloat16", "DOUBLE": "float64"}
@@ -82,11 +85,11 @@ def step_fn(model, x, state, training: bool, pass_state: bool, backward: bool):
 
 def time_step(step, reps: int = 20, warmup: int = 3, budget_s: float | None = 1.0,
               min_reps: int = 5) -> dict:
-    """:func:`.timing.time_call` on PyTorch's current stream (wrapped for CuPy's events),
+    """:func:`cudnn_rnn.engine.timing.time_call` on PyTorch's current stream (wrapped for CuPy's events),
     so PyTorch's side of a ratio is timed by the very code that times ours."""
     import cupy as cp
     import torch
-    from . import timing
+    from cudnn_rnn.engine import timing
     stream = cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
     return timing.time_call(cp, stream, step, reps, warmup, budget_s, min_reps).as_record()
 
@@ -96,10 +99,10 @@ def versions() -> dict:
     return {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
             "torch_cudnn": torch.backends.cudnn.version(),
             "allow_tf32": bool(torch.backends.cudnn.allow_tf32),
-            "torch_libcudnn": sorted({line.split()[-1] for line in open("/proc/self/maps")
-                                      if "libcudnn.so" in line})}
+            "torch_libcudnn": mapped_paths("libcudnn.so")}
 
 
+@job
 def time_torch(cell: str, seq: int, layers: int, hidden: int, batch: int, input_size: int,
                bidirectional: bool, training: bool, reps: int = 20, warmup: int = 3,
                budget_s: float | None = 1.0) -> dict:
@@ -115,12 +118,21 @@ def time_torch(cell: str, seq: int, layers: int, hidden: int, batch: int, input_
                 else "inference (eval, no_grad)", **versions())
 
 
+def torch_job(cfg, training: bool, reps: int) -> tuple[str, dict]:
+    """The worker job that times PyTorch's default module at ``cfg``'s shape: (name, params)
+    for :meth:`cudnn_rnn.matrix.worker.Worker.job`."""
+    return name_of(time_torch), {
+        "cell": cfg.mode.name, "seq": cfg.seq_length, "layers": cfg.num_layers,
+        "hidden": cfg.hidden_size, "batch": cfg.mini_batch, "input_size": cfg.input_size,
+        "bidirectional": cfg.bidirectional, "training": training, "reps": reps}
+
+
 # ---------------------------------------------------------------- what PyTorch asks cuDNN for
 def observe(requests: list[dict], timeout: float = 300.0) -> list[dict]:
     """The cuDNN settings of PyTorch's ``cudnnRNNForward`` for each request (keys of
     :func:`build` plus ``training``), from cuDNN's API log of one child process. Each
     result is :func:`.apilog.rnn_forward_settings` with enum names, or ``{"skipped": why}``."""
-    from . import apilog
+    from cudnn_rnn.compare import apilog
     why = unavailable()
     if why:
         return [{"skipped": why} for _ in requests]
@@ -128,7 +140,7 @@ def observe(requests: list[dict], timeout: float = 300.0) -> list[dict]:
         log = Path(tmp) / "cudnn_api.log"
         env = dict(os.environ, CUDNN_LOGLEVEL_DBG="3", CUDNN_LOGDEST_DBG=str(log),
                    PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        proc = subprocess.run([sys.executable, "-m", "cudnn_rnn.torch_compare"],
+        proc = subprocess.run([sys.executable, "-m", "cudnn_rnn.compare.pytorch"],
                               input=json.dumps(requests), capture_output=True, text=True,
                               env=env, timeout=timeout)
         if proc.returncode != 0 or not log.exists():
@@ -150,8 +162,8 @@ def observe(requests: list[dict], timeout: float = 300.0) -> list[dict]:
 def _last_matching(forwards, req: dict) -> dict | None:
     """The settings of the last logged forward made for ``req``: same cell, sizes, layers,
     direction, data type, input dims and forward mode."""
-    from bindings.enums import DataType, DirectionMode, ForwardMode, RNNMode
-    from . import apilog
+    from cudnn_rnn.bindings.enums import DataType, DirectionMode, ForwardMode, RNNMode
+    from cudnn_rnn.compare import apilog
     want_dtype = {v: k for k, v in DTYPES.items()}[req.get("dtype", "float32")]
     want = {"cellMode": RNNMode[req["cell"]], "hiddenSize": req["hidden"],
             "numLayers": req["layers"], "inputSize": req["input_size"],

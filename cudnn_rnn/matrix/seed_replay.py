@@ -16,24 +16,24 @@ from __future__ import annotations
 
 import ctypes
 
-from bindings import errors
-from bindings.enums import DataType, RNNMode, TensorFormat
+from cudnn_rnn.bindings import errors
+from cudnn_rnn.bindings.enums import DataType, RNNMode, TensorFormat
 
-from .config import RNNConfig
-from .descriptors import DropoutDescriptor, FilterDescriptor, Handle, RNNDescriptor
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.engine.descriptors import DropoutDescriptor, FilterDescriptor, Handle, RNNDescriptor
 
 SENTINEL = 0xDEADBEEFCAFE  # what an unwritten size_t would hold in this replay
 SEED = RNNConfig(seq_length=20, num_layers=2, hidden_size=512, mini_batch=64,
-                 cell=RNNMode.RNN_RELU, data_type=DataType.INT8, math_prec=DataType.INT8)
+                 mode=RNNMode.RNN_RELU, data_type=DataType.INT8, math_prec=DataType.INT8)
 
 
 def parameter_count(cfg: RNNConfig) -> int:
     """Weights and biases of the network, by formula (what cudnnGetRNNWeightSpaceSize
     would report for FLOAT, divided by 4; no GPU needed)."""
-    g, H, P = cfg.gates, cfg.hidden_size, cfg.proj
+    g, H, P = cfg.gates, cfg.hidden_size, cfg.proj_size
     total = 0
     for layer in range(cfg.num_layers):
-        inp = cfg.input if layer == 0 else P * cfg.dirs
+        inp = cfg.input_size if layer == 0 else P * cfg.dirs
         per_dir = g * H * inp + g * H * P + 2 * g * H  # W, R, bW and bR (double bias)
         if cfg.linear_layers == 9:
             per_dir += P * H

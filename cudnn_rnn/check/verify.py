@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bindings.enums import DataType, MathType
+from cudnn_rnn.bindings.enums import DataType, MathType, RNNMode
 
-from . import reference
-from .config import RNNConfig
+from cudnn_rnn.check import reference
+from cudnn_rnn.engine.config import RNNConfig
 
 # (data type, math precision, math type or None for any) → (outputs, gradients, ReLU gradients)
 TOLERANCE = {
@@ -42,19 +42,13 @@ GRADIENT_OUTPUTS = ("dx", "dhx", "dcx", "dw")
 
 def tolerances(cfg: RNNConfig) -> tuple[float, float]:
     """(outputs, gradients) relative tolerance for ``cfg``."""
-    from bindings.enums import RNNMode
     triple = FALLBACK_TOLERANCE
-    for key in ((cfg.data_type, cfg.precision, cfg.math_type), (cfg.data_type, cfg.precision, None)):
+    for key in ((cfg.data_type, cfg.math_prec, cfg.math_type), (cfg.data_type, cfg.math_prec, None)):
         if key in TOLERANCE:
             triple = TOLERANCE[key]
             break
     out, grad, relu_grad = triple
-    return out, relu_grad if cfg.cell == RNNMode.RNN_RELU else grad
-
-
-def tolerance(cfg: RNNConfig) -> float:
-    """Relative tolerance for the forward outputs of ``cfg``."""
-    return tolerances(cfg)[0]
+    return out, relu_grad if cfg.mode == RNNMode.RNN_RELU else grad
 
 
 def _xp(*arrays):
@@ -117,9 +111,8 @@ def expected(cfg: RNNConfig, host: dict, xp=np, keep_on_device: bool = False):
     Evaluated in float64 with ``xp``: numpy, or cupy (cuBLAS DGEMM, not cuDNN) when a GPU
     is there. Results come back as numpy unless ``keep_on_device``.
     """
-    from .flow import params_from_arrays
     to = (lambda a: None if a is None else xp.asarray(a)) if xp is not np else (lambda a: a)
-    params = params_from_arrays(cfg, {k: to(v) for k, v in host["weights"].items()})
+    params = reference.params_from_arrays(cfg, {k: to(v) for k, v in host["weights"].items()})
     fwd = reference.forward(cfg, params, to(host["x"]), to(host["hx"]), to(host.get("cx")))
     grads = reference.backward(cfg, params, fwd, to(host["dy"]), to(host["dhy"]),
                                to(host.get("dcy")))
@@ -142,13 +135,13 @@ def to_host(pair):
 
 
 def compare(cfg: RNNConfig, host: dict, outputs: dict) -> Verification:
-    """Errors of every output present in ``outputs`` (see :meth:`RNNFlow.outputs`)."""
+    """Errors of every output present in ``outputs`` (see
+    :func:`cudnn_rnn.engine.readback.outputs`)."""
     return compare_with(cfg, expected(cfg, host), outputs)
 
 
 def compare_with(cfg: RNNConfig, expected_pair, outputs: dict) -> Verification:
     """Like :func:`compare`, for an already evaluated ``(forward, gradients)`` pair."""
-    from .flow import arrays_from_params
     fwd, grads = expected_pair
     ref = {"y": fwd.y, "hy": fwd.hy, "y_inf": fwd.y, "hy_inf": fwd.hy}
     if fwd.cy is not None:
@@ -163,7 +156,7 @@ def compare_with(cfg: RNNConfig, expected_pair, outputs: dict) -> Verification:
             errors[name] = relative_error(outputs[name], value)
             nonfinite[name] = _nonfinite(outputs[name])
     if grads is not None and "dw" in outputs:
-        want = arrays_from_params(cfg, grads.dparams)
+        want = reference.arrays_from_params(cfg, grads.dparams)
         got = outputs["dw"]
         keys = sorted(want)
         missing = [k for k in keys if k not in got]

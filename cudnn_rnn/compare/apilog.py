@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bindings.enums import (DataType, DirectionMode, ForwardMode, MathType, RNNAlgo,
+from cudnn_rnn.bindings.enums import (DataType, DirectionMode, ForwardMode, MathType, RNNAlgo,
                             RNNBiasMode, RNNDataLayout, RNNInputMode, RNNMode)
 
 _HEADER = re.compile(r"^I! CuDNN \(v(\d+)[^)]*\) function (\w+)\(\) called:")

@@ -50,6 +50,8 @@ POS_NUM = Pred(lambda v: _is_num(v) and v > 0, "a positive, finite number")
 NAME = Pred(lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_]+", v) is not None,
             "a name such as FLOAT or NOT_SUPPORTED")
 ANY = Pred(lambda v: True, "anything")
+SCALAR = Pred(lambda v: v is None or isinstance(v, (str, int, float, bool)),
+              "a string, number, boolean or null")
 
 
 class Opt(Check):
@@ -93,17 +95,22 @@ class Dict(Check):
 
 
 class Obj(Check):
-    """An object with these fields (others are allowed and ignored); ``required`` must be
-    present. ``rule(data)`` may add a check across fields (returns a problem or None)."""
+    """An object with these fields (others are allowed and ignored, unless ``closed``);
+    ``required`` must be present. ``rule(data)`` may add a check across fields (returns a
+    problem or None)."""
 
-    def __init__(self, fields: dict, required=(), rule=None):
+    def __init__(self, fields: dict, required=(), rule=None, closed: bool = False):
         self.fields, self.required, self.rule = fields, set(required), rule
+        self.closed = closed
 
     def __call__(self, data, where):
         if not isinstance(data, dict):
             return f"{where}: expected an object, got {_show(data)}"
         for key in sorted(self.required - set(data)):
             return f"{where}: lacks {key!r}"
+        if self.closed:
+            for key in sorted(set(data) - set(self.fields)):
+                return f"{where}: has an unknown key {_show(key)}"
         for key, check in self.fields.items():
             if key in data:
                 found = check(data[key], f"{where}.{key}")

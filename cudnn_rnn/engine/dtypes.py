@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bindings.enums import DataType
+from cudnn_rnn.bindings.enums import DataType
 
 _NUMPY = {
     DataType.FLOAT: np.float32, DataType.DOUBLE: np.float64, DataType.HALF: np.float16,
@@ -63,10 +63,6 @@ def itemsize(dt: DataType) -> int:
     except KeyError:
         raise NoHostEncoding(f"no host encoding for CUDNN_DATA_{dt.name} "
                              "(less than a byte per element)") from None
-
-
-def has_codec(dt: DataType) -> bool:
-    return dt in _NUMPY or dt in _STORAGE
 
 
 def storage_dtype(dt: DataType) -> np.dtype:

@@ -74,7 +74,7 @@ def _inject_cell_fault(kind: str, cupy) -> None:
 
 def _context_error(cupy) -> str | None:
     """The CUDA context's sticky error, if the last cell left one (None when healthy)."""
-    from .gpu import cuda_errors
+    from cudnn_rnn.engine.gpu import cuda_errors
     try:
         cupy.cuda.runtime.deviceSynchronize()
     except cuda_errors(cupy) as exc:
@@ -85,12 +85,14 @@ def _context_error(cupy) -> str | None:
 def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pragma: no cover - runs in the child
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when to stop
     try:
-        import bindings
-        from . import gpu
-        from .cell import ReferenceCache, crash_record, error_record, run_cell
-        from .flow import HostValues
-        from .descriptors import live_objects
-        from .seed_replay import replay
+        from cudnn_rnn import bindings
+        from cudnn_rnn.engine import gpu
+        from cudnn_rnn.engine.descriptors import live_objects
+        from cudnn_rnn.engine.values import HostValues
+        from cudnn_rnn.matrix import jobs
+        from cudnn_rnn.matrix.cell import ReferenceCache, run_cell
+        from cudnn_rnn.matrix.record import Record
+        from cudnn_rnn.matrix.seed_replay import replay
         lib = bindings.load(cudnn_path)
         device = gpu.available() and not options.get("no_device")
         conn.send(("ready", {"library": lib.describe(), "device": gpu.device_info(),
@@ -118,7 +120,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         if isinstance(cell, tuple) and cell[0] == "job":
             _, name, params = cell
             try:
-                result = _run_job(name, lib, params)
+                result = jobs.run(name, params)
             except Exception as exc:
                 result = {"skipped": f"{name} failed: {type(exc).__name__}: {exc}"}
             lost = _context_error(cupy) if cupy is not None else None
@@ -139,45 +141,19 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
                            time_it=options.get("time", True), cache=cache, values=values,
                            kinds=options.get("kinds"), budget_s=options.get("budget_s"))
         except cuda_errors as exc:  # outside a stage (timing, verification): still CUDA's
-            rec = crash_record(cell, info, f"{type(exc).__name__}: {exc}", "CUDA_ERROR")
+            rec = Record.lost(cell, info, "CRASH", "CUDA_ERROR", f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # an error of this tool's own code
-            rec = error_record(cell, info, exc)
+            rec = Record.tool_error(cell, info, exc)
         if cupy is not None:
             lost = _context_error(cupy)
             if lost is not None:
-                found = f"the CUDA context is in error after this cell: {lost}"
-                if rec["outcome"] == "CRASH":
-                    rec["notes"] = list(rec.get("notes") or []) + [found]
-                else:
-                    rec["notes"] = list(rec.get("notes") or []) + [
-                        f"before the context check: {rec['outcome']}"
-                        + (f" ({rec.get('failed_call')}: {rec.get('status')}: {rec.get('reason')})"
-                           if rec.get("failed_call") else "")]
-                    rec.update(outcome="CRASH", status="CUDA_ERROR", reason=found, timings=None,
-                               speedup=None)
-        exiting = rec["outcome"] in ("CRASH", "ERROR")
-        rec["live_descriptors"] = live_objects()
-        rec["device_memory_bytes"] = int(pool.used_bytes()) if pool is not None and not exiting \
-            else None
-        rec["worker_pid"] = os.getpid()
-        conn.send(("record", rec, exiting))
+                rec.context_lost(f"the CUDA context is in error after this cell: {lost}")
+        exiting = rec.outcome in ("CRASH", "ERROR")
+        rec.add_worker(live_objects(), int(pool.used_bytes()) if pool is not None and not exiting
+                       else None, os.getpid())
+        conn.send(("record", rec.as_json(), exiting))
         if exiting:
             return  # the next cell gets a fresh process
-
-
-def _run_job(name: str, lib, params: dict) -> dict:  # pragma: no cover - runs in the child
-    """Work beside the cells, in the same process and CUDA context: PyTorch's timing
-    (``torch``), the dense GEMM rate (``gemm``), the overhead pair (``overhead``)."""
-    if name == "torch":
-        from .torch_compare import time_torch
-        return time_torch(**params)
-    if name == "gemm":
-        from .gemm import gemm_rates
-        return gemm_rates(**params)
-    if name == "overhead":
-        from .overhead import measure_pair
-        return measure_pair(lib, **params)
-    raise ValueError(f"unknown job {name!r}")
 
 
 def _signal_name(code: int | None) -> str:
@@ -304,7 +280,8 @@ class Worker:
         return False
 
     def run(self, cell, timeout: float) -> dict:
-        from .cell import crash_record
+        """The record of ``cell`` (its JSON form: :meth:`Record.as_json`)."""
+        from cudnn_rnn.matrix.record import Record
         for _attempt in range(3):
             self._ensure()
             if self._acknowledged(cell):
@@ -316,10 +293,9 @@ class Worker:
         message = self._receive(timeout)
         if message is TIMED_OUT:
             self._drop(wait_s=0)
-            rec = crash_record(cell, ident, f"no result within the {timeout:g} s per-cell "
-                               "timeout; the worker was killed", "TIMEOUT")
-            rec["outcome"] = "TIMEOUT"
-            return rec
+            return Record.lost(cell, ident, "TIMEOUT", "TIMEOUT",
+                               f"no result within the {timeout:g} s per-cell timeout; the "
+                               "worker was killed").as_json()
         if message is not GONE:
             _kind, rec, exiting = message
             if exiting:
@@ -328,11 +304,11 @@ class Worker:
         self.proc.join(5)
         status = _signal_name(self.proc.exitcode)
         self._drop()
-        return crash_record(cell, ident, f"the worker process died ({status}) while running "
-                            "this cell", status)
+        return Record.lost(cell, ident, "CRASH", status, f"the worker process died ({status}) "
+                           "while running this cell").as_json()
 
     def job(self, name: str, params: dict, timeout: float = 600.0) -> dict:
-        """Run a named job (see ``_run_job``) in the worker; a dict with ``skipped`` when
+        """Run the job ``name`` (:mod:`.jobs`) in the worker; a dict with ``skipped`` when
         it could not be done."""
         self._ensure()
         try:
@@ -350,11 +326,6 @@ class Worker:
             self._drop(wait_s=30)
         return result
 
-    def torch_timing(self, shape, training: bool, reps: int, timeout: float = 600.0) -> dict:
-        """PyTorch's default module on ``shape``, timed inside the worker (same process as the
-        cuDNN cells); a dict with ``skipped`` when that cannot be done."""
-        return self.job("torch", torch_params(shape, training, reps), timeout)
-
     def close(self) -> None:
         if self.alive and self.conn is not None:
             try:
@@ -371,12 +342,6 @@ def _setup(info: dict) -> tuple:
             info["device_stages"], info["device"].get("gpu"))
 
 
-def torch_params(shape, training: bool, reps: int) -> dict:
-    return {"cell": shape.cell.name, "seq": shape.seq_length, "layers": shape.num_layers,
-            "hidden": shape.hidden_size, "batch": shape.mini_batch, "input_size": shape.input,
-            "bidirectional": shape.bidirectional, "training": training, "reps": reps}
-
-
 def start_worker(cudnn_path: str | None, options: dict) -> tuple[Worker, dict]:
     """A started :class:`Worker` and its ready message; a missing libcudnn becomes
     :class:`bindings.errors.LibraryNotFound` (one line, exit 2 at the command line)."""
@@ -385,6 +350,6 @@ def start_worker(cudnn_path: str | None, options: dict) -> tuple[Worker, dict]:
         return worker, worker.start()
     except WorkerStartFailed as exc:
         if exc.library_missing:
-            from bindings.errors import LibraryNotFound
+            from cudnn_rnn.bindings.errors import LibraryNotFound
             raise LibraryNotFound(str(exc)) from None
         raise

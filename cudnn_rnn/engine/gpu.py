@@ -1,7 +1,7 @@
 """The GPU side: is there a usable device, what is it, and raw device buffers.
 
 CuPy provides device memory, streams and events (CuPy 14 no longer binds
-cuDNN; cuDNN is reached only through :mod:`bindings`). CuPy and libcudnn share
+cuDNN; cuDNN is reached only through :mod:`cudnn_rnn.bindings`). CuPy and libcudnn share
 the driver's primary context, so CuPy pointers are valid cuDNN arguments.
 
 Set ``CUDNN_RNN_NO_GPU=1`` to behave as on a machine without a GPU.
@@ -48,6 +48,12 @@ def cuda_errors(cupy) -> tuple:
         return ()
     return (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
             cupy.cuda.memory.OutOfMemoryError)
+
+
+def failed_call(exc: BaseException) -> str:
+    """The call to name in a record for CuPy's CUDA error ``exc``: an out-of-memory error
+    comes from an allocation (cudaMalloc); any other from a CUDA call CuPy does not name."""
+    return "cudaMalloc" if type(exc).__name__ == "OutOfMemoryError" else "cuda"
 
 
 def available() -> bool:

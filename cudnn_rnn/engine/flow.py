@@ -15,21 +15,21 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections import OrderedDict
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 import numpy as np
 
-import bindings
-from bindings import errors
-from bindings.enums import ForwardMode, RNNAlgo, RNNDataLayout, RNNMode, WgradMode
+from cudnn_rnn import bindings
+from cudnn_rnn.bindings import errors
+from cudnn_rnn.bindings.enums import ForwardMode, RNNAlgo, RNNDataLayout, WgradMode
 
-from . import dtypes, gpu
-from .config import RNNConfig
-from .descriptors import (DropoutDescriptor, Handle, RNNDataDescriptor, RNNDescriptor,
-                          TensorDescriptor)
-from .reference import LayerParams
+from cudnn_rnn.engine import dtypes, gpu, values as drawn_values
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.engine.descriptors import (DropoutDescriptor, Handle, RNNDataDescriptor,
+                                          RNNDescriptor, TensorDescriptor)
+from cudnn_rnn.engine.values import HostValues
+from cudnn_rnn.engine.weights import WeightEntry, query_layout
 
 STAGES = (
     "handle",             # cudnnCreate, cudnnSetStream
@@ -60,10 +60,6 @@ class StageFailure:
     reason: str | None
     kind: str = "cudnn"  # cudnn | cuda | host
 
-    def as_record(self) -> dict:
-        return {"failed_stage": self.stage, "failed_call": self.call, "status": self.status,
-                "status_code": self.code, "reason": self.reason}
-
 
 @dataclass
 class FlowResult:
@@ -80,25 +76,6 @@ class FlowResult:
     def completed(self) -> bool:
         """Every stage that applies ran and succeeded."""
         return self.failure is None and not self.skip_reason
-
-
-@dataclass
-class WeightEntry:
-    """One matrix or bias inside the weight space, as cudnnGetRNNWeightParams reports it."""
-    pseudo_layer: int
-    lin_id: int
-    kind: str  # "matrix" | "bias"
-    offset: int  # bytes from the start of the weight space
-    dims: tuple  # as reported (3-D)
-
-    @property
-    def shape(self) -> tuple:
-        d = [x for x in self.dims]
-        return (d[1], d[2]) if self.kind == "matrix" else (d[1],)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.dims))
 
 
 class FlowStop(Exception):
@@ -119,69 +96,17 @@ def _seq_lengths(buf):
     return ctypes.cast(ctypes.c_void_p(_ptr(buf)), _INT32_P)
 
 
-def values_key(flow: "RNNFlow") -> tuple:
-    """What determines every input and weight value a flow draws: the data type (rounding),
-    the seed and init, the structural axes and the weight entries cuDNN reported, in order.
-    Math type, math precision and algorithm are not in it."""
-    c = flow.cfg
-    layout = tuple((e.pseudo_layer, e.lin_id, e.kind, e.dims) for e in flow.entries)
-    return (c.data_type, c.cell, c.seq_length, c.num_layers, c.hidden_size, c.mini_batch,
-            c.input, c.proj, c.direction, c.input_mode, c.bias_mode, flow.init, flow.seed, layout)
-
-
-class HostValues:
-    """The host side of a flow's inputs and weights, kept for the next flow that draws the
-    same values.
-
-    Values come from ``seed`` in a fixed order over the weight entries cuDNN reports and
-    are rounded to the data type, so cells that differ only in math type, math precision
-    or algorithm (a tuner's candidates) draw identical values: generating them once per
-    shape and data type instead of per candidate saves seconds per cell at DeepBench
-    sizes. At most ``size`` sets and ``max_bytes`` are kept.
-    """
-
-    def __init__(self, size: int = 2, max_bytes: int = 8 << 30):
-        self.size = size
-        self.max_bytes = max_bytes
-        self._items: OrderedDict = OrderedDict()
-        self.hits = self.misses = 0
-
-    @staticmethod
-    def key(flow: "RNNFlow") -> tuple:
-        """:func:`values_key`, plus where each entry sits in the weight space (the image's bytes)."""
-        return values_key(flow) + (flow.sizes["weight_space"],
-                                   tuple(e.offset for e in flow.entries))
-
-    def get(self, key):
-        if key in self._items:
-            self.hits += 1
-            self._items.move_to_end(key)
-            return self._items[key]
-        self.misses += 1
-        return None
-
-    def put(self, key, value: dict) -> None:
-        nbytes = sum(a.nbytes for part in value.values() for a in
-                     (part.values() if isinstance(part, dict) else [part]))
-        if nbytes > self.max_bytes:
-            return
-        self._items[key] = value
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
-
-
 class RNNFlow:
     """Everything one RNN_example run creates; ``with RNNFlow(cfg) as flow: flow.run()``.
 
-    ``init="sample"`` initialises like the sample (data 1.0, each matrix
-    1/its element count, biases 1.0); ``init="random"`` draws data from
-    U(-1, 1) and weights from U(-1/√hidden, 1/√hidden) with ``seed``.
+    ``init`` and ``seed`` choose the values (:mod:`.values`); ``values`` shares drawn
+    values between flows. Outputs are read back with :mod:`.readback`.
     """
 
     def __init__(self, cfg: RNNConfig, lib: bindings.Library | None = None, *,
                  device: bool | None = None, init: str = "sample", seed: int = 0,
                  values: HostValues | None = None):
-        if init not in ("sample", "random"):
+        if init not in drawn_values.INITS:
             raise ValueError(f"init must be 'sample' or 'random', got {init!r}")
         self.cfg = cfg
         self.lib = lib or bindings.load()
@@ -258,11 +183,9 @@ class RNNFlow:
                                         str(exc), "host"))
         except dtypes.NoHostEncoding as exc:
             raise FlowStop(StageFailure(name, "host", "HOST_ERROR", None, str(exc), "host"))
-        except Exception as exc:
-            if isinstance(exc, gpu.cuda_errors(self.cp)):
-                raise FlowStop(StageFailure(name, _cuda_call(exc), "CUDA_ERROR",
-                                            getattr(exc, "status", None), str(exc), "cuda"))
-            raise
+        except gpu.cuda_errors(self.cp) as exc:
+            raise FlowStop(StageFailure(name, gpu.failed_call(exc), "CUDA_ERROR",
+                                        getattr(exc, "status", None), str(exc), "cuda"))
 
     # ------------------------------------------------------------------ stages
     def _stage_handle(self):
@@ -289,7 +212,7 @@ class RNNFlow:
         c = self.cfg
         lengths = np.full(c.mini_batch, c.seq_length, dtype=np.int32)
         self.x_desc = self._own(RNNDataDescriptor(self.lib))
-        self.x_desc.set(c.data_type, c.layout, c.seq_length, c.mini_batch, c.input, lengths)
+        self.x_desc.set(c.data_type, c.layout, c.seq_length, c.mini_batch, c.input_size, lengths)
         self.y_desc = self._own(RNNDataDescriptor(self.lib))
         self.y_desc.set(c.data_type, c.layout, c.seq_length, c.mini_batch, c.y_size, lengths)
         if self.device:
@@ -325,18 +248,18 @@ class RNNFlow:
         self.buf["reserve"] = self._alloc(self.sizes["reserve_space"])
 
     def _stage_weights(self):
-        self.entries = self.query_weight_layout()
-        key = HostValues.key(self) if self.values is not None else None
+        c, space = self.cfg, self.sizes["weight_space"]
+        self.entries = query_layout(self.lib, self.handle, self.rnn, c, space,
+                                    _ptr(self.buf["w"]))
+        key = HostValues.key(c, self.entries, self.init, self.seed, space) \
+            if self.values is not None else None
         drawn = self.values.get(key) if key is not None else None
         if drawn is None:
-            drawn = {"image": self._draw_weights(), "io_bits": self._draw_io()}
-            drawn["weights"], drawn["io"] = self.host["weights"], {
-                k: v for k, v in self.host.items() if k != "weights"}
+            drawn = drawn_values.draw(c, self.entries, space, self.init, self.seed)
             if key is not None:
                 self.values.put(key, drawn)
-        else:
-            self.host["weights"] = drawn["weights"]
-            self.host.update(drawn["io"])
+        self.host["weights"] = drawn["weights"]
+        self.host.update(drawn["io"])
         with self.stream:
             self.buf["w"].set(drawn["image"], stream=self.stream)
         self._place_io(drawn["io_bits"])
@@ -416,66 +339,6 @@ class RNNFlow:
         with self.stream:
             return self.cp.empty(max(int(nbytes), 1), dtype=np.uint8)
 
-    def query_weight_layout(self) -> list[WeightEntry]:
-        """Ask cuDNN where every matrix and bias lives (cudnnGetRNNWeightParams)."""
-        c = self.cfg
-        entries = []
-        base = _ptr(self.buf["w"])
-        with TensorDescriptor(self.lib) as m_desc, TensorDescriptor(self.lib) as b_desc:
-            for pseudo in range(c.pseudo_layers):
-                for lin in range(c.linear_layers):
-                    lin_id = 8 if lin == 8 else lin  # the projection is linLayerID 8
-                    m_addr, b_addr = ctypes.c_void_p(), ctypes.c_void_p()
-                    self.lib.cudnnGetRNNWeightParams(
-                        self.handle, self.rnn, pseudo, self.sizes["weight_space"], base, lin_id,
-                        m_desc, ctypes.byref(m_addr), b_desc, ctypes.byref(b_addr))
-                    for kind, addr, desc in (("matrix", m_addr, m_desc), ("bias", b_addr, b_desc)):
-                        if addr.value:
-                            _dt, dims, _strides = desc.get_nd(3)
-                            entries.append(WeightEntry(pseudo, lin_id, kind, addr.value - base,
-                                                       tuple(dims)))
-        return entries
-
-    @staticmethod
-    def _values(shape, scale: float, rng) -> np.ndarray:
-        """U(-scale, scale), drawn in float32 (every supported type is at most that fine
-        except DOUBLE, for which these are still valid float64 values)."""
-        return (rng.random(shape, dtype=np.float32) * np.float32(2 * scale)
-                - np.float32(scale))
-
-    def _draw_weights(self) -> np.ndarray:
-        """The weight space's bytes; their float64 values go to ``host["weights"]``."""
-        c, dt = self.cfg, self.cfg.data_type
-        item = dtypes.itemsize(dt)
-        image = np.zeros(self.sizes["weight_space"], dtype=np.uint8)
-        rng = np.random.default_rng(self.seed)
-        scale = 1.0 / np.sqrt(c.hidden_size)
-        self.host["weights"] = {}
-        for e in self.entries:
-            if self.init == "sample":
-                value = 1.0 / e.size if e.kind == "matrix" else 1.0
-                values = np.full(e.shape, value)
-            else:
-                values = self._values(e.shape, scale, rng)
-            bits = dtypes.encode(values, dt)
-            image[e.offset:e.offset + e.size * item] = bits.reshape(-1).view(np.uint8)
-            self.host["weights"][(e.pseudo_layer, e.lin_id, e.kind)] = dtypes.decode(bits, dt)
-        return image
-
-    def _draw_io(self) -> dict:
-        """x, hx, dy, dhy (and cx, dcy) as the data type's bits; float64 values to ``host``."""
-        c, dt = self.cfg, self.cfg.data_type
-        rng = np.random.default_rng(self.seed + 1)
-        shapes = {"x": c.x_shape(), "hx": c.h_shape(), "dy": c.y_shape(), "dhy": c.h_shape()}
-        if c.has_cell_state:
-            shapes.update(cx=c.c_shape(), dcy=c.c_shape())
-        out = {}
-        for name, shape in shapes.items():
-            values = np.ones(shape) if self.init == "sample" else self._values(shape, 1.0, rng)
-            out[name] = dtypes.encode(values, dt)
-            self.host[name] = dtypes.decode(out[name], dt)
-        return out
-
     def _place_io(self, io_bits: dict) -> None:
         """Upload the inputs and allocate the outputs, filled with NaN."""
         c, dt = self.cfg, self.cfg.data_type
@@ -508,105 +371,10 @@ class RNNFlow:
         dev.set(raw, stream=self.stream)
         return dev
 
-    def _batch_major(self, name: str) -> bool:
+    def batch_major(self, name: str) -> bool:
+        """Whether buffer ``name`` is (B, T, features) on the device."""
         return self.cfg.layout == RNNDataLayout.BATCH_MAJOR_UNPACKED and name in (
             "x", "y", "dx", "dy", "y_inf")
 
     def _to_device_layout(self, name: str, arr: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(arr.transpose(1, 0, 2)) if self._batch_major(name) else arr
-
-    # ------------------------------------------------------------------ reading back
-    def read(self, name: str, on_device: bool = False):
-        """A device buffer as float64 in the reference's (T, B, features) layout
-        (a cupy array when ``on_device``, else numpy)."""
-        c, dt = self.cfg, self.cfg.data_type
-        shapes = {"y": c.y_shape(), "y_inf": c.y_shape(), "dx": c.x_shape(), "x": c.x_shape(),
-                  "dy": c.y_shape(), "hy": c.h_shape(), "hy_inf": c.h_shape(),
-                  "dhx": c.h_shape(), "cy": c.c_shape(), "cy_inf": c.c_shape(),
-                  "dcx": c.c_shape()}
-        self.stream.synchronize()
-        raw = self.buf[name] if on_device else self.buf[name].get()
-        shape = shapes[name]
-        values = dtypes.decode(raw.view(dtypes.storage_dtype(dt)), dt)
-        if self._batch_major(name):
-            return values.reshape(shape[1], shape[0], shape[2]).transpose(1, 0, 2)
-        return values.reshape(shape)
-
-    def read_weight_space(self, name: str = "dw") -> np.ndarray:
-        """The whole weight space (or dw) as float64 elements of the data type."""
-        dt = self.cfg.data_type
-        self.stream.synchronize()
-        raw = self.buf[name].get()[:self.sizes["weight_space"]]
-        usable = raw.size // dtypes.itemsize(dt) * dtypes.itemsize(dt)
-        return dtypes.decode(raw[:usable].view(dtypes.storage_dtype(dt)), dt)
-
-    def weight_arrays(self, name: str = "w", on_device: bool = False) -> dict:
-        """Each matrix and bias of the weight space (or dw) by (pseudo_layer, lin_id, kind)."""
-        dt = self.cfg.data_type
-        item = dtypes.itemsize(dt)
-        self.stream.synchronize()
-        raw = self.buf[name] if on_device else self.buf[name].get()
-        out = {}
-        for e in self.entries:
-            chunk = raw[e.offset:e.offset + e.size * item].view(dtypes.storage_dtype(dt))
-            out[(e.pseudo_layer, e.lin_id, e.kind)] = dtypes.decode(chunk, dt).reshape(e.shape)
-        return out
-
-    def reference_params(self, arrays: dict | None = None) -> list[LayerParams]:
-        """The weights in the reference's structure (host copies unless ``arrays`` given)."""
-        return params_from_arrays(self.cfg, arrays if arrays is not None else self.host["weights"])
-
-    def outputs(self, on_device: bool = False) -> dict:
-        """Every output of the training and inference passes, as float64 (cupy arrays
-        when ``on_device``: large shapes are then checked without a trip to the host)."""
-        names = ["y", "hy", "dx", "dhx", "y_inf", "hy_inf"]
-        if self.cfg.has_cell_state:
-            names += ["cy", "dcx", "cy_inf"]
-        out = {n: self.read(n, on_device) for n in names}
-        out["dw"] = self.weight_arrays("dw", on_device)
-        return out
-
-    def checksums(self) -> dict:
-        """The sample's checksums: float64 sums of y, hy, cy, dx, dhx, dcx and all of dw."""
-        out = {n: float(self.read(n).sum()) for n in ("y", "hy", "dx", "dhx")}
-        if self.cfg.has_cell_state:
-            out["cy"] = float(self.read("cy").sum())
-            out["dcx"] = float(self.read("dcx").sum())
-        out["dw"] = float(self.read_weight_space("dw").sum())
-        return out
-
-
-def params_from_arrays(cfg: RNNConfig, arrays: dict) -> list[LayerParams]:
-    """Arrange (pseudo_layer, lin_id, kind) arrays as :class:`LayerParams` per pseudo-layer."""
-    g = cfg.gates
-    params = []
-    for pseudo in range(cfg.pseudo_layers):
-        get = lambda lin, kind: arrays.get((pseudo, lin, kind))  # noqa: E731
-        params.append(LayerParams(
-            W=[get(k, "matrix") for k in range(g)],
-            R=[get(g + k, "matrix") for k in range(g)],
-            bW=[get(k, "bias") for k in range(g)],
-            bR=[get(g + k, "bias") for k in range(g)],
-            P=get(8, "matrix") if cfg.cell == RNNMode.LSTM else None,
-        ))
-    return params
-
-
-def arrays_from_params(cfg: RNNConfig, params: list[LayerParams]) -> dict:
-    """Inverse of :func:`params_from_arrays` (for gradients of the reference)."""
-    g = cfg.gates
-    out = {}
-    for pseudo, p in enumerate(params):
-        for k in range(g):
-            for key, arr in (((k, "matrix"), p.W[k]), ((g + k, "matrix"), p.R[k]),
-                             ((k, "bias"), p.bW[k]), ((g + k, "bias"), p.bR[k])):
-                if arr is not None:
-                    out[(pseudo,) + key] = arr
-        if p.P is not None:
-            out[(pseudo, 8, "matrix")] = p.P
-    return out
-
-
-def _cuda_call(exc: BaseException) -> str:
-    name = type(exc).__name__
-    return "cudaMalloc" if name == "OutOfMemoryError" else "cuda"
+        return np.ascontiguousarray(arr.transpose(1, 0, 2)) if self.batch_major(name) else arr

@@ -6,6 +6,11 @@ the bound functions through ``_as_parameter_``, so ``lib.cudnnRNNForward(handle,
 rnn, ...)`` takes them as they are. Setting happens in separate methods, so a
 created-but-unset descriptor is a state the probe can test (cuDNN accepts an
 unset dropout descriptor in cudnnSetRNNDescriptor_v8).
+
+Children keep their parents alive, as llvmlite's object references do: every object holds
+its library, a dropout descriptor the handle it was set with, and an RNN descriptor its
+dropout descriptor, so nothing cuDNN still points into is collected first. (Destruction
+stays explicit: :class:`~cudnn_rnn.engine.flow.RNNFlow` closes them innermost first.)
 """
 from __future__ import annotations
 
@@ -13,9 +18,9 @@ import ctypes
 
 import numpy as np
 
-from bindings import Library
-from bindings import ctypes_types as T
-from bindings.enums import DataType, RNNDataLayout, RNN_PADDED_IO_DISABLED, RNN_PADDED_IO_ENABLED
+from cudnn_rnn.bindings import Library
+from cudnn_rnn.bindings import ctypes_types as T
+from cudnn_rnn.bindings.enums import DataType, RNNDataLayout, RNN_PADDED_IO_DISABLED, RNN_PADDED_IO_ENABLED
 
 
 class _CObject:
@@ -117,6 +122,7 @@ class DropoutDescriptor(_CObject):
             seed: int = 1337) -> None:
         self.lib.cudnnSetDropoutDescriptor(self, handle, float(dropout), states_ptr or None,
                                            int(states_size), int(seed))
+        self.handle = handle
 
 
 class RNNDescriptor(_CObject):
@@ -124,12 +130,13 @@ class RNNDescriptor(_CObject):
     _ctype = T.cudnnRNNDescriptor_t
 
     def set_v8(self, cfg, dropout: DropoutDescriptor | None) -> None:
-        """cudnnSetRNNDescriptor_v8 from an :class:`~cudnn_rnn.config.RNNConfig`."""
+        """cudnnSetRNNDescriptor_v8 from an :class:`~cudnn_rnn.engine.config.RNNConfig`."""
         aux = RNN_PADDED_IO_ENABLED if cfg.padded_io else RNN_PADDED_IO_DISABLED
         self.lib.cudnnSetRNNDescriptor_v8(
-            self, int(cfg.algo), int(cfg.cell), int(cfg.bias_mode), int(cfg.direction),
-            int(cfg.input_mode), int(cfg.data_type), int(cfg.precision), int(cfg.math_type),
-            cfg.input, cfg.hidden_size, cfg.proj, cfg.num_layers, dropout, aux)
+            self, int(cfg.algo), int(cfg.mode), int(cfg.bias_mode), int(cfg.direction),
+            int(cfg.input_mode), int(cfg.data_type), int(cfg.math_prec), int(cfg.math_type),
+            cfg.input_size, cfg.hidden_size, cfg.proj_size, cfg.num_layers, dropout, aux)
+        self.dropout = dropout
 
 
 class RNNDataDescriptor(_CObject):

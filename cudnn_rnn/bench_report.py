@@ -1,0 +1,47 @@
+"""``python -m cudnn_rnn.bench_report DIR``: bench.md and bench.json from a benchmark's run
+folder (what ``make bench`` writes at its end), into ``reports/`` or ``--out``. Reading never
+writes into ``DIR``."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from cudnn_rnn.cli import BadInput, OneLineParser, run_main
+from cudnn_rnn.matrix.bench import read_run_file
+from cudnn_rnn.matrix.provenance import folder_name
+from cudnn_rnn.matrix.runs import output_dir, report_dir
+from cudnn_rnn.reporting.bench import write
+
+
+def build_parser() -> OneLineParser:
+    p = OneLineParser(prog="cudnn_rnn.bench_report", description=__doc__.splitlines()[0])
+    p.add_argument("directory", help="a folder holding bench.jsonl and bench.run.json")
+    p.add_argument("--out", default=None,
+                   help="output folder (default reports/<gpu>-<cudnn>-bench/)")
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    d = Path(args.directory)
+    if not d.is_dir():
+        raise BadInput(f"{args.directory} is not a folder (give a benchmark's run folder)")
+    if not (d / "bench.jsonl").is_file():
+        raise BadInput(f"{args.directory}: no bench.jsonl here; run make bench first")
+    if args.out is None:
+        runs = read_run_file(d / "bench.run.json")["runs"]
+        p0 = runs[0]["provenance"] if runs else {}
+        out = output_dir(report_dir(folder_name(p0.get("gpu"), p0.get("cudnn_version"))
+                                    + "-bench"))
+    else:
+        out = output_dir(args.out)
+    print(write(d, out))
+    return 0
+
+
+def cli(argv=None) -> int:
+    return run_main(main, argv, prog="cudnn_rnn.bench_report")
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

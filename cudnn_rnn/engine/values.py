@@ -1,0 +1,118 @@
+"""The values a flow puts on the device: inputs and weights, drawn once and shared.
+
+``init="sample"`` initialises like NVIDIA's sample (data 1.0, each matrix 1/its element
+count, biases 1.0); ``init="random"`` draws data from U(-1, 1) and weights from
+U(-1/√hidden, 1/√hidden) with ``seed``, in a fixed order over the weight entries cuDNN
+reports. Every value is rounded to the data type, and its float64 copy kept on the host:
+the reference then runs on exactly what the device holds.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from cudnn_rnn.engine import dtypes
+from cudnn_rnn.engine.config import RNNConfig
+
+INITS = ("sample", "random")
+
+
+def values_key(cfg: RNNConfig, entries: list, init: str, seed: int) -> tuple:
+    """What determines every input and weight value a flow draws: the data type (rounding),
+    the seed and init, the structural axes and the weight entries cuDNN reported, in order.
+    Math type, math precision and algorithm are not in it."""
+    c = cfg
+    layout = tuple((e.pseudo_layer, e.lin_id, e.kind, e.dims) for e in entries)
+    return (c.data_type, c.mode, c.seq_length, c.num_layers, c.hidden_size, c.mini_batch,
+            c.input_size, c.proj_size, c.direction, c.input_mode, c.bias_mode, init, seed,
+            layout)
+
+
+class HostValues:
+    """The host side of a flow's inputs and weights, kept for the next flow that draws the
+    same values.
+
+    Cells that differ only in math type, math precision or algorithm (a tuner's
+    candidates) draw identical values: generating them once per shape and data type
+    instead of per candidate saves seconds per cell at DeepBench sizes. At most ``size``
+    sets and ``max_bytes`` are kept.
+    """
+
+    def __init__(self, size: int = 2, max_bytes: int = 8 << 30):
+        self.size = size
+        self.max_bytes = max_bytes
+        self._items: OrderedDict = OrderedDict()
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def key(cfg: RNNConfig, entries: list, init: str, seed: int, weight_space: int) -> tuple:
+        """:func:`values_key`, plus where each entry sits in the weight space (the image's bytes)."""
+        return values_key(cfg, entries, init, seed) + (weight_space,
+                                                       tuple(e.offset for e in entries))
+
+    def get(self, key):
+        if key in self._items:
+            self.hits += 1
+            self._items.move_to_end(key)
+            return self._items[key]
+        self.misses += 1
+        return None
+
+    def put(self, key, value: dict) -> None:
+        nbytes = sum(a.nbytes for part in value.values() for a in
+                     (part.values() if isinstance(part, dict) else [part]))
+        if nbytes > self.max_bytes:
+            return
+        self._items[key] = value
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+
+def uniform(shape, scale: float, rng) -> np.ndarray:
+    """U(-scale, scale), drawn in float32 (every supported type is at most that fine
+    except DOUBLE, for which these are still valid float64 values)."""
+    return rng.random(shape, dtype=np.float32) * np.float32(2 * scale) - np.float32(scale)
+
+
+def draw(cfg: RNNConfig, entries: list, weight_space: int, init: str, seed: int) -> dict:
+    """Everything a flow uploads: ``image`` (the weight space's bytes), ``io_bits`` (x, hx,
+    dy, dhy, and cx, dcy for LSTM, in the data type's bits), and their float64 values,
+    ``weights`` by (pseudo_layer, lin_id, kind) and ``io`` by name."""
+    if init not in INITS:
+        raise ValueError(f"init must be 'sample' or 'random', got {init!r}")
+    image, weights = _draw_weights(cfg, entries, weight_space, init, seed)
+    io_bits, io = _draw_io(cfg, init, seed)
+    return {"image": image, "io_bits": io_bits, "weights": weights, "io": io}
+
+
+def _draw_weights(cfg, entries, weight_space, init, seed) -> tuple[np.ndarray, dict]:
+    dt = cfg.data_type
+    item = dtypes.itemsize(dt)
+    image = np.zeros(weight_space, dtype=np.uint8)
+    rng = np.random.default_rng(seed)
+    scale = 1.0 / np.sqrt(cfg.hidden_size)
+    host = {}
+    for e in entries:
+        if init == "sample":
+            values = np.full(e.shape, 1.0 / e.size if e.kind == "matrix" else 1.0)
+        else:
+            values = uniform(e.shape, scale, rng)
+        bits = dtypes.encode(values, dt)
+        image[e.offset:e.offset + e.size * item] = bits.reshape(-1).view(np.uint8)
+        host[(e.pseudo_layer, e.lin_id, e.kind)] = dtypes.decode(bits, dt)
+    return image, host
+
+
+def _draw_io(cfg, init, seed) -> tuple[dict, dict]:
+    dt = cfg.data_type
+    rng = np.random.default_rng(seed + 1)
+    shapes = {"x": cfg.x_shape(), "hx": cfg.h_shape(), "dy": cfg.y_shape(), "dhy": cfg.h_shape()}
+    if cfg.has_cell_state:
+        shapes.update(cx=cfg.c_shape(), dcy=cfg.c_shape())
+    bits, host = {}, {}
+    for name, shape in shapes.items():
+        values = np.ones(shape) if init == "sample" else uniform(shape, 1.0, rng)
+        bits[name] = dtypes.encode(values, dt)
+        host[name] = dtypes.decode(bits[name], dt)
+    return bits, host

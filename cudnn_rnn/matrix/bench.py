@@ -1,0 +1,283 @@
+"""The benchmark's data: its spec (``probes/bench.toml``), one shape's run, and the files a
+run leaves (``bench.jsonl`` records, ``bench.run.json``, ``overhead.json``) with their checks.
+
+A benchmark shape is one cell mode and size at FLOAT/FLOAT/FMA/STANDARD (the FP32
+baseline); its candidates replace those four axes. Every candidate lives the probe cell's
+life in the worker (:func:`cudnn_rnn.matrix.cell.run_cell`); a shape's record keeps of each
+what :func:`compact` says, beside PyTorch's time. The command is :mod:`cudnn_rnn.bench`, the
+report :mod:`cudnn_rnn.reporting.bench`.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cudnn_rnn.bindings.enums import DataType, MathType, RNNAlgo, RNNMode
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.matrix import baseline
+from cudnn_rnn.matrix.cell import TIMED as CELL_TIMED
+from cudnn_rnn.matrix.errors import BadInput
+from cudnn_rnn.matrix.jsontypes import (ANY, BOOL, INT, NAME, NUM, POS_INT, POS_NUM, SCALAR, STR,
+                                        Dict, List, Obj, Opt, Pred, problem)
+from cudnn_rnn.matrix.record import config_label, max_error
+from cudnn_rnn.matrix.runs import content_key, read_json_dict
+from cudnn_rnn.matrix.spec import Cell, baseline_first, read_toml, spec_name
+
+TIMED = tuple(name for name, _call in CELL_TIMED)
+MAX_SHAPES = 10_000
+GEMM_TARGET = 0.5  # of the FP16 target shapes: at least this fraction of the dense FP16 GEMM rate
+TORCH_TARGET = 3.0  # at the seed's shape: at least this many times PyTorch's default module
+
+
+PROVENANCE_KEYS = ("gpu", "compute_capability", "driver_version", "cuda_runtime_cudnn",
+                   "cuda_runtime_cupy", "cupy", "cudnn_version", "library_path",
+                   "library_source", "commit", "command", "date")
+
+
+class BenchSpecError(BadInput):
+    """A malformed benchmark specification (one line, exit code 2)."""
+
+
+@dataclass(frozen=True)
+class BenchShape:
+    group: str
+    config: RNNConfig  # the FP32 baseline at the shape; candidates replace its four axes
+
+    @property
+    def id(self) -> str:
+        c = self.config
+        return f"{c.mode.name}/T{c.seq_length}L{c.num_layers}H{c.hidden_size}B{c.mini_batch}"
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    name: str
+    description: str
+    objective: str
+    candidates: tuple  # of (DataType, DataType, MathType, RNNAlgo)
+    shapes: tuple  # of BenchShape
+    sha256: str  # of the parsed TOML: the spec's content, part of a run's identity
+
+
+def _enum(where: str, enum, name):
+    if not isinstance(name, str):
+        raise BenchSpecError(f"{where}: expected a {enum.C_NAME} name, got {name!r}")
+    try:
+        return enum.parse(name)
+    except ValueError as exc:
+        raise BenchSpecError(f"{where}: {exc}") from None
+
+
+def load_spec(path: str | Path = "bench") -> BenchSpec:
+    """Read and check a benchmark spec; a bare name is looked up in probes/."""
+    data, p = read_toml(path, BenchSpecError, "benchmark spec", "probes/bench.toml")
+    return spec_from_dict(data, str(p))
+
+
+def spec_from_dict(data: dict, where: str = "<bench spec>") -> BenchSpec:
+    unknown = set(data) - {"name", "description", "objective", "candidates", "group"}
+    if unknown:
+        raise BenchSpecError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    objective = data.get("objective", "forward_inference")
+    if not isinstance(objective, str) or objective not in TIMED:
+        raise BenchSpecError(f"{where}: objective must be one of {', '.join(TIMED)}")
+    cands = data.get("candidates")
+    if not isinstance(cands, list) or not cands:
+        raise BenchSpecError(f"{where}: 'candidates' must be a non-empty list of "
+                             "[data type, math precision, math type, algorithm]")
+    parsed = []
+    for i, c in enumerate(cands):
+        if not isinstance(c, list) or len(c) != 4 or not all(isinstance(v, str) for v in c):
+            raise BenchSpecError(f"{where}: candidate {i + 1} must be four names, got {c!r}")
+        parsed.append((_enum(where, DataType, c[0]), _enum(where, DataType, c[1]),
+                       _enum(where, MathType, c[2]), _enum(where, RNNAlgo, c[3])))
+    shapes = []
+    groups = data.get("group")
+    if not isinstance(groups, list) or not groups:
+        raise BenchSpecError(f"{where}: needs at least one [[group]] of shapes")
+    for g in groups:
+        gw = f"{where}: group {g.get('name', '?')!r}" if isinstance(g, dict) else where
+        if not isinstance(g, dict) or not isinstance(g.get("name"), str):
+            raise BenchSpecError(f"{where}: every [[group]] needs a name")
+        extra = set(g) - {"name", "cell", "layers", "hidden", "batch", "seq_length"}
+        if extra:
+            raise BenchSpecError(f"{gw}: unknown key(s) {', '.join(sorted(extra))}")
+        axes = {}
+        for key in ("cell", "layers", "hidden", "batch", "seq_length"):
+            values = g.get(key)
+            if not isinstance(values, list) or not values:
+                raise BenchSpecError(f"{gw}: {key!r} must be a non-empty list")
+            if key == "cell":
+                values = [_enum(gw, RNNMode, v) for v in values]
+            elif not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+                raise BenchSpecError(f"{gw}: {key!r} must list positive integers")
+            axes[key] = values
+        product = 1
+        for values in axes.values():
+            product *= len(values)
+        if len(shapes) + product > MAX_SHAPES:
+            raise BenchSpecError(f"{where}: more than {MAX_SHAPES} shapes; split the spec")
+        for cell, layers, hidden, batch, seq in itertools.product(
+                axes["cell"], axes["layers"], axes["hidden"], axes["batch"], axes["seq_length"]):
+            try:
+                config = baseline.of(RNNConfig(seq_length=seq, num_layers=layers,
+                                               hidden_size=hidden, mini_batch=batch, mode=cell))
+            except ValueError as exc:
+                raise BenchSpecError(f"{gw}: {exc}") from None
+            shapes.append(BenchShape(g["name"], config))
+    ids = [s.id for s in shapes]
+    if len(set(ids)) != len(ids):
+        raise BenchSpecError(f"{where}: a shape is listed twice")
+    name = spec_name(data, where, BenchSpecError)
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise BenchSpecError(f"{where}: description must be a string")
+    return BenchSpec(name, description, objective, tuple(parsed), tuple(shapes),
+                     content_key(data))
+
+
+def candidate_cells(shape: BenchShape, spec: BenchSpec) -> list[Cell]:
+    """The shape's candidates, the FP32 baseline first (added when the space lacks it)."""
+    return baseline_first(shape.config, spec.candidates, "bench")
+
+
+def compact(rec: dict, objective: str) -> dict:
+    """What the benchmark keeps of a cell record."""
+    t = (rec.get("timings") or {}).get(objective)
+    return {"config": config_label(rec),
+            "outcome": rec["outcome"], "status": rec.get("status"),
+            "failed_stage": rec.get("failed_stage"), "failed_call": rec.get("failed_call"),
+            "reason": rec.get("reason"), "timing": t,
+            "tflops": t.get("tflops") if t else None, "max_error": max_error(rec),
+            "tolerance": (rec.get("verification") or {}).get("tolerance"),
+            "gradient_tolerance": (rec.get("verification") or {}).get("gradient_tolerance"),
+            "implicit": bool(rec.get("implicit")), "duration_s": rec.get("duration_s"),
+            "cell_id": rec["id"]}
+
+
+def bench_shape(worker, shape: BenchShape, spec: BenchSpec, session: str, timeout: float,
+                torch_job: tuple[str, dict]) -> dict:
+    """Run one shape's candidates, then ``torch_job`` (the job that times PyTorch's default
+    module, as the command names it); one results line."""
+    started = time.perf_counter()
+    cands = [compact(worker.run(c, timeout), spec.objective) for c in candidate_cells(shape, spec)]
+    torch = worker.job(*torch_job)
+    verified = [c for c in cands if c["outcome"] == "OK" and c["timing"]]
+    c = shape.config
+    return {"id": shape.id, "outcome": "OK" if verified else "NONE_VERIFIED", "group": shape.group,
+            "session": session, "objective": spec.objective,
+            "shape": {"cell": c.mode.name, "seq_length": c.seq_length, "layers": c.num_layers,
+                      "hidden": c.hidden_size, "batch": c.mini_batch, "input": c.input_size},
+            "flop": c.flop_count(), "candidates": cands, "torch": torch,
+            "duration_s": round(time.perf_counter() - started, 3)}
+
+
+def fp16_target(shape: dict) -> bool:
+    """The shapes of the FP16 target: LSTM with hidden ≥ 2048 and batch ≥ 128."""
+    return shape["cell"] == "LSTM" and shape["hidden"] >= 2048 and shape["batch"] >= 128
+
+
+def _config_name(v) -> bool:
+    return isinstance(v, str) and len(v.split("/")) == 4
+
+
+FULL_TIMING = Obj({"median_ms": POS_NUM, "q1_ms": NUM, "q3_ms": NUM, "reps": POS_INT,
+                   "min_ms": NUM, "max_ms": NUM}, required={"median_ms", "q1_ms", "q3_ms", "reps"})
+CANDIDATE = Obj({"config": Pred(_config_name, "DATA/PREC/MATH/ALGO"), "outcome": NAME,
+                 "status": Opt(STR), "failed_stage": Opt(STR), "failed_call": Opt(STR),
+                 "reason": Opt(STR), "timing": Opt(FULL_TIMING), "tflops": Opt(NUM),
+                 "max_error": Opt(NUM), "tolerance": Opt(NUM), "gradient_tolerance": Opt(NUM),
+                 "implicit": Opt(BOOL), "duration_s": Opt(NUM), "cell_id": Opt(STR)},
+                required={"config", "outcome", "status", "failed_call", "reason", "timing",
+                          "tflops", "max_error"})
+BENCH_RECORD = Obj({
+    "id": STR, "outcome": NAME, "group": STR, "session": Opt(STR), "objective": Opt(STR),
+    "shape": Obj({"cell": Pred(lambda v: v in RNNMode.__members__, "an RNN mode such as LSTM"),
+                  "seq_length": POS_INT, "layers": POS_INT, "hidden": POS_INT, "batch": POS_INT,
+                  "input": POS_INT},
+                 required={"cell", "seq_length", "layers", "hidden", "batch"}),
+    "flop": POS_INT, "candidates": List(CANDIDATE),
+    "torch": Opt(Obj({"ms": Opt(POS_NUM), "q1_ms": Opt(NUM), "q3_ms": Opt(NUM),
+                      "skipped": Opt(STR)})),
+    "duration_s": Opt(NUM)}, required={"id", "outcome", "group", "shape", "flop", "candidates"})
+PROVENANCE = Obj({k: SCALAR for k in PROVENANCE_KEYS}, required=PROVENANCE_KEYS)
+RUN = Obj({"session": STR, "provenance": PROVENANCE,
+           "gemm": Opt(Obj({"rates": Dict(Obj({"tflops": POS_NUM, "tflops_q1": NUM,
+                                               "tflops_q3": NUM, "compute_type": SCALAR},
+                                              required={"tflops", "tflops_q1", "tflops_q3"})),
+                            "skipped": Opt(STR)})),
+           "spec": Opt(STR), "deadline_s": Opt(NUM), "budget_s": Opt(NUM), "reps": Opt(INT),
+           "spec_shapes": Opt(List(STR)), "stopped": Opt(STR), "wall_s": Opt(NUM)},
+          required={"session", "provenance"})
+RUN_FILE = Obj({"kind": STR, "identity": Opt(Dict(ANY)), "runs": List(RUN)}, required={"runs"})
+
+
+def _measured_row(row: dict, where: str) -> str | None:
+    if "ratio" not in row:
+        return None
+    return MEASURED_ROW(row, where)
+
+
+MEASURED_ROW = Obj({
+    "ratio": NUM, "ratio_min": NUM, "ratio_max": NUM, "fwd_mode": STR,
+    "config": Obj({k: NAME for k in ("data_type", "math_prec", "math_type", "algo", "layout")},
+                  required={"data_type", "math_prec", "math_type", "algo", "layout"}),
+    "ours": Obj({"median_ms": POS_NUM}, required={"median_ms"}),
+    "torch": Obj({"median_ms": POS_NUM}, required={"median_ms"}),
+    "host_enqueue": Obj({"ours_us": NUM, "torch_us": NUM}, required={"ours_us", "torch_us"}),
+    "isolated_ratio": NUM, "queued_ratio": Opt(NUM),
+    "queued": Opt(Obj({"host_ahead": BOOL}, required={"host_ahead"})),
+    "arguments_differ": List(STR)},
+    required={"ratio", "ratio_min", "ratio_max", "fwd_mode", "config", "ours", "torch",
+              "host_enqueue", "isolated_ratio"},
+    rule=lambda r, w: (f"{w}.queued: needed beside queued_ratio"
+                       if r.get("queued_ratio") is not None and not r.get("queued") else None))
+OVERHEAD = Obj({
+    "target": NUM, "processes": POS_INT, "rounds": Opt(POS_INT), "worst_ratio": Opt(NUM),
+    "median_ratio": Opt(NUM), "worst_single_process": Opt(NUM), "provenance": Opt(Dict(SCALAR)),
+    "rows": List(Obj({"shape": Obj({k: SCALAR for k in ("cell", "seq", "layers", "hidden",
+                                                        "batch", "dtype")},
+                                   required={"cell", "seq", "layers", "hidden", "batch", "dtype"}),
+                      "training_mode": BOOL, "skipped": Opt(STR)},
+                     required={"shape", "training_mode"}, rule=_measured_row))},
+    required={"target", "rows"})
+
+
+def read_run_file(path: str | Path) -> dict:
+    """``bench.run.json``, checked: ``{"identity": ..., "runs": [...]}`` (no runs when absent)."""
+    p = Path(path)
+    if not p.exists():
+        return {"runs": []}
+    data = read_json_dict(p)
+    wrong = "not a JSON object" if data is None else problem(data, RUN_FILE, "the file")
+    if wrong:
+        raise BadInput(f"{p} is not a benchmark's bench.run.json ({wrong})")
+    return data
+
+
+def read_overhead(path: str | Path) -> dict | None:
+    """``overhead.json``, checked (None when absent)."""
+    p = Path(path)
+    if not p.exists():
+        return None
+    data = read_json_dict(p)
+    wrong = "not a JSON object" if data is None else problem(data, OVERHEAD, "the file")
+    if wrong:
+        raise BadInput(f"{p} is not the overhead check's overhead.json ({wrong})")
+    return data
+
+
+def verified(rec: dict) -> list[dict]:
+    return [c for c in rec["candidates"] if c["outcome"] == "OK" and c.get("timing")]
+
+
+def median_ms(c: dict | None) -> float | None:
+    return c["timing"]["median_ms"] if c and c.get("timing") else None
+
+
+def best(rec: dict, where=lambda c: True) -> dict | None:
+    """The fastest verified candidate of a shape record (that ``where`` accepts)."""
+    ok = [c for c in verified(rec) if where(c)]
+    return min(ok, key=lambda c: (median_ms(c), c["config"])) if ok else None

@@ -1,0 +1,265 @@
+"""The benchmark report's text: ``bench.md`` from the summary :mod:`.bench` computes.
+
+Only formatting: every figure comes from :func:`cudnn_rnn.reporting.bench.summarise`.
+"""
+from __future__ import annotations
+
+from cudnn_rnn.matrix.bench import GEMM_TARGET, fp16_target
+from cudnn_rnn.matrix.record import config_label
+
+def _f(v, fmt=".2f", none=""):
+    return none if v is None else format(v, fmt)
+
+
+def _pct(v):
+    return "" if v is None else f"{100 * v:.0f}%"
+
+
+def _timing(c):
+    if not c or not c.get("timing"):
+        return ""
+    t = c["timing"]
+    return f"{t['median_ms']:.4f} ({t['q1_ms']:.4f}-{t['q3_ms']:.4f}, n={t['reps']})"
+
+
+def _paren(text: str) -> str:
+    return f" ({text})" if text else ""
+
+
+def _span(values, fmt) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "not measured"
+    lo, hi = min(values), max(values)
+    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
+
+
+def _why_below(fp16_rows: list[dict]) -> str:
+    """The measured reason the FP16 target is missed, from this run's numbers only."""
+    short = [r for r in fp16_rows if r["fp16_gemm_fraction"] is not None
+             and r["fp16_gemm_fraction"] < GEMM_TARGET]
+    if not short:
+        return "No FP16 configuration verified at these shapes, so there is no rate to compare."
+    names = ", ".join(f"{r['shape']['hidden']}/{r['shape']['batch']}/{r['shape']['seq_length']}"
+                      for r in short)
+    models = [r["gemm_model"] for r in short if r["gemm_model"]]
+    if not models:
+        return (f"Below {_pct(GEMM_TARGET)} at {names} (hidden/batch/seq); the GEMMs it is made of "
+                "were not measured in that run, so this report cannot say more.")
+    step = _span([m["step_gemm_tflops"] / r["dense_fp16_tflops"] for r, m in
+                  zip(short, models) if r["dense_fp16_tflops"]], _pct)
+    share = _span([m["recurrent_share"] for m in models], _pct)
+    over = [m["fp16_over_model"] for m in models if m["fp16_over_model"]]
+    verdict = (f"cuDNN runs {_span(over, lambda v: f'{v:.2f}')}× the speed of issuing the same "
+               "GEMMs through cuBLAS, so it already spends these FLOPs "
+               + ("better than" if min(over) >= 1.0 else "about as well as")
+               + " the GEMM library would: the shortfall belongs to the shape"
+               if over and min(over) >= 0.9 else
+               f"cuDNN reaches only {_span(over, lambda v: f'{v:.2f}')}× the GEMM-only model, so "
+               "part of the shortfall is cuDNN's own (element-wise work, synchronisation between "
+               "steps)")
+    return (f"Why {names} (hidden/batch/seq) stay below {_pct(GEMM_TARGET)}: the recurrence is a "
+            f"chain of skinny GEMMs whose N is the batch. Timed alone, one step's GEMM reaches "
+            f"{step} of the dense rate, and the steps are {share} of the GEMM-only model's time. "
+            f"{verdict}. A larger batch (more columns per step) is what moves it: compare the "
+            "batch-256 rows.")
+
+
+def _tol(c: dict) -> str:
+    out, grad = c.get("tolerance"), c.get("gradient_tolerance")
+    if grad is None or grad == out:
+        return _f(out, ".0e")
+    return f"{_f(out, '.0e')} outputs, {_f(grad, '.0e')} gradients"
+
+
+def _provenance_lines(runs: list[dict]) -> list[str]:
+    out = []
+    for r in runs:
+        p = r["provenance"]
+        out.append(f"- run `{r['session']}`: {p['gpu']} (compute capability {p['compute_capability']}), "
+                   f"driver {p['driver_version']}, CUDA runtime {p['cuda_runtime_cudnn']} (cuDNN's) / "
+                   f"{p['cuda_runtime_cupy']} (CuPy {p['cupy']}), cuDNN {p['cudnn_version']} from "
+                   f"`{p['library_path']}` ({p['library_source']}), commit `{p['commit']}`, "
+                   f"`{p['command']}`, {p['date']}, wall {r.get('wall_s', '?')} s"
+                   + (f"; stopped: {r['stopped']}" if r.get("stopped") else ""))
+    return out
+
+
+def _gemm_table(runs: list[dict]) -> list[str]:
+    lines = ["| run | GEMM (m×n×k) | TFLOPS, median (IQR) | compute type |", "|---|---|---|---|"]
+    for r in runs:
+        for key, g in ((r.get("gemm") or {}).get("rates") or {}).items():
+            lines.append(f"| `{r['session']}` | {key} | {g['tflops']:.1f} ({g['tflops_q1']:.1f}-"
+                         f"{g['tflops_q3']:.1f}) | {g.get('compute_type')} |")
+    if r_skipped := [r for r in runs if (r.get("gemm") or {}).get("skipped")]:
+        lines += [f"- GEMM not measured in `{r['session']}`: {r['gemm']['skipped']}" for r in r_skipped]
+    return lines
+
+
+def _group_table(rows: list[dict]) -> list[str]:
+    lines = ["| shape (T, L, H, B) | best verified config | ms, median (IQR, n) | TFLOPS | % dense FP16 GEMM "
+             "| ×FP32 | ×TF32 (its config) | ×PyTorch default (its ms) | max error |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        s, w = r["shape"], r["winner"]
+        name = f"{s['cell']} {s['seq_length']}, {s['layers']}, {s['hidden']}, {s['batch']}"
+        if not w:
+            lines.append(f"| {name} | nothing verified | | | | | | | |")
+            continue
+        tf = f"{_f(r['speedup_tf32'])} ({r['tf32']['config']})" if r["tf32"] else "no TF32 verified"
+        th = (f"{_f(r['speedup_torch'])} ({r['torch_ms']:.4f})" if r["torch_ms"]
+              else f"({r['torch_skipped']})")
+        lines.append(f"| {name} | {w['config']} | {_timing(w)} | {_f(w['tflops'], '.1f')} | "
+                     f"{_pct(r['gemm_fraction'])} | {_f(r['speedup_fp32'])} | {tf} | {th} | "
+                     f"{_f(w['max_error'], '.1e')} (tol {_tol(w)}) |")
+    lines += ["", "×TF32 uses the issue's definition: the faster verified FLOAT-data configuration with "
+              "DEFAULT math (TF32 permitted) or TENSOR_OP_ALLOW_CONVERSION (FP16 conversion "
+              "permitted); its column names which. ×PyTorch: `torch.nn` module, float32, `eval()`, "
+              "`no_grad`, no state passed, timed in the same worker process."]
+    return lines
+
+
+def _refusals(rows: list[dict]) -> list[str]:
+    from collections import Counter
+    count = Counter((f["config"], f["outcome"], f["call"] or "", (f["reason"] or "")[:120])
+                    for r in rows for f in r["refused"])
+    if not count:
+        return ["Every candidate of every shape verified."]
+    lines = ["| candidate | outcome | failing call | shapes | cuDNN's reason (first 120 characters) |",
+             "|---|---|---|---|---|"]
+    for (cfg, outcome, call, reason), n in sorted(count.items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"| {cfg} | {outcome} | {call} | {n} | {reason} |")
+    return lines
+
+
+def _overhead_lines(oh: dict) -> list[str]:
+    n = oh.get("processes", 1)
+    over = (f"the median over {n} fresh processes of each process's median over "
+            f"{oh.get('rounds', 'its')} alternating rounds; range: between processes"
+            if n > 1 else "median over alternating rounds in one process; range: between rounds")
+    lines = ["Same cuDNN configuration as PyTorch, read from cuDNN's API log of PyTorch's own "
+             "call, run through this project's ctypes flow and through `torch.nn`, alternating, "
+             "one stream, one timing method; ratio = ours / PyTorch's (target ≤ "
+             f"{oh['target']}), {over}.", "",
+             f"| shape | fwd mode | config PyTorch used | ours ms | PyTorch ms | ratio (range over "
+             f"{'processes' if n > 1 else 'rounds'}) "
+             "| host µs per call, ours / PyTorch | idle-GPU latency ratio | host-ahead ratio |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in oh["rows"]:
+        s = r["shape"]
+        name = f"{s['cell']} {s['seq']}, {s['layers']}, {s['hidden']}, {s['batch']} {s['dtype']}"
+        if "ratio" not in r:
+            lines.append(f"| {name} | {'train' if r['training_mode'] else 'eval'} | | | | "
+                         f"not measured: {r.get('skipped')} | | | |")
+            continue
+        c = r["config"]
+        lines.append(f"| {name} | {r['fwd_mode']} | {config_label(c)}, {c['layout']} | "
+                     f"{r['ours']['median_ms']:.4f} | "
+                     f"{r['torch']['median_ms']:.4f} | {r['ratio']:.3f} ({r['ratio_min']:.3f}-"
+                     f"{r['ratio_max']:.3f}) | {r['host_enqueue']['ours_us']:.0f} / "
+                     f"{r['host_enqueue']['torch_us']:.0f} | {r['isolated_ratio']:.3f} | "
+                     f"{_host_ahead(r)} |")
+    bound = [r for r in oh["rows"] if "ratio" in r
+             and r["host_enqueue"]["ours_us"] >= 0.8 * r["ours"]["median_ms"] * 1e3]
+    if bound:
+        lines += ["", "Launch-bound: where the host time to enqueue one call is ≥ 80% of its device "
+                  "time (" + ", ".join(f"{r['shape']['cell']} {r['shape']['hidden']}/{r['shape']['batch']} "
+                                       f"{r['fwd_mode'].lower()}" for r in bound)
+                  + "), cuDNN's own launches, on either side, set the pace, so such times move with the "
+                  "host CPU from one process to the next."]
+    queued = [r for r in oh["rows"] if r.get("queued_ratio") is not None]
+    if queued:
+        lines += ["", "Host-ahead ratio: the same calls, 8 at a time, queued behind an 8192³ FP32 GEMM "
+                  "so the GPU runs them back to back without waiting for the host: the GPU work "
+                  "alone. Host-ahead ratios span " + _span([r["queued_ratio"] for r in queued],
+                                                           lambda v: f"{v:.3f}")
+                  + "; where the back-to-back ratio differs from it, the difference is in how "
+                  "fast each side's host thread feeds cuDNN's launches (the launch-bound regime), "
+                  "not in what runs on the GPU."]
+    compared = [r for r in oh["rows"] if "arguments_differ" in r]
+    if compared:
+        differ = [r for r in compared if r["arguments_differ"]]
+        lines += ["", "Arguments besides the descriptors (devSeqLengths; work-, weight- and "
+                  "reserve-space sizes): " + ("the same as PyTorch's on every measured row."
+                  if not differ else "differ from PyTorch's on " + ", ".join(
+                      f"{r['shape']['cell']} {r['shape']['hidden']}/{r['shape']['batch']} "
+                      f"{r['fwd_mode'].lower()} ({', '.join(r['arguments_differ'])})"
+                      for r in differ) + ".")]
+    p = oh.get("provenance") or {}
+    lines += ["", f"Measured on {p.get('gpu')}, cuDNN {p.get('cudnn_version')} (`{p.get('library_path')}`),"
+              f" commit `{p.get('commit')}`, `{p.get('command')}`, {p.get('date')}."]
+    return lines
+
+
+def _host_ahead(r: dict) -> str:
+    """The host-ahead ratio, marked when the host did not stay ahead (then it is not GPU-only)."""
+    v = r.get("queued_ratio")
+    if v is None:
+        return ""
+    return f"{v:.3f}" + ("" if r["queued"]["host_ahead"] else " (host fell behind)")
+
+
+def markdown(summary: dict) -> str:
+    rows, runs, t = summary["shapes"], summary["runs"], summary["targets"]
+    p = runs[0]["provenance"] if runs else {}
+    out = [f"# Benchmark: {p.get('gpu')}, cuDNN {p.get('cudnn_version')}", "",
+           "The fastest configuration of each shape whose forward outputs, training outputs and "
+           "gradients all matched the float64 reference, timed on forward inference "
+           "(`cudnnRNNForward`, `CUDNN_FWD_MODE_INFERENCE`). FLOPs by RNN_example's count "
+           "(input + recurrent GEMMs; DeepBench counts the recurrent half only). Times: medians of "
+           "CUDA-event timed calls, interquartile range, n = repeats. Ratios are of medians measured "
+           "in the same run.", "", "## Provenance", ""] + _provenance_lines(runs)
+    out += ["", "## Targets", ""]
+    st = t["seed_vs_torch"]
+    out.append(f"- Seed shape LSTM 20, 2, 512, 64: best verified configuration "
+               f"**{_f(st['measured'])}×** PyTorch's default (`eval()`, `no_grad`, float32) — "
+               f"target ≥ {st['target']}×: **{'met' if st['met'] else 'not met'}**.")
+    ft = t["fp16_gemm_fraction"]
+    out.append(f"- FP16 LSTM forward at hidden ≥ 2048, batch ≥ 128 ({ft['shapes']} shapes): "
+               f"{_pct(ft['min'])}–{_pct(ft['max'])} of the dense FP16 GEMM rate — target ≥ "
+               f"{_pct(ft['target'])}: **{'met' if ft['met'] else 'not met'}**" + (
+                   "" if ft["met"] else "; why: see below") + ".")
+    if t.get("overhead"):
+        o = t["overhead"]
+        out.append(f"- Overhead of the ctypes path: worst ratio ours / PyTorch **{_f(o['worst'], '.3f')}**, "
+                   f"median {_f(o['median'], '.3f')}" + (
+                       f" (each the median over {o['processes']} processes; the worst single "
+                       f"process gave {_f(o['worst_single_process'], '.3f')})"
+                       if o.get("processes", 1) > 1 else "") +
+                   f" — target ≤ {o['target']}: **{'met' if o['met'] else 'not met'}**.")
+    fp16_rows = [r for r in rows if fp16_target(r["shape"])]
+    if fp16_rows:
+        out += ["", "### FP16 at the large LSTM shapes, against the GEMMs it is made of", "",
+                "An LSTM forward is one input GEMM over all time steps (4H × T·B × H) plus T "
+                "recurrent GEMMs (4H × B × H), each needing the previous step's result. Both were "
+                "timed alone with cuBLAS in this run; the *GEMM-only model* is the time of the input "
+                "GEMM plus T step GEMMs, in sequence, with the same FLOPs.", "",
+                "| shape | best FP16 config | FP16 TFLOPS | % dense FP16 GEMM | input GEMM TFLOPS "
+                "| step GEMM TFLOPS (% dense) | GEMM-only model TFLOPS (recurrent share of its time) "
+                "| cuDNN's speed ÷ model |", "|---|---|---|---|---|---|---|---|"]
+        for r in fp16_rows:
+            s, c, g = r["shape"], r["fp16"], r["gemm_model"] or {}
+            dense = r["dense_fp16_tflops"]
+            out.append(f"| LSTM {s['seq_length']}, {s['layers']}, {s['hidden']}, {s['batch']} | "
+                       f"{c['config'] if c else 'none verified'} | {_f(c and c['tflops'], '.1f')} | "
+                       f"{_pct(r['fp16_gemm_fraction'])} | {_f(g.get('input_gemm_tflops'), '.1f')} | "
+                       f"{_f(g.get('step_gemm_tflops'), '.1f')}"
+                       f"{_paren(_pct(g['step_gemm_tflops'] / dense if g and dense else None))} | "
+                       f"{_f(g.get('model_tflops'), '.1f')}{_paren(_pct(g.get('recurrent_share')))} | "
+                       f"{_f(g.get('fp16_over_model'))} |")
+        if not ft["met"]:
+            out += ["", _why_below(fp16_rows)]
+    for group in dict.fromkeys(r["group"] for r in rows):
+        out += ["", f"## {group}", ""] + _group_table(
+            sorted((r for r in rows if r["group"] == group),
+                   key=lambda r: (r["shape"]["cell"], r["shape"]["hidden"], r["shape"]["batch"],
+                                  r["shape"]["seq_length"])))
+    out += ["", "## Ceilings measured in each run", ""] + _gemm_table(runs)
+    if summary.get("overhead"):
+        out += ["", "## Overhead check: this project's ctypes path against torch.nn", ""] + \
+            _overhead_lines(summary["overhead"])
+    out += ["", "## Candidates that did not verify or were refused", ""] + _refusals(rows)
+    if summary["not_run"]:
+        out += ["", f"## Not run ({len(summary['not_run'])})", "",
+                ", ".join(f"`{s}`" for s in summary["not_run"])]
+    return "\n".join(out) + "\n"

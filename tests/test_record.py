@@ -1,0 +1,123 @@
+"""The record's one owner: built by Record, written by ResultsFile, read by read_records."""
+import json
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from cudnn_rnn.bindings.enums import DataType, MathType, RNNMode
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.matrix import baseline, jobs
+from cudnn_rnn.matrix.record import RECORD, SCHEMA, Record, ResultsFile, add_speedup, read_records
+from cudnn_rnn.matrix.spec import Cell
+
+FIX = Path(__file__).parent / "fixtures"
+CELL = Cell(RNNConfig(mode=RNNMode.LSTM, hidden_size=64, data_type=DataType.HALF), "b")
+WHERE = {"cudnn_version": "9.19.0", "library_path": "/x/libcudnn.so.9"}
+
+
+def test_every_key_a_recorded_run_carries_is_a_field_of_the_record():
+    """Schema-1 records (before 0.3.0) hold a subset of today's keys: nothing is lost."""
+    keys = {f.name for f in fields(Record)}
+    for path in FIX.glob("h200-*/default.jsonl"):
+        recs, _ = read_records(path)
+        assert recs and all(set(r) <= keys for r in recs), path
+        assert all("schema" not in r for r in recs)  # written by 0.2
+
+
+def test_a_lost_cell_round_trips_through_the_writer_and_the_reader(tmp_path):
+    rec = Record.lost(CELL, WHERE, "TIMEOUT", "TIMEOUT", "no result within 1 s")
+    with ResultsFile(tmp_path / "r.jsonl", resume=False) as out:
+        out.write(rec.as_json())
+    back, _ = read_records(tmp_path / "r.jsonl")
+    assert back == [json.loads(json.dumps(rec.as_json()))]
+    assert back[0]["schema"] == SCHEMA and back[0]["cell"] == "LSTM"
+    assert back[0]["math_prec"] == "FLOAT"  # derived from HALF data, as cuDNN is given it
+
+
+def test_the_writer_refuses_a_record_its_reader_would_refuse(tmp_path):
+    path = tmp_path / "r.jsonl"
+    good = Record.lost(CELL, WHERE, "CRASH", "SIGSEGV", "died").as_json()
+    with ResultsFile(path, resume=False) as out:
+        out.write(good)
+        before = path.read_bytes()
+        with pytest.raises(ValueError, match="not a probe record"):
+            out.write(dict(good, outcome="OK"))  # OK without verification errors
+        with pytest.raises(ValueError, match="not a probe record"):
+            out.write(dict(good, surprise=1))
+    assert path.read_bytes() == before
+
+
+def test_a_sticky_cuda_error_turns_any_outcome_into_a_crash_and_keeps_the_first():
+    rec = Record.of(CELL, "9.19.0", "/x")
+    rec.outcome, rec.failed_call, rec.status, rec.reason = \
+        "NOT_SUPPORTED", "cudnnRNNForward", "NOT_SUPPORTED", "why"
+    rec.context_lost("the CUDA context is in error after this cell: X")
+    assert (rec.outcome, rec.status) == ("CRASH", "CUDA_ERROR")
+    assert rec.notes == ["before the context check: NOT_SUPPORTED (cudnnRNNForward: "
+                         "NOT_SUPPORTED: why)"]
+    crashed = Record.lost(CELL, WHERE, "CRASH", "CUDA_ERROR", "first")
+    crashed.context_lost("found")
+    assert (crashed.reason, crashed.notes) == ("first", ["found"])
+    assert problem_free(crashed)
+
+
+def problem_free(rec: Record) -> bool:
+    from cudnn_rnn.matrix.jsontypes import problem
+    return problem(rec.as_json(), RECORD, "rec") is None
+
+
+def test_a_tool_error_names_the_exception_and_where_it_was_raised():
+    try:
+        {}["missing"]
+    except KeyError as exc:
+        rec = Record.tool_error(CELL, WHERE, exc)
+    assert (rec.outcome, rec.status) == ("ERROR", "KeyError")
+    assert rec.notes and rec.notes[-1].startswith("test_record.py:")
+
+
+def test_speedup_is_over_the_baseline_of_the_same_run_and_none_without_it():
+    recs = {r["id"]: r for r in read_records(FIX / "h200-919" / "default.jsonl")[0]}
+    fast = next(r for r in recs.values() if r["outcome"] == "OK" and not baseline.is_baseline(r))
+    mine = dict(fast, speedup=None, baseline_id=None)
+    add_speedup(mine, recs)
+    base = recs[baseline.id_of(fast["id"])]
+    assert mine["speedup"]["forward_training"] == round(
+        base["timings"]["forward_training"]["median_ms"]
+        / fast["timings"]["forward_training"]["median_ms"], 4)
+    alone = dict(fast, speedup=None)
+    add_speedup(alone, {})
+    assert alone["speedup"] is None and alone["baseline_id"] == base["id"]
+
+
+def test_replace_derives_again_what_was_derived_and_keeps_what_was_given():
+    derived = RNNConfig(hidden_size=64)
+    assert derived.replace(hidden_size=128).proj_size == 128
+    assert derived.replace(hidden_size=128).input_size == 128
+    assert derived.replace(data_type=DataType.DOUBLE).math_prec == DataType.DOUBLE
+    given = RNNConfig(hidden_size=64, proj_size=16, mode=RNNMode.LSTM, math_prec=DataType.HALF,
+                      data_type=DataType.HALF)
+    assert given.replace(hidden_size=128).proj_size == 16
+    assert given.replace(math_type=MathType.FMA_MATH).math_prec == DataType.HALF
+    assert RNNConfig(hidden_size=64) == RNNConfig(hidden_size=64, input_size=64, proj_size=64)
+
+
+def test_jobs_run_only_what_a_module_registered():
+    with pytest.raises(LookupError, match="no job named"):
+        jobs.run("cudnn_rnn.compare.gemm:not_a_job", {})
+    with pytest.raises(LookupError, match="no job named"):
+        jobs.run("os:system", {"command": "true"})  # never imported, never run
+    from cudnn_rnn.compare.gemm import gemm_rates
+    assert jobs.name_of(gemm_rates) == "cudnn_rnn.compare.gemm:gemm_rates"
+    assert jobs._JOBS[jobs.name_of(gemm_rates)] is gemm_rates
+
+
+def test_a_worker_answers_an_unknown_job_with_why_it_skipped_it():
+    from cudnn_rnn.matrix.worker import start_worker
+    worker, _info = start_worker(None, {"no_device": True})
+    try:
+        got = worker.job("cudnn_rnn.compare.gemm:not_a_job", {}, timeout=60)
+        assert "no job named" in got["skipped"]
+        assert worker.lost == 0  # the worker lives on
+    finally:
+        worker.close()
