@@ -90,7 +90,7 @@ def test_reference_on_gpu_equals_the_cpu_reference(cuda):
     from cudnn_rnn.engine.config import RNNConfig
     rng = np.random.default_rng(5)
     cfg = RNNConfig(seq_length=5, num_layers=2, hidden_size=16, mini_batch=4, input_size=8,
-                    cell=RNNMode.LSTM, direction=DirectionMode.BIDIRECTIONAL, proj_size=8)
+                    mode=RNNMode.LSTM, direction=DirectionMode.BIDIRECTIONAL, proj_size=8)
     params = R.random_params(cfg, rng)
     data = [rng.uniform(-1, 1, size=s) for s in (cfg.x_shape(), cfg.h_shape(), cfg.c_shape())]
     cpu = R.forward(cfg, params, *data)
