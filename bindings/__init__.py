@@ -5,7 +5,7 @@ A faithful, logic-free mirror of the C API: enums with the headers' values
 prototype table (:mod:`.prototypes`), exceptions generated from ``cudnnStatus_t``
 (:mod:`.errors`) and one lazy, thread-safe loader (:mod:`.library`)::
 
-    from bindings import load, enums
+    from cudnn_rnn.bindings import load, enums
     lib = load()
     print(lib.version_string, lib.path)
 """

@@ -1,7 +1,7 @@
 """Exceptions generated from ``cudnnStatus_t``.
 
 One class per status name, created at import from both status enums
-(:class:`~bindings.enums.StatusV9` and :class:`~bindings.enums.StatusV8`). In cuDNN 9 a
+(:class:`~.enums.StatusV9` and :class:`~.enums.StatusV8`). In cuDNN 9 a
 sub-code class derives from its category class, so ``except NotSupported``
 also catches ``NotSupportedDataType`` (3003). Every instance carries the C call
 that failed, the numeric status, its name and cuDNN's logged reason, if any::

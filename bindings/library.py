@@ -125,18 +125,18 @@ def _preload_cublaslt() -> str | None:
 
 def mapped_paths(prefix: str = "libcudnn") -> list[str]:
     """Files whose name starts with ``prefix`` mapped into this process, from
-    /proc/self/maps (the dynamic linker's truth, whoever loaded them), sorted; one name
-    at two paths means two copies of that library in one process."""
-    found = set()
+    /proc/self/maps (the dynamic linker's truth, whoever loaded them), in the order of the
+    map; one name at two paths means two copies of that library in one process."""
+    found: dict[str, None] = {}
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
                 parts = line.split(None, 5)
                 if len(parts) == 6 and Path(parts[5].strip()).name.startswith(prefix):
-                    found.add(parts[5].strip())
+                    found.setdefault(parts[5].strip())
     except OSError:
         pass
-    return sorted(found)
+    return list(found)
 
 
 def mapped_objects(prefix: str = "libcudnn") -> dict[str, str]:

@@ -12,9 +12,9 @@ The tree, top to bottom (imports point down only; ``tests/test_layers.py`` check
 * :mod:`.bindings`: the ctypes mirror of libcudnn.
 
 The ctypes mirror is the top-level folder ``bindings/`` of the checkout. It is installed as
-``cudnn_rnn.bindings`` (``package_dir`` in setup.cfg), so ``import bindings`` stays free for
-the programs of whoever installs this project; in a checkout that is not installed (the
-Makefile's ``VENV=``), the same folder is mounted under that name here.
+``cudnn_rnn.bindings`` (``package_dir`` in setup.cfg), so the generic name ``bindings``
+stays free for the programs of whoever installs this project; in a checkout that is not
+installed (the Makefile's ``VENV=``), the same folder is mounted under that name here.
 """
 import importlib.util as _util
 import os as _os
@@ -28,13 +28,17 @@ def _mount_bindings() -> None:
     if name in _sys.modules or _os.path.isdir(_os.path.join(__path__[0], "bindings")):
         return  # already imported, or installed in place
     source = _os.path.join(_os.path.dirname(__path__[0]), "bindings")
+    if not _os.path.isfile(_os.path.join(source, "__init__.py")):
+        return  # a broken install: `import cudnn_rnn.bindings` then says what is missing
     spec = _util.spec_from_file_location(name, _os.path.join(source, "__init__.py"),
                                          submodule_search_locations=[source])
-    if spec is None:  # an installed copy that lacks it would fail at the first use instead
-        return
     module = _util.module_from_spec(spec)
     _sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del _sys.modules[name]
+        raise
 
 
 _mount_bindings()

@@ -96,7 +96,8 @@ def main(argv=None) -> int:
                                     what="benchmark record")
         done = {r["id"] for r in results.existing}
         session = uuid.uuid4().hex[:12]
-        prov = provenance.collect(info["library"], info["device"])
+        prov = provenance.collect(info["library"], info["device"],
+                                  provenance.command("cudnn_rnn.bench", argv))
         earlier = recorded["runs"] if resume and recorded else []
         earlier.append({"session": session, "provenance": prov, "gemm": None, "spec": spec.name,
                         "deadline_s": args.deadline, "budget_s": args.budget, "reps": args.reps,
@@ -132,7 +133,8 @@ def main(argv=None) -> int:
 
 
 def identity_of(spec: BenchSpec, machine: dict, reps: int, budget: float) -> dict:
-    """The identity of a benchmark run (see :mod:`cudnn_rnn.matrix.runs`): this machine, the spec's content
+    """The identity of a benchmark run (see :mod:`cudnn_rnn.matrix.runs`): this machine, the
+    spec's content
     and the settings that change what is measured."""
     return runs.run_identity(machine, spec.name, spec.sha256,
                              {"reps": reps, "budget_s": budget, "objective": spec.objective})

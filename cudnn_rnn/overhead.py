@@ -23,6 +23,7 @@ from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_int, run_main
 from cudnn_rnn.compare.overhead import TARGET, measure_pair, merge_processes
 from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.matrix import provenance
 from cudnn_rnn.matrix.jobs import name_of
 
 DEFAULT_SHAPES = ("LSTM:20,2,512,64", "LSTM:20,1,128,8", "LSTM:25,1,1024,64",
@@ -103,10 +104,10 @@ def _measure_in_one_process(args, requests: list[dict], observed: list[dict] | N
     return rows, observed, info
 
 
-def run(args) -> dict:
+def run(args, command_line: str) -> dict:
     """Observe PyTorch, then measure each pair in ``args.processes`` fresh worker processes,
     one after the other; returns the report dict."""
-    from cudnn_rnn.matrix import provenance, runs
+    from cudnn_rnn.matrix import runs
     shapes = args.shape or [parse_shape(s) for s in DEFAULT_SHAPES]
     modes = {"inference": [False], "training": [True], "both": [False, True]}[args.mode]
     requests = [dict(s, training=t) for s in shapes for t in modes]
@@ -121,7 +122,7 @@ def run(args) -> dict:
             "median_ratio": statistics.median(measured) if measured else None,
             "worst_single_process": max((p["ratio"] for r in rows for p in r.get("processes", [r])
                                          if "ratio" in p), default=None),
-            "provenance": provenance.collect(info["library"], info["device"]),
+            "provenance": provenance.collect(info["library"], info["device"], command_line),
             "machine": runs.machine_identity(info["library"], info["device"], True)}
 
 
@@ -160,7 +161,7 @@ def main(argv=None) -> int:
     from cudnn_rnn.matrix.record import write_json
     args = build_parser().parse_args(argv)
     out = runs.output_dir(args.out) if args.out is not None else None
-    report = run(args)
+    report = run(args, provenance.command("cudnn_rnn.overhead", argv))
     if args.save and out is None:
         from cudnn_rnn.bench import default_run_dir
         out = runs.output_dir(default_run_dir(report["machine"]), "the run folder")

@@ -5,10 +5,10 @@ RNN_example stages in a worker process. Failing cells record the call, status
 and cuDNN's reason; passing cells are checked against the float64 reference and
 only then timed (medians of ``--reps`` CUDA-event timed calls; TFLOPS by the
 sample's formula: matrices-per-cell × 2 × directions × hidden² × seqLength ×
-miniBatch × layers per pass; speed-ups against FLOAT/FLOAT/FMA/STANDARD of the
-same cell and shape, measured in the same run). Records go to
-``runs/<gpu>-cudnn<version>-<key>/<spec>-<key>/<spec>.jsonl`` (see :mod:`cudnn_rnn.matrix.runs`) as each
-cell finishes, with the run's identity and provenance beside it in ``<spec>.run.json``;
+miniBatch × layers per pass; speed-ups against the FP32 baseline FLOAT/FLOAT/FMA/STANDARD
+of the same cell mode and shape, measured in the same run). Records go to
+``runs/<gpu>-cudnn<version>-<key>/<spec>-<key>/<spec>.jsonl`` (see
+:mod:`cudnn_rnn.matrix.runs`) as each cell finishes, with the run's identity and provenance beside it in ``<spec>.run.json``;
 running again continues a run of the same identity only. Without a GPU only the
 descriptor stages run; the rest are recorded as skipped.
 """
@@ -149,7 +149,8 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
                   f"{'continued' if done else 'new'}: {out_dir}")
     print(f"spec {spec.name!r}: {len(cells)} cells, {len(cells) - len(todo)} already recorded, "
           f"{len(todo)} to run -> {path}")
-    run_info = provenance.collect(lib_info, dev_info, argv if argv is not None else sys.argv)
+    command_line = provenance.command("cudnn_rnn.probe", argv)
+    run_info = provenance.collect(lib_info, dev_info, command_line)
     meta = recorded if resume and recorded else {}
     sessions = meta.get("sessions") if isinstance(meta.get("sessions"), list) else []
     sessions.append({"started": run_info["date"], "command": run_info["command"],
@@ -192,7 +193,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
         return 130
     if args.report:
         from cudnn_rnn.reporting.matrix import write_report
-        written = write_report(load_results(path), out_dir, argv if argv is not None else sys.argv)
+        written = write_report(load_results(path), out_dir, command_line)
         print(f"report of this run: {', '.join(str(w) for w in written)}")
     errors = [r for r in records if r["outcome"] == "ERROR"]
     if errors:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
-from cudnn_rnn.matrix import runs
+from cudnn_rnn.matrix import provenance, runs
 from cudnn_rnn.cli import BadInput, OneLineParser, run_main
 from cudnn_rnn.reporting import analysis, diff as diffing, load
 from cudnn_rnn.reporting.matrix import SCHEMA_VERSION, name, report_info, write_report
@@ -26,13 +26,13 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None,
                    help="output folder (default reports/<gpu>-<cudnn>/, or reports/diff/)")
     args = p.parse_args(argv)
-    argv_list = argv if argv is not None else sys.argv
+    command_line = provenance.command("cudnn_rnn.report", argv)
     if args.diff:
         if args.results:
             raise BadInput("--diff takes exactly two result sets and no other results")
         a, b = load.load(args.diff[0]), load.load(args.diff[1])
         d = diffing.compare(a, b)
-        info = report_info(argv_list, a.paths + b.paths)
+        info = report_info(command_line, a.paths + b.paths)
         stem = f"{name(a)}__vs__{name(b)}"
         out_dir = runs.output_dir(args.out if args.out is not None else runs.report_dir("diff"))
         (out_dir / f"{stem}.md").write_text(diffing.render(d, info))
@@ -45,7 +45,7 @@ def main(argv=None) -> int:
         raise BadInput("give the probe results to report on (a run's folder or its .jsonl file)")
     result = load.load(*args.results)
     out_dir = runs.output_dir(args.out if args.out is not None else runs.report_dir(name(result)))
-    written = write_report(result, out_dir, argv_list)
+    written = write_report(result, out_dir, command_line)
     counts = analysis.counts(result.records)
     print(f"{len(result.records)} cells ({', '.join(f'{k} {v}' for k, v in counts.items())}) -> "
           f"{', '.join(str(w) for w in written)}")

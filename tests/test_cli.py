@@ -58,3 +58,17 @@ def test_probe_runs_the_default_matrix_at_the_descriptor_stage_without_gpu(tmp_p
     lines = (tmp_path / "default.jsonl").read_text().splitlines()
     assert len(lines) >= 3072
     print(f"descriptor-only default matrix: {len(lines)} cells in {elapsed:.1f} s")
+
+
+def test_one_console_command_runs_each_command_as_its_module():
+    listed = run("cudnn_rnn", "--help")
+    assert listed.returncode == 0
+    from cudnn_rnn.__main__ import MODULES
+    for name in MODULES:
+        assert f"  {name} " in listed.stdout, name
+    direct = run("cudnn_rnn.probe", "--list", "--spec", "seed_int8")
+    via = run("cudnn_rnn", "probe", "--list", "--spec", "seed_int8")
+    assert via.returncode == direct.returncode == 0 and via.stdout == direct.stdout
+    assert_one_line_exit_2(run("cudnn_rnn"), "name a command")
+    assert_one_line_exit_2(run("cudnn_rnn", "probes"), "unknown command 'probes'")
+    assert_one_line_exit_2(run("cudnn_rnn", "example", "20"), "required")

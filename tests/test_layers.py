@@ -6,6 +6,7 @@ Layers, top to bottom: the commands (``cudnn_rnn/*.py``), then ``reporting`` and
 covers imports inside functions too, so a lazy import cannot hide a cycle.
 """
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,22 @@ def test_the_worker_imports_no_command_and_no_comparison():
     assert {layer(m) for m in reached - {"cudnn_rnn"}} <= {"matrix", "check", "engine", "bindings"}, reached
 
 
+def test_reports_never_reach_the_runner():
+    """Reading a run needs no cuDNN flow: reporting/ reaches no cell, worker, flow, cuDNN
+    object or check (engine.config, the plain description of a configuration, it may)."""
+    for start in [m for m in MODULES if layer(m) == "reporting"]:
+        reached, todo = set(), [start]
+        while todo:
+            m = todo.pop()
+            if m not in reached:
+                reached.add(m)
+                todo += GRAPH[m]
+        runner = sorted(m for m in reached if m in (
+            "cudnn_rnn.matrix.cell", "cudnn_rnn.matrix.worker", "cudnn_rnn.engine.flow",
+            "cudnn_rnn.engine.descriptors", "cudnn_rnn.bindings.library") or layer(m) == "check")
+        assert not runner, (start, runner)
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_modules_stay_small(name):
     lines = len(MODULES[name].read_text().splitlines())
@@ -122,4 +139,27 @@ def test_nothing_imports_the_mirror_by_a_generic_top_level_name():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             if any(n == "bindings" or n.startswith("bindings.") for n in names):
                 offenders.append(str(path.relative_to(ROOT)))
+        if path.name != "test_layers.py" and GENERIC.search(path.read_text()):  # code in strings
+            offenders.append(f"{path.relative_to(ROOT)} (in a string)")
     assert not offenders, offenders
+
+
+GENERIC = re.compile(r"(?<!cudnn_rnn )\bimport bindings\b|\bfrom bindings[ .]")
+
+
+def test_every_name_imported_from_the_project_exists():
+    """Also in tools/ and in function bodies, which no CPU test may run: a moved name breaks
+    here, not on the GPU machine."""
+    import importlib
+    missing = []
+    for path in sorted(ROOT.glob("tools/**/*.py")) + sorted(ROOT.glob("tests/*.py")) + \
+            sorted(MODULES.values()):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and not node.level and \
+                    (node.module or "").startswith("cudnn_rnn"):
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    if not hasattr(module, alias.name) and \
+                            f"{node.module}.{alias.name}" not in MODULES:
+                        missing.append(f"{path.relative_to(ROOT)}: {node.module}.{alias.name}")
+    assert not missing, missing

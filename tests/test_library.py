@@ -1,4 +1,5 @@
 """The loader against the real libcudnn: version, path, provenance, symbol probing."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -86,13 +87,13 @@ def _run(code: str, env_extra: dict) -> subprocess.CompletedProcess:
 
 
 def test_missing_library_is_reported_with_a_fix(tmp_path):
-    proc = _run("import bindings; bindings.load()", {"CUDNN_LIBRARY": str(tmp_path / "nope.so.9")})
+    proc = _run("from cudnn_rnn import bindings; bindings.load()", {"CUDNN_LIBRARY": str(tmp_path / "nope.so.9")})
     assert proc.returncode != 0
     assert "LibraryNotFound" in proc.stderr and "does not exist" in proc.stderr
 
 
 def test_not_a_cudnn_library_is_refused(tmp_path):
-    proc = _run("import bindings; bindings.load()", {"CUDNN_LIBRARY": "libc.so.6"})
+    proc = _run("from cudnn_rnn import bindings; bindings.load()", {"CUDNN_LIBRARY": "libc.so.6"})
     assert proc.returncode != 0
     assert "no cudnnGetVersion" in proc.stderr
 
@@ -101,3 +102,23 @@ def test_error_strings_come_from_the_library(lib):
     code = 3000 if lib.version[0] >= 9 else 9
     assert lib.error_string(code) == "CUDNN_STATUS_NOT_SUPPORTED"
     assert lib.error_string(0) == "CUDNN_STATUS_SUCCESS"
+
+
+def test_the_loader_keeps_why_each_candidate_before_the_chosen_one_failed(tmp_path):
+    """A broken libcudnn.so.9 found first on sys.path is skipped, and why is kept."""
+    fake = tmp_path / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("not a shared object")
+    code = ("import sys; sys.modules['cuda.pathfinder'] = None; sys.path.insert(0, sys.argv[1]); "
+            "from cudnn_rnn import bindings; lib = bindings.load(); "
+            "print(lib.source); print(len(lib.rejected)); print(lib.rejected[0])")
+    env = {k: v for k, v in os.environ.items() if k != "CUDNN_LIBRARY"}
+    env["PYTHONPATH"] = str(ROOT)
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, env=env, timeout=120)
+    if out.returncode != 0 and "no libcudnn found" in out.stderr:
+        pytest.skip("no cuDNN wheel on sys.path here (the system library is used)")
+    assert out.returncode == 0, out.stderr
+    source, count, first = out.stdout.splitlines()[:3]
+    assert source == "sys.path wheel" and int(count) >= 1
+    assert str(fake) in first and "cannot load" in first

@@ -51,7 +51,18 @@ def test_descriptor_outcomes_of_known_cells(tmp_path):
         assert r["cudnn_version"] and r["library_path"]
     meta = json.loads((tmp_path / "default.run.json").read_text())
     assert meta["complete"] and meta["provenance"]["cudnn_version"]
-    assert meta["provenance"]["commit"] and meta["provenance"]["command"].startswith("python -m")
+    assert meta["provenance"]["commit"]
+    assert meta["provenance"]["command"] == " ".join(
+        ["python -m cudnn_rnn.probe", "--out", str(tmp_path), *FAST])
+
+
+def test_the_console_command_records_the_same_command_line(tmp_path):
+    proc = run("cudnn_rnn", "probe", "--out", str(tmp_path), "--spec", "seed_int8", "--report",
+               CUDNN_RNN_NO_GPU="1")
+    assert proc.returncode == 0, proc.stderr
+    line = f"python -m cudnn_rnn.probe --out {tmp_path} --spec seed_int8 --report"
+    assert json.loads((tmp_path / "seed_int8.run.json").read_text())["provenance"]["command"] == line
+    assert json.loads((tmp_path / "summary.json").read_text())["report"]["command"] == line
 
 
 def test_list_runs_nothing(tmp_path):

@@ -19,7 +19,9 @@ WHERE = {"cudnn_version": "9.19.0", "library_path": "/x/libcudnn.so.9"}
 def test_every_key_a_recorded_run_carries_is_a_field_of_the_record():
     """Schema-1 records (before 0.3.0) hold a subset of today's keys: nothing is lost."""
     keys = {f.name for f in fields(Record)}
-    for path in FIX.glob("h200-*/default.jsonl"):
+    paths = sorted(FIX.glob("h200-*/default.jsonl"))
+    assert len(paths) == 2
+    for path in paths:
         recs, _ = read_records(path)
         assert recs and all(set(r) <= keys for r in recs), path
         assert all("schema" not in r for r in recs)  # written by 0.2
@@ -85,9 +87,17 @@ def test_speedup_is_over_the_baseline_of_the_same_run_and_none_without_it():
     assert mine["speedup"]["forward_training"] == round(
         base["timings"]["forward_training"]["median_ms"]
         / fast["timings"]["forward_training"]["median_ms"], 4)
-    alone = dict(fast, speedup=None)
+    alone = dict(fast, speedup={"stale": 1.0}, baseline_id=None)
     add_speedup(alone, {})
     assert alone["speedup"] is None and alone["baseline_id"] == base["id"]
+
+
+def test_a_record_of_a_newer_schema_is_refused_with_what_to_do(tmp_path):
+    rec = dict(Record.lost(CELL, WHERE, "CRASH", "SIGSEGV", "died").as_json(), schema=SCHEMA + 1,
+               new_key=1)
+    (tmp_path / "r.jsonl").write_text(json.dumps(rec) + "\n")
+    with pytest.raises(Exception, match=f"newer cudnn-rnn \\(record schema {SCHEMA + 1}"):
+        read_records(tmp_path / "r.jsonl")
 
 
 def test_replace_derives_again_what_was_derived_and_keeps_what_was_given():
@@ -102,11 +112,14 @@ def test_replace_derives_again_what_was_derived_and_keeps_what_was_given():
     assert RNNConfig(hidden_size=64) == RNNConfig(hidden_size=64, input_size=64, proj_size=64)
 
 
-def test_jobs_run_only_what_a_module_registered():
+def test_jobs_run_only_what_a_module_registered(monkeypatch):
     with pytest.raises(LookupError, match="no job named"):
         jobs.run("cudnn_rnn.compare.gemm:not_a_job", {})
+    imported = []
+    monkeypatch.setattr(jobs.importlib, "import_module", imported.append)
     with pytest.raises(LookupError, match="no job named"):
-        jobs.run("os:system", {"command": "true"})  # never imported, never run
+        jobs.run("os:system", {"command": "true"})
+    assert imported == []  # a module outside the project is never even imported
     from cudnn_rnn.compare.gemm import gemm_rates
     assert jobs.name_of(gemm_rates) == "cudnn_rnn.compare.gemm:gemm_rates"
     assert jobs._JOBS[jobs.name_of(gemm_rates)] is gemm_rates

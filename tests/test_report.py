@@ -71,7 +71,7 @@ def test_html_parses_is_self_contained_and_contains_every_cell(h919):
 
 
 def test_write_report_produces_the_three_files(h919, tmp_path):
-    report.write_report(h919, tmp_path, ["python", "-m", "cudnn_rnn.report"])
+    report.write_report(h919, tmp_path, "python -m cudnn_rnn.report")
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["schema_version"] == report.SCHEMA_VERSION
     assert len(summary["cells"]) == len(h919.records)

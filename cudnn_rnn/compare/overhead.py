@@ -89,7 +89,7 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
     from cudnn_rnn.compare.pytorch import DTYPES, build, step_fn
     from cudnn_rnn.engine import readback, timing
     from cudnn_rnn.engine.flow import RNNFlow
-    lib = bindings.load()
+    lib = bindings.loaded() or bindings.load()  # the worker's, whatever --cudnn named
     cfg = config_from_settings(shape, settings)
     mode = ForwardMode[settings["fwdMode"]]
     training = mode == ForwardMode.TRAINING
@@ -135,7 +135,7 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
             "weightSpaceSize": {"ours": flow.sizes["weight_space"],
                                 "torch": settings.get("weightSpaceSize")},
             "reserveSpaceSize": {"ours": reserve_size, "torch": settings.get("reserveSpaceSize")}}
-        in_process = mapped_paths("libcudnn.so")  # two paths: not one library
+        in_process = sorted(mapped_paths("libcudnn.so"))  # two paths: not one library
     ratios = [a["median_ms"] / b["median_ms"] for a, b in per_round]
     return {"config": cfg.as_record(), "fwd_mode": mode.name,
             "arguments": arguments,

@@ -7,8 +7,9 @@ inference and forward + ``backward()`` in training mode for a training step. (A 
 left in training mode calls cuDNN with ``CUDNN_FWD_MODE_TRAINING`` even under
 ``no_grad``: seen in cuDNN's API log, see :func:`observe`.)
 
-Timing is :func:`cudnn_rnn.engine.timing.time_call` itself (back-to-back calls, one synchronisation) on
-PyTorch's current stream, so both sides of a ratio are measured the same way.
+Timing is :func:`cudnn_rnn.engine.timing.time_call` itself (back-to-back calls, one
+synchronisation) on PyTorch's current stream, so both sides of a ratio are measured the
+same way.
 
 :func:`observe` runs PyTorch in a child process with cuDNN's API log on
 (``CUDNN_LOGLEVEL_DBG=3``) and reads back the algorithm, data type, math precision,
@@ -85,8 +86,8 @@ def step_fn(model, x, state, training: bool, pass_state: bool, backward: bool):
 
 def time_step(step, reps: int = 20, warmup: int = 3, budget_s: float | None = 1.0,
               min_reps: int = 5) -> dict:
-    """:func:`cudnn_rnn.engine.timing.time_call` on PyTorch's current stream (wrapped for CuPy's events),
-    so PyTorch's side of a ratio is timed by the very code that times ours."""
+    """:func:`cudnn_rnn.engine.timing.time_call` on PyTorch's current stream (wrapped for
+    CuPy's events), so PyTorch's side of a ratio is timed by the very code that times ours."""
     import cupy as cp
     import torch
     from cudnn_rnn.engine import timing
@@ -99,7 +100,7 @@ def versions() -> dict:
     return {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
             "torch_cudnn": torch.backends.cudnn.version(),
             "allow_tf32": bool(torch.backends.cudnn.allow_tf32),
-            "torch_libcudnn": mapped_paths("libcudnn.so")}
+            "torch_libcudnn": sorted(mapped_paths("libcudnn.so"))}
 
 
 @job

@@ -20,7 +20,8 @@ import numpy as np
 
 from cudnn_rnn.bindings import Library
 from cudnn_rnn.bindings import ctypes_types as T
-from cudnn_rnn.bindings.enums import DataType, RNNDataLayout, RNN_PADDED_IO_DISABLED, RNN_PADDED_IO_ENABLED
+from cudnn_rnn.bindings.enums import (DataType, RNNDataLayout, RNN_PADDED_IO_DISABLED,
+                                      RNN_PADDED_IO_ENABLED)
 
 
 class _CObject:

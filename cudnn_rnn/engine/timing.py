@@ -60,10 +60,10 @@ def time_call(cp, stream, fn, reps: int = 10, warmup: int = 2, budget_s: float |
 
 def tflops(flop: float, ms: float) -> float:
     """The rate of ``flop`` operations in ``ms`` milliseconds, in TFLOPS: this project's one
-    formula (NaN for a non-positive time). :func:`ms_at` is its inverse."""
+    formula (NaN for a non-positive time). :func:`seconds_at` is its inverse."""
     return flop / (ms * 1e-3) / 1e12 if ms > 0 else float("nan")
 
 
-def ms_at(flop: float, rate_tflops: float) -> float:
-    """Milliseconds that ``flop`` operations take at ``rate_tflops``."""
-    return flop / (rate_tflops * 1e12) * 1e3
+def seconds_at(flop: float, rate_tflops: float) -> float:
+    """Seconds that ``flop`` operations take at ``rate_tflops``."""
+    return flop / (rate_tflops * 1e12)

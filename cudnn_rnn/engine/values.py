@@ -47,7 +47,8 @@ class HostValues:
 
     @staticmethod
     def key(cfg: RNNConfig, entries: list, init: str, seed: int, weight_space: int) -> tuple:
-        """:func:`values_key`, plus where each entry sits in the weight space (the image's bytes)."""
+        """:func:`values_key`, plus where each entry sits in the weight space (the image's
+        bytes)."""
         return values_key(cfg, entries, init, seed) + (weight_space,
                                                        tuple(e.offset for e in entries))
 

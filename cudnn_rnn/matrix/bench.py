@@ -17,15 +17,14 @@ from pathlib import Path
 from cudnn_rnn.bindings.enums import DataType, MathType, RNNAlgo, RNNMode
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.matrix import baseline
-from cudnn_rnn.matrix.cell import TIMED as CELL_TIMED
 from cudnn_rnn.matrix.errors import BadInput
 from cudnn_rnn.matrix.jsontypes import (ANY, BOOL, INT, NAME, NUM, POS_INT, POS_NUM, SCALAR, STR,
                                         Dict, List, Obj, Opt, Pred, problem)
-from cudnn_rnn.matrix.record import config_label, max_error
+from cudnn_rnn.matrix.record import TIMED_KINDS, config_label, max_error
 from cudnn_rnn.matrix.runs import content_key, read_json_dict
 from cudnn_rnn.matrix.spec import Cell, baseline_first, read_toml, spec_name
 
-TIMED = tuple(name for name, _call in CELL_TIMED)
+TIMED = TIMED_KINDS  # the objectives a spec may name
 MAX_SHAPES = 10_000
 GEMM_TARGET = 0.5  # of the FP16 target shapes: at least this fraction of the dense FP16 GEMM rate
 TORCH_TARGET = 3.0  # at the seed's shape: at least this many times PyTorch's default module

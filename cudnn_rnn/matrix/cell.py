@@ -70,7 +70,8 @@ class ReferenceCache:
 
     @staticmethod
     def key(flow: RNNFlow) -> tuple:
-        """The reference depends on the values only (:func:`~cudnn_rnn.engine.values.values_key`)."""
+        """The reference depends on the values only
+        (:func:`~cudnn_rnn.engine.values.values_key`)."""
         return values_key(flow.cfg, flow.entries, flow.init, flow.seed)
 
     def get(self, flow: RNNFlow, xp=np):
@@ -113,7 +114,8 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
     """Everything that happens to one cell; returns its record (never raises for cuDNN).
 
     ``kinds`` limits the timed calls (names of :data:`TIMED`; all four by default);
-    ``budget_s`` caps each measurement's device time (see :func:`cudnn_rnn.engine.timing.time_call`).
+    ``budget_s`` caps each measurement's device time (see
+    :func:`cudnn_rnn.engine.timing.time_call`).
     Verification always covers every output and gradient, whatever is timed.
     """
     started = time.perf_counter()

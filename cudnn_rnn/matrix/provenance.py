@@ -31,11 +31,12 @@ def commit() -> str:
     return "unknown"
 
 
-def command(argv: list | None = None) -> str:
-    argv = sys.argv if argv is None else argv
-    prog = "python -m " + __package__ + "." + Path(argv[0]).stem if argv and argv[0].endswith(
-        ".py") else (argv[0] if argv else "")
-    return " ".join([prog] + [shlex.quote(a) for a in argv[1:]])
+def command(prog: str, args: list | None = None) -> str:
+    """The command line that does this again: ``python -m PROG ARGS``, where ``prog`` is the
+    command's module (``cudnn_rnn.probe``; ``cudnn-rnn probe`` is the same command) and
+    ``args`` its arguments (``sys.argv[1:]`` when None)."""
+    args = sys.argv[1:] if args is None else args
+    return " ".join(["python -m " + prog] + [shlex.quote(str(a)) for a in args])
 
 
 def now() -> str:
@@ -57,8 +58,9 @@ def folder_name(gpu: str | None, version) -> str:
     return f"{slug(gpu)}-{version}"
 
 
-def collect(library: dict, device: dict, argv: list | None = None) -> dict:
-    """One provenance block from the worker's library and device descriptions."""
+def collect(library: dict, device: dict, command_line: str) -> dict:
+    """One provenance block from the worker's library and device descriptions and the
+    command line (:func:`command`)."""
     try:
         import numpy
         numpy_version = numpy.__version__
@@ -81,6 +83,6 @@ def collect(library: dict, device: dict, argv: list | None = None) -> dict:
         "numpy": numpy_version,
         "host": platform.node(),
         "commit": commit(),
-        "command": command(argv),
+        "command": command_line,
         "date": now(),
     }

@@ -242,6 +242,10 @@ def read_records(path: str | Path, schema=RECORD, what: str = "probe record"
             rec = json.loads(line)
         except (ValueError, RecursionError):  # not JSON or UTF-8, 4300+ digits, deep nesting
             raise MalformedResults(f"{p}: line {number} is not JSON") from None
+        if schema is RECORD and isinstance(rec, dict) and isinstance(rec.get("schema"), int) \
+                and rec["schema"] > SCHEMA:
+            raise MalformedResults(f"{p}: line {number} was written by a newer cudnn-rnn (record "
+                                   f"schema {rec['schema']}; this one reads up to {SCHEMA})")
         wrong = problem(rec, schema, "the line")
         if wrong:
             raise MalformedResults(f"{p}: line {number} is not a {what} ({wrong})")

@@ -122,10 +122,10 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
             try:
                 result = jobs.run(name, params)
             except Exception as exc:
-                result = {"skipped": f"{name} failed: {type(exc).__name__}: {exc}"}
+                result = {"skipped": f"{_short(name)} failed: {type(exc).__name__}: {exc}"}
             lost = _context_error(cupy) if cupy is not None else None
             if lost is not None:  # the next cell must not inherit a broken context
-                result = {"skipped": f"{name} left the CUDA context in error: {lost}"}
+                result = {"skipped": f"{_short(name)} left the CUDA context in error: {lost}"}
             conn.send(("job", result, lost is not None))
             if lost is not None:
                 return
@@ -154,6 +154,11 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         conn.send(("record", rec.as_json(), exiting))
         if exiting:
             return  # the next cell gets a fresh process
+
+
+def _short(job_name: str) -> str:
+    """A job's function name, as its failures say it (``time_torch``)."""
+    return job_name.rpartition(":")[2]
 
 
 def _signal_name(code: int | None) -> str:
@@ -344,7 +349,7 @@ def _setup(info: dict) -> tuple:
 
 def start_worker(cudnn_path: str | None, options: dict) -> tuple[Worker, dict]:
     """A started :class:`Worker` and its ready message; a missing libcudnn becomes
-    :class:`bindings.errors.LibraryNotFound` (one line, exit 2 at the command line)."""
+    :class:`cudnn_rnn.bindings.errors.LibraryNotFound` (one line, exit 2 at the command line)."""
     worker = Worker(cudnn_path, options)
     try:
         return worker, worker.start()

@@ -12,11 +12,13 @@ medians measured in the same run (same worker process, same GPU).
 """
 from __future__ import annotations
 
+import sys
+
 from pathlib import Path
 
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine.config import GATES
-from cudnn_rnn.engine.timing import ms_at, tflops
+from cudnn_rnn.engine.timing import seconds_at, tflops
 from cudnn_rnn.matrix import baseline
 from cudnn_rnn.matrix.bench import (BENCH_RECORD, GEMM_TARGET, TORCH_TARGET, best, fp16_target,
                                     median_ms, read_overhead, read_run_file, verified)
@@ -69,12 +71,12 @@ def gemm_model(rec: dict, run: dict | None, fp16: dict | None) -> dict | None:
     if not g_in or not g_step:
         return None
     m, k = _gates(s["cell"]) * s["hidden"], s["hidden"]
-    in_ms = ms_at(2 * m * s["seq_length"] * s["batch"] * k, g_in["tflops"])
-    step_ms = ms_at(2 * m * s["batch"] * k, g_step["tflops"])
-    model_ms = in_ms + s["seq_length"] * step_ms
+    t_in = seconds_at(2 * m * s["seq_length"] * s["batch"] * k, g_in["tflops"])
+    t_step = seconds_at(2 * m * s["batch"] * k, g_step["tflops"])
+    model_ms = (t_in + s["seq_length"] * t_step) * 1e3
     return {"input_gemm_tflops": g_in["tflops"], "step_gemm_tflops": g_step["tflops"],
             "model_ms": model_ms, "model_tflops": tflops(rec["flop"], model_ms),
-            "recurrent_share": s["seq_length"] * step_ms / model_ms,
+            "recurrent_share": s["seq_length"] * t_step * 1e3 / model_ms,
             "fp16_over_model": (model_ms / median_ms(fp16)) if fp16 else None}
 
 
@@ -155,3 +157,9 @@ def write(run_dir: str | Path, out_dir: str | Path) -> Path:
     write_json(out / "bench.json", summary)
     (out / "bench.md").write_text(markdown(summary))
     return out / "bench.md"
+
+
+if __name__ == "__main__":  # the command moved; say where rather than do nothing
+    print("cudnn_rnn.reporting.bench: error: this report's command is now "
+          "python -m cudnn_rnn.bench_report DIR (or cudnn-rnn bench-report DIR)", file=sys.stderr)
+    sys.exit(2)

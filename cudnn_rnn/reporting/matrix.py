@@ -20,8 +20,8 @@ def analyse(result: load.ResultSet, rules: cons.Constraints) -> dict:
             "contradictions": found, "contradiction_groups": cons.group(found)}
 
 
-def report_info(argv, sources) -> dict:
-    return {"command": provenance.command(argv), "commit": provenance.commit(),
+def report_info(command_line: str, sources) -> dict:
+    return {"command": command_line, "commit": provenance.commit(),
             "date": provenance.now(), "sources": [str(s) for s in sources]}
 
 
@@ -43,10 +43,11 @@ def name(result: load.ResultSet) -> str:
                                   or result.records[0].get("cudnn_version"))
 
 
-def write_report(result: load.ResultSet, out_dir: Path, argv) -> list[Path]:
-    """Write the three files into ``out_dir`` (which must exist); returns their paths."""
+def write_report(result: load.ResultSet, out_dir: Path, command_line: str) -> list[Path]:
+    """Write the three files into ``out_dir`` (which must exist); returns their paths.
+    ``command_line`` is the command that made them (:func:`.provenance.command`)."""
     rules = cons.load()
-    info = report_info(argv, result.paths)
+    info = report_info(command_line, result.paths)
     a = analyse(result, rules)
     md, page, js = (out_dir / f for f in FILES)
     md.write_text(markdown.render(result, a, info, rules))

@@ -12,7 +12,8 @@ from cudnn_rnn.bindings.enums import ForwardMode
 from cudnn_rnn.engine import timing
 from cudnn_rnn.engine import readback
 from cudnn_rnn.engine.flow import RNNFlow, _ptr, _seq_lengths
-from cudnn_rnn.overhead import config_from_settings, parse_shape
+from cudnn_rnn.compare.overhead import config_from_settings
+from cudnn_rnn.overhead import parse_shape
 from cudnn_rnn.compare.pytorch import DTYPES, build, observe, step_fn
 from cudnn_rnn.check.verify import compare_with, expected
 

@@ -11,7 +11,8 @@ from cudnn_rnn.bindings.enums import ForwardMode
 from torch.profiler import ProfilerActivity, profile
 from cudnn_rnn.engine import timing
 from cudnn_rnn.engine.flow import RNNFlow
-from cudnn_rnn.overhead import config_from_settings, parse_shape
+from cudnn_rnn.compare.overhead import config_from_settings
+from cudnn_rnn.overhead import parse_shape
 from cudnn_rnn.compare.pytorch import DTYPES, build, observe, step_fn
 
 lib = bindings.load()
