@@ -9,16 +9,21 @@ from __future__ import annotations
 import importlib
 import sys
 
-COMMANDS = {
-    "example": "NVIDIA's RNN_example, checked against the sample's golden checksums",
-    "probe": "the support matrix of this GPU and this cuDNN",
-    "report": "the report of recorded probe runs (and the difference of two)",
-    "tune": "the fastest verified configuration of one shape",
-    "bench": "the benchmark of probes/bench.toml against true FP32, TF32 and PyTorch",
-    "overhead": "this project's ctypes path against torch.nn on the same configuration",
+COMMANDS = {  # name: (module, what it does)
+    "example": ("cudnn_rnn.example",
+                "NVIDIA's RNN_example, checked against the sample's golden checksums"),
+    "probe": ("cudnn_rnn.probe", "the support matrix of this GPU and this cuDNN"),
+    "report": ("cudnn_rnn.report",
+               "the report of recorded probe runs (and the difference of two)"),
+    "tune": ("cudnn_rnn.tune", "the fastest verified configuration of one shape"),
+    "bench": ("cudnn_rnn.bench",
+              "the benchmark of probes/bench.toml against true FP32, TF32 and PyTorch"),
+    "overhead": ("cudnn_rnn.overhead",
+                 "this project's ctypes path against torch.nn on the same configuration"),
+    "bench-report": ("cudnn_rnn.bench_report",
+                     "bench.md and bench.json from a benchmark's run folder"),
 }
-MODULES = {name: f"cudnn_rnn.{name}" for name in COMMANDS} | {
-    "bench-report": "cudnn_rnn.bench_report"}
+MODULES = {name: module for name, (module, _what) in COMMANDS.items()}
 USAGE = "usage: cudnn-rnn COMMAND [ARGS...]   (cudnn-rnn COMMAND --help for its arguments)"
 
 
@@ -29,18 +34,15 @@ def cli(argv=None) -> int:
         return 2
     if argv[0] in ("-h", "--help"):
         print(USAGE + "\n\ncommands:")
-        for name, what in COMMANDS.items():
+        for name, (_module, what) in COMMANDS.items():
             print(f"  {name:13s}{what}")
-        print(f"  {'bench-report':13s}bench.md and bench.json from a benchmark's run folder")
         return 0
     name, rest = argv[0], argv[1:]
     if name not in MODULES:
         print(f"cudnn-rnn: error: unknown command {name!r} (choose from "
               f"{', '.join(MODULES)}; see: cudnn-rnn --help)", file=sys.stderr)
         return 2
-    module = importlib.import_module(MODULES[name])
-    run = getattr(module, "cli", None) or module.main
-    return run(rest)
+    return importlib.import_module(MODULES[name]).cli(rest)
 
 
 if __name__ == "__main__":

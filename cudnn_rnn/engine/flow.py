@@ -47,6 +47,9 @@ STAGES = (
     "forward_inference",  # cudnnRNNForward(CUDNN_FWD_MODE_INFERENCE)
 )
 DESCRIPTOR_STAGES = ("dropout", "rnn_descriptor", "data_descriptors", "state_descriptors")
+OUTPUTS = ("y", "hy", "dx", "dhx", "y_inf", "hy_inf")  # every output buffer; and for LSTM:
+CELL_STATE_OUTPUTS = ("cy", "dcx", "cy_inf")
+SEQUENCE_BUFFERS = ("x", "y", "dx", "dy", "y_inf")  # (T, B, features): the layout applies
 COMPUTE_STAGES = ("forward_training", "backward_data", "backward_weights", "forward_inference")
 
 
@@ -82,6 +85,18 @@ class FlowStop(Exception):
     def __init__(self, failure: StageFailure):
         super().__init__(failure.call)
         self.failure = failure
+
+
+def output_names(cfg: RNNConfig) -> tuple:
+    """The output buffers a flow of ``cfg`` allocates."""
+    return OUTPUTS + (CELL_STATE_OUTPUTS if cfg.has_cell_state else ())
+
+
+def buffer_shape(cfg: RNNConfig, name: str) -> tuple:
+    """The (T, B, features) or (layers x directions, B, features) shape of buffer ``name``."""
+    return {"x": cfg.x_shape, "dx": cfg.x_shape, "y": cfg.y_shape, "y_inf": cfg.y_shape,
+            "dy": cfg.y_shape, "hy": cfg.h_shape, "hy_inf": cfg.h_shape, "dhx": cfg.h_shape,
+            "cy": cfg.c_shape, "cy_inf": cfg.c_shape, "dcx": cfg.c_shape}[name]()
 
 
 def _ptr(buf) -> int | None:
@@ -344,12 +359,8 @@ class RNNFlow:
         c, dt = self.cfg, self.cfg.data_type
         for name, bits in io_bits.items():
             self.buf[name] = self._upload(self._to_device_layout(name, bits))
-        outs = {"y": c.y_shape(), "hy": c.h_shape(), "dx": c.x_shape(), "dhx": c.h_shape(),
-                "y_inf": c.y_shape(), "hy_inf": c.h_shape()}
-        if c.has_cell_state:
-            outs.update(cy=c.c_shape(), dcx=c.c_shape(), cy_inf=c.c_shape())
-        for name, shape in outs.items():
-            nbytes = int(np.prod(shape)) * dtypes.itemsize(dt)
+        for name in output_names(c):
+            nbytes = int(np.prod(buffer_shape(c, name))) * dtypes.itemsize(dt)
             self.buf[name] = self._alloc(nbytes)
         self.poison_outputs(dtypes.nan_bits(dt))
 
@@ -360,10 +371,8 @@ class RNNFlow:
             return
         pattern = poison.view(np.uint8)
         with self.stream:
-            for name in ("y", "hy", "cy", "dx", "dhx", "dcx", "y_inf", "hy_inf", "cy_inf"):
-                if name in self.buf:
-                    arr = self.buf[name]
-                    arr.reshape(-1, pattern.size)[...] = self.cp.asarray(pattern)
+            for name in output_names(self.cfg):
+                self.buf[name].reshape(-1, pattern.size)[...] = self.cp.asarray(pattern)
 
     def _upload(self, bits: np.ndarray):
         raw = np.ascontiguousarray(bits).reshape(-1).view(np.uint8)
@@ -373,8 +382,7 @@ class RNNFlow:
 
     def batch_major(self, name: str) -> bool:
         """Whether buffer ``name`` is (B, T, features) on the device."""
-        return self.cfg.layout == RNNDataLayout.BATCH_MAJOR_UNPACKED and name in (
-            "x", "y", "dx", "dy", "y_inf")
+        return self.cfg.layout == RNNDataLayout.BATCH_MAJOR_UNPACKED and name in SEQUENCE_BUFFERS
 
     def _to_device_layout(self, name: str, arr: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(arr.transpose(1, 0, 2)) if self.batch_major(name) else arr

@@ -9,16 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from cudnn_rnn.engine import dtypes
-
-OUTPUTS = ("y", "hy", "dx", "dhx", "y_inf", "hy_inf")  # and for LSTM:
-CELL_STATE_OUTPUTS = ("cy", "dcx", "cy_inf")
-
-
-def _shape(cfg, name: str) -> tuple:
-    return {"y": cfg.y_shape(), "y_inf": cfg.y_shape(), "dy": cfg.y_shape(),
-            "x": cfg.x_shape(), "dx": cfg.x_shape(),
-            "hy": cfg.h_shape(), "hy_inf": cfg.h_shape(), "dhx": cfg.h_shape(),
-            "cy": cfg.c_shape(), "cy_inf": cfg.c_shape(), "dcx": cfg.c_shape()}[name]
+from cudnn_rnn.engine.flow import buffer_shape, output_names
 
 
 def read(flow, name: str, on_device: bool = False):
@@ -26,7 +17,7 @@ def read(flow, name: str, on_device: bool = False):
     dt = flow.cfg.data_type
     flow.stream.synchronize()
     raw = flow.buf[name] if on_device else flow.buf[name].get()
-    shape = _shape(flow.cfg, name)
+    shape = buffer_shape(flow.cfg, name)
     values = dtypes.decode(raw.view(dtypes.storage_dtype(dt)), dt)
     if flow.batch_major(name):
         return values.reshape(shape[1], shape[0], shape[2]).transpose(1, 0, 2)
@@ -59,8 +50,7 @@ def outputs(flow, on_device: bool = False) -> dict:
     """Every output of the training and inference passes and the weight gradients, as
     float64 (cupy arrays when ``on_device``: large shapes are then checked without a trip
     to the host)."""
-    names = OUTPUTS + (CELL_STATE_OUTPUTS if flow.cfg.has_cell_state else ())
-    out = {n: read(flow, n, on_device) for n in names}
+    out = {n: read(flow, n, on_device) for n in output_names(flow.cfg)}
     out["dw"] = weight_arrays(flow, "dw", on_device)
     return out
 

@@ -24,7 +24,6 @@ from cudnn_rnn.matrix.record import TIMED_KINDS, config_label, max_error
 from cudnn_rnn.matrix.runs import content_key, read_json_dict
 from cudnn_rnn.matrix.spec import Cell, baseline_first, read_toml, spec_name
 
-TIMED = TIMED_KINDS  # the objectives a spec may name
 MAX_SHAPES = 10_000
 GEMM_TARGET = 0.5  # of the FP16 target shapes: at least this fraction of the dense FP16 GEMM rate
 TORCH_TARGET = 3.0  # at the seed's shape: at least this many times PyTorch's default module
@@ -80,8 +79,8 @@ def spec_from_dict(data: dict, where: str = "<bench spec>") -> BenchSpec:
     if unknown:
         raise BenchSpecError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     objective = data.get("objective", "forward_inference")
-    if not isinstance(objective, str) or objective not in TIMED:
-        raise BenchSpecError(f"{where}: objective must be one of {', '.join(TIMED)}")
+    if not isinstance(objective, str) or objective not in TIMED_KINDS:
+        raise BenchSpecError(f"{where}: objective must be one of {', '.join(TIMED_KINDS)}")
     cands = data.get("candidates")
     if not isinstance(cands, list) or not cands:
         raise BenchSpecError(f"{where}: 'candidates' must be a non-empty list of "
