@@ -23,15 +23,19 @@ import numpy as np
 from cudnn_rnn.bindings.enums import ForwardMode, StatusV9, status_category
 from cudnn_rnn.check import reference
 from cudnn_rnn.check.verify import compare_with, expected, to_host
-from cudnn_rnn.engine import readback, timing
+from cudnn_rnn.engine import capture, readback, timing
 from cudnn_rnn.engine.flow import FlowResult, RNNFlow
 from cudnn_rnn.engine.values import HostValues, values_key
 from cudnn_rnn.matrix.record import Record
 
-TIMED = (("forward_inference", lambda f: f.forward(ForwardMode.INFERENCE)),
-         ("forward_training", lambda f: f.forward(ForwardMode.TRAINING)),
-         ("backward_data", lambda f: f.backward_data()),
-         ("backward_weights", lambda f: f.backward_weights()))
+# Each timed call: its name, the call, and the outputs it writes (checked bit for bit
+# between a plain call and a replay of its CUDA graph).
+TIMED = (("forward_inference", lambda f: f.forward(ForwardMode.INFERENCE),
+          ("y_inf", "hy_inf", "cy_inf")),
+         ("forward_training", lambda f: f.forward(ForwardMode.TRAINING), ("y", "hy", "cy")),
+         ("backward_data", lambda f: f.backward_data(), ("dx", "dhx", "dcx")),
+         ("backward_weights", lambda f: f.backward_weights(), ("dw",)))
+PLAIN_SHARE = 4  # with a captured graph, the plain calls get a quarter of the repeats
 
 
 def outcome_of(result: FlowResult, version_number: int) -> str:
@@ -110,13 +114,15 @@ def _nbytes(pair) -> int:
 def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_it: bool = True,
              cache: ReferenceCache | None = None, seed: int = 1234,
              values: HostValues | None = None, kinds: tuple | None = None,
-             budget_s: float | None = None) -> Record:
+             budget_s: float | None = None, graphs: bool = True) -> Record:
     """Everything that happens to one cell; returns its record (never raises for cuDNN).
 
     ``kinds`` limits the timed calls (names of :data:`TIMED`; all four by default);
     ``budget_s`` caps each measurement's device time (see
     :func:`cudnn_rnn.engine.timing.time_call`).
-    Verification always covers every output and gradient, whatever is timed.
+    Verification always covers every output and gradient, whatever is timed. With
+    ``graphs``, each timed call is also captured in a CUDA graph and its replays timed
+    (:mod:`cudnn_rnn.engine.capture`).
     """
     started = time.perf_counter()
     cfg = cell.config
@@ -135,7 +141,8 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
             outcome = "OK" if passed else "WRONG_RESULT"
             if passed and time_it:
                 t0 = time.perf_counter()
-                rec.timings = time_cell(flow, reps, warmup, kinds, budget_s)
+                rec.timings, rec.graph_timings, rec.graph_refused = time_cell(
+                    flow, reps, warmup, kinds, budget_s, graphs)
                 rec.phase_s["time"] = round(time.perf_counter() - t0, 4)
         rec.outcome = outcome
     rec.duration_s = round(time.perf_counter() - started, 4)
@@ -143,12 +150,32 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
 
 
 def time_cell(flow: RNNFlow, reps: int, warmup: int, kinds: tuple | None = None,
-              budget_s: float | None = None) -> dict:
+              budget_s: float | None = None, graphs: bool = True
+              ) -> tuple[dict, dict | None, dict | None]:
+    """(plain timings, graph-replay timings, why a call's capture was refused), by call.
+
+    A captured call's replays get the repeats and the budget; its plain calls then get a
+    :data:`PLAIN_SHARE` of them (never fewer than five), so capturing replaces repeats
+    rather than adding to them. A refused call keeps its full plain timing."""
     flop = flow.cfg.flop_count()
-    out = {}
-    for name, call in TIMED:
+    plain, replayed, refused = {}, {}, {}
+
+    def with_rate(t: timing.Timing) -> dict:
+        return dict(t.as_record(), tflops=round(timing.tflops(flop, t.median_ms), 4))
+
+    for name, call, outputs in TIMED:
         if kinds is not None and name not in kinds:
             continue
-        t = timing.time_call(flow.cp, flow.stream, lambda: call(flow), reps, warmup, budget_s)
-        out[name] = dict(t.as_record(), tflops=round(timing.tflops(flop, t.median_ms), 4))
-    return out
+        share = 1
+        if graphs:
+            try:
+                replayed[name] = with_rate(capture.time_captured(flow, call, outputs, reps, warmup,
+                                                                 budget_s))
+                share = PLAIN_SHARE
+            except capture.CaptureRefused as exc:
+                refused[name] = str(exc)
+        t = timing.time_call(flow.cp, flow.stream, lambda: call(flow),
+                             max(reps // share, min(5, reps)), warmup,
+                             budget_s / share if budget_s else budget_s)
+        plain[name] = with_rate(t)
+    return plain, (replayed or None) if graphs else None, (refused or None) if graphs else None

@@ -29,7 +29,7 @@ from cudnn_rnn.matrix.errors import MalformedResults
 from cudnn_rnn.matrix.jsontypes import (ANY, BOOL, INT, NAME, NON_NEG_INT, NUM, POS_INT,
                                         POS_NUM, STR, Dict, List, Obj, Opt, problem)
 
-SCHEMA = 2  # of each record; 2 added "schema" itself (0.3.0)
+SCHEMA = 3  # of each record; 2 added "schema" itself (0.3.0), 3 the graph timings (0.4.0)
 RUN_SCHEMA = 2  # of <spec>.run.json; 2 added the run's identity
 FSYNC_INTERVAL_S = 0.5
 TIMED_KINDS = ("forward_inference", "forward_training", "backward_data", "backward_weights")
@@ -85,7 +85,9 @@ class Record:
     sizes: dict = _key(Opt(Dict(NON_NEG_INT)), factory=dict)
     errors: dict | None = _key(Opt(Dict(Opt(NUM))))  # relative error per output
     verification: dict | None = _key(Opt(Dict(ANY)))
-    timings: dict | None = _key(Opt(Dict(TIMING)))
+    timings: dict | None = _key(Opt(Dict(TIMING)))  # plain calls
+    graph_timings: dict | None = _key(Opt(Dict(TIMING)))  # replays of each call's CUDA graph
+    graph_refused: dict | None = _key(Opt(Dict(STR)))  # why a call's capture was refused
     speedup: dict | None = _key(Opt(Dict(NUM)))  # over the FP32 baseline, same run
     baseline_id: str | None = _key(Opt(STR))
     # where and how long
@@ -163,7 +165,7 @@ class Record:
             f" ({self.failed_call}: {self.status}: {self.reason})" if self.failed_call else "")
         self.notes = list(self.notes) + [before]
         self.outcome, self.status, self.reason = "CRASH", "CUDA_ERROR", found
-        self.timings = self.speedup = None
+        self.timings = self.speedup = self.graph_timings = self.graph_refused = None
 
     def as_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -186,13 +188,32 @@ def _consistent(rec: dict, where: str) -> str | None:
             return f"{where}.timings: lacks {missing[0]!r}"
         if rec["outcome"] != "OK":
             return f"{where}: timings on a cell that is not OK"
+    g, why = rec.get("graph_timings") or {}, rec.get("graph_refused") or {}
+    if (g or why) and not t:
+        return f"{where}: graph timings without plain ones"
+    for kind in set(g) | set(why):
+        if kind not in (t or {}) or (kind in g) == (kind in why):
+            return f"{where}: {kind!r} needs a plain timing and either a graph timing or why not"
     return None
 
 
 # --- reading a record (its JSON form) -------------------------------------------------------
+def ranked_timing(rec: dict, kind: str) -> tuple[dict | None, str | None]:
+    """The timing a record is ranked by for ``kind``, and which it is: the replays of the
+    call's CUDA graph (``"graph"``) where it was captured, else the plain calls
+    (``"plain"``); (None, None) when the call was not timed."""
+    g = (rec.get("graph_timings") or {}).get(kind)
+    if g:
+        return g, "graph"
+    t = (rec.get("timings") or {}).get(kind)
+    return (t, "plain") if t else (None, None)
+
+
 def add_speedup(rec: dict, by_id: dict) -> None:
     """Speed-up of a timed record over its FP32 baseline, when that was timed in this run
-    (``by_id``: this run's records so far; a baseline is its own, at 1.0)."""
+    (``by_id``: this run's records so far; a baseline is its own, at 1.0). Per call, both
+    sides' graph replays where both were captured, else both sides' plain calls: a ratio
+    never mixes the two."""
     if not rec.get("timings"):
         return
     base_id = baseline.id_of(rec["id"])
@@ -201,8 +222,14 @@ def add_speedup(rec: dict, by_id: dict) -> None:
     if not base or not base.get("timings"):
         rec["speedup"] = None
         return
-    rec["speedup"] = {k: round(base["timings"][k]["median_ms"] / rec["timings"][k]["median_ms"], 4)
-                      for k in TIMED_KINDS if k in rec["timings"] and k in base["timings"]}
+    out = {}
+    for k in TIMED_KINDS:
+        for key in ("graph_timings", "timings"):
+            a, b = (base.get(key) or {}).get(k), (rec.get(key) or {}).get(k)
+            if a and b:
+                out[k] = round(a["median_ms"] / b["median_ms"], 4)
+                break
+    rec["speedup"] = out
 
 
 def max_error(rec: dict) -> float | None:

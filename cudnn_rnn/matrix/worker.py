@@ -139,7 +139,8 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
             _inject_cell_fault(kind, cupy)
             rec = run_cell(cell, lib, device=device, reps=options.get("reps", 20),
                            time_it=options.get("time", True), cache=cache, values=values,
-                           kinds=options.get("kinds"), budget_s=options.get("budget_s"))
+                           kinds=options.get("kinds"), budget_s=options.get("budget_s"),
+                           graphs=options.get("graphs", True))
         except cuda_errors as exc:  # outside a stage (timing, verification): still CUDA's
             rec = Record.lost(cell, info, "CRASH", "CUDA_ERROR", f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # an error of this tool's own code

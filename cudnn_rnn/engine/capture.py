@@ -1,0 +1,94 @@
+"""One cuDNN call captured in a CUDA graph, checked against the plain call, then timed.
+
+What users deploy often runs a graph: the host enqueues one graph launch instead of the
+call's dozens of kernel launches, so a call whose GPU work is short is no longer timed
+with the host's launch gaps in it. The call is captured on the flow's stream with CuPy's
+stream capture (cudaStreamBeginCapture, relaxed mode: cuDNN's own host calls stay
+allowed). cuDNN does not document which RNN calls survive capture; a call that fails
+while capturing, or whose capture CUDA invalidates (a synchronising call inside it), is
+*refused* with the reason, and keeps its plain timing only.
+
+A captured graph counts only if one replay writes exactly the bytes the plain call writes:
+each output is first filled with 0xFF (NaN in every floating type), ``dw`` with zeros
+(backward weights adds into it), then the plain call and the replay run from the same
+state and every output byte is compared.
+"""
+from __future__ import annotations
+
+from cudnn_rnn.engine import gpu, timing
+
+ZEROED = ("dw",)  # outputs the call accumulates into (CUDNN_WGRAD_MODE_ADD)
+
+
+class CaptureRefused(RuntimeError):
+    """The call could not be captured, or its replay did not write what the plain call does."""
+
+
+def _prepare(flow, outputs) -> None:
+    with flow.stream:
+        for name in outputs:
+            if name in flow.buf:
+                flow.buf[name].fill(0 if name in ZEROED else 0xFF)
+
+
+def capture(flow, call):
+    """A CUDA graph of ``call(flow)`` on the flow's stream, or :class:`CaptureRefused`."""
+    cp, stream = flow.cp, flow.stream
+    stream.synchronize()
+    stream.begin_capture()
+    try:
+        call(flow)
+    except Exception as exc:
+        try:
+            stream.end_capture()
+        except gpu.cuda_errors(cp):
+            pass
+        raise CaptureRefused(f"the call failed while captured: {type(exc).__name__}: {exc}") \
+            from None
+    try:
+        graph = stream.end_capture()
+    except gpu.cuda_errors(cp) as exc:
+        raise CaptureRefused(f"CUDA ended the capture: {type(exc).__name__}: {exc}") from None
+    return graph
+
+
+def _written(flow, run, present) -> dict:
+    """Copies of what ``run`` wrote, every step on the flow's stream (a copy on another
+    stream could still be reading when the next fill starts)."""
+    _prepare(flow, present)
+    run()
+    with flow.stream:
+        out = {n: flow.buf[n].copy() for n in present}
+    flow.stream.synchronize()
+    return out
+
+
+def _differ(flow, a: dict, b: dict) -> list:
+    with flow.stream:
+        return [n for n in a if not bool(flow.cp.array_equal(a[n], b[n]))]
+
+
+def check_replay(flow, call, graph, outputs) -> None:
+    """:class:`CaptureRefused` unless one replay writes the plain call's bytes, all of them.
+    The plain call runs twice first: one that is not bitwise reproducible itself (atomics)
+    cannot be held to a bitwise check, and is refused with that reason."""
+    present = [n for n in outputs if n in flow.buf]
+    plain = _written(flow, lambda: call(flow), present)
+    again = _differ(flow, plain, _written(flow, lambda: call(flow), present))
+    if again:
+        raise CaptureRefused(f"two plain calls wrote different bytes in {', '.join(again)}: "
+                             "not bitwise reproducible, so a replay cannot be checked bit for bit")
+    differ = _differ(flow, plain, _written(flow, lambda: graph.launch(flow.stream), present))
+    if differ:
+        raise CaptureRefused(f"a replay wrote other bytes than the plain call in "
+                             f"{', '.join(differ)}")
+
+
+def time_captured(flow, call, outputs, reps: int, warmup: int,
+                  budget_s: float | None = None) -> timing.Timing:
+    """Capture ``call``, check one replay bit for bit (:func:`check_replay`), then time
+    replays (:func:`cudnn_rnn.engine.timing.time_call` on ``graph.launch``)."""
+    graph = capture(flow, call)
+    check_replay(flow, call, graph, outputs)
+    return timing.time_call(flow.cp, flow.stream, lambda: graph.launch(flow.stream), reps,
+                            warmup, budget_s)
