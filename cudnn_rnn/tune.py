@@ -83,6 +83,7 @@ def summarise(records: list, training: bool, torch_result: dict | None = None) -
     base = next((r for r in records if baseline.is_baseline(r)), None)
     base_ms = cost_ms(base, training) if base and base["outcome"] == "OK" else None
     ranked = rank(records, training, include_baseline=True)
+    best_ms = ((torch_result or {}).get("best") or {}).get("ms")  # PyTorch's fastest variant
     rows = []
     for r in ranked:
         ms = cost_ms(r, training)
@@ -93,7 +94,8 @@ def summarise(records: list, training: bool, torch_result: dict | None = None) -
                      "max_error": max_error(r),
                      "speedup_fp32": base_ms / ms if base_ms else None,
                      "speedup_torch": (torch_result["ms"] / ms) if torch_result and
-                     torch_result.get("ms") else None})
+                     torch_result.get("ms") else None,
+                     "speedup_torch_best": (best_ms / ms) if best_ms else None})
     failed = [{"id": r["id"], "outcome": r["outcome"], "call": r.get("failed_call"),
                "status": r.get("status"), "reason": r.get("reason")}
               for r in records if r["outcome"] != "OK"]
@@ -108,10 +110,11 @@ def table(summary: dict) -> str:
              "" if r.get("plain_ms") is None else f"{r['plain_ms']:.4f}", f"{r['tflops']:.2f}",
              "" if r["max_error"] is None else f"{r['max_error']:.1e}",
              "" if r["speedup_fp32"] is None else f"{r['speedup_fp32']:.2f}",
-             "" if r["speedup_torch"] is None else f"{r['speedup_torch']:.2f}")
+             "" if r["speedup_torch"] is None else f"{r['speedup_torch']:.2f}",
+             "" if r.get("speedup_torch_best") is None else f"{r['speedup_torch_best']:.2f}")
             for i, r in enumerate(summary["ranked"])]
     return tabulate(rows, headers=("#", "data/prec/math/algo", "ms", "timed as", "plain ms",
-                                   "TFLOPS", "max err", "x FP32", "x torch"))
+                                   "TFLOPS", "max err", "x FP32", "x torch", "x torch best"))
 
 
 def build_parser() -> OneLineParser:
@@ -173,10 +176,14 @@ def main(argv=None) -> int:
     if w is None:
         print("no candidate verified against the float64 reference")
         return 1
-    print(f"\nwinner ({summary['objective']}): {w['config']}  {w['ms']:.4f} ms, {w['tflops']:.2f} TFLOPS, "
+    best = (torch_result or {}).get("best") or {}
+    print(f"\nwinner ({summary['objective']}): {w['config']}  {w['ms']:.4f} ms "
+          f"({w['basis']}; plain calls {w['plain_ms']:.4f} ms), {w['tflops']:.2f} TFLOPS, "
           f"max error {w['max_error']:.1e}, x{w['speedup_fp32']:.2f} true FP32"
           + (f", x{w['speedup_torch']:.2f} PyTorch's default" if w["speedup_torch"] else
              f"; PyTorch: {(torch_result or {}).get('skipped', 'not compared')}")
+          + (f", x{w['speedup_torch_best']:.2f} PyTorch's best ({best['variant']}, "
+             f"{best['ms']:.4f} ms)" if w.get("speedup_torch_best") else "")
           + f"  [{summary['candidates']} candidates in {summary['wall_s']:.1f} s]")
     return 0
 

@@ -69,6 +69,15 @@ def test_torch_speedup_is_its_time_over_ours(lstm_records):
     s = tune.summarise(lstm_records, False, {"ms": 2.0})
     for r in s["ranked"]:
         assert r["speedup_torch"] == pytest.approx(2.0 / r["ms"])
+        assert r["speedup_torch_best"] is None  # no variants were timed
+
+
+def test_speedup_over_pytorchs_best_uses_its_fastest_variant(lstm_records):
+    best = {"variant": "float16 graph", "ms": 0.25}
+    s = tune.summarise(lstm_records, False, {"ms": 2.0, "best": best})
+    for r in s["ranked"]:
+        assert r["speedup_torch_best"] == pytest.approx(0.25 / r["ms"])
+    assert "x torch best" in tune.table(s).splitlines()[0]
 
 
 def test_torch_comparison_is_skipped_with_a_reason_when_unavailable():

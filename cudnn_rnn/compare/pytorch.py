@@ -103,20 +103,66 @@ def versions() -> dict:
             "torch_libcudnn": sorted(mapped_paths("libcudnn.so"))}
 
 
+VARIANT_DTYPES = ("float32", "float16", "bfloat16")  # float32 eager is PyTorch's default
+
+
+def graph_of(step):
+    """``step`` captured in a CUDA graph (torch.cuda.graph, after warm-up on a side stream,
+    as PyTorch's documentation does it); returns the replay."""
+    import torch
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    torch.cuda.synchronize()
+    return graph.replay
+
+
+def _variant(cell, seq, layers, hidden, batch, input_size, bidirectional, training, dtype,
+             captured, reps, warmup, budget_s) -> dict:
+    """One way of running PyTorch's module: its data type, eager or graph-captured."""
+    model, x, state = build(cell, seq, layers, hidden, batch, input_size, bidirectional,
+                            dtype=dtype)
+    step = step_fn(model, x, state, training, pass_state=False, backward=training)
+    if captured:
+        if training:
+            return {"skipped": "training steps are timed eager only"}
+        try:
+            step = graph_of(step)
+        except Exception as exc:  # PyTorch refused to capture: say why, keep eager
+            return {"skipped": f"capture failed: {type(exc).__name__}: {exc}"}
+    t = time_step(step, reps, warmup, budget_s)
+    return dict(t, ms=t["median_ms"])
+
+
 @job
 def time_torch(cell: str, seq: int, layers: int, hidden: int, batch: int, input_size: int,
                bidirectional: bool, training: bool, reps: int = 20, warmup: int = 3,
-               budget_s: float | None = 1.0) -> dict:
-    """PyTorch's default module on the shape: inference, or a training step."""
+               budget_s: float | None = 1.0, best: bool = True) -> dict:
+    """PyTorch's default module on the shape (float32, eager): inference, or a training
+    step. With ``best``, also every variant a user can deploy (:data:`VARIANT_DTYPES`, eager
+    and, for inference, CUDA-graph-captured), and which of them is fastest."""
     why = unavailable()
     if why:
         return {"skipped": why}
-    model, x, state = build(cell, seq, layers, hidden, batch, input_size, bidirectional)
-    step = step_fn(model, x, state, training, pass_state=False, backward=training)
-    t = time_step(step, reps, warmup, budget_s)
-    return dict(t, ms=t["median_ms"], dtype="float32",
-                objective="training step (forward + backward)" if training
-                else "inference (eval, no_grad)", **versions())
+    shape = (cell, seq, layers, hidden, batch, input_size, bidirectional, training)
+    default = _variant(*shape, "float32", False, reps, warmup, budget_s)
+    out = dict(default, dtype="float32", objective="training step (forward + backward)"
+               if training else "inference (eval, no_grad)", **versions())
+    if best:
+        variants = {f"{d} {'graph' if g else 'eager'}": _variant(*shape, d, g, reps, warmup,
+                                                                 budget_s)
+                    for d in VARIANT_DTYPES for g in (False, True)}
+        timed = {k: v for k, v in variants.items() if "ms" in v}
+        name = min(timed, key=lambda k: timed[k]["ms"]) if timed else None
+        out["variants"] = variants
+        out["best"] = {"variant": name, "ms": timed[name]["ms"]} if name else None
+    return out
 
 
 def torch_job(cfg, training: bool, reps: int) -> tuple[str, dict]:

@@ -20,7 +20,7 @@ from cudnn_rnn.matrix import baseline
 from cudnn_rnn.matrix.errors import BadInput
 from cudnn_rnn.matrix.jsontypes import (ANY, BOOL, INT, NAME, NUM, POS_INT, POS_NUM, SCALAR, STR,
                                         Dict, List, Obj, Opt, Pred, problem)
-from cudnn_rnn.matrix.record import TIMED_KINDS, config_label, max_error
+from cudnn_rnn.matrix.record import TIMED_KINDS, config_label, max_error, ranked_timing
 from cudnn_rnn.matrix.runs import content_key, read_json_dict
 from cudnn_rnn.matrix.spec import Cell, baseline_first, read_toml, spec_name
 
@@ -143,8 +143,10 @@ def candidate_cells(shape: BenchShape, spec: BenchSpec) -> list[Cell]:
 
 def compact(rec: dict, objective: str) -> dict:
     """What the benchmark keeps of a cell record."""
-    t = (rec.get("timings") or {}).get(objective)
-    return {"config": config_label(rec),
+    t, timed_as = ranked_timing(rec, objective)
+    return {"config": config_label(rec), "timed_as": timed_as,
+            "plain_timing": (rec.get("timings") or {}).get(objective),
+            "graph_refused": (rec.get("graph_refused") or {}).get(objective),
             "outcome": rec["outcome"], "status": rec.get("status"),
             "failed_stage": rec.get("failed_stage"), "failed_call": rec.get("failed_call"),
             "reason": rec.get("reason"), "timing": t,
@@ -187,7 +189,9 @@ CANDIDATE = Obj({"config": Pred(_config_name, "DATA/PREC/MATH/ALGO"), "outcome":
                  "status": Opt(STR), "failed_stage": Opt(STR), "failed_call": Opt(STR),
                  "reason": Opt(STR), "timing": Opt(FULL_TIMING), "tflops": Opt(NUM),
                  "max_error": Opt(NUM), "tolerance": Opt(NUM), "gradient_tolerance": Opt(NUM),
-                 "implicit": Opt(BOOL), "duration_s": Opt(NUM), "cell_id": Opt(STR)},
+                 "implicit": Opt(BOOL), "duration_s": Opt(NUM), "cell_id": Opt(STR),
+                 "timed_as": Opt(NAME), "plain_timing": Opt(FULL_TIMING),
+                 "graph_refused": Opt(STR)},
                 required={"config", "outcome", "status", "failed_call", "reason", "timing",
                           "tflops", "max_error"})
 BENCH_RECORD = Obj({

@@ -98,6 +98,9 @@ def shape_row(rec: dict, run: dict | None) -> dict:
         "torch_q": (torch.get("q1_ms"), torch.get("q3_ms")),
         "speedup_fp32": _ratio(median_ms(fp32), median_ms(win)), "speedup_tf32": _ratio(median_ms(tf32), median_ms(win)),
         "speedup_torch": _ratio(torch.get("ms"), median_ms(win)),
+        "torch_best": torch.get("best"),
+        "speedup_torch_best": _ratio((torch.get("best") or {}).get("ms"), median_ms(win)),
+        "launch_gap": launch_gap(win, torch),
         "gemm_fraction": frac(win, dense), "fp16_gemm_fraction": frac(fp16, dense),
         "dense_fp16_tflops": dense["tflops"] if dense else None,
         "gemm_model": gemm_model(rec, run, fp16),
@@ -106,6 +109,21 @@ def shape_row(rec: dict, run: dict | None) -> dict:
                     for c in rec["candidates"] if c["outcome"] != "OK"],
         "duration_s": rec.get("duration_s"),
     }
+
+
+def launch_gap(win: dict | None, torch: dict) -> dict:
+    """Plain ÷ captured: how much of a call's time is the host's launching, for our winner
+    (its plain calls over its graph replays) and for PyTorch's float16 and float32 modules
+    (eager over graph-captured). Near 1: the GPU decides the time; well above: the host."""
+    def ms(v):
+        return (v or {}).get("ms")
+    variants = torch.get("variants") or {}
+    ours = None
+    if win and win.get("timed_as") == "graph" and win.get("plain_timing"):
+        ours = _ratio(win["plain_timing"]["median_ms"], median_ms(win))
+    return {"ours": ours, **{f"torch_{d}": _ratio(ms(variants.get(f"{d} eager")),
+                                                  ms(variants.get(f"{d} graph")))
+                             for d in ("float32", "float16")}}
 
 
 def summarise(records: list[dict], runs: list[dict], overhead: dict | None = None) -> dict:

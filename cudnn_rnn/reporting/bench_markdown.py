@@ -98,24 +98,33 @@ def _gemm_table(runs: list[dict]) -> list[str]:
 
 def _group_table(rows: list[dict]) -> list[str]:
     lines = ["| shape (T, L, H, B) | best verified config | ms, median (IQR, n) | TFLOPS | % dense FP16 GEMM "
-             "| ×FP32 | ×TF32 (its config) | ×PyTorch default (its ms) | max error |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| ×FP32 | ×TF32 (its config) | ×PyTorch default (its ms) | ×PyTorch best (its variant) "
+             "| launch gap: ours, torch fp16 | max error |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s, w = r["shape"], r["winner"]
         name = f"{s['cell']} {s['seq_length']}, {s['layers']}, {s['hidden']}, {s['batch']}"
         if not w:
-            lines.append(f"| {name} | nothing verified | | | | | | | |")
+            lines.append(f"| {name} | nothing verified | | | | | | | | | |")
             continue
         tf = f"{_f(r['speedup_tf32'])} ({r['tf32']['config']})" if r["tf32"] else "no TF32 verified"
         th = (f"{_f(r['speedup_torch'])} ({r['torch_ms']:.4f})" if r["torch_ms"]
               else f"({r['torch_skipped']})")
-        lines.append(f"| {name} | {w['config']} | {_timing(w)} | {_f(w['tflops'], '.1f')} | "
-                     f"{_pct(r['gemm_fraction'])} | {_f(r['speedup_fp32'])} | {tf} | {th} | "
-                     f"{_f(w['max_error'], '.1e')} (tol {_tol(w)}) |")
+        best = r.get("torch_best")
+        tb = f"{_f(r['speedup_torch_best'])} ({best['variant']})" if best else ""
+        gap = r.get("launch_gap") or {}
+        lg = f"{_f(gap.get('ours'))}, {_f(gap.get('torch_float16'))}" if gap else ""
+        timed = f"{_timing(w)}" + (" graph" if w.get("timed_as") == "graph" else "")
+        lines.append(f"| {name} | {w['config']} | {timed} | {_f(w['tflops'], '.1f')} | "
+                     f"{_pct(r['gemm_fraction'])} | {_f(r['speedup_fp32'])} | {tf} | {th} | {tb} | "
+                     f"{lg} | {_f(w['max_error'], '.1e')} (tol {_tol(w)}) |")
     lines += ["", "×TF32 uses the issue's definition: the faster verified FLOAT-data configuration with "
               "DEFAULT math (TF32 permitted) or TENSOR_OP_ALLOW_CONVERSION (FP16 conversion "
               "permitted); its column names which. ×PyTorch: `torch.nn` module, float32, `eval()`, "
-              "`no_grad`, no state passed, timed in the same worker process."]
+              "`no_grad`, no state passed, timed in the same worker process. ×PyTorch best: its fastest "
+              "of float32, float16 and bfloat16 modules, eager and CUDA-graph-captured. Times marked "
+              "graph are replays of the call's CUDA graph (bit for bit the plain call's output). "
+              "Launch gap: plain ÷ captured time, ours and PyTorch float16's (eager ÷ graph)."]
     return lines
 
 
