@@ -101,3 +101,17 @@ def test_the_host_ahead_ratio_is_reported_and_marked_when_the_host_fell_behind()
     row = recorded["rows"][0]
     behind = dict(row, queued=dict(row["queued"], host_ahead=False))
     assert report._host_ahead(behind) == f"{row['queued_ratio']:.3f} (host fell behind)"
+
+
+def test_graph_captured_pairs_are_reported_and_refusals_say_why():
+    from cudnn_rnn.reporting import bench_markdown as report
+    recorded = json.loads((FIXTURES / "overhead" / "overhead-7444781.json").read_text())
+    rows = [r for r in recorded["rows"] if "ratio" in r]
+    rows[0]["captured"] = {"ours_ms": 0.2, "torch_ms": 0.25, "ratio": 0.8}
+    rows[1]["captured"] = {"skipped": "ours: CUDA ended the capture: X"}
+    text = "\n".join(report._overhead_lines(recorded))
+    s = rows[0]["shape"]
+    assert f"{s['cell']} {s['hidden']}/{s['batch']} {s['dtype']}" in text and " 0.800" in text
+    assert "not captured: " in text and "CUDA ended the capture: X" in text
+    assert "CUDA-graph-captured" not in "\n".join(report._overhead_lines(
+        json.loads((FIXTURES / "overhead" / "overhead-7444781.json").read_text())))

@@ -126,6 +126,7 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
             (q_ours, ahead_ours), (q_torch, ahead_torch) = (
                 _queued_ms(cp, flow.stream, ours), _queued_ms(cp, flow.stream, theirs))
             queued = {"ours_ms": q_ours, "torch_ms": q_torch, "host_ahead": ahead_ours and ahead_torch}
+            captured = _captured_pair(cp, flow, ours, theirs, reps, budget_s)
         torch.cuda.synchronize()
         work_size, reserve_size = flow.forward_space_sizes(mode)
         arguments = {  # what each side passed to cudnnRNNForward besides the descriptors
@@ -146,8 +147,29 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
             "host_enqueue": host, "isolated": isolated,
             "isolated_ratio": isolated["ours_ms"] / isolated["torch_ms"],
             "queued": queued, "queued_ratio": queued["ours_ms"] / queued["torch_ms"],
+            "captured": captured,
             "cudnn_objects_in_process": in_process,
             "verification": {k: v for k, v in verification.items() if k != "nonfinite"}}
+
+
+def _captured_pair(cp, flow, ours, theirs, reps: int, budget_s: float) -> dict:
+    """Both sides as a user who captures them deploys them: each call in a CUDA graph
+    (ours checked bit for bit against its plain call), replays timed on the same stream;
+    ``{"skipped": why}`` when either side cannot be captured."""
+    from cudnn_rnn.compare.pytorch import graph_of
+    from cudnn_rnn.engine import capture, timing
+    try:
+        graph = capture.capture(flow, lambda f: ours())
+        capture.check_replay(flow, lambda f: ours(), graph, capture.FORWARD_OUTPUTS)
+    except capture.CaptureRefused as exc:
+        return {"skipped": f"ours: {exc}"}
+    try:
+        replay = graph_of(theirs)
+    except Exception as exc:
+        return {"skipped": f"PyTorch's: {type(exc).__name__}: {exc}"}
+    a = timing.time_call(cp, flow.stream, lambda: graph.launch(flow.stream), reps, 3, budget_s)
+    b = timing.time_call(cp, flow.stream, replay, reps, 3, budget_s)
+    return {"ours_ms": a.median_ms, "torch_ms": b.median_ms, "ratio": a.median_ms / b.median_ms}
 
 
 def merge_processes(per_process: list[list[dict]]) -> list[dict]:

@@ -185,6 +185,17 @@ def _overhead_lines(oh: dict) -> list[str]:
                   + "; where the back-to-back ratio differs from it, the difference is in how "
                   "fast each side's host thread feeds cuDNN's launches (the launch-bound regime), "
                   "not in what runs on the GPU."]
+    graphs = [r for r in oh["rows"] if (r.get("captured") or {}).get("ratio") is not None]
+    refused = [r for r in oh["rows"] if (r.get("captured") or {}).get("skipped")]
+    if graphs or refused:
+        lines += ["", "Both sides CUDA-graph-captured (ours checked bit for bit against its plain "
+                  "call), replays timed on the same stream: ratios " + (", ".join(
+                      f"{r['shape']['cell']} {r['shape']['hidden']}/{r['shape']['batch']} "
+                      f"{r['shape']['dtype']} {r['fwd_mode'].lower()} "
+                      f"{r['captured']['ratio']:.3f}" for r in graphs) or "none")
+                  + (("; not captured: " + "; ".join(
+                      f"{r['shape']['cell']} {r['shape']['hidden']}/{r['shape']['batch']}: "
+                      f"{r['captured']['skipped']}" for r in refused)) if refused else "") + "."]
     compared = [r for r in oh["rows"] if "arguments_differ" in r]
     if compared:
         differ = [r for r in compared if r["arguments_differ"]]
