@@ -46,6 +46,8 @@ def build_parser() -> OneLineParser:
     p.add_argument("--reps", type=positive_int, default=20,
                    help="timed calls per measurement (median)")
     p.add_argument("--no-time", action="store_true", help="statuses and verification, no timing")
+    p.add_argument("--no-graphs", action="store_true",
+                   help="time plain calls only (no CUDA-graph capture of the timed calls)")
     p.add_argument("--timeout", type=positive_float, default=300.0,
                    help="seconds per cell before TIMEOUT")
     p.add_argument("--no-device", action="store_true",
@@ -121,7 +123,8 @@ def main(argv=None) -> int:
         print(f"{len(cells)} cells in spec {spec.name!r} ({spec.path})")
         return 0
     out = runs.output_dir(args.out) if args.out is not None else None
-    options = {"reps": args.reps, "time": not args.no_time, "no_device": args.no_device}
+    options = {"reps": args.reps, "time": not args.no_time, "no_device": args.no_device,
+               "graphs": not args.no_graphs}
     worker, info = start_worker(args.cudnn, options)
     try:
         return _run(args, argv, spec, cells, out, worker, info)
@@ -133,7 +136,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     lib_info, dev_info = info["library"], info["device"]
     identity = runs.run_identity(
         runs.machine_identity(lib_info, dev_info, info["device_stages"]), spec.name, spec.sha256,
-        {"reps": args.reps, "time": not args.no_time})
+        {"reps": args.reps, "time": not args.no_time, "graphs": not args.no_graphs})
     out_dir = out or runs.output_dir(runs.run_dir(identity), "the run folder")
     path = out_dir / f"{spec.name}.jsonl"
     meta_path = path.with_suffix(".run.json")

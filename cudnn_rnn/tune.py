@@ -79,9 +79,18 @@ def rank(records: list, training: bool, include_baseline: bool = True) -> list[d
     return sorted(ok, key=lambda r: (cost_ms(r, training), r["id"]))
 
 
+def _same_basis_speedup(base: dict | None, rec: dict, training: bool) -> float | None:
+    """The baseline's time over ``rec``'s: replays over replays where both were captured
+    for every call of the objective, else plain over plain."""
+    if base is None:
+        return None
+    both = basis(base, training) == basis(rec, training) == "graph"
+    return cost_ms(base, training, not both) / cost_ms(rec, training, not both)
+
+
 def summarise(records: list, training: bool, torch_result: dict | None = None) -> dict:
     base = next((r for r in records if baseline.is_baseline(r)), None)
-    base_ms = cost_ms(base, training) if base and base["outcome"] == "OK" else None
+    base = base if base and base["outcome"] == "OK" else None
     ranked = rank(records, training, include_baseline=True)
     best_ms = ((torch_result or {}).get("best") or {}).get("ms")  # PyTorch's fastest variant
     rows = []
@@ -92,9 +101,9 @@ def summarise(records: list, training: bool, torch_result: dict | None = None) -
                      "ms": ms, "basis": basis(r, training), "plain_ms": cost_ms(r, training, True),
                      "graph_refused": r.get("graph_refused"), "tflops": tflops(flop, ms),
                      "max_error": max_error(r),
-                     "speedup_fp32": base_ms / ms if base_ms else None,
-                     "speedup_torch": (torch_result["ms"] / ms) if torch_result and
-                     torch_result.get("ms") else None,
+                     "speedup_fp32": _same_basis_speedup(base, r, training),
+                     "speedup_torch": (torch_result["ms"] / cost_ms(r, training, True))
+                     if torch_result and torch_result.get("ms") else None,  # eager: plain calls
                      "speedup_torch_best": (best_ms / ms) if best_ms else None})
     failed = [{"id": r["id"], "outcome": r["outcome"], "call": r.get("failed_call"),
                "status": r.get("status"), "reason": r.get("reason")}
@@ -132,6 +141,8 @@ def build_parser() -> OneLineParser:
     p.add_argument("--budget", type=positive_float, default=0.3,
                    help="about this many seconds of device time per measurement")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--no-graphs", action="store_true",
+                   help="rank by plain calls only (no CUDA-graph capture)")
     p.add_argument("--cudnn", default=None)
     p.add_argument("--timeout", type=positive_float, default=300.0,
                    help="seconds per candidate before TIMEOUT")
@@ -152,7 +163,8 @@ def main(argv=None) -> int:
     started = time.monotonic()
     worker, info = start_worker(args.cudnn, {
         "reps": args.reps, "time": True, "reuse_values": True, "budget_s": args.budget,
-        "kinds": TRAINING_KINDS if args.training else ("forward_inference",)})
+        "kinds": TRAINING_KINDS if args.training else ("forward_inference",),
+        "graphs": not args.no_graphs})
     if not info["device_stages"]:
         worker.close()
         from cudnn_rnn.engine.gpu import NoGPU

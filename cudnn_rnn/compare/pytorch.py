@@ -110,34 +110,46 @@ def graph_of(step):
     """``step`` captured in a CUDA graph (torch.cuda.graph, after warm-up on a side stream,
     as PyTorch's documentation does it); returns the replay."""
     import torch
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
+    previous = torch.cuda.current_stream()
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(previous)
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                step()
+        previous.wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
             step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+    finally:  # a failed capture_end leaves torch.cuda.graph's stream current: restore ours
+        torch.cuda.set_stream(previous)
     return graph.replay
 
 
 def _variant(cell, seq, layers, hidden, batch, input_size, bidirectional, training, dtype,
              captured, reps, warmup, budget_s) -> dict:
     """One way of running PyTorch's module: its data type, eager or graph-captured."""
+    if captured and training:
+        return {"skipped": "training steps are timed eager only"}
     model, x, state = build(cell, seq, layers, hidden, batch, input_size, bidirectional,
                             dtype=dtype)
     step = step_fn(model, x, state, training, pass_state=False, backward=training)
     if captured:
-        if training:
-            return {"skipped": "training steps are timed eager only"}
         try:
             step = graph_of(step)
         except Exception as exc:  # PyTorch refused to capture: say why, keep eager
             return {"skipped": f"capture failed: {type(exc).__name__}: {exc}"}
     t = time_step(step, reps, warmup, budget_s)
     return dict(t, ms=t["median_ms"])
+
+
+def _guarded(*args) -> dict:
+    """:func:`_variant`, with a failure of that one variant recorded as its ``skipped``."""
+    try:
+        return _variant(*args)
+    except Exception as exc:
+        return {"skipped": f"{type(exc).__name__}: {exc}"}
 
 
 @job
@@ -155,7 +167,7 @@ def time_torch(cell: str, seq: int, layers: int, hidden: int, batch: int, input_
     out = dict(default, dtype="float32", objective="training step (forward + backward)"
                if training else "inference (eval, no_grad)", **versions())
     if best:
-        variants = {f"{d} {'graph' if g else 'eager'}": _variant(*shape, d, g, reps, warmup,
+        variants = {f"{d} {'graph' if g else 'eager'}": _guarded(*shape, d, g, reps, warmup,
                                                                  budget_s)
                     for d in VARIANT_DTYPES for g in (False, True)}
         timed = {k: v for k, v in variants.items() if "ms" in v}

@@ -149,6 +149,16 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
     return rec
 
 
+def healthy(flow, exc: BaseException) -> None:
+    """Re-raise ``exc`` unless the flow's stream and the device still synchronise without
+    an error: a failure beside a capture is then the capture's, not the cell's."""
+    try:
+        flow.stream.synchronize()
+        flow.cp.cuda.runtime.deviceSynchronize()
+    except Exception:
+        raise exc from None
+
+
 def time_cell(flow: RNNFlow, reps: int, warmup: int, kinds: tuple | None = None,
               budget_s: float | None = None, graphs: bool = True
               ) -> tuple[dict, dict | None, dict | None]:
@@ -166,16 +176,19 @@ def time_cell(flow: RNNFlow, reps: int, warmup: int, kinds: tuple | None = None,
     for name, call, outputs in TIMED:
         if kinds is not None and name not in kinds:
             continue
-        share = 1
+        share, plain_warmup = 1, warmup
         if graphs:
             try:
                 replayed[name] = with_rate(capture.time_captured(flow, call, outputs, reps, warmup,
                                                                  budget_s))
-                share = PLAIN_SHARE
+                share, plain_warmup = PLAIN_SHARE, 1  # the replays have warmed it up
             except capture.CaptureRefused as exc:
                 refused[name] = str(exc)
+            except Exception as exc:  # the check's own calls or copies failed: is CUDA well?
+                healthy(flow, exc)
+                refused[name] = f"the capture's check failed: {type(exc).__name__}: {exc}"
         t = timing.time_call(flow.cp, flow.stream, lambda: call(flow),
-                             max(reps // share, min(5, reps)), warmup,
+                             max(reps // share, min(5, reps)), plain_warmup,
                              budget_s / share if budget_s else budget_s)
         plain[name] = with_rate(t)
     return plain, (replayed or None) if graphs else None, (refused or None) if graphs else None

@@ -96,8 +96,8 @@ def shape_row(rec: dict, run: dict | None) -> dict:
         "winner": win, "fp32": fp32, "tf32": tf32, "fp16": fp16,
         "torch_ms": torch.get("ms"), "torch_skipped": torch.get("skipped"),
         "torch_q": (torch.get("q1_ms"), torch.get("q3_ms")),
-        "speedup_fp32": _ratio(median_ms(fp32), median_ms(win)), "speedup_tf32": _ratio(median_ms(tf32), median_ms(win)),
-        "speedup_torch": _ratio(torch.get("ms"), median_ms(win)),
+        "speedup_fp32": same_basis_ratio(fp32, win), "speedup_tf32": same_basis_ratio(tf32, win),
+        "speedup_torch": _ratio(torch.get("ms"), plain_ms(win)),  # eager PyTorch: plain calls
         "torch_best": torch.get("best"),
         "speedup_torch_best": _ratio((torch.get("best") or {}).get("ms"), median_ms(win)),
         "launch_gap": launch_gap(win, torch),
@@ -109,6 +109,21 @@ def shape_row(rec: dict, run: dict | None) -> dict:
                     for c in rec["candidates"] if c["outcome"] != "OK"],
         "duration_s": rec.get("duration_s"),
     }
+
+
+def plain_ms(c: dict | None) -> float | None:
+    """A candidate's plain-call median (its ``timing`` in records from before the graphs)."""
+    if not c:
+        return None
+    return c["plain_timing"]["median_ms"] if c.get("plain_timing") else median_ms(c)
+
+
+def same_basis_ratio(a: dict | None, b: dict | None) -> float | None:
+    """a's time over b's: replay over replay where both were captured, else plain over
+    plain, never one over the other."""
+    if a and b and a.get("timed_as") == b.get("timed_as") == "graph":
+        return _ratio(median_ms(a), median_ms(b))
+    return _ratio(plain_ms(a), plain_ms(b))
 
 
 def launch_gap(win: dict | None, torch: dict) -> dict:

@@ -5,7 +5,7 @@ from tabulate import tabulate
 
 from cudnn_rnn.reporting import grid as C
 from cudnn_rnn.matrix.record import config_label, max_error
-from cudnn_rnn.reporting.analysis import shape_label
+from cudnn_rnn.reporting.analysis import shape_label, fwd_tflops
 from cudnn_rnn.reporting.load import is_sample_shape
 
 PROVENANCE_KEYS = (("gpu", "GPU"), ("compute_capability", "compute capability"),
@@ -199,7 +199,7 @@ def render(result, analysis: dict, report: dict, constraints) -> str:
     if best:
         best.sort(key=lambda r: (-((r.get("speedup") or {}).get("forward_training") or 0), r["id"]))
         rows = [(config_label(r), r["cell"], shape_label(r), C.fmt_ms(r),
-                 r["timings"]["forward_training"]["tflops"],
+                 fwd_tflops(r),
                  _fmt((r.get("speedup") or {}).get("forward_training")),
                  _fmt((r.get("speedup") or {}).get("forward_inference")),
                  f"{max_error(r):.1e}") for r in best[:20]]
