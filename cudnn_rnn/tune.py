@@ -15,6 +15,7 @@ data with FLOAT or HALF precision; ``bf16`` BFLOAT16 data with FLOAT precision;
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 
@@ -114,13 +115,91 @@ def summarise(records: list, training: bool, torch_result: dict | None = None) -
             "candidates": len(records)}
 
 
+def _spread(values: list) -> dict:
+    """Median and range of one figure over processes (None where a process lacks it)."""
+    got = [v for v in values if v is not None]
+    if len(got) < len(values):
+        return {"median": None, "min": None, "max": None}
+    return {"median": statistics.median(got), "min": min(got), "max": max(got)}
+
+
+SPREAD_KEYS = ("ms", "plain_ms", "tflops", "speedup_fp32", "speedup_torch", "speedup_torch_best")
+
+
+def merge(summaries: list[dict]) -> dict:
+    """One summary from the summaries of several fresh processes (same shape, same
+    candidates). A candidate is ranked only if it verified and was timed in every process;
+    each figure is the median over processes, with its range in ``spread``. Speed-ups are
+    medians of the ratios each process measured in itself, never ratios across processes.
+    PyTorch's variants are merged the same way, and its best is the fastest median."""
+    if len(summaries) == 1:
+        return summaries[0]
+    by_id = [{r["id"]: r for r in s["ranked"]} for s in summaries]
+    everywhere = [i for i in by_id[0] if all(i in rows for rows in by_id[1:])]
+    rows = []
+    for i in everywhere:
+        row = dict(by_id[0][i])
+        row["basis"] = "/".join(sorted({rows[i]["basis"] for rows in by_id}))
+        row["spread"] = {k: _spread([rows[i][k] for rows in by_id]) for k in SPREAD_KEYS}
+        row.update({k: v["median"] for k, v in row["spread"].items()})
+        rows.append(row)
+    rows.sort(key=lambda r: (r["ms"], r["id"]))
+    partly = sorted(set().union(*by_id) - set(everywhere))
+    out = dict(summaries[-1], ranked=rows, winner=rows[0] if rows else None,
+               processes=len(summaries), torch=_merge_torch([s["torch"] for s in summaries]),
+               not_in_every_process=partly,
+               not_verified_or_refused=[f for s in summaries for f in s["not_verified_or_refused"]])
+    return out
+
+
+def _merge_torch(results: list) -> dict | None:
+    if not results or any(not r or "ms" not in r for r in results):
+        return next((r for r in results if r and "ms" not in r), None)
+    out = dict(results[0], spread=_spread([r["ms"] for r in results]))
+    out["ms"] = out["spread"]["median"]
+    if all(r.get("variants") for r in results):
+        variants = {}
+        for name in results[0]["variants"]:
+            ms = [r["variants"].get(name, {}).get("ms") for r in results]
+            variants[name] = ({"ms": statistics.median(ms), "spread": _spread(ms)}
+                              if None not in ms else
+                              {"skipped": next(r["variants"][name].get("skipped", "not timed")
+                                               for r in results if "ms" not in r["variants"][name])})
+        timed = {k: v["ms"] for k, v in variants.items() if "ms" in v}
+        out["variants"] = variants
+        out["best"] = ({"variant": min(timed, key=timed.get), "ms": min(timed.values())}
+                       if timed else None)
+    return out
+
+
+def _ms(r: dict, key: str, digits: int = 4) -> str:
+    """A figure, with its range over processes where there were several."""
+    if r.get(key) is None:
+        return ""
+    s = (r.get("spread") or {}).get(key)
+    if s and s["min"] != s["max"]:
+        return f"{r[key]:.{digits}f} ({s['min']:.{digits}f}-{s['max']:.{digits}f})"
+    return f"{r[key]:.{digits}f}"
+
+
+def torch_table(torch_result: dict | None) -> str:
+    """PyTorch's variants (data type, eager or graph-captured) with their times."""
+    variants = (torch_result or {}).get("variants")
+    if not variants:
+        return f"PyTorch: {(torch_result or {}).get('skipped', 'not compared')}"
+    best = (torch_result.get("best") or {}).get("variant")
+    rows = [(name + (" (best)" if name == best else "") + (" (default)" if name == "float32 eager"
+                                                          else ""),
+             _ms(v, "ms") or v.get("skipped", "")) for name, v in variants.items()]
+    return tabulate(rows, headers=("PyTorch module", "ms"))
+
+
 def table(summary: dict) -> str:
-    rows = [(i + 1, r["config"], f"{r['ms']:.4f}", r.get("basis") or "plain",
-             "" if r.get("plain_ms") is None else f"{r['plain_ms']:.4f}", f"{r['tflops']:.2f}",
+    rows = [(i + 1, r["config"], _ms(r, "ms"), r.get("basis") or "plain",
+             _ms(r, "plain_ms"), f"{r['tflops']:.2f}",
              "" if r["max_error"] is None else f"{r['max_error']:.1e}",
-             "" if r["speedup_fp32"] is None else f"{r['speedup_fp32']:.2f}",
-             "" if r["speedup_torch"] is None else f"{r['speedup_torch']:.2f}",
-             "" if r.get("speedup_torch_best") is None else f"{r['speedup_torch_best']:.2f}")
+             _ms(r, "speedup_fp32", 2), _ms(r, "speedup_torch", 2),
+             _ms(r, "speedup_torch_best", 2))
             for i, r in enumerate(summary["ranked"])]
     return tabulate(rows, headers=("#", "data/prec/math/algo", "ms", "timed as", "plain ms",
                                    "TFLOPS", "max err", "x FP32", "x torch", "x torch best"))
@@ -140,6 +219,9 @@ def build_parser() -> OneLineParser:
     p.add_argument("--reps", type=positive_int, default=20, help="most timed calls per measurement")
     p.add_argument("--budget", type=positive_float, default=0.3,
                    help="about this many seconds of device time per measurement")
+    p.add_argument("--processes", type=positive_int, default=1,
+                   help="tune in this many fresh processes; figures are medians over them, "
+                        "with their range")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--no-graphs", action="store_true",
                    help="rank by plain calls only (no CUDA-graph capture)")
@@ -149,18 +231,9 @@ def build_parser() -> OneLineParser:
     return p
 
 
-def main(argv=None) -> int:
+def _one_process(args, shape: RNNConfig, cells: list) -> tuple[dict, dict]:
+    """Every candidate and PyTorch, in one fresh worker process: (summary, worker info)."""
     from cudnn_rnn.matrix.worker import start_worker
-    args = build_parser().parse_args(argv)
-    try:
-        shape = RNNConfig(seq_length=args.seq, num_layers=args.layers, hidden_size=args.hidden,
-                          mini_batch=args.batch, input_size=args.input_size, mode=args.cell,
-                          direction=DirectionMode.BIDIRECTIONAL if args.bidirectional
-                          else DirectionMode.UNIDIRECTIONAL)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
-    cells = candidate_cells(shape, args.precision)
-    started = time.monotonic()
     worker, info = start_worker(args.cudnn, {
         "reps": args.reps, "time": True, "reuse_values": True, "budget_s": args.budget,
         "kinds": TRAINING_KINDS if args.training else ("forward_inference",),
@@ -174,7 +247,24 @@ def main(argv=None) -> int:
         torch_result = worker.job(*torch_job(shape, args.training, args.reps))
     finally:
         worker.close()
-    summary = summarise(records, args.training, torch_result)
+    return summarise(records, args.training, torch_result), info
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        shape = RNNConfig(seq_length=args.seq, num_layers=args.layers, hidden_size=args.hidden,
+                          mini_batch=args.batch, input_size=args.input_size, mode=args.cell,
+                          direction=DirectionMode.BIDIRECTIONAL if args.bidirectional
+                          else DirectionMode.UNIDIRECTIONAL)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    cells = candidate_cells(shape, args.precision)
+    started = time.monotonic()
+    runs = [_one_process(args, shape, cells) for _ in range(args.processes)]
+    summary = merge([s for s, _ in runs])
+    info = runs[0][1]
+    summary["processes"] = args.processes
     summary["shape"] = shape.as_record()["shape"] | {"cell": shape.mode.name,
                                                      "direction": shape.direction.name}
     summary["wall_s"] = round(time.monotonic() - started, 2)
@@ -184,12 +274,16 @@ def main(argv=None) -> int:
         print(json.dumps(summary, indent=1, default=str))
         return 0 if summary["winner"] else 1
     print(table(summary))
+    print()
+    print(torch_table(summary["torch"]))
     w = summary["winner"]
     if w is None:
         print("no candidate verified against the float64 reference")
         return 1
+    torch_result = summary["torch"]
     best = (torch_result or {}).get("best") or {}
-    print(f"\nwinner ({summary['objective']}): {w['config']}  {w['ms']:.4f} ms "
+    over = f" (medians over {args.processes} processes)" if args.processes > 1 else ""
+    print(f"\nwinner ({summary['objective']}){over}: {w['config']}  {w['ms']:.4f} ms "
           f"({w['basis']}; plain calls {w['plain_ms']:.4f} ms), {w['tflops']:.2f} TFLOPS, "
           f"max error {w['max_error']:.1e}, x{w['speedup_fp32']:.2f} true FP32"
           + (f", x{w['speedup_torch']:.2f} PyTorch's default" if w["speedup_torch"] else

@@ -110,3 +110,54 @@ def test_no_gpu_is_one_line(tmp_path):
     proc = run("cudnn_rnn.tune", "--cell", "LSTM", "--hidden", "64", "--batch", "8",
                CUDNN_RNN_NO_GPU="1")
     assert_one_line_exit_2(proc, "need a CUDA GPU")
+
+
+def _slower(records, factor):
+    """The same run as another process would record it, every timing ``factor`` times longer."""
+    import copy
+    out = copy.deepcopy(records)
+    for r in out:
+        for kinds in (r.get("timings"), r.get("graph_timings")):
+            for t in (kinds or {}).values():
+                t["median_ms"] *= factor
+    return out
+
+
+def test_processes_merge_to_medians_and_keep_ratios_measured_in_each(lstm_records):
+    torch = [{"ms": 2.0, "variants": {"float32 eager": {"ms": 2.0}, "float16 graph": {"ms": 0.3}},
+              "best": {"variant": "float16 graph", "ms": 0.3}}]
+    runs = [tune.summarise(_slower(lstm_records, f), False, dict(torch[0])) for f in (1, 2, 4)]
+    merged = tune.merge(runs)
+    assert merged["processes"] == 3
+    one = {r["id"]: r for r in runs[0]["ranked"]}
+    for r in merged["ranked"]:
+        assert r["ms"] == pytest.approx(2 * one[r["id"]]["ms"])  # the median process
+        assert r["spread"]["ms"]["min"] == pytest.approx(one[r["id"]]["ms"])
+        assert r["spread"]["ms"]["max"] == pytest.approx(4 * one[r["id"]]["ms"])
+        # the FP32 ratio was the same in every process: its median is that ratio
+        assert r["speedup_fp32"] == pytest.approx(one[r["id"]]["speedup_fp32"])
+    assert [r["ms"] for r in merged["ranked"]] == sorted(r["ms"] for r in merged["ranked"])
+    assert merged["torch"]["best"] == {"variant": "float16 graph", "ms": 0.3}
+    text = tune.table(merged)
+    assert "-" in text.splitlines()[2]  # a range is shown beside the median
+    assert "float16 graph (best)" in tune.torch_table(merged["torch"])
+
+
+def test_a_candidate_missing_from_one_process_is_not_ranked(lstm_records):
+    first = tune.summarise(lstm_records, False)
+    dropped = first["ranked"][0]["id"]
+    second = tune.summarise([r for r in lstm_records if r["id"] != dropped], False)
+    merged = tune.merge([first, second])
+    assert dropped not in {r["id"] for r in merged["ranked"]}
+    assert merged["not_in_every_process"] == [dropped]
+    assert merged["winner"]["id"] == first["ranked"][1]["id"]
+
+
+def test_pytorch_variants_that_failed_in_one_process_say_why():
+    ok = {"ms": 1.0, "variants": {"float32 eager": {"ms": 1.0}, "float16 graph": {"ms": 0.5}}}
+    bad = {"ms": 1.2, "variants": {"float32 eager": {"ms": 1.2},
+                                   "float16 graph": {"skipped": "capture failed: X"}}}
+    merged = tune._merge_torch([ok, bad])
+    assert merged["variants"]["float16 graph"] == {"skipped": "capture failed: X"}
+    assert merged["best"]["variant"] == "float32 eager"
+    assert merged["ms"] == pytest.approx(1.1)
