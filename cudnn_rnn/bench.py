@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
 from cudnn_rnn.compare.gemm import DENSE, gemm_rates
-from cudnn_rnn.compare.pytorch import torch_job
+from cudnn_rnn.compare.pytorch import observed_configs, torch_job
 from cudnn_rnn.matrix import provenance, runs
 from cudnn_rnn.matrix.bench import (BENCH_RECORD, BenchSpec, bench_shape, candidate_cells,
                                     fp16_target, load_spec, read_run_file)
@@ -108,6 +108,8 @@ def main(argv=None) -> int:
         earlier[-1]["gemm"] = worker.job(name_of(gemm_rates), {"sizes": gemm_sizes(shapes)})
         write_json(runs_path, {"kind": "bench", "identity": identity, "runs": earlier})
         todo = [s for s in shapes if s.id not in done]
+        # what PyTorch asks cuDNN for at each shape, per data type: one logged child process
+        torch_cudnn = dict(zip((s.id for s in todo), observed_configs([s.config for s in todo])))
         stopped = None
         with results:
             for i, shape in enumerate(todo):
@@ -116,7 +118,7 @@ def main(argv=None) -> int:
                     break
                 name, params = torch_job(shape.config, False, args.reps)
                 rec = bench_shape(worker, shape, spec, session, args.timeout,
-                                  (name, params | {"budget_s": 0.3}))
+                                  (name, params | {"budget_s": 0.3}), torch_cudnn[shape.id])
                 results.write(rec)
                 best = shape_best(rec)
                 print(f"[{i + 1}/{len(todo)}] {shape.id:24s} {rec['duration_s']:6.1f} s  "

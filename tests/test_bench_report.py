@@ -109,3 +109,33 @@ def test_the_launch_gap_is_plain_over_captured_for_us_and_eager_over_graph_for_p
     md = report.markdown(report.summarise([rec], runs))
     assert "float16 graph" in md and "2.00, 3.00" in md
 
+
+@pytest.mark.parametrize("torch_config, says", [
+    ("winner", "(our winner); here that configuration took"),
+    ("other", "(not our winner); here that configuration took"),
+    ("HALF/HALF/FMA/PERSIST_DYNAMIC", "not among this benchmark's verified candidates"),
+    ("not observed: PyTorch is not importable", "was not observed: PyTorch is not importable")])
+def test_where_pytorchs_best_is_faster_the_report_names_its_cudnn_configuration(
+        recorded, torch_config, says):
+    records, runs, _ = recorded
+    rec = json.loads(json.dumps(records[0]))
+    ok = sorted((c for c in rec["candidates"] if c["outcome"] == "OK" and c["timing"]), key=ms)
+    win, other = ok[0], ok[1]
+    label = {"winner": win["config"], "other": other["config"]}.get(torch_config, torch_config)
+    dtype = "float16"
+    rec["torch"] = dict(rec["torch"], best={"variant": f"{dtype} graph", "ms": ms(win) / 2},
+                        cudnn={dtype: label})
+    row = report.shape_row(rec, runs[0])
+    b = row["behind_torch_best"]
+    assert b["torch_config"] == label and b["torch_ms"] == pytest.approx(ms(win) / 2)
+    same = {"winner": win, "other": other}.get(torch_config)
+    assert b["same_config_ms"] == (ms(same) if same else None)
+    summary = report.summarise([rec], runs)
+    assert summary["targets"]["winner_vs_torch_best"]["met"] is False
+    md = report.markdown(summary)
+    section = md.split("## Where PyTorch's best is faster")[1].split("\n## ")[0]
+    assert says in section
+    # PyTorch slower than our winner: nothing to explain, and the target is met there
+    rec["torch"]["best"]["ms"] = ms(win) * 2
+    assert report.shape_row(rec, runs[0])["behind_torch_best"] is None
+    assert report.summarise([rec], runs)["targets"]["winner_vs_torch_best"]["met"] is True

@@ -161,3 +161,20 @@ def test_pytorch_variants_that_failed_in_one_process_say_why():
     assert merged["variants"]["float16 graph"] == {"skipped": "capture failed: X"}
     assert merged["best"]["variant"] == "float32 eager"
     assert merged["ms"] == pytest.approx(1.1)
+
+
+def test_observed_configs_say_why_without_a_gpu_pytorch():
+    from cudnn_rnn.compare import pytorch
+    why = pytorch.unavailable()
+    if why is None:
+        pytest.skip("PyTorch with CUDA is available here; the GPU bench covers observation")
+    shapes = [RNNConfig(mode=RNNMode.LSTM), RNNConfig(mode=RNNMode.GRU, hidden_size=64)]
+    got = pytorch.observed_configs(shapes)
+    assert [set(g) for g in got] == [set(pytorch.VARIANT_DTYPES)] * 2
+    assert all(v == f"not observed: {why}" for g in got for v in g.values())
+
+
+def test_settings_label_uses_the_records_names():
+    from cudnn_rnn.compare.pytorch import settings_label
+    assert settings_label({"dataType": "HALF", "mathPrec": "FLOAT", "mathMode": "TENSOR_OP_MATH",
+                           "algo": "STANDARD"}) == "HALF/FLOAT/TENSOR_OP/STANDARD"

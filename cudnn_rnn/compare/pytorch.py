@@ -218,6 +218,27 @@ def observe(requests: list[dict], timeout: float = 300.0) -> list[dict]:
     return out
 
 
+def settings_label(settings: dict) -> str:
+    """An observed configuration as DATA/PREC/MATH/ALGO (the records' names), plus its layout."""
+    from cudnn_rnn.bindings.enums import MathType
+    return (f"{settings['dataType']}/{settings['mathPrec']}/"
+            f"{MathType[settings['mathMode']].short}/{settings['algo']}")
+
+
+def observed_configs(configs: list) -> list[dict]:
+    """For each :class:`~cudnn_rnn.engine.config.RNNConfig` shape, the cuDNN configuration
+    PyTorch's inference forward uses in each of :data:`VARIANT_DTYPES`, as
+    :func:`settings_label` or ``"not observed: why"`` (one logged child process for all)."""
+    requests = [{"cell": c.mode.name, "seq": c.seq_length, "layers": c.num_layers,
+                 "hidden": c.hidden_size, "batch": c.mini_batch, "input_size": c.input_size,
+                 "bidirectional": c.bidirectional, "dtype": d, "training": False}
+                for c in configs for d in VARIANT_DTYPES]
+    seen = iter(observe(requests))
+    return [{d: (f"not observed: {s['skipped']}" if "skipped" in s else settings_label(s))
+             for d, s in zip(VARIANT_DTYPES, (next(seen) for _ in VARIANT_DTYPES))}
+            for _ in configs]
+
+
 def _last_matching(forwards, req: dict) -> dict | None:
     """The settings of the last logged forward made for ``req``: same cell, sizes, layers,
     direction, data type, input dims and forward mode."""

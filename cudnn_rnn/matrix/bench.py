@@ -158,12 +158,16 @@ def compact(rec: dict, objective: str) -> dict:
 
 
 def bench_shape(worker, shape: BenchShape, spec: BenchSpec, session: str, timeout: float,
-                torch_job: tuple[str, dict]) -> dict:
-    """Run one shape's candidates, then ``torch_job`` (the job that times PyTorch's default
-    module, as the command names it); one results line."""
+                torch_job: tuple[str, dict], torch_cudnn: dict | None = None) -> dict:
+    """Run one shape's candidates, then ``torch_job`` (the job that times PyTorch's
+    modules, as the command names it); one results line. ``torch_cudnn``: the cuDNN
+    configuration PyTorch uses per data type at this shape (as cuDNN's API log showed it),
+    kept beside PyTorch's times."""
     started = time.perf_counter()
     cands = [compact(worker.run(c, timeout), spec.objective) for c in candidate_cells(shape, spec)]
     torch = worker.job(*torch_job)
+    if torch_cudnn is not None:
+        torch["cudnn"] = torch_cudnn
     verified = [c for c in cands if c["outcome"] == "OK" and c["timing"]]
     c = shape.config
     return {"id": shape.id, "outcome": "OK" if verified else "NONE_VERIFIED", "group": shape.group,
@@ -202,7 +206,7 @@ BENCH_RECORD = Obj({
                  required={"cell", "seq_length", "layers", "hidden", "batch"}),
     "flop": POS_INT, "candidates": List(CANDIDATE),
     "torch": Opt(Obj({"ms": Opt(POS_NUM), "q1_ms": Opt(NUM), "q3_ms": Opt(NUM),
-                      "skipped": Opt(STR)})),
+                      "skipped": Opt(STR), "cudnn": Opt(Dict(STR))})),
     "duration_s": Opt(NUM)}, required={"id", "outcome", "group", "shape", "flop", "candidates"})
 PROVENANCE = Obj({k: SCALAR for k in PROVENANCE_KEYS}, required=PROVENANCE_KEYS)
 RUN = Obj({"session": STR, "provenance": PROVENANCE,

@@ -101,6 +101,7 @@ def shape_row(rec: dict, run: dict | None) -> dict:
         "torch_best": torch.get("best"),
         "speedup_torch_best": _ratio((torch.get("best") or {}).get("ms"), median_ms(win)),
         "launch_gap": launch_gap(win, torch),
+        "behind_torch_best": behind_torch_best(rec, win, torch),
         "gemm_fraction": frac(win, dense), "fp16_gemm_fraction": frac(fp16, dense),
         "dense_fp16_tflops": dense["tflops"] if dense else None,
         "gemm_model": gemm_model(rec, run, fp16),
@@ -141,6 +142,33 @@ def launch_gap(win: dict | None, torch: dict) -> dict:
                              for d in ("float32", "float16")}}
 
 
+def behind_torch_best(rec: dict, win: dict | None, torch: dict) -> dict | None:
+    """Where PyTorch's best variant beat our winner: the cuDNN configuration it ran (from
+    cuDNN's API log) and what that same configuration took in our run, so the report can
+    say whether PyTorch chose another configuration or ran the same one faster. None
+    where our winner was at least as fast (or nothing was compared)."""
+    best_ = torch.get("best") or {}
+    if not win or not best_.get("ms") or best_["ms"] >= median_ms(win):
+        return None
+    dtype = best_["variant"].split()[0]
+    config = (torch.get("cudnn") or {}).get(dtype)
+    same = next((c for c in verified(rec) if c["config"] == config), None)
+    return {"variant": best_["variant"], "torch_ms": best_["ms"], "torch_config": config,
+            "ours_ms": median_ms(win), "ours_timed_as": win.get("timed_as") or "plain",
+            "same_config_ms": median_ms(same),
+            "same_config_timed_as": (same.get("timed_as") or "plain") if same else None,
+            "same_config_is_winner": bool(same and same["config"] == win["config"])}
+
+
+def _vs_best(rows: list[dict]) -> dict:
+    """Our verified winner against PyTorch's best variant, over the shapes where both ran:
+    the target is at least as fast (ratio ≥ 1) at every one."""
+    ratios = [r["speedup_torch_best"] for r in rows if r["speedup_torch_best"] is not None]
+    return {"target": 1.0, "shapes": len(ratios), "at_least_as_fast": sum(v >= 1 for v in ratios),
+            "min": min(ratios) if ratios else None, "max": max(ratios) if ratios else None,
+            "met": bool(ratios) and min(ratios) >= 1.0}
+
+
 def summarise(records: list[dict], runs: list[dict], overhead: dict | None = None) -> dict:
     by_session = {r["session"]: r for r in runs}
     rows = [shape_row(r, by_session.get(r.get("session"))) for r in records]
@@ -160,6 +188,7 @@ def summarise(records: list[dict], runs: list[dict], overhead: dict | None = Non
                                    "min": min(fracs) if fracs else None,
                                    "max": max(fracs) if fracs else None,
                                    "met": bool(fracs) and min(fracs) >= GEMM_TARGET},
+            "winner_vs_torch_best": _vs_best(rows),
             "overhead": None if not overhead else {
                 "target": overhead.get("target"), "worst": overhead.get("worst_ratio"),
                 "median": overhead.get("median_ratio"), "processes": overhead.get("processes", 1),

@@ -128,6 +128,34 @@ def _group_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _behind(rows: list[dict]) -> list[str]:
+    """Where PyTorch's best beat our winner, and what the same configuration took here."""
+    out = []
+    for r in rows:
+        b = r.get("behind_torch_best")
+        if not b:
+            continue
+        s = r["shape"]
+        name = f"{s['cell']} {s['seq_length']}, {s['layers']}, {s['hidden']}, {s['batch']}"
+        head = (f"- {name}: PyTorch {b['variant']} {b['torch_ms']:.4f} ms against our "
+                f"{r['winner']['config']} {b['ours_ms']:.4f} ms ({b['ours_timed_as']}). ")
+        cfg = b.get("torch_config")
+        if not cfg or cfg.startswith("not observed"):
+            out.append(head + f"PyTorch's cuDNN configuration was {cfg or 'not observed'}.")
+        elif b["same_config_ms"] is None:
+            out.append(head + f"PyTorch runs {cfg}, which is not among this benchmark's "
+                       "verified candidates: another configuration.")
+        else:
+            same = "our winner" if b["same_config_is_winner"] else "not our winner"
+            out.append(head + f"PyTorch runs {cfg} ({same}); here that configuration took "
+                       f"{b['same_config_ms']:.4f} ms ({b['same_config_timed_as']}), "
+                       f"{b['same_config_ms'] / b['torch_ms']:.2f}× PyTorch's time: the same "
+                       "cuDNN configuration, timed faster on PyTorch's side (see the overhead "
+                       "check for the same call side by side).")
+    return out or ["Nowhere: at every shape our verified winner was at least as fast as PyTorch's "
+                   "best variant."]
+
+
 def _refusals(rows: list[dict]) -> list[str]:
     from collections import Counter
     count = Counter((f["config"], f["outcome"], f["call"] or "", (f["reason"] or "")[:120])
@@ -239,6 +267,14 @@ def markdown(summary: dict) -> str:
                f"{_pct(ft['min'])}–{_pct(ft['max'])} of the dense FP16 GEMM rate — target ≥ "
                f"{_pct(ft['target'])}: **{'met' if ft['met'] else 'not met'}**" + (
                    "" if ft["met"] else "; why: see below") + ".")
+    vb = t.get("winner_vs_torch_best") or {}
+    if vb.get("shapes"):
+        out.append(f"- Our verified winner against PyTorch's best (fastest of its float32, float16 "
+                   f"and bfloat16 modules, eager or CUDA-graph-captured): at least as fast at "
+                   f"{vb['at_least_as_fast']} of {vb['shapes']} shapes, ratios "
+                   f"{_f(vb['min'])}–{_f(vb['max'])}× — target ≥ 1× everywhere: "
+                   f"**{'met' if vb['met'] else 'not met'}**"
+                   + ("" if vb["met"] else "; where not, see *Where PyTorch's best is faster*") + ".")
     if t.get("overhead"):
         o = t["overhead"]
         out.append(f"- Overhead of the ctypes path: worst ratio ours / PyTorch **{_f(o['worst'], '.3f')}**, "
@@ -274,6 +310,8 @@ def markdown(summary: dict) -> str:
             sorted((r for r in rows if r["group"] == group),
                    key=lambda r: (r["shape"]["cell"], r["shape"]["hidden"], r["shape"]["batch"],
                                   r["shape"]["seq_length"])))
+    if any(r.get("speedup_torch_best") is not None for r in rows):
+        out += ["", "## Where PyTorch's best is faster", ""] + _behind(rows)
     out += ["", "## Ceilings measured in each run", ""] + _gemm_table(runs)
     if summary.get("overhead"):
         out += ["", "## Overhead check: this project's ctypes path against torch.nn", ""] + \
