@@ -89,6 +89,13 @@ def _same_basis_speedup(base: dict | None, rec: dict, training: bool) -> float |
     return cost_ms(base, training, not both) / cost_ms(rec, training, not both)
 
 
+def _fastest_plain(rows: list) -> dict | None:
+    """The row fastest by plain calls: what a user who does not capture graphs deploys,
+    and what PyTorch's eager default is fairly compared with."""
+    timed = [r for r in rows if r.get("plain_ms") is not None]
+    return min(timed, key=lambda r: (r["plain_ms"], r["id"])) if timed else None
+
+
 def summarise(records: list, training: bool, torch_result: dict | None = None) -> dict:
     base = next((r for r in records if baseline.is_baseline(r)), None)
     base = base if base and base["outcome"] == "OK" else None
@@ -111,6 +118,7 @@ def summarise(records: list, training: bool, torch_result: dict | None = None) -
               for r in records if r["outcome"] != "OK"]
     return {"objective": "forward training + backward data + backward weights" if training
             else "forward inference", "ranked": rows, "winner": rows[0] if rows else None,
+            "best_plain": _fastest_plain(rows),
             "not_verified_or_refused": failed, "torch": torch_result,
             "candidates": len(records)}
 
@@ -146,6 +154,7 @@ def merge(summaries: list[dict]) -> dict:
     rows.sort(key=lambda r: (r["ms"], r["id"]))
     partly = sorted(set().union(*by_id) - set(everywhere))
     out = dict(summaries[-1], ranked=rows, winner=rows[0] if rows else None,
+               best_plain=_fastest_plain(rows),
                processes=len(summaries), torch=_merge_torch([s["torch"] for s in summaries]),
                not_in_every_process=partly,
                not_verified_or_refused=[f for s in summaries for f in s["not_verified_or_refused"]])
@@ -155,13 +164,13 @@ def merge(summaries: list[dict]) -> dict:
 def _merge_torch(results: list) -> dict | None:
     if not results or any(not r or "ms" not in r for r in results):
         return next((r for r in results if r and "ms" not in r), None)
-    out = dict(results[0], spread=_spread([r["ms"] for r in results]))
-    out["ms"] = out["spread"]["median"]
+    out = dict(results[0], spread={"ms": _spread([r["ms"] for r in results])})
+    out["ms"] = out["spread"]["ms"]["median"]
     if all(r.get("variants") for r in results):
         variants = {}
         for name in results[0]["variants"]:
             ms = [r["variants"].get(name, {}).get("ms") for r in results]
-            variants[name] = ({"ms": statistics.median(ms), "spread": _spread(ms)}
+            variants[name] = ({"ms": statistics.median(ms), "spread": {"ms": _spread(ms)}}
                               if None not in ms else
                               {"skipped": next(r["variants"][name].get("skipped", "not timed")
                                                for r in results if "ms" not in r["variants"][name])})
@@ -291,6 +300,10 @@ def main(argv=None) -> int:
           + (f", x{w['speedup_torch_best']:.2f} PyTorch's best ({best['variant']}, "
              f"{best['ms']:.4f} ms)" if w.get("speedup_torch_best") else "")
           + f"  [{summary['candidates']} candidates in {summary['wall_s']:.1f} s]")
+    e = summary["best_plain"]
+    if e and e["id"] != w["id"]:
+        print(f"without graphs (plain calls): {e['config']}  {e['plain_ms']:.4f} ms"
+              + (f", x{e['speedup_torch']:.2f} PyTorch's default" if e["speedup_torch"] else ""))
     return 0
 
 

@@ -89,27 +89,6 @@ def test_cli_rebuilds_the_report_without_touching_the_run(tmp_path):
     assert_one_line_exit_2(run("cudnn_rnn.bench_report", str(tmp_path)), "no bench.jsonl")
 
 
-def test_the_launch_gap_is_plain_over_captured_for_us_and_eager_over_graph_for_pytorch(recorded):
-    """On a recorded shape, as if its winner had been captured and PyTorch's variants timed."""
-    records, runs, _ = recorded
-    rec = json.loads(json.dumps(records[0]))
-    win = min((c for c in rec["candidates"] if c["outcome"] == "OK" and c["timing"]), key=ms)
-    win["plain_timing"] = dict(win["timing"])
-    win["timing"] = dict(win["timing"], median_ms=ms(win) / 2)
-    win["timed_as"] = "graph"
-    rec["torch"] = dict(rec["torch"], variants={"float16 eager": {"ms": 0.6},
-                                                "float16 graph": {"ms": 0.2},
-                                                "float32 eager": {"ms": 0.9},
-                                                "float32 graph": {"skipped": "capture failed"}},
-                        best={"variant": "float16 graph", "ms": 0.2})
-    row = report.shape_row(rec, runs[0])
-    assert row["launch_gap"] == {"ours": pytest.approx(2.0), "torch_float16": pytest.approx(3.0),
-                                 "torch_float32": None}
-    assert row["speedup_torch_best"] == pytest.approx(0.2 / ms(win))
-    md = report.markdown(report.summarise([rec], runs))
-    assert "float16 graph" in md and "2.00, 3.00" in md
-
-
 @pytest.mark.parametrize("torch_config, says", [
     ("winner", "(our winner); here that configuration took"),
     ("other", "(not our winner); here that configuration took"),

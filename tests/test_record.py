@@ -147,36 +147,6 @@ def _with_graphs(rec: dict, factor: float, refused: str | None = None) -> dict:
     return dict(rec, graph_timings=graph, graph_refused=why)
 
 
-def test_ranking_and_speedups_use_replays_where_captured_and_say_which():
-    from cudnn_rnn import tune
-    from cudnn_rnn.matrix.record import ranked_timing
-    recs = [r for r in read_records(FIX / "h200-919" / "default.jsonl")[0]
-            if r["outcome"] == "OK" and r["cell"] == "LSTM" and r["shape"]["batch"] == 64
-            and r["shape"]["layers"] == 2]
-    base = next(r for r in recs if baseline.is_baseline(r))
-    other = next(r for r in recs if not baseline.is_baseline(r))
-    captured, refused = _with_graphs(base, 0.5), _with_graphs(other, 0.5, "CUDA ended it")
-    assert problem_free_json(captured) and problem_free_json(refused)
-    assert ranked_timing(captured, "forward_inference")[1] == "graph"
-    assert ranked_timing(refused, "forward_inference") == (other["timings"]["forward_inference"],
-                                                           "plain")
-    assert tune.basis(refused, training=False) == "plain"
-    assert tune.basis(refused, training=True) == "graph"
-    add_speedup(refused, {captured["id"]: captured})
-    # forward inference: plain over plain (one side refused); training: replay over replay
-    assert refused["speedup"]["forward_inference"] == round(
-        base["timings"]["forward_inference"]["median_ms"]
-        / other["timings"]["forward_inference"]["median_ms"], 4)
-    assert refused["speedup"]["forward_training"] == round(
-        captured["graph_timings"]["forward_training"]["median_ms"]
-        / refused["graph_timings"]["forward_training"]["median_ms"], 4)
-    ranked = tune.summarise([captured, refused], training=False)["ranked"]
-    by_id = {r["id"]: r for r in ranked}
-    assert by_id[captured["id"]]["basis"] == "graph" and by_id[refused["id"]]["basis"] == "plain"
-    assert by_id[refused["id"]]["graph_refused"] == {"forward_inference": "CUDA ended it"}
-    assert by_id[captured["id"]]["plain_ms"] == base["timings"]["forward_inference"]["median_ms"]
-
-
 def problem_free_json(rec: dict) -> bool:
     from cudnn_rnn.matrix.jsontypes import problem
     return problem(rec, RECORD, "rec") is None

@@ -143,6 +143,17 @@ def test_processes_merge_to_medians_and_keep_ratios_measured_in_each(lstm_record
     assert "float16 graph (best)" in tune.torch_table(merged["torch"])
 
 
+def test_pytorchs_variants_merge_with_their_range_over_processes():
+    runs = [{"ms": ms, "variants": {"float32 eager": {"ms": ms}, "float16 graph": {"ms": ms / 4}}}
+            for ms in (1.0, 1.2, 1.6)]
+    merged = tune._merge_torch(runs)
+    assert merged["ms"] == pytest.approx(1.2)
+    assert merged["spread"]["ms"] == {"median": 1.2, "min": 1.0, "max": 1.6}
+    assert merged["variants"]["float16 graph"]["spread"]["ms"]["max"] == pytest.approx(0.4)
+    text = tune.torch_table(merged)
+    assert "0.3000 (0.2500-0.4000)" in text and "1.2000 (1.0000-1.6000)" in text
+
+
 def test_a_candidate_missing_from_one_process_is_not_ranked(lstm_records):
     first = tune.summarise(lstm_records, False)
     dropped = first["ranked"][0]["id"]
