@@ -27,6 +27,7 @@ from cudnn_rnn.compare.pytorch import torch_job
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.timing import tflops
 from cudnn_rnn.matrix import baseline
+from cudnn_rnn.matrix.bench import vs_torch_best
 from cudnn_rnn.matrix.record import config_label, max_error, ranked_timing
 from cudnn_rnn.matrix.spec import Cell, baseline_first
 
@@ -100,10 +101,11 @@ def summarise(records: list, training: bool, torch_result: dict | None = None) -
     base = next((r for r in records if baseline.is_baseline(r)), None)
     base = base if base and base["outcome"] == "OK" else None
     ranked = rank(records, training, include_baseline=True)
-    best_ms = ((torch_result or {}).get("best") or {}).get("ms")  # PyTorch's fastest variant
     rows = []
     for r in ranked:
         ms = cost_ms(r, training)
+        vs_best, best_variant = vs_torch_best(torch_result, ms if basis(r, training) == "graph"
+                                              else None, cost_ms(r, training, True))
         flop = r["flop"] * (len(TRAINING_KINDS) if training else 1)
         rows.append({"id": r["id"], "config": config_label(r),
                      "ms": ms, "basis": basis(r, training), "plain_ms": cost_ms(r, training, True),
@@ -112,7 +114,8 @@ def summarise(records: list, training: bool, torch_result: dict | None = None) -
                      "speedup_fp32": _same_basis_speedup(base, r, training),
                      "speedup_torch": (torch_result["ms"] / cost_ms(r, training, True))
                      if torch_result and torch_result.get("ms") else None,  # eager: plain calls
-                     "speedup_torch_best": (best_ms / ms) if best_ms else None})
+                     "speedup_torch_best": vs_best,
+                     "torch_best_variant": (best_variant or {}).get("variant")})
     failed = [{"id": r["id"], "outcome": r["outcome"], "call": r.get("failed_call"),
                "status": r.get("status"), "reason": r.get("reason")}
               for r in records if r["outcome"] != "OK"]
@@ -148,6 +151,9 @@ def merge(summaries: list[dict]) -> dict:
     for i in everywhere:
         row = dict(by_id[0][i])
         row["basis"] = "/".join(sorted({rows[i]["basis"] for rows in by_id}))
+        # the variant each process compared with (they may differ between processes)
+        row["torch_best_variant"] = "/".join(sorted(
+            {rows[i].get("torch_best_variant") for rows in by_id} - {None})) or None
         row["spread"] = {k: _spread([rows[i][k] for rows in by_id]) for k in SPREAD_KEYS}
         row.update({k: v["median"] for k, v in row["spread"].items()})
         rows.append(row)
@@ -290,21 +296,27 @@ def main(argv=None) -> int:
         print("no candidate verified against the float64 reference")
         return 1
     torch_result = summary["torch"]
-    best = (torch_result or {}).get("best") or {}
     over = f" (medians over {args.processes} processes)" if args.processes > 1 else ""
     print(f"\nwinner ({summary['objective']}){over}: {w['config']}  {w['ms']:.4f} ms "
           f"({w['basis']}; plain calls {w['plain_ms']:.4f} ms), {w['tflops']:.2f} TFLOPS, "
-          f"max error {w['max_error']:.1e}, x{w['speedup_fp32']:.2f} true FP32"
-          + (f", x{w['speedup_torch']:.2f} PyTorch's default" if w["speedup_torch"] else
+          f"max error {w['max_error']:.1e}, {_x(w['speedup_fp32'])} true FP32"
+          + (f", {_x(w['speedup_torch'])} PyTorch's default" if torch_result
+             and "ms" in torch_result else
              f"; PyTorch: {(torch_result or {}).get('skipped', 'not compared')}")
-          + (f", x{w['speedup_torch_best']:.2f} PyTorch's best ({best['variant']}, "
-             f"{best['ms']:.4f} ms)" if w.get("speedup_torch_best") else "")
+          + (f", {_x(w['speedup_torch_best'])} PyTorch's best {w['torch_best_variant']}"
+             if w.get("torch_best_variant") else "")
           + f"  [{summary['candidates']} candidates in {summary['wall_s']:.1f} s]")
     e = summary["best_plain"]
     if e and e["id"] != w["id"]:
-        print(f"without graphs (plain calls): {e['config']}  {e['plain_ms']:.4f} ms"
-              + (f", x{e['speedup_torch']:.2f} PyTorch's default" if e["speedup_torch"] else ""))
+        print(f"without graphs (plain calls): {e['config']}  {e['plain_ms']:.4f} ms, "
+              f"{_x(e['speedup_torch'])} PyTorch's default")
     return 0
+
+
+def _x(ratio: float | None) -> str:
+    """A speed-up as printed; n/a where it could not be measured (e.g. the FP32 baseline
+    did not verify in some process)."""
+    return "x n/a" if ratio is None else f"x{ratio:.2f}"
 
 
 def cli(argv=None) -> int:

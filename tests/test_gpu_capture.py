@@ -57,4 +57,11 @@ def test_the_tuner_ranks_by_replays_and_shows_the_plain_calls(cuda):
     print(f"\nwinner {winner['config']}: {winner['ms']:.4f} ms as {winner['basis']}, "
           f"plain {winner['plain_ms']:.4f} ms")
     assert [r["ms"] for r in rows] == sorted(r["ms"] for r in rows)
-    assert winner["basis"] in ("graph", "mixed", "plain")
+    # on the H200 every forward inference of the seed shape captured (246 of 246 cells in
+    # the default matrix at bacd850): a refusal here is a regression, not a measurement
+    assert {r["basis"] for r in rows} == {"graph"}, [(r["config"], r["graph_refused"])
+                                                     for r in rows if r["basis"] != "graph"]
+    variants = (summary["torch"] or {}).get("variants") or {}
+    if variants:  # PyTorch importable: its best graph-captured variant is what we face
+        assert "ms" in variants["float16 graph"], variants["float16 graph"]
+        assert winner["torch_best_variant"].endswith(" graph")

@@ -115,3 +115,16 @@ def test_graph_captured_pairs_are_reported_and_refusals_say_why():
     assert "not captured: " in text and "CUDA ended the capture: X" in text
     assert "CUDA-graph-captured" not in "\n".join(report._overhead_lines(
         json.loads((FIXTURES / "overhead" / "overhead-7444781.json").read_text())))
+
+
+def test_the_captured_pair_is_merged_over_processes_like_the_plain_one(two_processes):
+    first, second = (json.loads(json.dumps(rows)) for rows in two_processes)
+    i = next(k for k, r in enumerate(first) if "ratio" in r and "ratio" in second[k])
+    first[i]["captured"] = {"ours_ms": 0.2, "torch_ms": 0.25, "ratio": 0.8}
+    second[i]["captured"] = {"ours_ms": 0.3, "torch_ms": 0.25, "ratio": 1.2}
+    row = measuring.merge_processes([first, second])[i]
+    assert row["captured"]["ratio"] == pytest.approx(1.0)  # the median of 0.8 and 1.2
+    assert (row["captured"]["ratio_min"], row["captured"]["ratio_max"]) == (0.8, 1.2)
+    assert row["captured"]["processes"] == 2
+    second[i]["captured"] = {"skipped": "ours: CUDA ended the capture: X"}
+    assert measuring.merge_processes([first, second])[i]["captured"] == second[i]["captured"]

@@ -147,11 +147,6 @@ def _with_graphs(rec: dict, factor: float, refused: str | None = None) -> dict:
     return dict(rec, graph_timings=graph, graph_refused=why)
 
 
-def problem_free_json(rec: dict) -> bool:
-    from cudnn_rnn.matrix.jsontypes import problem
-    return problem(rec, RECORD, "rec") is None
-
-
 def test_a_graph_timing_needs_its_plain_timing_and_no_refusal_beside_it():
     from cudnn_rnn.matrix.jsontypes import problem
     rec = next(r for r in read_records(FIX / "h200-919" / "default.jsonl")[0]

@@ -1,10 +1,13 @@
 """The tuner's search space, ranking and output, from recorded real runs (no GPU needed)."""
+from pathlib import Path
+
 import pytest
 
 from cudnn_rnn.bindings.enums import DataType, MathType, RNNMode
 from cudnn_rnn import tune
 from cudnn_rnn.matrix import baseline
 from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.matrix.record import read_records
 from cudnn_rnn.reporting import load
 from cudnn_rnn.compare.pytorch import time_torch
 
@@ -72,12 +75,28 @@ def test_torch_speedup_is_its_time_over_ours(lstm_records):
         assert r["speedup_torch_best"] is None  # no variants were timed
 
 
-def test_speedup_over_pytorchs_best_uses_its_fastest_variant(lstm_records):
-    best = {"variant": "float16 graph", "ms": 0.25}
-    s = tune.summarise(lstm_records, False, {"ms": 2.0, "best": best})
+def test_speedup_over_pytorchs_best_compares_like_with_like(lstm_records, captured_records):
+    variants = {"float16 graph": {"ms": 0.25}, "bfloat16 graph": {"ms": 0.3},
+                "float16 eager": {"ms": 0.6}, "float32 eager": {"ms": 2.0}}
+    torch = {"ms": 2.0, "variants": variants, "best": {"variant": "float16 graph", "ms": 0.25}}
+    # a run timed by plain calls only: PyTorch's fastest eager variant over our plain calls
+    s = tune.summarise(lstm_records, False, torch)
     for r in s["ranked"]:
+        assert r["basis"] == "plain" and r["torch_best_variant"] == "float16 eager"
+        assert r["speedup_torch_best"] == pytest.approx(0.6 / r["plain_ms"])
+    # a captured run: its fastest graph-captured variant over our replays
+    s = tune.summarise(captured_records, False, torch)
+    for r in s["ranked"]:
+        assert r["basis"] == "graph" and r["torch_best_variant"] == "float16 graph"
         assert r["speedup_torch_best"] == pytest.approx(0.25 / r["ms"])
     assert "x torch best" in tune.table(s).splitlines()[0]
+
+
+@pytest.fixture(scope="module")
+def captured_records():
+    recs, _ = read_records(Path(__file__).parent / "fixtures" / "graphs-h200-919"
+                           / "default.jsonl")
+    return [r for r in recs if r["cell"] == "LSTM"]
 
 
 def test_torch_comparison_is_skipped_with_a_reason_when_unavailable():

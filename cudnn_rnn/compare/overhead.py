@@ -158,19 +158,26 @@ def _captured_pair(cp, flow, ours, theirs, reps: int, budget_s: float) -> dict:
     ``{"skipped": why}`` when either side cannot be captured."""
     from cudnn_rnn.compare.pytorch import graph_of
     from cudnn_rnn.engine import capture, timing
+    from cudnn_rnn.bindings.errors import CudnnError
+    from cudnn_rnn.engine.gpu import cuda_errors
     try:
         graph = capture.capture(flow, lambda f: ours())
         capture.check_replay(flow, lambda f: ours(), graph, capture.FORWARD_OUTPUTS)
-    except Exception as exc:  # refused, or the check itself failed: the plain pair stands
-        return {"skipped": f"ours: {exc if isinstance(exc, capture.CaptureRefused) else repr(exc)}"}
+    except capture.CaptureRefused as exc:  # the plain pair stands
+        return {"skipped": f"ours: {exc}"}
+    except (CudnnError,) + cuda_errors(cp) as exc:  # the check's own calls failed
+        return {"skipped": f"ours: the capture's check failed: {type(exc).__name__}: {exc}"}
     try:
         replay = graph_of(theirs)
-        a = timing.time_call(cp, flow.stream, lambda: graph.launch(flow.stream), reps, 3,
-                             budget_s)
-        b = timing.time_call(cp, flow.stream, replay, reps, 3, budget_s)
-    except Exception as exc:
-        return {"skipped": f"PyTorch's capture or a replay: {type(exc).__name__}: {exc}"}
-    return {"ours_ms": a.median_ms, "torch_ms": b.median_ms, "ratio": a.median_ms / b.median_ms}
+    except RuntimeError as exc:  # PyTorch's errors, CUDA's included, are RuntimeErrors
+        return {"skipped": f"PyTorch's capture: {type(exc).__name__}: {exc}"}
+    # alternate which side goes first, as the plain pair does, so drift cancels
+    sides = [(lambda: graph.launch(flow.stream), []), (replay, [])]
+    for i in range(3):
+        for fn, medians in (sides if i % 2 == 0 else sides[::-1]):
+            medians.append(timing.time_call(cp, flow.stream, fn, reps, 3, budget_s).median_ms)
+    a, b = (statistics.median(medians) for _, medians in sides)
+    return {"ours_ms": a, "torch_ms": b, "ratio": a / b}
 
 
 def merge_processes(per_process: list[list[dict]]) -> list[dict]:
@@ -178,7 +185,8 @@ def merge_processes(per_process: list[list[dict]]) -> list[dict]:
 
     With one process a row is as measured (ratio = median over its rounds, range = over
     rounds). With more, the first process's row is kept for its details, ``processes``
-    lists each process's figures, and ``ratio``/``ours``/``torch`` become medians over
+    lists each process's figures, and ``ratio``/``ours``/``torch`` (and the captured
+    pair's, :func:`_merge_captured`) become medians over
     processes with ``ratio_min``/``ratio_max`` the range of the per-process ratios: the
     spread between processes, which on launch-bound shapes exceeds that between rounds."""
     if len(per_process) == 1:
@@ -201,6 +209,22 @@ def merge_processes(per_process: list[list[dict]]) -> list[dict]:
         row.update(ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios),
                    ours=dict(row["ours"], median_ms=statistics.median(p["ours_ms"] for p in row["processes"])),
                    torch=dict(row["torch"], median_ms=statistics.median(p["torch_ms"] for p in row["processes"])),
-                   arguments_differ=sorted({k for r in measured for k in r.get("arguments_differ", [])}))
+                   arguments_differ=sorted({k for r in measured for k in r.get("arguments_differ", [])}),
+                   captured=_merge_captured([r.get("captured") for r in measured]))
         merged.append(row)
     return merged
+
+
+def _merge_captured(per_process: list) -> dict | None:
+    """The captured pair over processes: medians and the range of the per-process ratios,
+    or the first process's reason when any process could not capture."""
+    if any(c is None for c in per_process):
+        return None
+    skipped = next((c for c in per_process if "ratio" not in c), None)
+    if skipped is not None:
+        return skipped
+    ratios = [c["ratio"] for c in per_process]
+    return {"ours_ms": statistics.median(c["ours_ms"] for c in per_process),
+            "torch_ms": statistics.median(c["torch_ms"] for c in per_process),
+            "ratio": statistics.median(ratios), "ratio_min": min(ratios),
+            "ratio_max": max(ratios), "processes": len(per_process)}

@@ -138,7 +138,7 @@ def _variant(cell, seq, layers, hidden, batch, input_size, bidirectional, traini
     if captured:
         try:
             step = graph_of(step)
-        except Exception as exc:  # PyTorch refused to capture: say why, keep eager
+        except RuntimeError as exc:  # PyTorch refused to capture: say why
             return {"skipped": f"capture failed: {type(exc).__name__}: {exc}"}
     t = time_step(step, reps, warmup, budget_s)
     return dict(t, ms=t["median_ms"])
@@ -148,7 +148,7 @@ def _guarded(*args) -> dict:
     """:func:`_variant`, with a failure of that one variant recorded as its ``skipped``."""
     try:
         return _variant(*args)
-    except Exception as exc:
+    except RuntimeError as exc:  # PyTorch's errors (CUDA's, out of memory) are RuntimeErrors
         return {"skipped": f"{type(exc).__name__}: {exc}"}
 
 
@@ -163,12 +163,13 @@ def time_torch(cell: str, seq: int, layers: int, hidden: int, batch: int, input_
     if why:
         return {"skipped": why}
     shape = (cell, seq, layers, hidden, batch, input_size, bidirectional, training)
-    default = _variant(*shape, "float32", False, reps, warmup, budget_s)
+    default = _variant(*shape, "float32", False, reps, warmup, budget_s)  # measured once:
     out = dict(default, dtype="float32", objective="training step (forward + backward)"
                if training else "inference (eval, no_grad)", **versions())
-    if best:
-        variants = {f"{d} {'graph' if g else 'eager'}": _guarded(*shape, d, g, reps, warmup,
-                                                                 budget_s)
+    if best:  # ... and shown again as the "float32 eager" variant
+        variants = {f"{d} {'graph' if g else 'eager'}":
+                    default if (d, g) == ("float32", False)
+                    else _guarded(*shape, d, g, reps, warmup, budget_s)
                     for d in VARIANT_DTYPES for g in (False, True)}
         timed = {k: v for k, v in variants.items() if "ms" in v}
         name = min(timed, key=lambda k: timed[k]["ms"]) if timed else None
@@ -178,8 +179,9 @@ def time_torch(cell: str, seq: int, layers: int, hidden: int, batch: int, input_
 
 
 def torch_job(cfg, training: bool, reps: int) -> tuple[str, dict]:
-    """The worker job that times PyTorch's default module at ``cfg``'s shape: (name, params)
-    for :meth:`cudnn_rnn.matrix.worker.Worker.job`."""
+    """The worker job that times PyTorch's modules at ``cfg``'s shape (its default and, see
+    :func:`time_torch`, every variant): (name, params) for
+    :meth:`cudnn_rnn.matrix.worker.Worker.job`."""
     return name_of(time_torch), {
         "cell": cfg.mode.name, "seq": cfg.seq_length, "layers": cfg.num_layers,
         "hidden": cfg.hidden_size, "batch": cfg.mini_batch, "input_size": cfg.input_size,
@@ -199,14 +201,21 @@ def observe(requests: list[dict], timeout: float = 300.0) -> list[dict]:
         log = Path(tmp) / "cudnn_api.log"
         env = dict(os.environ, CUDNN_LOGLEVEL_DBG="3", CUDNN_LOGDEST_DBG=str(log),
                    PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        proc = subprocess.run([sys.executable, "-m", "cudnn_rnn.compare.pytorch"],
-                              input=json.dumps(requests), capture_output=True, text=True,
-                              env=env, timeout=timeout)
+        try:
+            proc = subprocess.run([sys.executable, "-m", "cudnn_rnn.compare.pytorch"],
+                                  input=json.dumps(requests), capture_output=True, text=True,
+                                  env=env, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return [{"skipped": f"PyTorch's logged run took over {timeout:g} s"}
+                    for _ in requests]
         if proc.returncode != 0 or not log.exists():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
             return [{"skipped": f"PyTorch's logged run failed: {tail[0]}"} for _ in requests]
         calls = apilog.parse(log.read_text(errors="replace"), only=("cudnnRNNForward",))
-    torch_versions = json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        torch_versions = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return [{"skipped": "PyTorch's logged run printed no versions line"} for _ in requests]
     forwards = [c for c in calls if c.name == "cudnnRNNForward"]
     out = []
     for req in requests:
@@ -219,7 +228,7 @@ def observe(requests: list[dict], timeout: float = 300.0) -> list[dict]:
 
 
 def settings_label(settings: dict) -> str:
-    """An observed configuration as DATA/PREC/MATH/ALGO (the records' names), plus its layout."""
+    """An observed configuration as DATA/PREC/MATH/ALGO (the records' names)."""
     from cudnn_rnn.bindings.enums import MathType
     return (f"{settings['dataType']}/{settings['mathPrec']}/"
             f"{MathType[settings['mathMode']].short}/{settings['algo']}")

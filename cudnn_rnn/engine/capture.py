@@ -15,7 +15,9 @@ state and every output byte is compared.
 """
 from __future__ import annotations
 
+from cudnn_rnn.bindings.errors import CudnnError
 from cudnn_rnn.engine import timing
+from cudnn_rnn.engine.gpu import cuda_errors
 
 ZEROED = ("dw",)  # outputs the call accumulates into (CUDNN_WGRAD_MODE_ADD)
 # State a call reads and may also write: cudnnRNNBackwardData_v8 writes into the reserve
@@ -43,18 +45,25 @@ def capture(flow, call):
     stream = flow.stream
     stream.synchronize()
     stream.begin_capture()
+    refusals = (CudnnError,) + cuda_errors(flow.cp)  # anything else is this tool's bug
     try:
         call(flow)
-    except Exception as exc:  # a cuDNN status, or CUDA refusing an operation while capturing
+    except refusals as exc:  # a cuDNN status, or CUDA refusing an operation while capturing
         try:
             stream.end_capture()
-        except Exception:  # the capture was invalidated as well: it is ended either way
+        except cuda_errors(flow.cp):  # the capture was invalidated as well: ended either way
             pass
         raise CaptureRefused(f"the call failed while captured: {type(exc).__name__}: {exc}") \
             from None
+    except BaseException:  # this tool's own error: end the capture, then let it surface
+        try:
+            stream.end_capture()
+        except cuda_errors(flow.cp):
+            pass
+        raise
     try:
         graph = stream.end_capture()
-    except Exception as exc:  # CUDA invalidated the capture (a synchronising call inside)
+    except cuda_errors(flow.cp) as exc:  # CUDA invalidated the capture (a synchronising call)
         raise CaptureRefused(f"CUDA ended the capture: {type(exc).__name__}: {exc}") from None
     return graph
 

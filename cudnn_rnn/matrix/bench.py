@@ -178,6 +178,25 @@ def bench_shape(worker, shape: BenchShape, spec: BenchSpec, session: str, timeou
             "duration_s": round(time.perf_counter() - started, 3)}
 
 
+def torch_best(torch: dict | None, graph: bool) -> dict | None:
+    """PyTorch's fastest variant of one kind, graph-captured or eager: ``{variant, ms}``."""
+    timed = {k: v["ms"] for k, v in ((torch or {}).get("variants") or {}).items()
+             if "ms" in v and k.endswith(" graph" if graph else " eager")}
+    name = min(timed, key=timed.get) if timed else None
+    return {"variant": name, "ms": timed[name]} if name else None
+
+
+def vs_torch_best(torch: dict | None, replay_ms: float | None, plain_ms: float | None
+                  ) -> tuple[float | None, dict | None]:
+    """PyTorch's best over ours, like with like: its fastest graph-captured variant over our
+    replays (``replay_ms``, given only where every call compared was captured), else its
+    fastest eager variant over our plain calls. Returns (ratio, the variant compared)."""
+    for ours, theirs in ((replay_ms, torch_best(torch, True)), (plain_ms, torch_best(torch, False))):
+        if ours and theirs:
+            return theirs["ms"] / ours, theirs
+    return None, None
+
+
 def fp16_target(shape: dict) -> bool:
     """The shapes of the FP16 target: LSTM with hidden ≥ 2048 and batch ≥ 128."""
     return shape["cell"] == "LSTM" and shape["hidden"] >= 2048 and shape["batch"] >= 128

@@ -23,7 +23,9 @@ import numpy as np
 from cudnn_rnn.bindings.enums import ForwardMode, StatusV9, status_category
 from cudnn_rnn.check import reference
 from cudnn_rnn.check.verify import compare_with, expected, to_host
+from cudnn_rnn.bindings.errors import CudnnError
 from cudnn_rnn.engine import capture, readback, timing
+from cudnn_rnn.engine.gpu import cuda_errors
 from cudnn_rnn.engine.flow import FlowResult, RNNFlow
 from cudnn_rnn.engine.values import HostValues, values_key
 from cudnn_rnn.matrix.record import Record
@@ -165,7 +167,8 @@ def time_cell(flow: RNNFlow, reps: int, warmup: int, kinds: tuple | None = None,
     """(plain timings, graph-replay timings, why a call's capture was refused), by call.
 
     A captured call's replays get the repeats and the budget; its plain calls then get a
-    :data:`PLAIN_SHARE` of them (never fewer than five), so capturing replaces repeats
+    :data:`PLAIN_SHARE` of them (at least five, or all of them when fewer were asked
+    for), so capturing replaces repeats
     rather than adding to them. A refused call keeps its full plain timing."""
     flop = flow.cfg.flop_count()
     plain, replayed, refused = {}, {}, {}
@@ -184,8 +187,8 @@ def time_cell(flow: RNNFlow, reps: int, warmup: int, kinds: tuple | None = None,
                 share, plain_warmup = PLAIN_SHARE, 1  # the replays have warmed it up
             except capture.CaptureRefused as exc:
                 refused[name] = str(exc)
-            except Exception as exc:  # the check's own calls or copies failed: is CUDA well?
-                healthy(flow, exc)
+            except (CudnnError,) + cuda_errors(flow.cp) as exc:  # the check's calls or copies
+                healthy(flow, exc)  # failed: a refusal only if CUDA is still well
                 refused[name] = f"the capture's check failed: {type(exc).__name__}: {exc}"
         t = timing.time_call(flow.cp, flow.stream, lambda: call(flow),
                              max(reps // share, min(5, reps)), plain_warmup,

@@ -21,6 +21,7 @@ from cudnn_rnn.engine.config import GATES
 from cudnn_rnn.engine.timing import seconds_at, tflops
 from cudnn_rnn.matrix import baseline
 from cudnn_rnn.matrix.bench import (BENCH_RECORD, GEMM_TARGET, TORCH_TARGET, best, fp16_target,
+                                    vs_torch_best,
                                     median_ms, read_overhead, read_run_file, verified)
 from cudnn_rnn.matrix.errors import BadInput, MalformedResults
 from cudnn_rnn.matrix.record import read_records, write_json
@@ -89,6 +90,8 @@ def shape_row(rec: dict, run: dict | None) -> dict:
     torch = rec.get("torch") or {}
     dense = gemm_of(run, "float16 8192x8192x8192")
     eager = min(verified(rec), key=lambda c: (plain_ms(c), c["config"]), default=None)
+    vs_best = vs_torch_best(torch, median_ms(win) if win and win.get("timed_as") == "graph"
+                            else None, plain_ms(win))
 
     def frac(c, rate):
         return c["tflops"] / rate["tflops"] if c and c.get("tflops") and rate else None
@@ -102,8 +105,8 @@ def shape_row(rec: dict, run: dict | None) -> dict:
         # which need not be the winner's configuration (persistent kernels launch less)
         "plain_winner": eager,
         "speedup_torch": _ratio(torch.get("ms"), plain_ms(eager)),
-        "torch_best": torch.get("best"),
-        "speedup_torch_best": _ratio((torch.get("best") or {}).get("ms"), median_ms(win)),
+        "torch_best": vs_best[1],  # the variant compared with: graph with graph, else eager
+        "speedup_torch_best": vs_best[0],
         "launch_gap": launch_gap(win, torch),
         "behind_torch_best": behind_torch_best(rec, win, torch),
         "gemm_fraction": frac(win, dense), "fp16_gemm_fraction": frac(fp16, dense),
@@ -151,16 +154,24 @@ def behind_torch_best(rec: dict, win: dict | None, torch: dict) -> dict | None:
     cuDNN's API log) and what that same configuration took in our run, so the report can
     say whether PyTorch chose another configuration or ran the same one faster. None
     where our winner was at least as fast (or nothing was compared)."""
-    best_ = torch.get("best") or {}
-    if not win or not best_.get("ms") or best_["ms"] >= median_ms(win):
+    graph = bool(win and win.get("timed_as") == "graph")
+    ratio, best_ = vs_torch_best(torch, median_ms(win) if graph else None, plain_ms(win))
+    if ratio is None or ratio >= 1:
         return None
     dtype = best_["variant"].split()[0]
     config = (torch.get("cudnn") or {}).get(dtype)
     same = next((c for c in verified(rec) if c["config"] == config), None)
+    # both sides on one basis: our replays if PyTorch's best was captured, else plain calls
+    same_t = same and ((same["timing"] if same.get("timed_as") == "graph" else None)
+                       if graph else (same.get("plain_timing") or same["timing"]))
+    theirs = ((torch.get("variants") or {}).get(best_["variant"])) or {}
     return {"variant": best_["variant"], "torch_ms": best_["ms"], "torch_config": config,
-            "ours_ms": median_ms(win), "ours_timed_as": win.get("timed_as") or "plain",
-            "same_config_ms": median_ms(same),
-            "same_config_timed_as": (same.get("timed_as") or "plain") if same else None,
+            "torch_q": (theirs.get("q1_ms"), theirs.get("q3_ms")),
+            "ours_ms": median_ms(win) if graph else plain_ms(win),
+            "ours_timed_as": "graph" if graph else "plain",
+            "same_config_ms": same_t["median_ms"] if same_t else None,
+            "same_config_q": (same_t["q1_ms"], same_t["q3_ms"]) if same_t else (None, None),
+            "same_config_in_run": same is not None,
             "same_config_is_winner": bool(same and same["config"] == win["config"])}
 
 

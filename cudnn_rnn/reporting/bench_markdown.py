@@ -132,14 +132,16 @@ def _group_table(rows: list[dict]) -> list[str]:
     return lines
 
 
-# How far one configuration's replay median moved between processes: the widest spread
-# over three processes of the tuner at the seed shape on the H200 (2026-12-03,
-# HALF/FLOAT/DEFAULT/STANDARD 0.1965-0.2027 ms); within it, a ranking is noise.
-NOISE = 0.03
+def _overlap(a: tuple, b: tuple) -> bool | None:
+    """Whether two interquartile ranges overlap (None where one is unknown)."""
+    if None in a or None in b:
+        return None
+    return a[0] <= b[1] and b[0] <= a[1]
 
 
 def _behind(rows: list[dict]) -> list[str]:
-    """Where PyTorch's best beat our winner, and what the same configuration took here."""
+    """Where PyTorch's best beat our winner (like with like: graph with graph, else eager
+    with plain), and what the same cuDNN configuration took here on the same basis."""
     out = []
     for r in rows:
         b = r.get("behind_torch_best")
@@ -152,21 +154,32 @@ def _behind(rows: list[dict]) -> list[str]:
         cfg = b.get("torch_config")
         if not cfg or cfg.startswith("not observed"):
             out.append(head + f"PyTorch's cuDNN configuration was {cfg or 'not observed'}.")
-        elif b["same_config_ms"] is None:
+        elif not b.get("same_config_in_run", b["same_config_ms"] is not None):
             out.append(head + f"PyTorch runs {cfg}, which is not among this benchmark's "
                        "verified candidates: another configuration.")
+        elif b["same_config_ms"] is None:
+            out.append(head + f"PyTorch runs {cfg}; that configuration was not captured here, "
+                       "so there is no time of it on PyTorch's basis.")
         else:
             same = "our winner" if b["same_config_is_winner"] else "not our winner"
             ratio = b["same_config_ms"] / b["torch_ms"]
-            verdict = ("within the 3% that one configuration's replays moved between processes: the "
-                       "same configuration at the same speed, and the ranking within noise"
-                       if ratio <= 1 + NOISE else
-                       "the same cuDNN configuration, slower on our side by more than noise; "
-                       "this run does not say why (the overhead check times the same call "
-                       "side by side)")
+            q = b.get("same_config_q") or (None, None)
+            tq = tuple(b.get("torch_q") or (None, None))
+            overlap = _overlap(tuple(q), tq)
+            spread = ("" if overlap is None else
+                      f" (interquartile ranges: ours {q[0]:.4f}-{q[1]:.4f}, PyTorch's "
+                      f"{tq[0]:.4f}-{tq[1]:.4f})")
+            verdict = ("the same configuration at the same speed: the interquartile ranges "
+                       "of the timed calls overlap, so the order between the two is noise"
+                       if overlap else
+                       "the same cuDNN configuration, slower on our side beyond the spread of "
+                       "the timed calls; this run does not say why (the overhead check times "
+                       "the same call side by side)" if overlap is False else
+                       "the same cuDNN configuration; the spread of PyTorch's calls was not "
+                       "recorded, so this run cannot tell noise from a difference")
             out.append(head + f"PyTorch runs {cfg} ({same}); here that configuration took "
-                       f"{b['same_config_ms']:.4f} ms ({b['same_config_timed_as']}), "
-                       f"{ratio:.2f}× PyTorch's time: {verdict}.")
+                       f"{b['same_config_ms']:.4f} ms, {ratio:.2f}× PyTorch's time{spread}: "
+                       f"{verdict}.")
     return out or ["Nowhere: at every shape our verified winner was at least as fast as PyTorch's "
                    "best variant."]
 
@@ -235,7 +248,10 @@ def _overhead_lines(oh: dict) -> list[str]:
                   "call), replays timed on the same stream: ratios " + (", ".join(
                       f"{r['shape']['cell']} {r['shape']['hidden']}/{r['shape']['batch']} "
                       f"{r['shape']['dtype']} {r['fwd_mode'].lower()} "
-                      f"{r['captured']['ratio']:.3f}" for r in graphs) or "none")
+                      f"{r['captured']['ratio']:.3f}" + (
+                          f" ({r['captured']['ratio_min']:.3f}-{r['captured']['ratio_max']:.3f} "
+                          "over processes)" if "ratio_min" in r["captured"] else "")
+                      for r in graphs) or "none")
                   + (("; not captured: " + "; ".join(
                       f"{r['shape']['cell']} {r['shape']['hidden']}/{r['shape']['batch']}: "
                       f"{r['captured']['skipped']}" for r in refused)) if refused else "") + "."]

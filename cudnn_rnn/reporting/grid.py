@@ -17,9 +17,11 @@ SHORT_CALL = {
 }
 LEGEND = [
     ("`4.1 TF x1.9`", "verified against float64, then timed: forward-training TFLOPS and "
-                      "speed-up over FLOAT/FLOAT/FMA/STANDARD of the same cell and shape; from "
-                      "replays of the call's CUDA graph where it was captured (bit for bit the "
-                      "plain call's output; a time marked `g`), else from plain calls"),
+                      "speed-up over FLOAT/FLOAT/FMA/STANDARD of the same cell and shape. The "
+                      "time is from replays of the call's CUDA graph where it was captured (bit "
+                      "for bit the plain call's output; marked `g`), else from plain calls; the "
+                      "speed-up compares replays only where both the cell and its FP32 baseline "
+                      "were captured, else plain calls with plain calls"),
     ("`NS@SetRNN`", "CUDNN_STATUS_NOT_SUPPORTED returned by cudnnSetRNNDescriptor_v8"),
     ("`BP@...`", "CUDNN_STATUS_BAD_PARAM; other calls: SetData cudnnSetRNNDataDescriptor, "
                  "WSpace cudnnGetRNNWeightSpaceSize, TempSz cudnnGetRNNTempSpaceSizes, WParams "
