@@ -139,3 +139,22 @@ def test_where_pytorchs_best_wins_the_report_names_its_configuration_and_our_tim
         overlap = q1 <= t3 and t1 <= q3
         assert ("at the same speed" in line) == overlap
         assert ("slower on our side beyond the spread" in line) == (not overlap)
+
+
+def test_where_the_overhead_check_ran_the_same_call_the_report_cites_it(bench):
+    """The bench names PyTorch's configuration; the overhead check (here a recorded row,
+    moved to the shape in question) says what the same call took on both sides."""
+    import copy
+    import json
+    from cudnn_rnn.reporting import bench_markdown
+    row = next(r for r in bench["shapes"] if r["behind_torch_best"])
+    s = row["shape"]
+    recorded = json.loads((FIX / "overhead" / "overhead-7444781.json").read_text())
+    measured = copy.deepcopy(next(r for r in recorded["rows"] if "ratio" in r))
+    measured["shape"].update(cell=s["cell"], seq=s["seq_length"], layers=s["layers"],
+                             hidden=s["hidden"], batch=s["batch"], dtype="float16")
+    measured["training_mode"] = False
+    measured["captured"] = {"ours_ms": 0.2, "torch_ms": 0.19, "ratio": 1.05}
+    lines = bench_markdown._behind([row], {"rows": [measured]})
+    assert f"ours / PyTorch's {measured['ratio']:.3f} plain, 1.050 CUDA-graph-captured" in lines[0]
+    assert "ran PyTorch's own call" not in bench_markdown._behind([row], {"rows": []})[0]

@@ -139,7 +139,26 @@ def _overlap(a: tuple, b: tuple) -> bool | None:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-def _behind(rows: list[dict]) -> list[str]:
+def _same_call(r: dict, b: dict, overhead: dict | None) -> str:
+    """What the overhead check measured for this shape and PyTorch's data type: the same
+    cudnnRNNForward run both ways, side by side (empty when it did not measure it)."""
+    s, dtype = r["shape"], b["variant"].split()[0]
+    for row in (overhead or {}).get("rows", []):
+        o = row["shape"]
+        if (o["cell"], o["seq"], o["layers"], o["hidden"], o["batch"], o["dtype"]) != (
+                s["cell"], s["seq_length"], s["layers"], s["hidden"], s["batch"], dtype) \
+                or row.get("training_mode") or "ratio" not in row:
+            continue
+        cap = row.get("captured") or {}
+        return (" The overhead check ran PyTorch's own call both ways, side by side: ours / "
+                f"PyTorch's {row['ratio']:.3f} plain"
+                + (f", {cap['ratio']:.3f} CUDA-graph-captured" if "ratio" in cap else "")
+                + (f"; arguments that differ: {', '.join(row['arguments_differ'])}"
+                   if row.get("arguments_differ") else "; the same arguments") + ".")
+    return ""
+
+
+def _behind(rows: list[dict], overhead: dict | None = None) -> list[str]:
     """Where PyTorch's best beat our winner (like with like: graph with graph, else eager
     with plain), and what the same cuDNN configuration took here on the same basis."""
     out = []
@@ -179,7 +198,7 @@ def _behind(rows: list[dict]) -> list[str]:
                        "recorded, so this run cannot tell noise from a difference")
             out.append(head + f"PyTorch runs {cfg} ({same}); here that configuration took "
                        f"{b['same_config_ms']:.4f} ms, {ratio:.2f}× PyTorch's time{spread}: "
-                       f"{verdict}.")
+                       f"{verdict}." + _same_call(r, b, overhead))
     return out or ["Nowhere: at every shape our verified winner was at least as fast as PyTorch's "
                    "best variant."]
 
@@ -343,7 +362,7 @@ def markdown(summary: dict) -> str:
                    key=lambda r: (r["shape"]["cell"], r["shape"]["hidden"], r["shape"]["batch"],
                                   r["shape"]["seq_length"])))
     if any(r.get("speedup_torch_best") is not None for r in rows):
-        out += ["", "## Where PyTorch's best is faster", ""] + _behind(rows)
+        out += ["", "## Where PyTorch's best is faster", ""] + _behind(rows, summary.get("overhead"))
     out += ["", "## Ceilings measured in each run", ""] + _gemm_table(runs)
     if summary.get("overhead"):
         out += ["", "## Overhead check: this project's ctypes path against torch.nn", ""] + \
