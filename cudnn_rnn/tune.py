@@ -28,7 +28,7 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.timing import tflops
 from cudnn_rnn.matrix import baseline
 from cudnn_rnn.matrix.bench import vs_torch_best
-from cudnn_rnn.matrix.record import config_label, max_error, ranked_timing
+from cudnn_rnn.matrix.record import config_label, max_error, ranked_timing, same_basis_ratio
 from cudnn_rnn.matrix.spec import Cell, baseline_first
 
 ALGOS = (RNNAlgo.STANDARD, RNNAlgo.PERSIST_STATIC, RNNAlgo.PERSIST_DYNAMIC,
@@ -82,12 +82,15 @@ def rank(records: list, training: bool, include_baseline: bool = True) -> list[d
 
 
 def _same_basis_speedup(base: dict | None, rec: dict, training: bool) -> float | None:
-    """The baseline's time over ``rec``'s: replays over replays where both were captured
-    for every call of the objective, else plain over plain."""
+    """The baseline's time over ``rec``'s (:func:`~cudnn_rnn.matrix.record.same_basis_ratio`;
+    replays count only where every call of the objective was captured)."""
     if base is None:
         return None
-    both = basis(base, training) == basis(rec, training) == "graph"
-    return cost_ms(base, training, not both) / cost_ms(rec, training, not both)
+
+    def replay(r):
+        return cost_ms(r, training) if basis(r, training) == "graph" else None
+    return same_basis_ratio(replay(base), cost_ms(base, training, True),
+                            replay(rec), cost_ms(rec, training, True))
 
 
 def _fastest_plain(rows: list) -> dict | None:

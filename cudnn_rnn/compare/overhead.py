@@ -87,7 +87,7 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
     from cudnn_rnn import bindings
     from cudnn_rnn.check.verify import compare_with, expected
     from cudnn_rnn.compare.pytorch import DTYPES, build, step_fn
-    from cudnn_rnn.engine import readback, timing
+    from cudnn_rnn.engine import readback
     from cudnn_rnn.engine.flow import RNNFlow
     lib = bindings.loaded() or bindings.load()  # the worker's, whatever --cudnn named
     cfg = config_from_settings(shape, settings)
@@ -113,12 +113,8 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
         ours = lambda: flow.forward(mode, dev_seq_lengths=dev_seq)  # noqa: E731
         with torch.cuda.stream(torch.cuda.ExternalStream(flow.stream.ptr)):
             theirs = step_fn(model, x, state, training, pass_state=True, backward=False)
-            per_round = []
-            for i in range(rounds):  # alternate which side goes first, so drift cancels
-                first, second = (ours, theirs) if i % 2 == 0 else (theirs, ours)
-                x = timing.time_call(cp, flow.stream, first, reps, 3, budget_s).as_record()
-                y = timing.time_call(cp, flow.stream, second, reps, 3, budget_s).as_record()
-                per_round.append((x, y) if i % 2 == 0 else (y, x))
+            per_round = [(a.as_record(), b.as_record()) for a, b in
+                         _alternating(cp, flow.stream, ours, theirs, rounds, reps, budget_s)]
             (host_ours, idle_ours), (host_torch, idle_torch) = (
                 _idle_gpu_call(cp, flow.stream, ours), _idle_gpu_call(cp, flow.stream, theirs))
             host = {"ours_us": host_ours, "torch_us": host_torch}
@@ -157,7 +153,7 @@ def _captured_pair(cp, flow, ours, theirs, reps: int, budget_s: float) -> dict:
     (ours checked bit for bit against its plain call), replays timed on the same stream;
     ``{"skipped": why}`` when either side cannot be captured."""
     from cudnn_rnn.compare.pytorch import graph_of
-    from cudnn_rnn.engine import capture, timing
+    from cudnn_rnn.engine import capture
     from cudnn_rnn.bindings.errors import CudnnError
     from cudnn_rnn.engine.gpu import cuda_errors
     try:
@@ -171,13 +167,23 @@ def _captured_pair(cp, flow, ours, theirs, reps: int, budget_s: float) -> dict:
         replay = graph_of(theirs)
     except RuntimeError as exc:  # PyTorch's errors, CUDA's included, are RuntimeErrors
         return {"skipped": f"PyTorch's capture: {type(exc).__name__}: {exc}"}
-    # alternate which side goes first, as the plain pair does, so drift cancels
-    sides = [(lambda: graph.launch(flow.stream), []), (replay, [])]
-    for i in range(3):
-        for fn, medians in (sides if i % 2 == 0 else sides[::-1]):
-            medians.append(timing.time_call(cp, flow.stream, fn, reps, 3, budget_s).median_ms)
-    a, b = (statistics.median(medians) for _, medians in sides)
+    pairs = _alternating(cp, flow.stream, lambda: graph.launch(flow.stream), replay, 3, reps,
+                         budget_s)
+    a, b = (statistics.median(p[i].median_ms for p in pairs) for i in (0, 1))
     return {"ours_ms": a, "torch_ms": b, "ratio": a / b}
+
+
+def _alternating(cp, stream, ours, theirs, rounds: int, reps: int, budget_s: float) -> list:
+    """(ours, theirs) :class:`~cudnn_rnn.engine.timing.Timing` per round, timed on one
+    stream with the same method; which side goes first alternates, so drift cancels."""
+    from cudnn_rnn.engine import timing
+    out = []
+    for i in range(rounds):
+        first, second = (ours, theirs) if i % 2 == 0 else (theirs, ours)
+        x = timing.time_call(cp, stream, first, reps, 3, budget_s)
+        y = timing.time_call(cp, stream, second, reps, 3, budget_s)
+        out.append((x, y) if i % 2 == 0 else (y, x))
+    return out
 
 
 def merge_processes(per_process: list[list[dict]]) -> list[dict]:

@@ -45,22 +45,17 @@ def capture(flow, call):
     stream = flow.stream
     stream.synchronize()
     stream.begin_capture()
-    refusals = (CudnnError,) + cuda_errors(flow.cp)  # anything else is this tool's bug
     try:
         call(flow)
-    except refusals as exc:  # a cuDNN status, or CUDA refusing an operation while capturing
+    except BaseException as exc:  # the capture is ended either way, then:
         try:
             stream.end_capture()
-        except cuda_errors(flow.cp):  # the capture was invalidated as well: ended either way
+        except cuda_errors(flow.cp):  # the capture was invalidated as well
             pass
-        raise CaptureRefused(f"the call failed while captured: {type(exc).__name__}: {exc}") \
-            from None
-    except BaseException:  # this tool's own error: end the capture, then let it surface
-        try:
-            stream.end_capture()
-        except cuda_errors(flow.cp):
-            pass
-        raise
+        if isinstance(exc, (CudnnError,) + cuda_errors(flow.cp)):  # cuDNN's status, or CUDA
+            raise CaptureRefused(  # refusing an operation while capturing: a refusal
+                f"the call failed while captured: {type(exc).__name__}: {exc}") from None
+        raise  # anything else is this tool's own error
     try:
         graph = stream.end_capture()
     except cuda_errors(flow.cp) as exc:  # CUDA invalidated the capture (a synchronising call)

@@ -209,11 +209,25 @@ def ranked_timing(rec: dict, kind: str) -> tuple[dict | None, str | None]:
     return (t, "plain") if t else (None, None)
 
 
+def same_basis_ratio(a_replay: float | None, a_plain: float | None,
+                     b_replay: float | None, b_plain: float | None) -> float | None:
+    """a's time over b's: replays over replays where both sides were captured, else plain
+    calls over plain calls, never one over the other; None where neither pair exists."""
+    if a_replay and b_replay:
+        return a_replay / b_replay
+    if a_plain and b_plain:
+        return a_plain / b_plain
+    return None
+
+
+def _median(timings: dict | None, kind: str) -> float | None:
+    return ((timings or {}).get(kind) or {}).get("median_ms")
+
+
 def add_speedup(rec: dict, by_id: dict) -> None:
     """Speed-up of a timed record over its FP32 baseline, when that was timed in this run
-    (``by_id``: this run's records so far; a baseline is its own, at 1.0). Per call, both
-    sides' graph replays where both were captured, else both sides' plain calls: a ratio
-    never mixes the two."""
+    (``by_id``: this run's records so far; a baseline is its own, at 1.0), per call by
+    :func:`same_basis_ratio`."""
     if not rec.get("timings"):
         return
     base_id = baseline.id_of(rec["id"])
@@ -224,11 +238,11 @@ def add_speedup(rec: dict, by_id: dict) -> None:
         return
     out = {}
     for k in TIMED_KINDS:
-        for key in ("graph_timings", "timings"):
-            a, b = (base.get(key) or {}).get(k), (rec.get(key) or {}).get(k)
-            if a and b:
-                out[k] = round(a["median_ms"] / b["median_ms"], 4)
-                break
+        ratio = same_basis_ratio(_median(base.get("graph_timings"), k),
+                                 _median(base.get("timings"), k),
+                                 _median(rec.get("graph_timings"), k), _median(rec.get("timings"), k))
+        if ratio is not None:
+            out[k] = round(ratio, 4)
     rec["speedup"] = out
 
 

@@ -24,7 +24,7 @@ from cudnn_rnn.matrix.bench import (BENCH_RECORD, GEMM_TARGET, TORCH_TARGET, bes
                                     vs_torch_best,
                                     median_ms, read_overhead, read_run_file, verified)
 from cudnn_rnn.matrix.errors import BadInput, MalformedResults
-from cudnn_rnn.matrix.record import read_records, write_json
+from cudnn_rnn.matrix.record import read_records, same_basis_ratio, write_json
 from cudnn_rnn.reporting.bench_markdown import markdown
 
 SCHEMA = 1
@@ -100,7 +100,7 @@ def shape_row(rec: dict, run: dict | None) -> dict:
         "winner": win, "fp32": fp32, "tf32": tf32, "fp16": fp16,
         "torch_ms": torch.get("ms"), "torch_skipped": torch.get("skipped"),
         "torch_q": (torch.get("q1_ms"), torch.get("q3_ms")),
-        "speedup_fp32": same_basis_ratio(fp32, win), "speedup_tf32": same_basis_ratio(tf32, win),
+        "speedup_fp32": candidates_ratio(fp32, win), "speedup_tf32": candidates_ratio(tf32, win),
         # PyTorch's default is eager: against our fastest plain calls (eager against eager),
         # which need not be the winner's configuration (persistent kernels launch less)
         "plain_winner": eager,
@@ -126,12 +126,11 @@ def plain_ms(c: dict | None) -> float | None:
     return c["plain_timing"]["median_ms"] if c.get("plain_timing") else median_ms(c)
 
 
-def same_basis_ratio(a: dict | None, b: dict | None) -> float | None:
-    """a's time over b's: replay over replay where both were captured, else plain over
-    plain, never one over the other."""
-    if a and b and a.get("timed_as") == b.get("timed_as") == "graph":
-        return _ratio(median_ms(a), median_ms(b))
-    return _ratio(plain_ms(a), plain_ms(b))
+def candidates_ratio(a: dict | None, b: dict | None) -> float | None:
+    """Candidate a's time over b's (:func:`~cudnn_rnn.matrix.record.same_basis_ratio`)."""
+    def replay(c):
+        return median_ms(c) if c and c.get("timed_as") == "graph" else None
+    return same_basis_ratio(replay(a), plain_ms(a), replay(b), plain_ms(b))
 
 
 def launch_gap(win: dict | None, torch: dict) -> dict:
