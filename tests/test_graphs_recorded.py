@@ -155,9 +155,10 @@ def test_where_the_overhead_check_ran_the_same_call_the_report_cites_it(bench):
                              hidden=s["hidden"], batch=s["batch"], dtype="float16")
     measured["training_mode"] = False
     measured["captured"] = {"ours_ms": 0.2, "torch_ms": 0.19, "ratio": 1.05}
-    lines = bench_markdown._behind([row], {"rows": [measured]})
+    lines = bench_markdown._behind([row], {"target": recorded["target"], "rows": [measured]})
     assert f"ours / PyTorch's {measured['ratio']:.3f} plain, 1.050 CUDA-graph-captured" in lines[0]
-    assert "ran PyTorch's own call" not in bench_markdown._behind([row], {"rows": []})[0]
+    nothing = {"target": recorded["target"], "rows": []}
+    assert "ran PyTorch's own call" not in bench_markdown._behind([row], nothing)[0]
 
 
 def test_a_same_configuration_gap_that_the_side_by_side_check_does_not_see_is_put_down_to_timing(

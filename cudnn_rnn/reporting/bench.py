@@ -90,8 +90,7 @@ def shape_row(rec: dict, run: dict | None) -> dict:
     torch = rec.get("torch") or {}
     dense = gemm_of(run, "float16 8192x8192x8192")
     eager = min(verified(rec), key=lambda c: (plain_ms(c), c["config"]), default=None)
-    vs_best = vs_torch_best(torch, median_ms(win) if win and win.get("timed_as") == "graph"
-                            else None, plain_ms(win))
+    vs_best = vs_torch_best(torch, replay_ms(win), plain_ms(win))
 
     def frac(c, rate):
         return c["tflops"] / rate["tflops"] if c and c.get("tflops") and rate else None
@@ -108,7 +107,7 @@ def shape_row(rec: dict, run: dict | None) -> dict:
         "torch_best": vs_best[1],  # the variant compared with: graph with graph, else eager
         "speedup_torch_best": vs_best[0],
         "launch_gap": launch_gap(win, torch),
-        "behind_torch_best": behind_torch_best(rec, win, torch),
+        "behind_torch_best": behind_torch_best(rec, win, torch, vs_best),
         "gemm_fraction": frac(win, dense), "fp16_gemm_fraction": frac(fp16, dense),
         "dense_fp16_tflops": dense["tflops"] if dense else None,
         "gemm_model": gemm_model(rec, run, fp16),
@@ -126,11 +125,14 @@ def plain_ms(c: dict | None) -> float | None:
     return c["plain_timing"]["median_ms"] if c.get("plain_timing") else median_ms(c)
 
 
+def replay_ms(c: dict | None) -> float | None:
+    """A candidate's CUDA-graph replay median; None where its call was not captured."""
+    return median_ms(c) if c and c.get("timed_as") == "graph" else None
+
+
 def candidates_ratio(a: dict | None, b: dict | None) -> float | None:
     """Candidate a's time over b's (:func:`~cudnn_rnn.matrix.record.same_basis_ratio`)."""
-    def replay(c):
-        return median_ms(c) if c and c.get("timed_as") == "graph" else None
-    return same_basis_ratio(replay(a), plain_ms(a), replay(b), plain_ms(b))
+    return same_basis_ratio(replay_ms(a), plain_ms(a), replay_ms(b), plain_ms(b))
 
 
 def launch_gap(win: dict | None, torch: dict) -> dict:
@@ -141,22 +143,24 @@ def launch_gap(win: dict | None, torch: dict) -> dict:
         return (v or {}).get("ms")
     variants = torch.get("variants") or {}
     ours = None
-    if win and win.get("timed_as") == "graph" and win.get("plain_timing"):
-        ours = _ratio(win["plain_timing"]["median_ms"], median_ms(win))
+    if replay_ms(win) and win.get("plain_timing"):
+        ours = _ratio(plain_ms(win), replay_ms(win))
     return {"ours": ours, **{f"torch_{d}": _ratio(ms(variants.get(f"{d} eager")),
                                                   ms(variants.get(f"{d} graph")))
                              for d in ("float32", "float16")}}
 
 
-def behind_torch_best(rec: dict, win: dict | None, torch: dict) -> dict | None:
-    """Where PyTorch's best variant beat our winner: the cuDNN configuration it ran (from
-    cuDNN's API log) and what that same configuration took in our run, so the report can
-    say whether PyTorch chose another configuration or ran the same one faster. None
-    where our winner was at least as fast (or nothing was compared)."""
-    graph = bool(win and win.get("timed_as") == "graph")
-    ratio, best_ = vs_torch_best(torch, median_ms(win) if graph else None, plain_ms(win))
+def behind_torch_best(rec: dict, win: dict | None, torch: dict, vs_best: tuple) -> dict | None:
+    """Where PyTorch's best variant beat our winner (``vs_best``: :func:`vs_torch_best`'s
+    answer for this shape): the cuDNN configuration it ran (from cuDNN's API log) and what
+    that same configuration took in our run, on the basis of the comparison (replays
+    against its graph, plain calls against its eager module), so the report can say
+    whether PyTorch chose another configuration or ran the same one faster. None where our
+    winner was at least as fast (or nothing was compared)."""
+    ratio, best_ = vs_best
     if ratio is None or ratio >= 1:
         return None
+    graph = best_["variant"].endswith(" graph")
     dtype = best_["variant"].split()[0]
     config = (torch.get("cudnn") or {}).get(dtype)
     same = next((c for c in verified(rec) if c["config"] == config), None)
@@ -166,7 +170,7 @@ def behind_torch_best(rec: dict, win: dict | None, torch: dict) -> dict | None:
     theirs = ((torch.get("variants") or {}).get(best_["variant"])) or {}
     return {"variant": best_["variant"], "torch_ms": best_["ms"], "torch_config": config,
             "torch_q": (theirs.get("q1_ms"), theirs.get("q3_ms")),
-            "ours_ms": median_ms(win) if graph else plain_ms(win),
+            "ours_ms": replay_ms(win) if graph else plain_ms(win),
             "ours_timed_as": "graph" if graph else "plain",
             "same_config_ms": same_t["median_ms"] if same_t else None,
             "same_config_q": (same_t["q1_ms"], same_t["q3_ms"]) if same_t else (None, None),

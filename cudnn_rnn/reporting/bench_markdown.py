@@ -171,6 +171,25 @@ def _at_parity(row: dict | None, target: float) -> bool:
     return "ratio" in cap and cap["ratio"] <= target and not row.get("arguments_differ")
 
 
+def _verdict(overlap: bool | None, row: dict | None, target: float | None) -> str:
+    """Why the same cuDNN configuration took longer here than in PyTorch, as far as the
+    bench's spreads and the overhead check's side-by-side ``row`` (target ``target``) say."""
+    if overlap:
+        return ("the same configuration at the same speed: the interquartile ranges of the "
+                "timed calls overlap, so the order between the two is noise")
+    if overlap is None:
+        return ("the same cuDNN configuration; the spread of PyTorch's calls was not "
+                "recorded, so this run cannot tell noise from a difference")
+    if row is not None and _at_parity(row, target):
+        return ("the same cuDNN configuration, slower on our side in this run, whose two "
+                "sides were timed one after the other; side by side (below) the overhead "
+                f"check found our call within {target:g}× of PyTorch's, so the gap lies "
+                "between measurements taken at different moments, not in the call")
+    return ("the same cuDNN configuration, slower on our side beyond the spread of the timed "
+            "calls; this run does not say why (the overhead check times the same call side "
+            "by side)")
+
+
 def _behind(rows: list[dict], overhead: dict | None = None) -> list[str]:
     """Where PyTorch's best beat our winner (like with like: graph with graph, else eager
     with plain), and what the same cuDNN configuration took here on the same basis."""
@@ -202,20 +221,7 @@ def _behind(rows: list[dict], overhead: dict | None = None) -> list[str]:
                       f" (interquartile ranges: ours {q[0]:.4f}-{q[1]:.4f}, PyTorch's "
                       f"{tq[0]:.4f}-{tq[1]:.4f})")
             row = _same_call(r, b, overhead)
-            target = (overhead or {}).get("target", 1.03)
-            verdict = ("the same configuration at the same speed: the interquartile ranges "
-                       "of the timed calls overlap, so the order between the two is noise"
-                       if overlap else
-                       "the same cuDNN configuration, slower on our side in this run, whose "
-                       "two sides were timed one after the other; side by side (below) the "
-                       f"overhead check found our call within {target:g}× of PyTorch's, so the "
-                       "gap lies between measurements taken at different moments, not in "
-                       "the call" if overlap is False and _at_parity(row, target) else
-                       "the same cuDNN configuration, slower on our side beyond the spread of "
-                       "the timed calls; this run does not say why (the overhead check times "
-                       "the same call side by side)" if overlap is False else
-                       "the same cuDNN configuration; the spread of PyTorch's calls was not "
-                       "recorded, so this run cannot tell noise from a difference")
+            verdict = _verdict(overlap, row, overhead["target"] if row else None)
             out.append(head + f"PyTorch runs {cfg} ({same}); here that configuration took "
                        f"{b['same_config_ms']:.4f} ms, {ratio:.2f}× PyTorch's time{spread}: "
                        f"{verdict}." + _side_by_side(row))
