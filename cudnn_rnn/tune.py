@@ -74,6 +74,11 @@ def basis(rec: dict, training: bool) -> str:
     return found.pop() if len(found) == 1 else "mixed"
 
 
+def replay_ms(rec: dict, training: bool) -> float | None:
+    """The objective's time in CUDA-graph replays; None unless every call was captured."""
+    return cost_ms(rec, training) if basis(rec, training) == "graph" else None
+
+
 def rank(records: list, training: bool, include_baseline: bool = True) -> list[dict]:
     """Verified (OK) records, fastest first; ties broken by id for a stable order."""
     ok = [r for r in records if r["outcome"] == "OK" and cost_ms(r, training) is not None
@@ -86,11 +91,8 @@ def _same_basis_speedup(base: dict | None, rec: dict, training: bool) -> float |
     replays count only where every call of the objective was captured)."""
     if base is None:
         return None
-
-    def replay(r):
-        return cost_ms(r, training) if basis(r, training) == "graph" else None
-    return same_basis_ratio(replay(base), cost_ms(base, training, True),
-                            replay(rec), cost_ms(rec, training, True))
+    return same_basis_ratio(replay_ms(base, training), cost_ms(base, training, True),
+                            replay_ms(rec, training), cost_ms(rec, training, True))
 
 
 def _fastest_plain(rows: list) -> dict | None:
@@ -107,8 +109,8 @@ def summarise(records: list, training: bool, torch_result: dict | None = None) -
     rows = []
     for r in ranked:
         ms = cost_ms(r, training)
-        vs_best, best_variant = vs_torch_best(torch_result, ms if basis(r, training) == "graph"
-                                              else None, cost_ms(r, training, True))
+        vs_best, best_variant = vs_torch_best(torch_result, replay_ms(r, training),
+                                              cost_ms(r, training, True))
         flop = r["flop"] * (len(TRAINING_KINDS) if training else 1)
         rows.append({"id": r["id"], "config": config_label(r),
                      "ms": ms, "basis": basis(r, training), "plain_ms": cost_ms(r, training, True),
