@@ -112,8 +112,11 @@ def _input_side(p: LayerParams, xs: np.ndarray) -> list:
     return out
 
 
-def _run_direction(cell: RNNMode, p: LayerParams, xs, h0, c0):
-    """Forward over one sequence (already in processing order)."""
+def _run_direction(cell: RNNMode, p: LayerParams, xs, h0, c0, active=None):
+    """Forward over one batch of sequences (already in processing order). ``active``
+    (T, B, 1) says which sequences have a step at each time (None: all): an inactive
+    sequence keeps its state and outputs the padding fill, 0, so each sequence runs to its
+    own length, and in reverse order starts at its own end."""
     np = array_module(xs)  # noqa: F811 - numpy or cupy
     T = xs.shape[0]
     gx = _input_side(p, xs)
@@ -121,7 +124,7 @@ def _run_direction(cell: RNNMode, p: LayerParams, xs, h0, c0):
     outs, steps = [], []
     for t in range(T):
         gh = [h @ R.T + (0.0 if bR is None else bR) for R, bR in zip(p.R, p.bR)]
-        step = {"h_prev": h, "c_prev": c}
+        step = {"h_prev": h, "c_prev": c, "active": None if active is None else active[t]}
         if cell in (RNNMode.RNN_RELU, RNNMode.RNN_TANH):
             a = gx[0][t] + gh[0]
             hn = np.maximum(a, 0.0) if cell == RNNMode.RNN_RELU else np.tanh(a)
@@ -144,8 +147,15 @@ def _run_direction(cell: RNNMode, p: LayerParams, xs, h0, c0):
             step.update(r=r, z=z, n=n, ghn=gh[2], hh=hn)
         else:  # pragma: no cover
             raise ValueError(cell)
-        h = hn
-        outs.append(h)
+        if active is None:
+            h = hn
+            outs.append(h)
+        else:
+            m = active[t]
+            h = np.where(m, hn, step["h_prev"])
+            if c is not None:
+                c = np.where(m, c, step["c_prev"])
+            outs.append(np.where(m, hn, 0.0))
         steps.append(step)
     return np.stack(outs), h, c, {"xs": xs, "steps": steps}
 
@@ -161,7 +171,16 @@ def _back_direction(cell: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_las
     dh, dc = dh_last, dc_last
     for t in reversed(range(T)):
         s = steps[t]
-        dh = dh + d_out[t]
+        m = s.get("active")
+        dh_keep = dc_keep = 0.0  # what an inactive sequence passes by unchanged
+        if m is None:
+            dh = dh + d_out[t]
+        else:
+            dh_keep = np.where(m, 0.0, dh)
+            dh = np.where(m, dh + d_out[t], 0.0)
+            if dc is not None:
+                dc_keep = np.where(m, 0.0, dc)
+                dc = np.where(m, dc, 0.0)
         h_prev = s["h_prev"]
         dgh = [None] * g
         if cell in (RNNMode.RNN_RELU, RNNMode.RNN_TANH):
@@ -201,7 +220,9 @@ def _back_direction(cell: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_las
             if dp.bR[k] is not None:
                 dp.bR[k] += dgh[k].sum(axis=0)
             dh_prev = dh_prev + dgh[k] @ p.R[k]
-        dh = dh_prev
+        dh = dh_prev + dh_keep
+        if dc is not None:
+            dc = dc + dc_keep
     dxs = np.zeros_like(xs)
     for k in range(g):
         if p.W[k] is None:
@@ -215,10 +236,19 @@ def _back_direction(cell: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_las
 
 
 # ---------------------------------------------------------------------------- whole network
-def forward(cfg: RNNConfig, params: list, x, hx, cx=None) -> Forward:
+def active_steps(lengths, T: int, xp=np):
+    """(T, B, 1) booleans: sequence b has a step at time t (t < lengths[b])."""
+    lengths = xp.asarray(lengths)
+    return (xp.arange(T)[:, None] < lengths[None, :])[..., None]
+
+
+def forward(cfg: RNNConfig, params: list, x, hx, cx=None, lengths=None) -> Forward:
     """y, hy, cy of the network for x (T, B, input), hx (L*D, B, proj), cx (L*D, B, hidden).
 
-    Arrays may be numpy or cupy (all of one kind); the arithmetic is float64 either way.
+    ``lengths`` (B,) gives each sequence's own length (None: all T): past its end a
+    sequence's outputs are the padding fill, 0, ``hy``/``cy`` are its state at its last
+    step, and the reverse direction starts at its own end. Arrays may be numpy or cupy
+    (all of one kind); the arithmetic is float64 either way.
     """
     np = array_module(x)  # noqa: F811 - numpy or cupy
     x = np.asarray(x, dtype=np.float64)
@@ -229,13 +259,15 @@ def forward(cfg: RNNConfig, params: list, x, hx, cx=None) -> Forward:
     cy = np.empty_like(cx) if lstm else None
     layer_in = x
     caches = []
+    active = None if lengths is None else active_steps(lengths, x.shape[0], np)
     for layer in range(cfg.num_layers):
         outs = []
         for d in range(cfg.dirs):
             k = layer * cfg.dirs + d
             xs = layer_in if d == 0 else layer_in[::-1]
+            mask = None if active is None else (active if d == 0 else active[::-1])
             ys, hT, cT, cache = _run_direction(cfg.mode, params[k], xs, hx[k],
-                                               cx[k] if lstm else None)
+                                               cx[k] if lstm else None, mask)
             outs.append(ys if d == 0 else ys[::-1])
             hy[k] = hT
             if lstm:
