@@ -31,7 +31,7 @@ FILTER_FLAGS = {"dtype": "data_type", "math_prec": "math_prec", "math_type": "ma
                 "algo": "algo", "cell": "cell", "direction": "direction",
                 "input_mode": "input_mode", "bias_mode": "bias_mode", "proj_size": "proj_size",
                 "layout": "layout", "seq_length": "seq_length", "layers": "layers",
-                "hidden": "hidden", "batch": "batch"}
+                "hidden": "hidden", "batch": "batch", "lengths": "lengths"}
 
 
 def build_parser() -> OneLineParser:

@@ -245,6 +245,9 @@ def build_parser() -> OneLineParser:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--no-graphs", action="store_true",
                    help="rank by plain calls only (no CUDA-graph capture)")
+    p.add_argument("--lengths", default="equal",
+                   help="the batch's sequence lengths: equal, descending:MIN, random:MIN:SEED "
+                        "or list:L1:L2:... (one per sequence)")
     p.add_argument("--cudnn", default=None)
     p.add_argument("--timeout", type=positive_float, default=300.0,
                    help="seconds per candidate before TIMEOUT")
@@ -275,6 +278,7 @@ def main(argv=None) -> int:
     try:
         shape = RNNConfig(seq_length=args.seq, num_layers=args.layers, hidden_size=args.hidden,
                           mini_batch=args.batch, input_size=args.input_size, mode=args.cell,
+                          lengths=args.lengths,
                           direction=DirectionMode.BIDIRECTIONAL if args.bidirectional
                           else DirectionMode.UNIDIRECTIONAL)
     except ValueError as exc:

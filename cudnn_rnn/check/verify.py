@@ -113,7 +113,9 @@ def expected(cfg: RNNConfig, host: dict, xp=np, keep_on_device: bool = False):
     """
     to = (lambda a: None if a is None else xp.asarray(a)) if xp is not np else (lambda a: a)
     params = reference.params_from_arrays(cfg, {k: to(v) for k, v in host["weights"].items()})
-    fwd = reference.forward(cfg, params, to(host["x"]), to(host["hx"]), to(host.get("cx")))
+    lengths = None if cfg.equal_lengths else to(np.asarray(cfg.seq_lengths))
+    fwd = reference.forward(cfg, params, to(host["x"]), to(host["hx"]), to(host.get("cx")),
+                            lengths=lengths)
     grads = reference.backward(cfg, params, fwd, to(host["dy"]), to(host["dhy"]),
                                to(host.get("dcy")))
     fwd = reference.Forward(fwd.y, fwd.hy, fwd.cy)  # drop the caches

@@ -19,6 +19,52 @@ SAMPLE_MODES = (RNNMode.RNN_RELU, RNNMode.RNN_TANH, RNNMode.LSTM, RNNMode.GRU)  
 C_INT_MAX = 2 ** 31 - 1  # cuDNN's sizes, dimensions and strides are C ints
 
 
+LENGTHS_FORMS = ("equal", "descending:MIN", "random:MIN:SEED", "list:L1:L2:...")
+
+
+def sequence_lengths(text: str, seq_length: int, mini_batch: int) -> tuple[int, ...]:
+    """Each sequence's length in a batch, from a lengths axis value: ``equal`` (all
+    seq_length), ``descending:MIN`` (evenly from seq_length down to MIN, non-increasing, as
+    a packed layout needs), ``random:MIN:SEED`` (uniform in [MIN, seq_length], unsorted,
+    from numpy's generator with SEED) or ``list:L1:L2:...`` (one per sequence). ValueError
+    names what is wrong."""
+    if not isinstance(text, str):
+        raise ValueError(f"lengths must be text such as 'equal', got {text!r}")
+    kind, *args = text.strip().split(":")
+    try:
+        nums = [int(a) for a in args]
+    except ValueError:
+        raise ValueError(f"lengths {text!r}: the numbers after {kind!r} must be integers") from None
+    if kind == "equal" and not args:
+        return (seq_length,) * mini_batch
+    if kind == "descending" and len(nums) == 1:
+        low = nums[0]
+        _check_length(low, seq_length, text)
+        if mini_batch == 1:
+            return (seq_length,)
+        return tuple(int(round(seq_length - (seq_length - low) * b / (mini_batch - 1)))
+                     for b in range(mini_batch))
+    if kind == "random" and len(nums) == 2:
+        low, seed = nums
+        _check_length(low, seq_length, text)
+        import numpy as np
+        return tuple(int(v) for v in np.random.default_rng(seed).integers(
+            low, seq_length + 1, size=mini_batch))
+    if kind == "list" and nums:
+        if len(nums) != mini_batch:
+            raise ValueError(f"lengths {text!r}: {len(nums)} lengths for a batch of {mini_batch}")
+        for n in nums:
+            _check_length(n, seq_length, text)
+        return tuple(nums)
+    raise ValueError(f"lengths {text!r}: write one of {', '.join(LENGTHS_FORMS)}")
+
+
+def _check_length(n: int, seq_length: int, text: str) -> None:
+    if not 1 <= n <= seq_length:
+        raise ValueError(f"lengths {text!r}: a length of {n} is outside 1..seqLength "
+                         f"({seq_length})")
+
+
 def default_math_prec(data_type: DataType) -> DataType:
     """The math precision the sample pairs with a data type: FLOAT for 16-bit inputs."""
     if data_type in (DataType.HALF, DataType.BFLOAT16):
@@ -44,6 +90,7 @@ class RNNConfig:
     bias_mode: RNNBiasMode = RNNBiasMode.DOUBLE_BIAS
     layout: RNNDataLayout = RNNDataLayout.SEQ_MAJOR_PACKED
     dropout: float = 0.0
+    lengths: str = "equal"  # each sequence's length in the batch (see sequence_lengths)
 
     def __post_init__(self):
         """Check every size, and resolve the three that may be given as None, so each
@@ -63,6 +110,7 @@ class RNNConfig:
                                  f"(at most {C_INT_MAX})")
         if not 0.0 <= self.dropout < 1.0:  # also false for NaN
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        sequence_lengths(self.lengths, self.seq_length, self.mini_batch)  # ValueError if wrong
         derived = []
         for name, value in (("input_size", self.hidden_size), ("proj_size", self.hidden_size),
                             ("math_prec", default_math_prec(self.data_type))):
@@ -87,6 +135,15 @@ class RNNConfig:
                 "cell-state stride (mini_batch x hidden_size)": self.mini_batch * self.hidden_size}
 
     # --- derived sizes ------------------------------------------------------------------
+    @property
+    def seq_lengths(self) -> tuple[int, ...]:
+        """Each sequence's length (``seqLengthArray``), from :attr:`lengths`."""
+        return sequence_lengths(self.lengths, self.seq_length, self.mini_batch)
+
+    @property
+    def equal_lengths(self) -> bool:
+        return self.lengths == "equal"
+
     @property
     def bidirectional(self) -> bool:
         return self.direction == DirectionMode.BIDIRECTIONAL
@@ -165,6 +222,7 @@ class RNNConfig:
             "proj_size": self.proj_size,
             "layout": self.layout.name,
             "dropout": self.dropout,
+            "lengths": self.lengths,
             "shape": {"seq_length": self.seq_length, "layers": self.num_layers,
                       "hidden": self.hidden_size, "batch": self.mini_batch,
                       "input_size": self.input_size},

@@ -24,7 +24,7 @@ from cudnn_rnn import bindings
 from cudnn_rnn.bindings import errors
 from cudnn_rnn.bindings.enums import ForwardMode, RNNAlgo, RNNDataLayout, WgradMode
 
-from cudnn_rnn.engine import dtypes, gpu, values as drawn_values
+from cudnn_rnn.engine import dtypes, gpu, packing, values as drawn_values
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.descriptors import (DropoutDescriptor, Handle, RNNDataDescriptor,
                                           RNNDescriptor, TensorDescriptor)
@@ -225,14 +225,14 @@ class RNNFlow:
 
     def _stage_data_descriptors(self):
         c = self.cfg
-        lengths = np.full(c.mini_batch, c.seq_length, dtype=np.int32)
+        lengths = np.asarray(c.seq_lengths, dtype=np.int32)
         self.x_desc = self._own(RNNDataDescriptor(self.lib))
         self.x_desc.set(c.data_type, c.layout, c.seq_length, c.mini_batch, c.input_size, lengths)
         self.y_desc = self._own(RNNDataDescriptor(self.lib))
         self.y_desc.set(c.data_type, c.layout, c.seq_length, c.mini_batch, c.y_size, lengths)
         if self.device:
             with self.stream:  # every device op goes on the flow's stream
-                self.buf["seq_lengths"] = self.cp.full(c.mini_batch, c.seq_length, dtype=np.int32)
+                self.buf["seq_lengths"] = self.cp.asarray(lengths)
 
     def _stage_state_descriptors(self):
         c = self.cfg
@@ -384,5 +384,12 @@ class RNNFlow:
         """Whether buffer ``name`` is (B, T, features) on the device."""
         return self.cfg.layout == RNNDataLayout.BATCH_MAJOR_UNPACKED and name in SEQUENCE_BUFFERS
 
+    def packed(self, name: str) -> bool:
+        """Whether buffer ``name`` is packed without padding (:mod:`.packing`)."""
+        return (self.cfg.layout == RNNDataLayout.SEQ_MAJOR_PACKED and not self.cfg.equal_lengths
+                and name in packing.SEQUENCE_BUFFERS)
+
     def _to_device_layout(self, name: str, arr: np.ndarray) -> np.ndarray:
+        if self.packed(name):
+            return np.ascontiguousarray(packing.pack(arr, self.cfg.seq_lengths))
         return np.ascontiguousarray(arr.transpose(1, 0, 2)) if self.batch_major(name) else arr

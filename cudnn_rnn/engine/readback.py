@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cudnn_rnn.engine import dtypes
+from cudnn_rnn.engine import dtypes, packing
 from cudnn_rnn.engine.flow import buffer_shape, output_names
 
 
@@ -19,6 +19,10 @@ def read(flow, name: str, on_device: bool = False):
     raw = flow.buf[name] if on_device else flow.buf[name].get()
     shape = buffer_shape(flow.cfg, name)
     values = dtypes.decode(raw.view(dtypes.storage_dtype(dt)), dt)
+    if flow.packed(name):
+        rows = sum(flow.cfg.seq_lengths)
+        return packing.unpack(values[:rows * shape[2]].reshape(rows, shape[2]),
+                              flow.cfg.seq_lengths, shape[0])
     if flow.batch_major(name):
         return values.reshape(shape[1], shape[0], shape[2]).transpose(1, 0, 2)
     return values.reshape(shape)

@@ -29,7 +29,8 @@ from cudnn_rnn.matrix.errors import MalformedResults
 from cudnn_rnn.matrix.jsontypes import (ANY, BOOL, INT, NAME, NON_NEG_INT, NUM, POS_INT,
                                         POS_NUM, STR, Dict, List, Obj, Opt, problem)
 
-SCHEMA = 3  # of each record; 2 added "schema" itself (0.3.0), 3 the graph timings (0.4.0)
+SCHEMA = 4  # of each record; 2 added "schema" itself (0.3.0), 3 the graph timings (0.4.0),
+           # 4 "lengths"
 RUN_SCHEMA = 2  # of <spec>.run.json; 2 added the run's identity
 FSYNC_INTERVAL_S = 0.5
 TIMED_KINDS = ("forward_inference", "forward_training", "backward_data", "backward_weights")
@@ -69,6 +70,7 @@ class Record:
     proj_size: int | None = _key(Opt(POS_INT))
     layout: str | None = _key(Opt(NAME))
     dropout: float | None = _key(Opt(NUM))
+    lengths: str | None = _key(Opt(STR))  # the batch's sequence lengths (engine.config); None: equal
     shape: dict = _key(SHAPE, required=True, factory=dict)
     flop: int | None = _key(Opt(NON_NEG_INT))  # the sample's count for one forward pass
     # what happened

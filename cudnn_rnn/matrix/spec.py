@@ -34,20 +34,20 @@ from cudnn_rnn.bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo
                             RNNDataLayout, RNNInputMode, RNNMode)
 
 from cudnn_rnn.matrix.errors import BadInput
-from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.engine.config import LENGTHS_FORMS, RNNConfig
 from cudnn_rnn.matrix import baseline
 from cudnn_rnn.matrix.runs import content_key
 
 AXES = {
     "data_type": DataType, "math_prec": DataType, "math_type": MathType, "algo": RNNAlgo,
     "cell": RNNMode, "direction": DirectionMode, "input_mode": RNNInputMode,
-    "bias_mode": RNNBiasMode, "layout": RNNDataLayout, "proj_size": None,
+    "bias_mode": RNNBiasMode, "layout": RNNDataLayout, "proj_size": None, "lengths": None,
 }
 SHAPE_KEYS = {"seq_length", "layers", "hidden", "batch", "input_size"}
 REQUIRED_SHAPE_KEYS = {"seq_length", "layers", "hidden", "batch"}
 AXIS_DEFAULTS = {
     "direction": ["UNIDIRECTIONAL"], "input_mode": ["LINEAR_INPUT"], "bias_mode": ["DOUBLE_BIAS"],
-    "layout": ["SEQ_MAJOR_PACKED"], "proj_size": ["none"],
+    "layout": ["SEQ_MAJOR_PACKED"], "proj_size": ["none"], "lengths": ["equal"],
 }
 PROBES_DIR = Path(__file__).resolve().parents[2] / "probes"
 MAX_CELLS = 100_000  # counted before expanding: a larger product of axes is surely a typo
@@ -75,10 +75,17 @@ def cell_id(c: RNNConfig) -> str:
     return "/".join([c.data_type.name, c.math_prec.name, c.math_type.short, c.algo.name,
                      c.mode.name, c.direction.name, c.input_mode.name, c.bias_mode.name,
                      f"proj={proj}", c.layout.name,
-                     f"T{c.seq_length}L{c.num_layers}H{c.hidden_size}B{c.mini_batch}I{c.input_size}"])
+                     f"T{c.seq_length}L{c.num_layers}H{c.hidden_size}B{c.mini_batch}I{c.input_size}"]
+                    + ([] if c.equal_lengths else [f"len={c.lengths}"]))
 
 
 def parse_value(axis: str, value, where: str):
+    if axis == "lengths":
+        kind = value.split(":")[0] if isinstance(value, str) else None
+        if kind not in ("equal", "descending", "random", "list"):
+            raise SpecError(f"{where}: lengths must be one of {', '.join(LENGTHS_FORMS)}, "
+                            f"got {value!r}")
+        return value.strip()
     if axis == "proj_size":
         if isinstance(value, str) and value.strip().lower() in ("none", "hidden"):
             return None
@@ -235,7 +242,8 @@ def from_dict(data: dict, where: str = "<spec>") -> Spec:
                     data_type=values["data_type"], math_prec=values["math_prec"],
                     math_type=values["math_type"], algo=values["algo"],
                     direction=values["direction"], input_mode=values["input_mode"],
-                    bias_mode=values["bias_mode"], layout=values["layout"])
+                    bias_mode=values["bias_mode"], layout=values["layout"],
+                    lengths=values["lengths"])
             except ValueError as exc:
                 raise SpecError(f"{bwhere}: shape {s}: {exc}") from None
             cell = Cell(cfg, bname)
@@ -274,7 +282,7 @@ def _axis_value(c: RNNConfig, axis: str):
         "bias_mode": c.bias_mode, "layout": c.layout,
         "proj_size": None if c.proj_size == c.hidden_size else c.proj_size,
         "seq_length": c.seq_length, "layers": c.num_layers, "hidden": c.hidden_size,
-        "batch": c.mini_batch,
+        "batch": c.mini_batch, "lengths": c.lengths,
     }[axis]
 
 

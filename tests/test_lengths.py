@@ -1,0 +1,101 @@
+"""Sequences of different lengths in one batch: the lengths axis, the packed layout, and what
+the real library's descriptor stages say about each layout (no GPU needed)."""
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from cudnn_rnn.bindings.enums import RNNDataLayout, RNNMode
+from cudnn_rnn.engine import packing
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.engine.flow import RNNFlow
+from cudnn_rnn.matrix import spec as specs
+from cudnn_rnn.matrix.spec import SpecError
+
+from .test_cli import assert_one_line_exit_2, run
+from .test_spec import MINIMAL
+
+
+@pytest.mark.parametrize("text,want", [
+    ("equal", (6, 6, 6, 6)),
+    ("descending:2", (6, 5, 3, 2)),
+    ("list:1:6:3:2", (1, 6, 3, 2)),
+])
+def test_each_form_gives_one_length_per_sequence(text, want):
+    assert RNNConfig(seq_length=6, mini_batch=4, lengths=text).seq_lengths == want
+
+
+def test_random_lengths_are_reproducible_and_within_bounds():
+    a = RNNConfig(seq_length=9, mini_batch=64, lengths="random:3:7").seq_lengths
+    assert a == RNNConfig(seq_length=9, mini_batch=64, lengths="random:3:7").seq_lengths
+    assert min(a) >= 3 and max(a) <= 9 and len(set(a)) > 1
+    assert a != RNNConfig(seq_length=9, mini_batch=64, lengths="random:3:8").seq_lengths
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("list:0:1:1:1", "a length of 0"), ("list:7:1:1:1", "a length of 7"),
+    ("list:1:1", "2 lengths for a batch of 4"), ("descending:x", "must be integers"),
+    ("sorted", "write one of"), ("random:2", "write one of"),
+])
+def test_bad_lengths_say_what_is_wrong(text, needle):
+    with pytest.raises(ValueError, match=needle):
+        RNNConfig(seq_length=6, mini_batch=4, lengths=text)
+
+
+def test_a_spec_axis_of_lengths_makes_cells_and_equal_keeps_the_old_ids():
+    data = copy.deepcopy(MINIMAL)
+    data["block"][0]["lengths"] = ["equal", "descending:2"]
+    cells = specs.from_dict(data).cells
+    assert len(cells) == 8
+    plain = [c for c in cells if c.config.equal_lengths]
+    assert all("len=" not in c.id for c in plain)
+    assert {c.id for c in plain} == {c.id for c in specs.from_dict(MINIMAL).cells}
+    assert all(c.id.endswith("/len=descending:2") for c in cells if not c.config.equal_lengths)
+    kept = specs.select(cells, specs.parse_filters({"lengths": "descending:2"}))
+    assert len(kept) == 4
+
+
+@pytest.mark.parametrize("value,needle", [("list:0:1:1:1:1:1:1:1", "a length of 0"),
+                                          ("bogus", "lengths must be one of"), (3, "lengths")])
+def test_bad_lengths_in_a_spec_are_one_line_exit_2(tmp_path, value, needle):
+    data = copy.deepcopy(MINIMAL)
+    data["block"][0]["lengths"] = [value]
+    with pytest.raises(SpecError, match=needle):
+        specs.from_dict(data)
+    path = tmp_path / "s.toml"
+    path.write_text("name = \"s\"\n[[block]]\nname = \"b\"\ndata_type = [\"HALF\"]\n"
+                    "math_prec = [\"FLOAT\"]\nmath_type = [\"DEFAULT\"]\nalgo = [\"STANDARD\"]\n"
+                    "cell = [\"LSTM\"]\nlengths = [" + json.dumps(value) + "]\n"
+                    "shapes = [{seq_length = 4, layers = 1, hidden = 16, batch = 8}]\n")
+    assert_one_line_exit_2(run("cudnn_rnn.probe", "--spec", str(path), "--list"), needle)
+
+
+def test_packing_keeps_the_running_sequences_step_by_step():
+    rng = np.random.default_rng(0)
+    dense = rng.random((5, 3, 2))
+    lengths = [5, 3, 1]
+    rows = packing.pack(dense, lengths)
+    assert rows.shape == (9, 2)
+    np.testing.assert_array_equal(rows[:3], dense[0])  # step 0: all three run
+    np.testing.assert_array_equal(rows[7:], dense[3:, 0])  # steps 3 and 4: only the first
+    back = packing.unpack(rows, lengths, 5)
+    running = (np.arange(5)[:, None] < np.array(lengths)[None, :])[..., None]
+    np.testing.assert_array_equal(back, np.where(running, dense, 0.0))
+
+
+@pytest.mark.parametrize("layout", list(RNNDataLayout), ids=lambda x: x.name)
+def test_descriptor_stages_with_unequal_lengths_per_layout(lib, layout):
+    """The library decides: every layout takes sorted lengths; only the packed one refuses
+    unsorted ones, at cudnnSetRNNDataDescriptor, with its reason."""
+    for lengths, sorted_ in (("descending:3", True), ("list:2:20:5:7", False)):
+        cfg = RNNConfig(mini_batch=4, layout=layout, lengths=lengths, mode=RNNMode.LSTM)
+        with RNNFlow(cfg, lib, device=False) as flow:
+            result = flow.run()
+        if sorted_ or layout != RNNDataLayout.SEQ_MAJOR_PACKED:
+            assert result.failure is None, (lengths, result.failure)
+            assert "state_descriptors" in result.reached
+        else:
+            f = result.failure
+            assert (f.call, f.status) == ("cudnnSetRNNDataDescriptor", "BAD_PARAM")
+            assert f.reason and "sorted" in f.reason.lower()
