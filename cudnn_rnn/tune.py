@@ -278,7 +278,7 @@ def main(argv=None) -> int:
     try:
         shape = RNNConfig(seq_length=args.seq, num_layers=args.layers, hidden_size=args.hidden,
                           mini_batch=args.batch, input_size=args.input_size, mode=args.cell,
-                          lengths=args.lengths,
+                          lengths=args.lengths.strip(),
                           direction=DirectionMode.BIDIRECTIONAL if args.bidirectional
                           else DirectionMode.UNIDIRECTIONAL)
     except ValueError as exc:

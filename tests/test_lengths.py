@@ -99,3 +99,67 @@ def test_descriptor_stages_with_unequal_lengths_per_layout(lib, layout):
             f = result.failure
             assert (f.call, f.status) == ("cudnnSetRNNDataDescriptor", "BAD_PARAM")
             assert f.reason and "sorted" in f.reason.lower()
+
+
+def test_the_check_uses_the_lengths_and_observes_padded_dx(lib):
+    """verify.expected runs the reference with the config's lengths; dx past a sequence's end
+    (which cuDNN does not define) is recorded, not judged, and y's padding stays checked."""
+    from cudnn_rnn.check import reference as R, verify
+    rng = np.random.default_rng(4)
+    cfg = RNNConfig(seq_length=5, num_layers=1, hidden_size=4, mini_batch=3, input_size=4,
+                    mode=RNNMode.GRU, lengths="list:5:2:3")
+    params = R.random_params(cfg, rng, 0.6)
+    host = {"weights": R.arrays_from_params(cfg, params)}
+    host.update({k: rng.uniform(-1, 1, size=s) for k, s in (
+        ("x", cfg.x_shape()), ("hx", cfg.h_shape()), ("dy", cfg.y_shape()),
+        ("dhy", cfg.h_shape()))})
+    fwd, grads = verify.expected(cfg, host)
+    want = R.forward(cfg, params, host["x"], host["hx"], lengths=[5, 2, 3])
+    np.testing.assert_array_equal(fwd.y, want.y)
+    assert not np.allclose(fwd.hy, R.forward(cfg, params, host["x"], host["hx"]).hy)
+    dx = grads.dx.copy()
+    dx[3:, 1] = np.nan  # what a poisoned, unwritten padding looks like
+    outputs = {"y": fwd.y, "hy": fwd.hy, "dx": dx, "dhx": grads.dhx}
+    check = verify.compare_with(cfg, (fwd, grads), outputs)
+    assert check.passed and check.as_record()["padded_dx"]["nonfinite"] == 2 * 4
+    y = fwd.y.copy()
+    y[4, 1] = 1.0  # y's padding must be the fill
+    assert not verify.compare_with(cfg, (fwd, grads), dict(outputs, y=y)).passed
+
+
+class _Host(np.ndarray):
+    """A host array that answers .get() like a device one."""
+    def get(self):
+        return np.asarray(self)
+
+
+class _Stream:
+    def synchronize(self):
+        pass
+
+
+@pytest.mark.parametrize("layout", list(RNNDataLayout), ids=lambda x: x.name)
+def test_every_layout_reads_back_what_it_uploaded(lib, layout):
+    from cudnn_rnn.engine import dtypes, readback
+    from cudnn_rnn.bindings.enums import DataType
+    cfg = RNNConfig(seq_length=5, num_layers=1, hidden_size=4, mini_batch=3, input_size=4,
+                    layout=layout, lengths="descending:2", data_type=DataType.FLOAT)
+    x = np.random.default_rng(5).uniform(-1, 1, size=cfg.x_shape())
+    flow = RNNFlow(cfg, lib, device=False)
+    flow.stream = _Stream()
+    bits = flow._to_device_layout("x", dtypes.encode(x, cfg.data_type))
+    flow.buf["x"] = np.ascontiguousarray(bits).reshape(-1).view(np.uint8).view(_Host)
+    back = readback.read(flow, "x")
+    running = (np.arange(5)[:, None] < np.array(cfg.seq_lengths)[None, :])
+    np.testing.assert_array_equal(back[running], dtypes.decode(dtypes.encode(x, cfg.data_type),
+                                                              cfg.data_type)[running])
+    assert flow.packed("x") == (layout == RNNDataLayout.SEQ_MAJOR_PACKED)
+    assert bits.size == (sum(cfg.seq_lengths) * 4 if flow.packed("x") else x.size)
+
+
+def test_equal_lengths_in_any_form_are_equal():
+    assert RNNConfig(seq_length=4, mini_batch=2, lengths="list:4:4").equal_lengths
+    assert RNNConfig(seq_length=4, mini_batch=2, lengths="descending:4").equal_lengths
+    c = RNNConfig(seq_length=4, mini_batch=2, lengths="list:4:1")
+    assert not c.equal_lengths and c.flop_count() * 8 == RNNConfig(seq_length=4,
+                                                                   mini_batch=2).flop_count() * 5

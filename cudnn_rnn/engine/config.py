@@ -142,7 +142,8 @@ class RNNConfig:
 
     @property
     def equal_lengths(self) -> bool:
-        return self.lengths == "equal"
+        """Every sequence runs seqLength steps (whatever form the lengths were given in)."""
+        return all(n == self.seq_length for n in self.seq_lengths)
 
     @property
     def bidirectional(self) -> bool:
@@ -197,10 +198,11 @@ class RNNConfig:
 
         ``matrices-per-cell × 2 × directions × hidden² × seqLength × miniBatch × layers``
         (2, 8 or 6 matrices for RELU/TANH, LSTM, GRU). It assumes input == hidden
-        and ignores biases and projections; backward counts twice this.
+        and ignores biases and projections; backward counts twice this. With unequal
+        lengths, seqLength × miniBatch becomes the steps really run, the sum of the lengths.
         """
         return (LINEAR_LAYERS[self.mode] * 2 * self.dirs * self.hidden_size ** 2
-                * self.seq_length * self.mini_batch * self.num_layers)
+                * sum(self.seq_lengths) * self.num_layers)
 
     def replace(self, **changes) -> "RNNConfig":
         """A copy with ``changes``; what this config derived (a size or the math precision

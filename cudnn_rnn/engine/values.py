@@ -25,8 +25,8 @@ def values_key(cfg: RNNConfig, entries: list, init: str, seed: int) -> tuple:
     c = cfg
     layout = tuple((e.pseudo_layer, e.lin_id, e.kind, e.dims) for e in entries)
     return (c.data_type, c.mode, c.seq_length, c.num_layers, c.hidden_size, c.mini_batch,
-            c.input_size, c.proj_size, c.direction, c.input_mode, c.bias_mode, c.lengths, init,
-            seed, layout)
+            c.input_size, c.proj_size, c.direction, c.input_mode, c.bias_mode, c.seq_lengths,
+            init, seed, layout)
 
 
 class HostValues:
