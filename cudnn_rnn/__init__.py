@@ -20,7 +20,7 @@ import importlib.util as _util
 import os as _os
 import sys as _sys
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 
 def _mount_bindings() -> None:
