@@ -21,7 +21,7 @@ from collections import Counter
 from tabulate import tabulate
 
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
-from cudnn_rnn.matrix import baseline, provenance, runs, spec as specs
+from cudnn_rnn.matrix import baseline, cells, provenance, runs, spec as specs, variants
 from cudnn_rnn.matrix.progress import Progress
 from cudnn_rnn.matrix.record import RUN_SCHEMA, add_speedup, max_error, ranked_timing, write_json
 from cudnn_rnn.matrix.worker import start_worker
@@ -59,8 +59,8 @@ def build_parser() -> OneLineParser:
 
 def plan(args) -> tuple:
     spec = specs.load(args.spec)
-    filters = specs.parse_filters({axis: getattr(args, flag) for flag, axis in FILTER_FLAGS.items()})
-    chosen = specs.select(spec.cells, filters)
+    filters = cells.parse_filters({axis: getattr(args, flag) for flag, axis in FILTER_FLAGS.items()})
+    chosen = cells.select(spec.cells, filters)
     if not chosen:
         raise BadInput(f"no cell of spec {spec.name!r} passes the filters")
     return spec, specs.with_baselines(chosen)
@@ -144,7 +144,8 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
                                      runs.read_json_dict)
     results = runs.open_records(path, resume)
     done = {r["id"]: r for r in results.existing}
-    todo = [c for c in cells if c.id not in done]
+    # a variant whose base is already recorded as refused at a descriptor stage never runs
+    todo = [c for c in cells if c.id not in done and not variants.gated_out(c, done)]
     device_line = (f"GPU {dev_info['gpu']} (compute capability {dev_info['compute_capability']}, "
                    f"driver {dev_info.get('driver_version')})" if info["device_stages"]
                    else f"no device stages: {dev_info.get('reason') or '--no-device'}; "
@@ -156,8 +157,11 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
         if others:
             print(f"not resumed, left as they are: {'; '.join(others)}; this machine's run is "
                   f"{'continued' if done else 'new'}: {out_dir}")
-    print(f"spec {spec.name!r}: {len(cells)} cells, {len(cells) - len(todo)} already recorded, "
-          f"{len(todo)} to run -> {path}")
+    recorded_n = sum(c.id in done for c in cells)
+    not_to_run = len(cells) - recorded_n - len(todo)
+    print(f"spec {spec.name!r}: {len(cells)} cells, {recorded_n} already recorded, "
+          + (f"{not_to_run} variants not to run (their base was refused), " if not_to_run else "")
+          + f"{len(todo)} to run -> {path}")
     command_line = provenance.command("cudnn_rnn.probe", argv)
     run_info = provenance.collect(lib_info, dev_info, command_line)
     meta = recorded if resume and recorded else {}
@@ -174,6 +178,9 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     interrupted = False
     try:
         for cell in todo:
+            if variants.gated_out(cell, done):  # its base was refused at a descriptor stage
+                progress.update("not run (base refused)")
+                continue
             rec = worker.run(cell, args.timeout)
             add_speedup(rec, done)
             done[rec["id"]] = rec
@@ -186,15 +193,20 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
         progress.finish()
     wall = time.monotonic() - started
     records = [done[c.id] for c in cells if c.id in done]
+    gated = [c for c in cells if c.id not in done and variants.gated_out(c, done)]
     sessions[-1].update(finished=provenance.now(), wall_s=round(wall, 2),
                         workers_started=worker.started, workers_lost=worker.lost,
                         worker_restarts=worker.restarts, interrupted=interrupted)
-    meta.update(complete=len(records) == len(cells), cells=len(cells),
+    meta.update(complete=len(records) + len(gated) == len(cells), cells=len(cells),
+                not_run_base_refused=len(gated),
                 counts=dict(Counter(r["outcome"] for r in records)))
     write_json(meta_path, meta)
     print()
     summary(records)
-    print(f"\n{len(records)}/{len(cells)} cells recorded in {path} ({wall:.1f} s this session; "
+    if gated:
+        print(f"\n{len(gated)} variants not run: the cell each varies was refused at a "
+              f"descriptor stage ({', '.join(variants.DESCRIPTOR_STAGES)})")
+    print(f"\n{len(records)}/{len(cells) - len(gated)} cells recorded in {path} ({wall:.1f} s this session; "
           f"workers: {worker.started} started, {worker.lost} lost to a crash, timeout or error)")
     if interrupted:
         print("interrupted: finished cells are kept; the same command continues the run",

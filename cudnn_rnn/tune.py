@@ -28,8 +28,9 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.timing import tflops
 from cudnn_rnn.matrix import baseline
 from cudnn_rnn.matrix.bench import vs_torch_best
+from cudnn_rnn.matrix.cells import Cell
 from cudnn_rnn.matrix.record import config_label, max_error, ranked_timing, same_basis_ratio
-from cudnn_rnn.matrix.spec import Cell, baseline_first
+from cudnn_rnn.matrix.spec import baseline_first
 
 ALGOS = (RNNAlgo.STANDARD, RNNAlgo.PERSIST_STATIC, RNNAlgo.PERSIST_DYNAMIC,
          RNNAlgo.PERSIST_STATIC_SMALL_H)

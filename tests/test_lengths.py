@@ -10,8 +10,8 @@ from cudnn_rnn.bindings.enums import RNNDataLayout, RNNMode
 from cudnn_rnn.engine import packing
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.flow import RNNFlow
-from cudnn_rnn.matrix import spec as specs
-from cudnn_rnn.matrix.spec import SpecError
+from cudnn_rnn.matrix import cells as matrix_cells, spec as specs
+from cudnn_rnn.matrix.cells import SpecError
 
 from .test_cli import assert_one_line_exit_2, run
 from .test_spec import MINIMAL
@@ -52,7 +52,7 @@ def test_a_spec_axis_of_lengths_makes_cells_and_equal_keeps_the_old_ids():
     assert all("len=" not in c.id for c in plain)
     assert {c.id for c in plain} == {c.id for c in specs.from_dict(MINIMAL).cells}
     assert all(c.id.endswith("/len=descending:2") for c in cells if not c.config.equal_lengths)
-    kept = specs.select(cells, specs.parse_filters({"lengths": "descending:2"}))
+    kept = matrix_cells.select(cells, matrix_cells.parse_filters({"lengths": "descending:2"}))
     assert len(kept) == 4
 
 

@@ -31,11 +31,20 @@ def probe(tmp_path, *args, **env):
     return run("cudnn_rnn.probe", "--out", str(tmp_path), *args, **env)
 
 
+def _around_nothing(r: dict) -> bool:
+    """A cell of the support matrix's product itself, not one of its variants."""
+    return (r["direction"], r["input_mode"], r["bias_mode"], r["proj_size"], r["layout"],
+            r["shape"]["layers"], r.get("lengths") or "equal") == (
+        "UNIDIRECTIONAL", "LINEAR_INPUT", "DOUBLE_BIAS", r["shape"]["hidden"],
+        "SEQ_MAJOR_PACKED", 2, "equal")
+
+
 def test_descriptor_outcomes_of_known_cells(tmp_path):
     proc = probe(tmp_path, *FAST)
     assert proc.returncode == 0, proc.stderr
     assert "descriptor stages only" in proc.stdout
-    recs = {(r["data_type"], r["math_prec"], r["algo"]): r for r in records(tmp_path / "default.jsonl")}
+    recs = {(r["data_type"], r["math_prec"], r["algo"]): r for r in records(tmp_path / "default.jsonl")
+            if r["block"] == "support matrix" and _around_nothing(r)}
     int8 = recs[("INT8", "INT8", "STANDARD")]
     assert (int8["outcome"], int8["failed_call"], int8["status"]) == (
         "NOT_SUPPORTED", "cudnnSetRNNDescriptor_v8", "NOT_SUPPORTED")
@@ -77,12 +86,14 @@ def test_a_crashing_worker_is_recorded_and_the_run_goes_on(tmp_path):
     assert proc.returncode == 0, proc.stderr
     recs = records(tmp_path / "default.jsonl")
     crashed = [r for r in recs if r["outcome"] == "CRASH"]
-    assert len(crashed) == 1 and crashed[0]["status"] == "SIGSEGV"
-    assert "died" in crashed[0]["reason"]
+    # the cell and its variants (whose ids contain its text): each crash is recorded alone
+    assert crashed == [r for r in recs if "HALF/HALF/DEFAULT/PERSIST_STATIC/" in r["id"]]
+    assert all(r["status"] == "SIGSEGV" and "died" in r["reason"] for r in crashed)
     index = [r["id"] for r in recs].index(crashed[0]["id"])
     assert index < len(recs) - 1  # later cells still ran, in a fresh worker
-    assert len({r["worker_pid"] for r in recs if r.get("worker_pid")}) == 2
-    assert "workers: 2 started, 1 lost" in proc.stdout
+    n = len(crashed)
+    assert 2 <= len({r["worker_pid"] for r in recs if r.get("worker_pid")}) <= n + 1
+    assert f"workers: {n + 1} started, {n} lost" in proc.stdout
 
 
 def test_a_hanging_cell_times_out(tmp_path):
@@ -109,13 +120,16 @@ def test_kill_minus_9_then_resume_gives_every_cell_once(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)  # the parent and its worker, no clean-up
     proc.wait()
     partial = out.read_bytes().count(b"\n")
-    listed = probe(tmp_path, "--cell", "LSTM,GRU", "--list")
-    total = int(listed.stdout.strip().splitlines()[-1].split()[0])
+    # what an uninterrupted run records (variants of refused cells are never run)
+    clean = tmp_path / "clean"
+    assert probe(clean, "--cell", "LSTM,GRU").returncode == 0
+    expected = [r["id"] for r in records(clean / "default.jsonl")]
+    total = len(expected)
     assert 100 <= partial < total
     resumed = probe(tmp_path, "--cell", "LSTM,GRU", "--resume")
     assert resumed.returncode == 0, resumed.stderr
     ids = [r["id"] for r in records(out)]
-    assert len(ids) == total and len(set(ids)) == total
+    assert len(ids) == total and set(ids) == set(expected)
     again = probe(tmp_path, "--cell", "LSTM,GRU", "--resume")
     assert "0 to run" in again.stdout
     assert len(records(out)) == total

@@ -9,7 +9,7 @@ from cudnn_rnn.bindings.enums import DataType, MathType, RNNMode
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.matrix import baseline, jobs
 from cudnn_rnn.matrix.record import RECORD, SCHEMA, Record, ResultsFile, add_speedup, read_records
-from cudnn_rnn.matrix.spec import Cell
+from cudnn_rnn.matrix.cells import Cell
 
 FIX = Path(__file__).parent / "fixtures"
 CELL = Cell(RNNConfig(mode=RNNMode.LSTM, hidden_size=64, data_type=DataType.HALF), "b")

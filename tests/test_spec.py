@@ -2,8 +2,8 @@
 import pytest
 
 from cudnn_rnn.bindings.enums import DataType, MathType, RNNAlgo, RNNMode
-from cudnn_rnn.matrix import baseline, spec as specs
-from cudnn_rnn.matrix.spec import SpecError
+from cudnn_rnn.matrix import baseline, cells as matrix_cells, spec as specs
+from cudnn_rnn.matrix.cells import SpecError
 
 MINIMAL = {
     "name": "t",
@@ -68,9 +68,9 @@ def test_missing_and_invalid_files(tmp_path):
 
 def test_filters_and_baselines():
     cells = specs.load("default").cells
-    f = specs.parse_filters({"data_type": "HALF,INT8", "algo": "STANDARD", "cell": "LSTM",
+    f = matrix_cells.parse_filters({"data_type": "HALF,INT8", "algo": "STANDARD", "cell": "LSTM",
                              "hidden": "512"})
-    chosen = specs.select(cells, f)
+    chosen = matrix_cells.select(cells, f)
     assert chosen and all(c.config.data_type in (DataType.HALF, DataType.INT8) and
                           c.config.algo == RNNAlgo.STANDARD and c.config.hidden_size == 512
                           for c in chosen)
@@ -78,14 +78,14 @@ def test_filters_and_baselines():
     ids = [c.id for c in planned]
     assert len(ids) == len(set(ids))
     for c in chosen:
-        base = specs.cell_id(baseline.of(c.config))
+        base = matrix_cells.cell_id(baseline.of(c.config))
         assert base in ids and ids.index(base) < ids.index(c.id)  # baseline runs first
     with pytest.raises(SpecError, match="unknown data_type"):
-        specs.parse_filters({"data_type": "FLOAT,QUARTER"})
+        matrix_cells.parse_filters({"data_type": "FLOAT,QUARTER"})
     with pytest.raises(SpecError, match="integers"):
-        specs.parse_filters({"hidden": "big"})
+        matrix_cells.parse_filters({"hidden": "big"})
 
 
 def test_baseline_id_matches_the_baseline_config():
     for c in specs.load("default").cells[::97]:
-        assert baseline.id_of(c.id) == specs.cell_id(baseline.of(c.config))
+        assert baseline.id_of(c.id) == matrix_cells.cell_id(baseline.of(c.config))

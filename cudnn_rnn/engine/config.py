@@ -7,6 +7,7 @@ DOUBLE_BIAS, STANDARD, FLOAT data with FLOAT math precision and DEFAULT math.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 from cudnn_rnn.bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasMode,
@@ -22,6 +23,7 @@ C_INT_MAX = 2 ** 31 - 1  # cuDNN's sizes, dimensions and strides are C ints
 LENGTHS_FORMS = ("equal", "descending:MIN", "random:MIN:SEED", "list:L1:L2:...")
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function, asked for again and again
 def sequence_lengths(text: str, seq_length: int, mini_batch: int) -> tuple[int, ...]:
     """Each sequence's length in a batch, from a lengths axis value: ``equal`` (all
     seq_length), ``descending:MIN`` (evenly from seq_length down to MIN, non-increasing, as

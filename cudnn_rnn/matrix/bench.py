@@ -22,7 +22,8 @@ from cudnn_rnn.matrix.jsontypes import (ANY, BOOL, INT, NAME, NUM, POS_INT, POS_
                                         Dict, List, Obj, Opt, Pred, problem)
 from cudnn_rnn.matrix.record import TIMED_KINDS, config_label, max_error, ranked_timing
 from cudnn_rnn.matrix.runs import content_key, read_json_dict
-from cudnn_rnn.matrix.spec import Cell, baseline_first, read_toml, spec_name
+from cudnn_rnn.matrix.cells import Cell
+from cudnn_rnn.matrix.spec import baseline_first, read_toml, spec_name
 
 MAX_SHAPES = 10_000
 GEMM_TARGET = 0.5  # of the FP16 target shapes: at least this fraction of the dense FP16 GEMM rate

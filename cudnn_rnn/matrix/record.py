@@ -71,6 +71,9 @@ class Record:
     layout: str | None = _key(Opt(NAME))
     dropout: float | None = _key(Opt(NUM))
     lengths: str | None = _key(Opt(STR))  # the batch's sequence lengths (engine.config); None: equal
+    # a variant (matrix.variants): the id of the cell it varies, and the axis it changes
+    varies: dict | None = _key(Opt(Obj({"base": STR, "axis": NAME}, required={"base", "axis"},
+                                       closed=True)))
     shape: dict = _key(SHAPE, required=True, factory=dict)
     flop: int | None = _key(Opt(NON_NEG_INT))  # the sample's count for one forward pass
     # what happened
@@ -108,8 +111,9 @@ class Record:
     def of(cls, cell, cudnn_version: str | None, library_path: str | None) -> "Record":
         """The record of ``cell`` (a :class:`~cudnn_rnn.matrix.spec.Cell`) before it runs."""
         cfg = cell.config
+        varies = {"base": cell.base, "axis": cell.axis} if cell.base else None
         return cls(id=cell.id, block=cell.block, implicit=cell.implicit, **cfg.as_record(),
-                   flop=cfg.flop_count(), cudnn_version=cudnn_version,
+                   varies=varies, flop=cfg.flop_count(), cudnn_version=cudnn_version,
                    library_path=library_path)
 
     @classmethod

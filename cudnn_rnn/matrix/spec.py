@@ -19,6 +19,21 @@ batch}`` with an optional ``input_size`` (default: hidden)::
     cell = ["LSTM"]
     shapes = [{seq_length = 20, layers = 2, hidden = 512, batch = 64}]
 
+A block may also vary its cells one axis at a time (``[block.vary]``): for each cell
+of the product, one *variant* per listed value of each listed axis, with every other axis
+as in that cell. A variant runs only if the cell it varies passed the descriptor stage
+(``cudnnSetRNNDescriptor_v8`` and what comes before it), so the variants of what cuDNN
+refuses outright cost nothing. ``[block.vary_only]`` restricts an axis's variants to
+cells with given values (e.g. projection only for LSTM)::
+
+    [block.vary]
+    direction = ["BIDIRECTIONAL"]
+    layers = [1, 3]
+    lengths = ["descending:5"]
+    proj_size = [256]
+    [block.vary_only]
+    proj_size = {cell = ["LSTM"]}
+
 Anything unknown — a key, an enum value, a shape field — is a :class:`SpecError`
 that names it, so a typo never silently shrinks a matrix.
 """
@@ -30,77 +45,19 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from cudnn_rnn.bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo, RNNBiasMode,
-                            RNNDataLayout, RNNInputMode, RNNMode)
-
-from cudnn_rnn.matrix.errors import BadInput
-from cudnn_rnn.engine.config import LENGTHS_FORMS, RNNConfig
+from cudnn_rnn.bindings.enums import RNNAlgo
+from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.matrix import baseline
+from cudnn_rnn.matrix.cells import AXES, AXIS_DEFAULTS, Cell, SpecError, parse_value
 from cudnn_rnn.matrix.runs import content_key
+from cudnn_rnn.matrix.variants import parse_vary, variants_of
 
-AXES = {
-    "data_type": DataType, "math_prec": DataType, "math_type": MathType, "algo": RNNAlgo,
-    "cell": RNNMode, "direction": DirectionMode, "input_mode": RNNInputMode,
-    "bias_mode": RNNBiasMode, "layout": RNNDataLayout, "proj_size": None, "lengths": None,
-}
 SHAPE_KEYS = {"seq_length", "layers", "hidden", "batch", "input_size"}
 REQUIRED_SHAPE_KEYS = {"seq_length", "layers", "hidden", "batch"}
-AXIS_DEFAULTS = {
-    "direction": ["UNIDIRECTIONAL"], "input_mode": ["LINEAR_INPUT"], "bias_mode": ["DOUBLE_BIAS"],
-    "layout": ["SEQ_MAJOR_PACKED"], "proj_size": ["none"], "lengths": ["equal"],
-}
 PROBES_DIR = Path(__file__).resolve().parents[2] / "probes"
 MAX_CELLS = 100_000  # counted before expanding: a larger product of axes is surely a typo
 
 
-class SpecError(BadInput):
-    """A malformed probe specification (reported in one line, exit code 2)."""
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One configuration of the matrix, and the block of the spec it came from."""
-    config: RNNConfig
-    block: str
-    implicit: bool = False  # added only as the FP32 baseline of another cell
-
-    @property
-    def id(self) -> str:
-        return cell_id(self.config)
-
-
-def cell_id(c: RNNConfig) -> str:
-    """A stable, readable key of every axis and the shape."""
-    proj = "none" if c.proj_size == c.hidden_size else str(c.proj_size)
-    return "/".join([c.data_type.name, c.math_prec.name, c.math_type.short, c.algo.name,
-                     c.mode.name, c.direction.name, c.input_mode.name, c.bias_mode.name,
-                     f"proj={proj}", c.layout.name,
-                     f"T{c.seq_length}L{c.num_layers}H{c.hidden_size}B{c.mini_batch}I{c.input_size}"]
-                    + ([] if c.equal_lengths else [f"len={c.lengths}"]))
-
-
-def parse_value(axis: str, value, where: str):
-    if axis == "lengths":
-        kind = value.split(":")[0] if isinstance(value, str) else None
-        if kind not in ("equal", "descending", "random", "list"):
-            raise SpecError(f"{where}: lengths must be one of {', '.join(LENGTHS_FORMS)}, "
-                            f"got {value!r}")
-        return value.strip()
-    if axis == "proj_size":
-        if isinstance(value, str) and value.strip().lower() in ("none", "hidden"):
-            return None
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-        raise SpecError(f"{where}: proj_size must be \"none\" or a positive integer, got {value!r}")
-    enum_cls = AXES[axis]
-    if not isinstance(value, str):
-        raise SpecError(f"{where}: {axis} values are names such as {next(iter(enum_cls)).name!r}, "
-                        f"got {value!r}")
-    try:
-        return enum_cls.parse(value)
-    except (ValueError, KeyError):
-        names = ", ".join(m.short if hasattr(m, "short") else m.name for m in enum_cls)
-        raise SpecError(f"{where}: unknown {axis} value {value!r} (known: {names})") from None
 
 
 def _values(table: dict, axis: str, where: str) -> list:
@@ -214,8 +171,10 @@ def from_dict(data: dict, where: str = "<spec>") -> Spec:
             raise SpecError(f"{where}: block {i + 1}'s name must be a string, got {bname!r}")
         bwhere = f"{where} block {bname!r}"
         for key in block:
-            if key not in AXES and key not in ("name", "shapes"):
-                raise SpecError(f"{bwhere}: unknown axis {key!r} (known: {', '.join(AXES)}, shapes)")
+            if key not in AXES and key not in ("name", "shapes", "vary", "vary_only"):
+                raise SpecError(f"{bwhere}: unknown axis {key!r} (known: {', '.join(AXES)}, "
+                                "shapes, vary, vary_only)")
+        vary, vary_only = parse_vary(block, bwhere)
         table = {**defaults, **{k: v for k, v in block.items() if k in AXES}}
         missing = [a for a in AXES if a not in table]
         if missing:
@@ -227,8 +186,10 @@ def from_dict(data: dict, where: str = "<spec>") -> Spec:
         product = len(shapes)
         for a in AXES:
             product *= len(axes[a])
+        product *= 1 + sum(len(v) for v in vary.values())
         if len(cells) + product > MAX_CELLS:
             raise SpecError(f"{where}: more than {MAX_CELLS} cells; split the spec")
+        block_cells = []
         for combo in itertools.product(*(axes[a] for a in AXES), shapes):
             values = dict(zip(list(AXES) + ["shape"], combo))
             if values["algo"] == RNNAlgo.COUNT:
@@ -246,49 +207,13 @@ def from_dict(data: dict, where: str = "<spec>") -> Spec:
                     lengths=values["lengths"])
             except ValueError as exc:
                 raise SpecError(f"{bwhere}: shape {s}: {exc}") from None
-            cell = Cell(cfg, bname)
+            block_cells.append(Cell(cfg, bname))
+        variants = [v for c in block_cells for v in variants_of(c, vary, vary_only, bwhere)]
+        for cell in block_cells + variants:  # a variant runs after every cell it may vary
             if cell.id not in seen:
                 seen.add(cell.id)
                 cells.append(cell)
     return Spec(name, description, cells, where, content_key(data))
-
-
-FILTER_AXES = dict(AXES, seq_length=int, layers=int, hidden=int, batch=int)
-
-
-def parse_filters(pairs: dict) -> dict:
-    """``{"data_type": "HALF,INT8", "hidden": "512"}`` → allowed values per axis."""
-    out = {}
-    for axis, text in pairs.items():
-        if text is None:
-            continue
-        items = [t for t in str(text).split(",") if t.strip()]
-        if not items:
-            raise SpecError(f"--{axis.replace('_', '-')} needs at least one value")
-        if FILTER_AXES[axis] is int:
-            try:
-                out[axis] = {int(t) for t in items}
-            except ValueError:
-                raise SpecError(f"--{axis.replace('_', '-')} takes integers, got {text!r}") from None
-        else:
-            out[axis] = {parse_value(axis, t.strip(), f"--{axis.replace('_', '-')}") for t in items}
-    return out
-
-
-def _axis_value(c: RNNConfig, axis: str):
-    return {
-        "data_type": c.data_type, "math_prec": c.math_prec, "math_type": c.math_type,
-        "algo": c.algo, "cell": c.mode, "direction": c.direction, "input_mode": c.input_mode,
-        "bias_mode": c.bias_mode, "layout": c.layout,
-        "proj_size": None if c.proj_size == c.hidden_size else c.proj_size,
-        "seq_length": c.seq_length, "layers": c.num_layers, "hidden": c.hidden_size,
-        "batch": c.mini_batch, "lengths": c.lengths,
-    }[axis]
-
-
-def select(cells: list, filters: dict) -> list:
-    return [c for c in cells if all(_axis_value(c.config, a) in allowed
-                                    for a, allowed in filters.items())]
 
 
 def baseline_first(shape: RNNConfig, combos, block: str) -> list:

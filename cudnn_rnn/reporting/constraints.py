@@ -5,8 +5,34 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from cudnn_rnn.engine.config import sequence_lengths
+
 DATA = Path(__file__).resolve().parent.parent / "data" / "documented_constraints.toml"
-AXES = ("data_type", "math_prec", "math_type", "algo", "cell", "direction", "layout")
+AXES = ("data_type", "math_prec", "math_type", "algo", "cell", "direction", "layout",
+        "input_mode", "bias_mode", "projection", "lengths_order")
+
+
+def axis_of(rec: dict, axis: str):
+    """A record's value on a rule's axis. Two are derived: ``projection`` (``yes`` where
+    projSize is below hiddenSize) and ``lengths_order`` of the batch's sequence lengths
+    (``equal``, ``sorted``: non-increasing, or ``unsorted``)."""
+    if axis == "projection":
+        proj, hidden = rec.get("proj_size"), (rec.get("shape") or {}).get("hidden")
+        return "yes" if proj is not None and hidden is not None and proj < hidden else "no"
+    if axis == "lengths_order":
+        return lengths_order(rec)
+    return rec.get(axis)
+
+
+def lengths_order(rec: dict) -> str:
+    text, shape = rec.get("lengths") or "equal", rec.get("shape") or {}
+    try:
+        lengths = sequence_lengths(text, shape["seq_length"], shape["batch"])
+    except (KeyError, ValueError):
+        return "equal" if text == "equal" else "unknown"
+    if all(n == shape["seq_length"] for n in lengths):
+        return "equal"
+    return "sorted" if all(a >= b for a, b in zip(lengths, lengths[1:])) else "unsorted"
 
 
 @dataclass(frozen=True)
@@ -26,14 +52,15 @@ class Rule:
             return False
         if self.max_version is not None and version > self.max_version:
             return False
-        return all(rec.get(axis) in values for axis, values in self.when.items())
+        return all(axis_of(rec, axis) in values for axis, values in self.when.items())
 
     def forbids(self, rec: dict, version: int) -> bool:
         if self.kind != "support" or not self.applies(rec, version):
             return False
         if self.unsupported:
             return True
-        return not all(rec.get(axis) in values for axis, values in (self.require or {}).items())
+        return not all(axis_of(rec, axis) in values
+                       for axis, values in (self.require or {}).items())
 
 
 @dataclass

@@ -30,7 +30,7 @@ def _cell(rec) -> str:
 
 
 def grids(records: list) -> str:
-    sample = [r for r in records if is_sample_shape(r)]
+    sample = [r for r in records if is_sample_shape(r) and not r.get("varies")]
     parts = []
     for dt in C.data_types(sample):
         rows, cols, index = C.grid(sample, dt)
@@ -42,9 +42,30 @@ def grids(records: list) -> str:
     return "".join(parts)
 
 
+def axes_table(rows: list) -> str:
+    """Every other axis, one at a time (:mod:`.axes`): what each value broke, and why."""
+    if not rows:
+        return ""
+    body = "".join(
+        f"<tr><td>{escape(r['axis'])}</td><td>{escape(r['value'])}</td><td>{r['variants']}</td>"
+        f"<td>{escape(', '.join(f'{k} {v}' for k, v in sorted(r['outcomes'].items())))}</td>"
+        f"<td>{r['broken_count']}</td><td>{len(r['fixed'])}</td><td>"
+        + "<br>".join(escape(f"{g['call']} → {g['status']}" + (f" ({g['reason']})" if g['reason']
+                                                                else "")
+                             + f": {g['count']} ("
+                             + ", ".join(f"{a} {n}" for a, n in sorted(g['by_algo'].items()))
+                             + ")") for g in r["broken"])
+        + "</td></tr>" for r in rows)
+    return ("<h2>Every other axis, one at a time</h2><p>Each combination that passed the "
+            "descriptor stage, with one other axis changed. Broke: the combination worked and the "
+            "variant did not; fixed: the reverse.</p><table><tr><th>axis</th><th>value</th>"
+            "<th>variants</th><th>outcomes</th><th>broke</th><th>fixed</th><th>why (count by "
+            f"algorithm)</th></tr>{body}</table>")
+
+
 def other_cells(records: list) -> str:
     """Every cell not at the sample's shape (the sweep), one row each, so none is left out."""
-    rest = [r for r in records if not is_sample_shape(r)]
+    rest = [r for r in records if not is_sample_shape(r) and not r.get("varies")]
     if not rest:
         return ""
     rows = "".join(
@@ -133,6 +154,7 @@ cuDNN's reason, or the timings and error.</p>
 <ul>{findings}</ul>
 <h2>The support matrix at 20 2 512 64</h2><div class="legend">{legend}</div>
 {grids(result.records)}
+{axes_table(analysis["axes"])}
 {other_cells(result.records)}
 </body></html>
 """

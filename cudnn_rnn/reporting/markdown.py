@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from cudnn_rnn.reporting import axes
 from cudnn_rnn.reporting import grid as C
 from cudnn_rnn.matrix.record import config_label, max_error
 from cudnn_rnn.reporting.analysis import shape_label, fwd_tflops
@@ -149,7 +150,7 @@ def tensor_op_section(sweep: dict, perf: list) -> list[str]:
 
 
 def data_type_tables(records: list) -> list[str]:
-    sample = [r for r in records if is_sample_shape(r)]
+    sample = [r for r in records if is_sample_shape(r) and not r.get("varies")]
     out = ["## The support matrix at the sample's shape (20 2 512 64)", "",
            "One table per data type: rows math precision x math type, columns algorithm x cell.",
            "", "Legend:", ""]
@@ -194,6 +195,7 @@ def render(result, analysis: dict, report: dict, constraints) -> str:
     out += int8_section(analysis["int8"], version)
     out += tensor_op_section(analysis["sweep"], analysis["performance_rule"])
     out += data_type_tables(result.records)
+    out += axes.markdown(analysis["axes"])
     out += contradictions_section(analysis["contradiction_groups"], constraints)
     best = [r for r in result.records if r["outcome"] == "OK" and r.get("timings")]
     if best:

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from cudnn_rnn.matrix import provenance
-from cudnn_rnn.reporting import analysis, constraints as cons, html, load, markdown
+from cudnn_rnn.reporting import analysis, axes, constraints as cons, html, load, markdown
 
 SCHEMA_VERSION = 1
 FILES = ("matrix.md", "matrix.html", "summary.json")
@@ -17,7 +17,8 @@ def analyse(result: load.ResultSet, rules: cons.Constraints) -> dict:
     return {"counts": analysis.counts(result.records),
             "int8": analysis.int8_answer(result.records, result.meta),
             "sweep": sweep, "performance_rule": analysis.performance_rule(sweep["rows"]),
-            "contradictions": found, "contradiction_groups": cons.group(found)}
+            "contradictions": found, "contradiction_groups": cons.group(found),
+            "axes": axes.summarise(result.records)}
 
 
 def report_info(command_line: str, sources) -> dict:
@@ -27,7 +28,7 @@ def report_info(command_line: str, sources) -> dict:
 
 def compact(rec: dict) -> dict:
     keep = ("id", "data_type", "math_prec", "math_type", "algo", "cell", "direction", "input_mode",
-            "bias_mode", "proj_size", "layout", "shape", "outcome", "failed_stage", "failed_call",
+            "bias_mode", "proj_size", "layout", "lengths", "varies", "shape", "outcome", "failed_stage", "failed_call",
             "status", "status_code", "reason", "errors", "speedup")
     out = {k: rec.get(k) for k in keep}
     out["forward_training_tflops"] = ((rec.get("timings") or {}).get("forward_training") or {}).get("tflops")
@@ -55,6 +56,7 @@ def write_report(result: load.ResultSet, out_dir: Path, command_line: str) -> li
     cells = sorted((compact(r) for r in result.records), key=lambda r: r["id"])
     summary = {"schema_version": SCHEMA_VERSION, "provenance": result.provenance, "report": info,
                "counts": a["counts"], "int8": a["int8"], "tensor_op_sweep": a["sweep"],
+               "axes": a["axes"],
                "documented_rule_checks": {"performance": a["performance_rule"],
                                           "contradictions": a["contradiction_groups"]},
                "constraints_sources": rules.sources, "cells": cells}

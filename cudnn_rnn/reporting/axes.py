@@ -1,0 +1,87 @@
+"""The axes beyond data type, precision, math and algorithm: what each variant changed.
+
+A variant (``varies`` in its record: the cell it varies and the axis it changes, see
+:mod:`cudnn_rnn.matrix.variants`) is compared with its base cell from the same run. Per
+axis value: how many variants ran, how many the change *broke* (the base worked, the
+variant was refused or wrong), how many it *fixed* (the reverse), and for the broken ones
+which call refused them, with which status and reason, and for which combinations.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from cudnn_rnn.matrix.record import config_label
+
+WORKS = ("OK", "SKIPPED")  # SKIPPED: every descriptor stage passed, no GPU to go further
+FAILED = ("NOT_SUPPORTED", "BAD_PARAM", "WRONG_RESULT", "EXECUTION_FAILED", "ALLOC_FAILED",
+          "INTERNAL_ERROR", "CRASH", "TIMEOUT")
+
+
+def value_of(rec: dict, axis: str) -> str:
+    """How a variant's value on ``axis`` is shown."""
+    if axis == "layers":
+        return f"{rec['shape']['layers']} layers"
+    if axis == "proj_size":
+        return f"projection {rec['proj_size']}"
+    if axis == "lengths":
+        return f"lengths {rec.get('lengths') or 'equal'}"
+    return str(rec.get(axis))
+
+
+def summarise(records: list) -> list[dict]:
+    """One row per (axis, value), in axis order, with the broken variants grouped by the
+    failing call, status and reason."""
+    by_id = {r["id"]: r for r in records}
+    rows: dict = {}
+    for r in records:
+        v = r.get("varies")
+        base = by_id.get((v or {}).get("base"))
+        if not v or base is None:
+            continue
+        key = (v["axis"], value_of(r, v["axis"]))
+        row = rows.setdefault(key, {"axis": key[0], "value": key[1], "variants": 0,
+                                    "outcomes": Counter(), "broken": defaultdict(list),
+                                    "fixed": [], "timed": []})
+        row["variants"] += 1
+        row["outcomes"][r["outcome"]] += 1
+        if base["outcome"] in WORKS and r["outcome"] in FAILED:
+            cause = (r.get("failed_call") or "-", r.get("status") or r["outcome"],
+                     (r.get("reason") or "")[:120])
+            row["broken"][cause].append((r["algo"], f"{config_label(r)} {r['cell']}"))
+        elif base["outcome"] in FAILED and r["outcome"] in WORKS:
+            row["fixed"].append(f"{config_label(r)} {r['cell']}")
+    out = []
+    for (axis, value), row in sorted(rows.items()):
+        broken = sorted(({"call": c, "status": s, "reason": why, "count": len(cells),
+                          "by_algo": dict(Counter(a for a, _ in cells)),
+                          "cells": sorted(n for _, n in cells)}
+                         for (c, s, why), cells in row["broken"].items()),
+                        key=lambda g: -g["count"])
+        out.append({"axis": axis, "value": value, "variants": row["variants"],
+                    "outcomes": dict(row["outcomes"]), "broken": broken,
+                    "broken_count": sum(g["count"] for g in broken),
+                    "fixed": sorted(row["fixed"])})
+    return out
+
+
+def markdown(rows: list) -> list[str]:
+    """The per-axis section of matrix.md."""
+    if not rows:
+        return []
+    out = ["## Every other axis, one at a time", "",
+           "Each combination that passed cuDNN's descriptor stage at the sample's shape, with one "
+           "other axis changed (its *variants*). *Broke*: the combination worked and the variant "
+           "did not; *fixed*: the reverse.", "",
+           "| axis | value | variants | outcomes | broke | fixed |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(r["outcomes"].items()))
+        out.append(f"| {r['axis']} | {r['value']} | {r['variants']} | {outcomes} | "
+                   f"{r['broken_count']} | {len(r['fixed'])} |")
+    for r in rows:
+        for g in r["broken"]:
+            algos = ", ".join(f"{a} {n}" for a, n in sorted(g["by_algo"].items()))
+            shown = ", ".join(g["cells"][:4]) + (", …" if g["count"] > 4 else "")
+            out.append(f"- {r['axis']} = {r['value']}: {g['call']} → {g['status']}"
+                       + (f" ({g['reason']})" if g["reason"] else "")
+                       + f": {g['count']} combinations (by algorithm: {algos}), e.g. {shown}")
+    return out + [""]
