@@ -208,7 +208,7 @@ def from_dict(data: dict, where: str = "<spec>") -> Spec:
             except ValueError as exc:
                 raise SpecError(f"{bwhere}: shape {s}: {exc}") from None
             block_cells.append(Cell(cfg, bname))
-        variants = [v for c in block_cells for v in variants_of(c, vary, vary_only, bwhere)]
+        variants = variants_of(block_cells, vary, vary_only, bwhere)
         for cell in block_cells + variants:  # a variant runs after every cell it may vary
             if cell.id not in seen:
                 seen.add(cell.id)

@@ -45,24 +45,29 @@ def parse_vary(block: dict, where: str) -> tuple[dict, dict]:
     return vary, only
 
 
-def variants_of(cell: Cell, vary: dict, only: dict, where: str) -> list:
-    """``cell`` with one axis changed at a time (values equal to its own are skipped)."""
+FIELD = {"direction": "direction", "input_mode": "input_mode", "bias_mode": "bias_mode",
+         "proj_size": "proj_size", "layout": "layout", "lengths": "lengths",
+         "layers": "num_layers"}  # the RNNConfig field each varied axis sets
+
+
+def variants_of(cells: list, vary: dict, only: dict, where: str) -> list:
+    """Each of ``cells`` with one axis changed at a time (a value equal to a cell's own is
+    skipped). Ordered by axis, then value, then cell: consecutive variants then share
+    their values' shape, which lets a worker reuse the values it drew
+    (:class:`~cudnn_rnn.engine.values.HostValues`)."""
     out = []
     for axis, values in vary.items():
-        if any(axis_value(cell.config, k) not in allowed for k, allowed in
-               only.get(axis, {}).items()):
-            continue
         for value in values:
-            if axis_value(cell.config, axis) == value:
-                continue
-            field = {"direction": "direction", "input_mode": "input_mode",
-                     "bias_mode": "bias_mode", "proj_size": "proj_size", "layout": "layout",
-                     "lengths": "lengths", "layers": "num_layers"}[axis]
-            try:
-                cfg = cell.config.replace(**{field: value})
-            except ValueError as exc:
-                raise SpecError(f"{where} vary {axis}={value!r}: {exc}") from None
-            out.append(Cell(cfg, cell.block, base=cell.id, axis=axis))
+            for cell in cells:
+                if axis_value(cell.config, axis) == value or any(
+                        axis_value(cell.config, k) not in allowed
+                        for k, allowed in only.get(axis, {}).items()):
+                    continue
+                try:
+                    cfg = cell.config.replace(**{FIELD[axis]: value})
+                except ValueError as exc:
+                    raise SpecError(f"{where} vary {axis}={value!r}: {exc}") from None
+                out.append(Cell(cfg, cell.block, base=cell.id, axis=axis))
     return out
 
 

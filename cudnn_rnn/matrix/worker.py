@@ -103,7 +103,8 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         conn.send(("failed", f"{exc}" if missing else f"{type(exc).__name__}: {exc}", missing))
         return
     cache = ReferenceCache(device_bytes=int(options.get("reference_device_bytes", 0)))
-    values = HostValues() if options.get("reuse_values") else None
+    values = (HostValues(size=options.get("values_cache_size", 2))
+              if options.get("reuse_values") else None)
     cupy = pool = None
     if device:
         import cupy
