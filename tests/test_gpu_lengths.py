@@ -1,0 +1,45 @@
+"""Batches of unequal sequence lengths on a GPU, checked against the float64 reference that
+runs each sequence to its own length (marker ``gpu``): every cell, both directions, all three
+layouts, equal and unequal lengths, in FLOAT/FMA and HALF/FLOAT; and what the persistent
+algorithms do with unequal lengths (verified, or refused with cuDNN's reason)."""
+import pytest
+
+from cudnn_rnn.bindings.enums import DataType, DirectionMode, MathType, RNNAlgo, RNNDataLayout, RNNMode
+from cudnn_rnn.matrix.cell import run_cell
+from cudnn_rnn.matrix.cells import Cell
+
+from .test_gpu_flow import PRECISIONS, SMALL, run_and_compare
+
+pytestmark = pytest.mark.gpu
+# the packed layout needs non-increasing lengths; the unpacked ones take any order
+UNEQUAL = {RNNDataLayout.SEQ_MAJOR_PACKED: "descending:2",
+           RNNDataLayout.SEQ_MAJOR_UNPACKED: "random:2:3",
+           RNNDataLayout.BATCH_MAJOR_UNPACKED: "random:2:3"}
+
+
+@pytest.mark.parametrize("precision", ["FLOAT/FMA", "HALF/FLOAT"])
+@pytest.mark.parametrize("unequal", [False, True], ids=["equal", "unequal"])
+@pytest.mark.parametrize("layout", list(UNEQUAL), ids=lambda v: v.name)
+@pytest.mark.parametrize("direction", list(DirectionMode), ids=lambda d: d.name[:3])
+@pytest.mark.parametrize("cell", list(RNNMode), ids=lambda c: c.name)
+def test_each_sequence_runs_to_its_own_length(lib, cuda, cell, direction, layout, unequal,
+                                              precision):
+    cfg = SMALL.replace(mode=cell, direction=direction, layout=layout,
+                        lengths=UNEQUAL[layout] if unequal else "equal", **PRECISIONS[precision])
+    assert cfg.equal_lengths != unequal
+    check = run_and_compare(lib, cfg, f"{precision} lengths")
+    assert check.passed, check.as_record()
+
+
+@pytest.mark.parametrize("algo", [RNNAlgo.PERSIST_STATIC, RNNAlgo.PERSIST_STATIC_SMALL_H,
+                                  RNNAlgo.PERSIST_DYNAMIC], ids=lambda a: a.name)
+def test_persistent_algorithms_with_unequal_lengths_verify_or_say_why(lib, cuda, algo):
+    cfg = SMALL.replace(mode=RNNMode.LSTM, algo=algo, data_type=DataType.HALF,
+                        math_prec=DataType.FLOAT, math_type=MathType.TENSOR_OP_MATH,
+                        lengths="descending:2")
+    rec = run_cell(Cell(cfg, "gpu test"), lib, device=True, time_it=False).as_json()
+    print(f"\n{algo.name} with unequal lengths: {rec['outcome']} {rec.get('failed_call')} "
+          f"{rec.get('status')} {rec.get('reason')}")
+    if rec["outcome"] != "OK":  # refused: cuDNN's call and status are recorded
+        assert rec["outcome"] in ("NOT_SUPPORTED", "BAD_PARAM"), rec
+        assert rec["failed_call"] and rec["status"]
