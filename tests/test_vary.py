@@ -175,3 +175,20 @@ def test_the_documented_rules_read_the_derived_axes(varied_run):
         assert not supported and "packed-needs-sorted-lengths" in [f.id for f in forbidding]
     found = {c["id"] for c in cons.contradictions(recs, rules)}
     assert not found & {r["id"] for r in packed_unsorted}
+
+
+def test_the_full_spec_is_the_whole_product_of_the_other_axes():
+    from itertools import product
+    s = specs.load("full")
+    seen = {(c.config.direction, c.config.input_mode, c.config.bias_mode, c.config.layout,
+             c.config.num_layers, c.config.lengths, c.config.mode, c.config.algo,
+             c.config.data_type, c.config.math_prec, c.config.math_type)
+            for c in s.cells if c.config.proj_size == c.config.hidden_size}
+    combos = {(c.config.data_type, c.config.math_prec, c.config.math_type) for c in s.cells}
+    others = product(*(sorted({getattr(c.config, f) for c in s.cells}, key=str) for f in (
+        "direction", "input_mode", "bias_mode", "layout", "num_layers", "lengths", "mode",
+        "algo")))
+    assert {o + k for o in others for k in combos} == seen  # nothing of the product missing
+    lstm_proj = {c.config.data_type for c in s.cells if c.config.proj_size < c.config.hidden_size}
+    assert lstm_proj == {d for d, _, _ in combos}
+    assert len(specs.with_baselines(s.cells)) == len(s.cells)  # every FP32 baseline is in it
