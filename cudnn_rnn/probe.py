@@ -146,7 +146,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
                                      runs.read_json_dict)
     results = runs.open_records(path, resume)
     done = {r["id"]: r for r in results.existing}
-    # a variant whose base is already recorded as refused at a descriptor stage never runs
+    # a variant whose base is recorded without passing the RNN descriptor never runs
     todo = [c for c in cells if c.id not in done and not variants.gated_out(c, done)]
     device_line = (f"GPU {dev_info['gpu']} (compute capability {dev_info['compute_capability']}, "
                    f"driver {dev_info.get('driver_version')})" if info["device_stages"]
@@ -180,7 +180,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     interrupted = False
     try:
         for cell in todo:
-            if variants.gated_out(cell, done):  # its base was refused at a descriptor stage
+            if variants.gated_out(cell, done):  # its base did not pass the RNN descriptor
                 progress.update("not run (base refused)")
                 continue
             rec = worker.run(cell, args.timeout)
@@ -206,8 +206,8 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     print()
     summary(records)
     if gated:
-        print(f"\n{len(gated)} variants not run: the cell each varies was refused at a "
-              f"descriptor stage ({', '.join(variants.DESCRIPTOR_STAGES)})")
+        print(f"\n{len(gated)} variants not run: the cell each varies did not get past "
+              "cudnnSetRNNDescriptor_v8")
     print(f"\n{len(records)}/{len(cells) - len(gated)} cells recorded in {path} ({wall:.1f} s this session; "
           f"workers: {worker.started} started, {worker.lost} lost to a crash, timeout or error)")
     if interrupted:

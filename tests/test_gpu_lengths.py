@@ -17,16 +17,21 @@ UNEQUAL = {RNNDataLayout.SEQ_MAJOR_PACKED: "descending:2",
            RNNDataLayout.BATCH_MAJOR_UNPACKED: "random:2:3"}
 
 
+# every sequence shorter than seqLength (6): the last step holds no sequence at all
+ALL_SHORTER = "list:5:5:4:4:3:3:2:1"
+
+
 @pytest.mark.parametrize("precision", ["FLOAT/FMA", "HALF/FLOAT"])
-@pytest.mark.parametrize("unequal", [False, True], ids=["equal", "unequal"])
+@pytest.mark.parametrize("lengths", ["equal", "unequal", "all shorter"])
 @pytest.mark.parametrize("layout", list(UNEQUAL), ids=lambda v: v.name)
 @pytest.mark.parametrize("direction", list(DirectionMode), ids=lambda d: d.name[:3])
 @pytest.mark.parametrize("cell", list(RNNMode), ids=lambda c: c.name)
-def test_each_sequence_runs_to_its_own_length(lib, cuda, cell, direction, layout, unequal,
+def test_each_sequence_runs_to_its_own_length(lib, cuda, cell, direction, layout, lengths,
                                               precision):
-    cfg = SMALL.replace(mode=cell, direction=direction, layout=layout,
-                        lengths=UNEQUAL[layout] if unequal else "equal", **PRECISIONS[precision])
-    assert cfg.equal_lengths != unequal
+    form = {"equal": "equal", "unequal": UNEQUAL[layout], "all shorter": ALL_SHORTER}[lengths]
+    cfg = SMALL.replace(mode=cell, direction=direction, layout=layout, lengths=form,
+                        **PRECISIONS[precision])
+    assert cfg.equal_lengths == (lengths == "equal")
     check = run_and_compare(lib, cfg, f"{precision} lengths")
     assert check.passed, check.as_record()
 

@@ -71,6 +71,19 @@ def test_bad_lengths_in_a_spec_are_one_line_exit_2(tmp_path, value, needle):
     assert_one_line_exit_2(run("cudnn_rnn.probe", "--spec", str(path), "--list"), needle)
 
 
+def test_packing_when_no_sequence_runs_the_last_steps():
+    """Every sequence shorter than seqLength: the last steps hold no row at all."""
+    rng = np.random.default_rng(1)
+    dense = rng.random((6, 3, 2))
+    lengths = [4, 2, 2]
+    rows = packing.pack(dense, lengths)
+    assert rows.shape == (8, 2)
+    back = packing.unpack(rows, lengths, 6)
+    assert back.shape == dense.shape and not back[4:].any()
+    np.testing.assert_array_equal(back[:2], dense[:2])
+    np.testing.assert_array_equal(back[2:4, 0], dense[2:4, 0])
+
+
 def test_packing_keeps_the_running_sequences_step_by_step():
     rng = np.random.default_rng(0)
     dense = rng.random((5, 3, 2))
@@ -107,7 +120,8 @@ def test_the_check_uses_the_lengths_and_observes_padded_dx(lib):
     from cudnn_rnn.check import reference as R, verify
     rng = np.random.default_rng(4)
     cfg = RNNConfig(seq_length=5, num_layers=1, hidden_size=4, mini_batch=3, input_size=4,
-                    mode=RNNMode.GRU, lengths="list:5:2:3")
+                    mode=RNNMode.GRU, lengths="list:5:2:3",
+                    layout=RNNDataLayout.SEQ_MAJOR_UNPACKED)
     params = R.random_params(cfg, rng, 0.6)
     host = {"weights": R.arrays_from_params(cfg, params)}
     host.update({k: rng.uniform(-1, 1, size=s) for k, s in (
@@ -122,6 +136,13 @@ def test_the_check_uses_the_lengths_and_observes_padded_dx(lib):
     outputs = {"y": fwd.y, "hy": fwd.hy, "dx": dx, "dhx": grads.dhx}
     check = verify.compare_with(cfg, (fwd, grads), outputs)
     assert check.passed and check.as_record()["padded_dx"]["nonfinite"] == 2 * 4
+    # packed, dx has no padding in cuDNN's buffer: the zeros there are the unpacking's own,
+    # so nothing is recorded as observed (sorted lengths, as the packed layout needs)
+    packed = cfg.replace(layout=RNNDataLayout.SEQ_MAJOR_PACKED, lengths="list:5:3:2")
+    fp, gp = verify.expected(packed, host)
+    check = verify.compare_with(packed, (fp, gp), {"y": fp.y, "hy": fp.hy, "dx": gp.dx,
+                                                   "dhx": gp.dhx})
+    assert check.passed and "padded_dx" not in check.as_record()
     y = fwd.y.copy()
     y[4, 1] = 1.0  # y's padding must be the fill
     assert not verify.compare_with(cfg, (fwd, grads), dict(outputs, y=y)).passed

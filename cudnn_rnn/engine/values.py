@@ -36,7 +36,7 @@ class HostValues:
     Cells that differ only in math type, math precision or algorithm (a tuner's
     candidates) draw identical values: generating them once per shape and data type
     instead of per candidate saves seconds per cell at DeepBench sizes. At most ``size``
-    sets and ``max_bytes`` are kept.
+    sets and ``max_bytes`` in all are kept, the least recently used going first.
     """
 
     def __init__(self, size: int = 2, max_bytes: int = 8 << 30):
@@ -56,7 +56,7 @@ class HostValues:
         if key in self._items:
             self.hits += 1
             self._items.move_to_end(key)
-            return self._items[key]
+            return self._items[key][0]
         self.misses += 1
         return None
 
@@ -65,8 +65,8 @@ class HostValues:
                      (part.values() if isinstance(part, dict) else [part]))
         if nbytes > self.max_bytes:
             return
-        self._items[key] = value
-        while len(self._items) > self.size:
+        self._items[key] = (value, nbytes)
+        while len(self._items) > self.size or sum(n for _, n in self._items.values()) > self.max_bytes:
             self._items.popitem(last=False)
 
 

@@ -71,6 +71,8 @@ class Record:
     layout: str | None = _key(Opt(NAME))
     dropout: float | None = _key(Opt(NUM))
     lengths: str | None = _key(Opt(STR))  # the batch's sequence lengths (engine.config); None: equal
+    # ... as they were run (a random form depends on NumPy's generator): None when equal
+    seq_lengths: list | None = _key(Opt(List(POS_INT)))
     # a variant (matrix.variants): the id of the cell it varies, and the axis it changes
     varies: dict | None = _key(Opt(Obj({"base": STR, "axis": NAME}, required={"base", "axis"},
                                        closed=True)))
@@ -113,7 +115,8 @@ class Record:
         cfg = cell.config
         varies = {"base": cell.base, "axis": cell.axis} if cell.base else None
         return cls(id=cell.id, block=cell.block, implicit=cell.implicit, **cfg.as_record(),
-                   varies=varies, flop=cfg.flop_count(), cudnn_version=cudnn_version,
+                   varies=varies, seq_lengths=None if cfg.equal_lengths else list(cfg.seq_lengths),
+                   flop=cfg.flop_count(), cudnn_version=cudnn_version,
                    library_path=library_path)
 
     @classmethod

@@ -162,7 +162,7 @@ def from_dict(data: dict, where: str = "<spec>") -> Spec:
     blocks = data.get("block")
     if not isinstance(blocks, list) or not blocks:
         raise SpecError(f"{where}: needs at least one [[block]]")
-    cells, seen = [], set()
+    cells, seen, all_variants = [], set(), []
     for i, block in enumerate(blocks):
         if not isinstance(block, dict):
             raise SpecError(f"{where}: block {i + 1} must be a table ([[block]]), got {block!r}")
@@ -208,11 +208,18 @@ def from_dict(data: dict, where: str = "<spec>") -> Spec:
             except ValueError as exc:
                 raise SpecError(f"{bwhere}: shape {s}: {exc}") from None
             block_cells.append(Cell(cfg, bname))
-        variants = variants_of(block_cells, vary, vary_only, bwhere)
-        for cell in block_cells + variants:  # a variant runs after every cell it may vary
+        for cell in block_cells:
             if cell.id not in seen:
                 seen.add(cell.id)
                 cells.append(cell)
+        all_variants += variants_of(block_cells, vary, vary_only, bwhere)
+    # every block's own cells first: a variant with the id of a cell some block names is
+    # that cell (e.g. the support matrix at 1 layer is the sweep's 20 1 512 64), and each
+    # variant runs after every cell it may vary
+    for cell in all_variants:
+        if cell.id not in seen:
+            seen.add(cell.id)
+            cells.append(cell)
     return Spec(name, description, cells, where, content_key(data))
 
 

@@ -1,13 +1,13 @@
 """Variants: a cell of a block with one other axis changed at a time (``[block.vary]`` in
-a spec, see :mod:`.spec`), run only where the cell they vary passed cuDNN's descriptor
-stage, so the variants of what cuDNN refuses outright cost nothing."""
+a spec, see :mod:`.spec`), run only where the cell they vary got past
+cudnnSetRNNDescriptor_v8, so the variants of what cuDNN refuses outright cost nothing."""
 from __future__ import annotations
 
 from cudnn_rnn.matrix.cells import AXES, Cell, SpecError, axis_value, parse_value
 
 VARY_AXES = ("direction", "input_mode", "bias_mode", "proj_size", "layout", "lengths", "layers")
-# The stages whose refusal stops a cell's variants: nothing past them was tried.
-DESCRIPTOR_STAGES = ("handle", "dropout", "rnn_descriptor")
+# A variant runs only if its base got past this stage (cudnnSetRNNDescriptor_v8).
+GATE_STAGE = "rnn_descriptor"
 
 
 def parse_vary(block: dict, where: str) -> tuple[dict, dict]:
@@ -72,7 +72,9 @@ def variants_of(cells: list, vary: dict, only: dict, where: str) -> list:
 
 
 def gated_out(cell: Cell, done: dict) -> bool:
-    """A variant whose base cell is recorded as refused at a descriptor stage: not run.
-    (A variant whose base is not in the run, e.g. filtered out, runs.)"""
+    """A variant whose base is recorded without having passed :data:`GATE_STAGE`: refused
+    by cudnnSetRNNDescriptor_v8, or lost before it (a crash, a hang, this tool's error), so
+    its variants would most likely only repeat that. A variant whose base is not in the
+    run (e.g. filtered out) runs."""
     base = done.get(cell.base) if cell.base else None
-    return bool(base) and base.get("failed_stage") in DESCRIPTOR_STAGES
+    return bool(base) and GATE_STAGE not in (base.get("stages") or [])

@@ -13,8 +13,19 @@ from collections import Counter, defaultdict
 from cudnn_rnn.matrix.record import config_label
 
 WORKS = ("OK", "SKIPPED")  # SKIPPED: every descriptor stage passed, no GPU to go further
-FAILED = ("NOT_SUPPORTED", "BAD_PARAM", "WRONG_RESULT", "EXECUTION_FAILED", "ALLOC_FAILED",
-          "INTERNAL_ERROR", "CRASH", "TIMEOUT")
+
+
+def _cause(rec: dict) -> tuple:
+    """Why a variant failed, as one group: cuDNN's call, status and reason; for a wrong
+    result, the outputs outside tolerance (not their errors, which differ per cell)."""
+    if rec["outcome"] == "WRONG_RESULT":
+        v = rec.get("verification") or {}
+        tol, grad = v.get("tolerance"), v.get("gradient_tolerance") or v.get("tolerance")
+        bad = sorted(k for k, e in (v.get("errors") or {}).items()
+                     if e is None or (tol is not None and e > (grad if k.startswith("d") else tol)))
+        return ("-", "WRONG_RESULT", "outside tolerance: " + (", ".join(bad) or "?"))
+    return (rec.get("failed_call") or "-", rec.get("status") or rec["outcome"],
+            (rec.get("reason") or "")[:120])
 
 
 def value_of(rec: dict, axis: str) -> str:
@@ -29,10 +40,10 @@ def value_of(rec: dict, axis: str) -> str:
 
 
 def summarise(records: list) -> list[dict]:
-    """One row per (axis, value), in axis order, with the broken variants grouped by the
-    failing call, status and reason."""
+    """One row per (axis, value), in the order the run met them, with the broken variants
+    grouped by :func:`_cause`."""
     by_id = {r["id"]: r for r in records}
-    rows: dict = {}
+    rows: dict = {}  # in the order the run met them: axis by axis, value by value
     for r in records:
         v = r.get("varies")
         base = by_id.get((v or {}).get("base"))
@@ -44,14 +55,12 @@ def summarise(records: list) -> list[dict]:
                                     "fixed": [], "timed": []})
         row["variants"] += 1
         row["outcomes"][r["outcome"]] += 1
-        if base["outcome"] in WORKS and r["outcome"] in FAILED:
-            cause = (r.get("failed_call") or "-", r.get("status") or r["outcome"],
-                     (r.get("reason") or "")[:120])
-            row["broken"][cause].append((r["algo"], f"{config_label(r)} {r['cell']}"))
-        elif base["outcome"] in FAILED and r["outcome"] in WORKS:
+        if base["outcome"] in WORKS and r["outcome"] not in WORKS:
+            row["broken"][_cause(r)].append((r["algo"], f"{config_label(r)} {r['cell']}"))
+        elif base["outcome"] not in WORKS and r["outcome"] in WORKS:
             row["fixed"].append(f"{config_label(r)} {r['cell']}")
     out = []
-    for (axis, value), row in sorted(rows.items()):
+    for (axis, value), row in rows.items():
         broken = sorted(({"call": c, "status": s, "reason": why, "count": len(cells),
                           "by_algo": dict(Counter(a for a, _ in cells)),
                           "cells": sorted(n for _, n in cells)}
@@ -69,9 +78,10 @@ def markdown(rows: list) -> list[str]:
     if not rows:
         return []
     out = ["## Every other axis, one at a time", "",
-           "Each combination that passed cuDNN's descriptor stage at the sample's shape, with one "
-           "other axis changed (its *variants*). *Broke*: the combination worked and the variant "
-           "did not; *fixed*: the reverse.", "",
+           "Each combination that got past cudnnSetRNNDescriptor_v8 at the sample's shape, with "
+           "one other axis changed (its *variants*). *Broke*: the combination worked and the "
+           "variant did not; *fixed*: the reverse, which only a combination refused after the RNN "
+           "descriptor (or wrong) can show, as the variants of the others are not run.", "",
            "| axis | value | variants | outcomes | broke | fixed |", "|---|---|---|---|---|---|"]
     for r in rows:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted(r["outcomes"].items()))

@@ -25,11 +25,15 @@ def axis_of(rec: dict, axis: str):
 
 
 def lengths_order(rec: dict) -> str:
+    """The order of the lengths the cell ran: as recorded (``seq_lengths``), else from its
+    ``lengths`` form (records before the resolved lengths were kept)."""
     text, shape = rec.get("lengths") or "equal", rec.get("shape") or {}
-    try:
-        lengths = sequence_lengths(text, shape["seq_length"], shape["batch"])
-    except (KeyError, ValueError):
-        return "equal" if text == "equal" else "unknown"
+    lengths = rec.get("seq_lengths")
+    if lengths is None:
+        try:
+            lengths = sequence_lengths(text, shape["seq_length"], shape["batch"])
+        except (KeyError, ValueError):
+            return "equal" if text == "equal" else "unknown"
     if all(n == shape["seq_length"] for n in lengths):
         return "equal"
     return "sorted" if all(a >= b for a, b in zip(lengths, lengths[1:])) else "unsorted"

@@ -56,9 +56,10 @@ def axes_table(rows: list) -> str:
                              + ", ".join(f"{a} {n}" for a, n in sorted(g['by_algo'].items()))
                              + ")") for g in r["broken"])
         + "</td></tr>" for r in rows)
-    return ("<h2>Every other axis, one at a time</h2><p>Each combination that passed the "
-            "descriptor stage, with one other axis changed. Broke: the combination worked and the "
-            "variant did not; fixed: the reverse.</p><table><tr><th>axis</th><th>value</th>"
+    return ("<h2>Every other axis, one at a time</h2><p>Each combination that got past "
+            "cudnnSetRNNDescriptor_v8, with one other axis changed. Broke: the combination worked "
+            "and the variant did not; fixed: the reverse (only a combination refused later, or "
+            "wrong, can show it).</p><table><tr><th>axis</th><th>value</th>"
             "<th>variants</th><th>outcomes</th><th>broke</th><th>fixed</th><th>why (count by "
             f"algorithm)</th></tr>{body}</table>")
 
