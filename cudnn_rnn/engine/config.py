@@ -23,6 +23,12 @@ C_INT_MAX = 2 ** 31 - 1  # cuDNN's sizes, dimensions and strides are C ints
 LENGTHS_FORMS = ("equal", "descending:MIN", "random:MIN:SEED", "list:L1:L2:...")
 
 
+@functools.lru_cache(maxsize=4096)
+def _all_full(text: str, seq_length: int, mini_batch: int) -> bool:
+    """Whether every length of the form is seqLength (cached: ids ask for it per cell)."""
+    return all(n == seq_length for n in sequence_lengths(text, seq_length, mini_batch))
+
+
 @functools.lru_cache(maxsize=4096)  # a pure function, asked for again and again
 def sequence_lengths(text: str, seq_length: int, mini_batch: int) -> tuple[int, ...]:
     """Each sequence's length in a batch, from a lengths axis value: ``equal`` (all
@@ -145,7 +151,7 @@ class RNNConfig:
     @property
     def equal_lengths(self) -> bool:
         """Every sequence runs seqLength steps (whatever form the lengths were given in)."""
-        return all(n == self.seq_length for n in self.seq_lengths)
+        return _all_full(self.lengths, self.seq_length, self.mini_batch)
 
     @property
     def bidirectional(self) -> bool:
