@@ -45,6 +45,9 @@ def build_parser() -> OneLineParser:
     runs.add_options(p, "the results file")
     p.add_argument("--reps", type=positive_int, default=20,
                    help="timed calls per measurement (median)")
+    p.add_argument("--variant-reps", type=positive_int, default=5,
+                   help="timed calls per measurement of a variant (a cell that changes one "
+                        "axis of another; default 5): its speed is read against its base's")
     p.add_argument("--no-time", action="store_true", help="statuses and verification, no timing")
     p.add_argument("--no-graphs", action="store_true",
                    help="time plain calls only (no CUDA-graph capture of the timed calls)")
@@ -125,7 +128,8 @@ def main(argv=None) -> int:
     out = runs.output_dir(args.out) if args.out is not None else None
     # cells that differ only in math, precision or algorithm draw the same values: keep
     # the last few sets (a data type's four cells, twice over) instead of drawing again
-    options = {"reps": args.reps, "time": not args.no_time, "no_device": args.no_device,
+    options = {"reps": args.reps, "variant_reps": min(args.variant_reps, args.reps),
+               "time": not args.no_time, "no_device": args.no_device,
                "graphs": not args.no_graphs, "reuse_values": True, "values_cache_size": 8}
     worker, info = start_worker(args.cudnn, options)
     try:
@@ -138,7 +142,8 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     lib_info, dev_info = info["library"], info["device"]
     identity = runs.run_identity(
         runs.machine_identity(lib_info, dev_info, info["device_stages"]), spec.name, spec.sha256,
-        {"reps": args.reps, "time": not args.no_time, "graphs": not args.no_graphs})
+        {"reps": args.reps, "variant_reps": min(args.variant_reps, args.reps),
+         "time": not args.no_time, "graphs": not args.no_graphs})
     out_dir = out or runs.output_dir(runs.run_dir(identity), "the run folder")
     path = out_dir / f"{spec.name}.jsonl"
     meta_path = path.with_suffix(".run.json")

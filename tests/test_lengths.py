@@ -114,6 +114,26 @@ def test_descriptor_stages_with_unequal_lengths_per_layout(lib, layout):
             assert f.reason and "sorted" in f.reason.lower()
 
 
+@pytest.mark.parametrize("layout", list(RNNDataLayout), ids=lambda x: x.name)
+def test_a_batch_whose_longest_sequence_is_shorter_than_max_seq_length(lib, layout):
+    """Found on the H200 (9.19) and the same here: the packed layout wants maxSeqLength to be
+    the longest length in the batch (BAD_PARAM, cuDNN's reason names it); the unpacked ones
+    take steps that no sequence reaches."""
+    cfg = RNNConfig(seq_length=6, mini_batch=4, layout=layout, lengths="list:5:4:4:1",
+                    mode=RNNMode.GRU)
+    with RNNFlow(cfg, lib, device=False) as flow:
+        result = flow.run()
+    if layout != RNNDataLayout.SEQ_MAJOR_PACKED:
+        assert result.failure is None and "state_descriptors" in result.reached
+    else:
+        f = result.failure
+        assert (f.call, f.status, f.reason) == (
+            "cudnnSetRNNDataDescriptor", "BAD_PARAM", "maxSeqLengthInArray != maxSeqLength")
+    longest = cfg.replace(lengths="list:6:4:4:1")  # the same batch reaching maxSeqLength
+    with RNNFlow(longest, lib, device=False) as flow:
+        assert flow.run().failure is None
+
+
 def test_the_check_uses_the_lengths_and_observes_padded_dx(lib):
     """verify.expected runs the reference with the config's lengths; dx past a sequence's end
     (which cuDNN does not define) is recorded, not judged, and y's padding stays checked."""

@@ -160,8 +160,11 @@ def _run_direction(cell: RNNMode, p: LayerParams, xs, h0, c0, active=None):
     return np.stack(outs), h, c, {"xs": xs, "steps": steps}
 
 
-def _back_direction(cell: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_last):
-    """Backward through one direction; returns d(layer input), dh0, dc0 and dparams."""
+def _back_direction(cell: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_last,
+                    switched=None):
+    """Backward through one direction; returns d(layer input), dh0, dc0 and dparams.
+    ``switched`` ({t: [(b, unit), ...]}, steps in processing order): ReLU derivatives
+    taken on the other side of zero (see :mod:`cudnn_rnn.check.kinks`)."""
     xs, steps = cache["xs"], cache["steps"]
     np = array_module(xs)  # noqa: F811 - numpy or cupy
     T = xs.shape[0]
@@ -185,7 +188,10 @@ def _back_direction(cell: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_las
         dgh = [None] * g
         if cell in (RNNMode.RNN_RELU, RNNMode.RNN_TANH):
             if cell == RNNMode.RNN_RELU:
-                da = dh * (s["a"] > 0)
+                slope = s["a"] > 0
+                for b, u in (switched or {}).get(t, ()):
+                    slope[b, u] = not bool(slope[b, u])
+                da = dh * slope
             else:
                 da = dh * (1.0 - s["hh"] ** 2)
             dgx[0][t] = da
@@ -277,8 +283,11 @@ def forward(cfg: RNNConfig, params: list, x, hx, cx=None, lengths=None) -> Forwa
     return Forward(layer_in, hy, cy, caches)
 
 
-def backward(cfg: RNNConfig, params: list, fwd: Forward, dy, dhy, dcy=None) -> Gradients:
-    """dx, dhx, dcx and weight gradients of L = Σ y·dy + Σ hy·dhy + Σ cy·dcy."""
+def backward(cfg: RNNConfig, params: list, fwd: Forward, dy, dhy, dcy=None,
+             switched=None) -> Gradients:
+    """dx, dhx, dcx and weight gradients of L = Σ y·dy + Σ hy·dhy + Σ cy·dcy.
+    ``switched``: {layer·dirs + direction: {t: [(b, unit), ...]}} ReLU derivatives to take
+    on the other side of zero."""
     np = array_module(dy)  # noqa: F811 - numpy or cupy
     lstm = cfg.mode == RNNMode.LSTM
     dy = np.asarray(dy, dtype=np.float64)
@@ -299,7 +308,7 @@ def backward(cfg: RNNConfig, params: list, fwd: Forward, dy, dhy, dcy=None) -> G
             zeros_c = None
             dxs, dh0, dc0, dp = _back_direction(
                 cfg.mode, params[k], fwd.caches[k], d_out, dhy[k],
-                dcy[k] if lstm else zeros_c)
+                dcy[k] if lstm else zeros_c, (switched or {}).get(k))
             if d == 1:
                 dxs = dxs[::-1]
             d_in = dxs if d_in is None else d_in + dxs

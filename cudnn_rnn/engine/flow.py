@@ -120,7 +120,7 @@ class RNNFlow:
 
     def __init__(self, cfg: RNNConfig, lib: bindings.Library | None = None, *,
                  device: bool | None = None, init: str = "sample", seed: int = 0,
-                 values: HostValues | None = None):
+                 values: HostValues | None = None, handle: Handle | None = None):
         if init not in drawn_values.INITS:
             raise ValueError(f"init must be 'sample' or 'random', got {init!r}")
         self.cfg = cfg
@@ -136,6 +136,7 @@ class RNNFlow:
         self.entries: list[WeightEntry] = []
         self.sizes: dict = {}
         self.handle = self.dropout = self.rnn = None
+        self._shared_handle = handle
         self.x_desc = self.y_desc = self.h_desc = self.c_desc = None
         self.stream = None
         self.result = FlowResult(cfg)
@@ -204,7 +205,11 @@ class RNNFlow:
 
     # ------------------------------------------------------------------ stages
     def _stage_handle(self):
-        self.handle = self._own(Handle(self.lib))
+        """cudnnCreate, or the caller's handle (one per worker, as PyTorch keeps one per
+        device and thread): it gets this flow's stream, then the default one back at close."""
+        self.handle = self._shared_handle or self._own(Handle(self.lib))
+        if self._shared_handle is not None:
+            self._stack.callback(self.handle.set_stream, 0)
         self.stream = self.cp.cuda.Stream(non_blocking=True)
         self.handle.set_stream(self.stream.ptr)
 

@@ -87,7 +87,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
     try:
         from cudnn_rnn import bindings
         from cudnn_rnn.engine import gpu
-        from cudnn_rnn.engine.descriptors import live_objects
+        from cudnn_rnn.engine.descriptors import Handle, live_objects
         from cudnn_rnn.engine.values import HostValues
         from cudnn_rnn.matrix import jobs
         from cudnn_rnn.matrix.cell import ReferenceCache, run_cell
@@ -105,7 +105,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
     cache = ReferenceCache(device_bytes=int(options.get("reference_device_bytes", 0)))
     values = (HostValues(size=options.get("values_cache_size", 2))
               if options.get("reuse_values") else None)
-    cupy = pool = None
+    cupy = pool = handle = None
     if device:
         import cupy
         pool = cupy.get_default_memory_pool()
@@ -138,7 +138,15 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         _inject_process_fault(kind)
         try:
             _inject_cell_fault(kind, cupy)
-            rec = run_cell(cell, lib, device=device, reps=options.get("reps", 20),
+            if device and handle is None:  # one cuDNN handle per worker, as applications keep
+                try:
+                    handle = Handle(lib)
+                except bindings.errors.CudnnError:
+                    handle = None  # each flow then calls cudnnCreate and records what it says
+            reps = options.get("reps", 20)
+            if cell.base is not None:
+                reps = options.get("variant_reps", reps)
+            rec = run_cell(cell, lib, device=device, reps=reps, handle=handle,
                            time_it=options.get("time", True), cache=cache, values=values,
                            kinds=options.get("kinds"), budget_s=options.get("budget_s"),
                            graphs=options.get("graphs", True))
@@ -151,8 +159,10 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
             if lost is not None:
                 rec.context_lost(f"the CUDA context is in error after this cell: {lost}")
         exiting = rec.outcome in ("CRASH", "ERROR")
-        rec.add_worker(live_objects(), int(pool.used_bytes()) if pool is not None and not exiting
-                       else None, os.getpid())
+        # what the cell left alive (the worker's own handle is not the cell's)
+        rec.add_worker(live_objects() - (handle is not None),
+                       int(pool.used_bytes()) if pool is not None and not exiting else None,
+                       os.getpid())
         conn.send(("record", rec.as_json(), exiting))
         if exiting:
             return  # the next cell gets a fresh process
