@@ -63,7 +63,9 @@ def test_default_spec_end_to_end(cuda, out_root):
     variants = [r for r in timed if r["varies"]]
     assert variants and len(variants) < len(timed)
     # a variant's measurements get --variant-reps (5) calls, a cell of the product --reps (20)
+    assert sum(bool(r["graph_timings"]) for r in variants) > len(variants) // 2
     assert all(t["reps"] == 5 for r in variants for t in (r["graph_timings"] or {}).values())
+    assert all(t["reps"] == 5 for r in timed for t in r["timings"].values())  # plain: a share
     assert all(t["reps"] == 20 for r in timed if not r["varies"]
                for t in (r["graph_timings"] or {}).values())
     counts = Counter(r["outcome"] for r in recs)

@@ -17,43 +17,48 @@ CFG = RNNConfig(seq_length=5, num_layers=2, hidden_size=16, mini_batch=4, input_
 SWITCHED = {0: {2: [(1, 5)]}}  # first layer, forward: step 2, batch 1, unit 5
 
 
-def _host(seed=3, at=(1, 5, 2)):
-    """Inputs and weights where the pre-activation of unit ``at`` = (batch, unit, step) of
-    the first layer's forward direction is zero up to float64 rounding (its input bias
-    moved to cancel it), so either side of zero is a correct rounding of it."""
+def _host(seed=3, at=(1, 5, 2), k=0, cfg=CFG):
+    """Inputs and weights where the pre-activation of unit ``at`` = (batch, unit, step in
+    processing order) of direction index ``k`` is zero up to float64 rounding (its input
+    bias moved to cancel it), so either side of zero is a correct rounding of it."""
     rng = np.random.default_rng(seed)
-    params = reference.random_params(CFG, rng)
-    x = rng.uniform(-1, 1, CFG.x_shape())
-    hx = rng.uniform(-1, 1, CFG.h_shape())
+    params = reference.random_params(cfg, rng)
+    x = rng.uniform(-1, 1, cfg.x_shape())
+    hx = rng.uniform(-1, 1, cfg.h_shape())
+    lengths = None if cfg.equal_lengths else np.asarray(cfg.seq_lengths)
     b, u, t = at
-    fwd = reference.forward(CFG, params, x, hx)
-    a = fwd.caches[0]["steps"][t]["a"][b, u]
-    params[0].bW[0][u] -= a  # every batch's unit u moves; batch b's lands on zero
-    fwd = reference.forward(CFG, params, x, hx)
-    assert abs(fwd.caches[0]["steps"][t]["a"][b, u]) < 1e-14
-    return {"weights": reference.arrays_from_params(CFG, params), "x": x, "hx": hx,
-            "dy": rng.uniform(-1, 1, CFG.y_shape()), "dhy": rng.uniform(-1, 1, CFG.h_shape())}
+    for _ in range(100):  # the bias also moves earlier steps, hence the state: iterate
+        fwd = reference.forward(cfg, params, x, hx, lengths=lengths)
+        a = fwd.caches[k]["steps"][t]["a"][b, u]
+        if abs(a) < 1e-15:
+            break
+        params[k].bW[0][u] -= a  # every batch's unit u moves; batch b's lands on zero
+    assert abs(a) < 1e-15
+    return {"weights": reference.arrays_from_params(cfg, params), "x": x, "hx": hx,
+            "dy": rng.uniform(-1, 1, cfg.y_shape()), "dhy": rng.uniform(-1, 1, cfg.h_shape())}
 
 
-def _outputs(host, switched=None, noise=1e-8, seed=0):
+def _outputs(host, switched=None, noise=1e-8, seed=0, cfg=CFG):
     """What a device would return: the reference (with ``switched`` derivatives), each
     value moved by a relative ``noise``."""
     rng = np.random.default_rng(seed)
-    params = reference.params_from_arrays(CFG, host["weights"])
-    fwd = reference.forward(CFG, params, host["x"], host["hx"])
-    grads = reference.backward(CFG, params, fwd, host["dy"], host["dhy"], switched=switched)
+    params = reference.params_from_arrays(cfg, host["weights"])
+    lengths = None if cfg.equal_lengths else np.asarray(cfg.seq_lengths)
+    fwd = reference.forward(cfg, params, host["x"], host["hx"], lengths=lengths)
+    grads = reference.backward(cfg, params, fwd, host["dy"], host["dhy"], switched=switched)
     moved = lambda a: a * (1 + noise * rng.standard_normal(a.shape))  # noqa: E731
     return {"y": moved(fwd.y), "hy": moved(fwd.hy), "dx": moved(grads.dx),
             "dhx": moved(grads.dhx),
             "dw": {k: moved(v) for k, v in
-                   reference.arrays_from_params(CFG, grads.dparams).items()}}
+                   reference.arrays_from_params(cfg, grads.dparams).items()}}
 
 
-def _check(host, outputs):
-    params = reference.params_from_arrays(CFG, host["weights"])
-    fwd = reference.forward(CFG, params, host["x"], host["hx"])
-    grads = reference.backward(CFG, params, fwd, host["dy"], host["dhy"])
-    return compare_with(CFG, (reference.Forward(fwd.y, fwd.hy, fwd.cy), grads), outputs)
+def _check(host, outputs, cfg=CFG):
+    params = reference.params_from_arrays(cfg, host["weights"])
+    lengths = None if cfg.equal_lengths else np.asarray(cfg.seq_lengths)
+    fwd = reference.forward(cfg, params, host["x"], host["hx"], lengths=lengths)
+    grads = reference.backward(cfg, params, fwd, host["dy"], host["dhy"])
+    return compare_with(cfg, (reference.Forward(fwd.y, fwd.hy, fwd.cy), grads), outputs)
 
 
 def test_a_derivative_on_the_other_side_of_zero_fails_the_plain_check_and_passes_the_recheck():
@@ -64,9 +69,10 @@ def test_a_derivative_on_the_other_side_of_zero_fails_the_plain_check_and_passes
     again = kinks.recheck(CFG, host, outputs, check)
     assert again.passed, again.errors
     record = again.as_record()["relu_kinks"]
-    assert [(s["direction_index"], s["step"], s["batch"], s["unit"])
-            for s in record["switched"]] == [(0, 2, 1, 5)]
-    assert record["candidates"] >= 1 and record["errors_before"]["dx"] > 5e-5
+    assert [(s["direction_index"], s["step"], s["time"], s["batch"], s["unit"])
+            for s in record["switched"]] == [(0, 2, 2, 1, 5)]
+    assert record["passed"] and record["within_bound"] >= 1
+    assert record["errors_before"]["dx"] > 5e-5 and again.errors["dx"] < 5e-5
 
 
 def test_an_error_that_no_switch_explains_still_fails():
@@ -77,7 +83,8 @@ def test_an_error_that_no_switch_explains_still_fails():
     check = _check(host, outputs)
     assert kinks.applies(CFG, check)
     again = kinks.recheck(CFG, host, outputs, check)
-    assert not again.passed and again.errors["dx"] == pytest.approx(check.errors["dx"])
+    # the record keeps the errors against the plain reference
+    assert not again.passed and again.errors == check.errors
     assert again.as_record()["relu_kinks"]["switched"] == []
 
 
@@ -89,3 +96,61 @@ def test_only_relu_cells_with_good_outputs_are_rechecked():
     bad_outputs = _outputs(host, switched=SWITCHED)
     bad_outputs["y"] = bad_outputs["y"] * 1.01
     assert not kinks.applies(CFG, _check(host, bad_outputs))
+
+
+@pytest.mark.parametrize("lengths", ["equal", "list:5:4:3:2"])
+def test_a_switch_in_the_reverse_direction_of_the_second_layer(lengths):
+    """Direction index 3 (layer 1, reverse): the step is in processing order, the time is
+    counted from the start; with unequal lengths the reverse direction starts at each
+    sequence's own end."""
+    cfg = CFG.replace(lengths=lengths)
+    at, k = (0, 7, 1), 3  # batch 0 runs all five steps
+    host = _host(at=at, k=k, cfg=cfg)
+    switched = {k: {at[2]: [(at[0], at[1])]}}
+    outputs = _outputs(host, switched=switched, cfg=cfg)
+    check = _check(host, outputs, cfg=cfg)
+    assert not check.passed and kinks.applies(cfg, check), check.errors
+    again = kinks.recheck(cfg, host, outputs, check)
+    assert again.passed, again.kinks
+    (s,) = again.kinks["switched"]
+    assert (s["direction_index"], s["step"], s["time"], s["batch"], s["unit"]) == (3, 1, 3, 0, 7)
+
+
+def test_a_finished_sequence_has_no_candidates():
+    """Past a sequence's end the step is not computed: a zero there is not a candidate."""
+    cfg = CFG.replace(lengths="list:5:4:3:2")
+    host = _host(at=(3, 4, 4), cfg=cfg)  # batch 3 ends after 2 steps; step 4 is padding
+    params = reference.params_from_arrays(cfg, host["weights"])
+    fwd = reference.forward(cfg, params, host["x"], host["hx"],
+                            lengths=np.asarray(cfg.seq_lengths))
+    near, _within, _bound = kinks.candidates(fwd, 1e-8)
+    assert all(not (k == 0 and t == 4 and b == 3) for _d, k, t, b, _u in near)
+    host = _host(at=(0, 4, 4), cfg=cfg)  # batch 0 runs all 5 steps: a candidate
+    params = reference.params_from_arrays(cfg, host["weights"])
+    fwd = reference.forward(cfg, params, host["x"], host["hx"],
+                            lengths=np.asarray(cfg.seq_lengths))
+    near, _within, _bound = kinks.candidates(fwd, 1e-8)
+    assert (0, 4, 0, 4) in [(k, t, b, u) for _d, k, t, b, u in near]
+
+
+def test_non_finite_gradients_and_loose_precisions_are_not_rechecked():
+    host = _host()
+    outputs = _outputs(host, switched=SWITCHED)
+    outputs["dx"] = outputs["dx"].copy()
+    outputs["dx"][0, 0, 0] = np.nan
+    assert not kinks.applies(CFG, _check(host, outputs))
+    outputs = _outputs(host, switched=SWITCHED)
+    for math_type in (MathType.DEFAULT_MATH, MathType.TENSOR_OP_MATH):
+        assert not kinks.applies(CFG.replace(math_type=math_type), _check(host, outputs))
+
+
+def test_a_switch_that_does_not_lower_every_gradient_error_is_not_kept():
+    """A decoy: the unit at zero is not the one the device switched (its switch is far
+    from zero), so switching the decoy explains nothing and nothing is kept."""
+    host = _host()
+    far = {0: {4: [(2, 9)]}}  # switched on the device, but not near zero in the reference
+    outputs = _outputs(host, switched=far)
+    check = _check(host, outputs)
+    assert kinks.applies(CFG, check)
+    again = kinks.recheck(CFG, host, outputs, check)
+    assert not again.passed and again.kinks["switched"] == []

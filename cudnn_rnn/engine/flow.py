@@ -206,10 +206,9 @@ class RNNFlow:
     # ------------------------------------------------------------------ stages
     def _stage_handle(self):
         """cudnnCreate, or the caller's handle (one per worker, as PyTorch keeps one per
-        device and thread): it gets this flow's stream, then the default one back at close."""
-        self.handle = self._shared_handle or self._own(Handle(self.lib))
-        if self._shared_handle is not None:
-            self._stack.callback(self.handle.set_stream, 0)
+        device and thread), which the caller looks after: it gets this flow's stream."""
+        shared = self._shared_handle
+        self.handle = shared if shared is not None else self._own(Handle(self.lib))
         self.stream = self.cp.cuda.Stream(non_blocking=True)
         self.handle.set_stream(self.stream.ptr)
 

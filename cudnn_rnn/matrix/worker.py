@@ -159,6 +159,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
             if lost is not None:
                 rec.context_lost(f"the CUDA context is in error after this cell: {lost}")
         exiting = rec.outcome in ("CRASH", "ERROR")
+        handle = _kept(handle, rec, exiting, bindings.errors.CudnnError)
         # what the cell left alive (the worker's own handle is not the cell's)
         rec.add_worker(live_objects() - (handle is not None),
                        int(pool.used_bytes()) if pool is not None and not exiting else None,
@@ -166,6 +167,30 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         conn.send(("record", rec.as_json(), exiting))
         if exiting:
             return  # the next cell gets a fresh process
+
+
+# outcomes after which the worker's cuDNN handle serves the next cell: a refusal at a
+# descriptor or size query, or a cell that ran; anything else (a failed execution, a hang,
+# a refused graph capture) and the next cell gets a fresh handle
+KEEPS_HANDLE = ("OK", "WRONG_RESULT", "NOT_SUPPORTED", "BAD_PARAM", "SKIPPED")
+
+
+def _kept(handle, rec, exiting: bool, cudnn_error):
+    """The worker's handle after a cell: its stream reset to the default one (the cell's
+    stream is gone), or closed and dropped (None) where the cell may have left it worse."""
+    if handle is None:
+        return None
+    if not exiting and rec.outcome in KEEPS_HANDLE and not rec.graph_refused:
+        try:
+            handle.set_stream(0)
+            return handle
+        except cudnn_error:
+            pass
+    try:
+        handle.close()
+    except cudnn_error:
+        pass
+    return None
 
 
 def _short(job_name: str) -> str:
