@@ -14,6 +14,7 @@ descriptor stages run; the rest are recorded as skipped.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections import Counter
@@ -23,7 +24,8 @@ from tabulate import tabulate
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
 from cudnn_rnn.matrix import baseline, cells, provenance, runs, spec as specs, variants
 from cudnn_rnn.matrix.progress import Progress
-from cudnn_rnn.matrix.record import RUN_SCHEMA, add_speedup, max_error, ranked_timing, write_json
+from cudnn_rnn.matrix.record import (RUN_SCHEMA, TIMED_KINDS, add_speedup, max_error,
+                                     ranked_timing, write_json)
 from cudnn_rnn.matrix.worker import start_worker
 from cudnn_rnn.reporting.load import load as load_results
 
@@ -48,6 +50,9 @@ def build_parser() -> OneLineParser:
     p.add_argument("--variant-reps", type=positive_int, default=5,
                    help="timed calls per measurement of a variant (a cell that changes one "
                         "axis of another; default 5): its speed is read against its base's")
+    p.add_argument("--variant-kinds", type=timed_kinds, default=("forward_training",),
+                   metavar="K,K", help="the calls a variant times (default forward_training, "
+                   "the report's; 'all' for the four); every call is verified either way")
     p.add_argument("--no-time", action="store_true", help="statuses and verification, no timing")
     p.add_argument("--no-graphs", action="store_true",
                    help="time plain calls only (no CUDA-graph capture of the timed calls)")
@@ -58,6 +63,18 @@ def build_parser() -> OneLineParser:
     p.add_argument("--report", action="store_true",
                    help="write the run's report (matrix.md, matrix.html, summary.json) beside it")
     return p
+
+
+def timed_kinds(text: str) -> tuple:
+    """``all`` or a comma-separated subset of the four timed calls, in their order."""
+    if text.strip() == "all":
+        return TIMED_KINDS
+    names = {n.strip() for n in text.split(",") if n.strip()}
+    unknown = sorted(names - set(TIMED_KINDS))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"expected 'all' or some of {', '.join(TIMED_KINDS)}"
+                         + (f", got {unknown[0]!r}" if unknown else ""))
+    return tuple(k for k in TIMED_KINDS if k in names)
 
 
 def plan(args) -> tuple:
@@ -129,6 +146,7 @@ def main(argv=None) -> int:
     # cells that differ only in math, precision or algorithm draw the same values: keep
     # the last few sets (a data type's four cells, twice over) instead of drawing again
     options = {"reps": args.reps, "variant_reps": min(args.variant_reps, args.reps),
+               "variant_kinds": args.variant_kinds,
                "time": not args.no_time, "no_device": args.no_device,
                "graphs": not args.no_graphs, "reuse_values": True, "values_cache_size": 8}
     worker, info = start_worker(args.cudnn, options)
@@ -143,6 +161,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     identity = runs.run_identity(
         runs.machine_identity(lib_info, dev_info, info["device_stages"]), spec.name, spec.sha256,
         {"reps": args.reps, "variant_reps": min(args.variant_reps, args.reps),
+         "variant_kinds": list(args.variant_kinds),
          "time": not args.no_time, "graphs": not args.no_graphs})
     out_dir = out or runs.output_dir(runs.run_dir(identity), "the run folder")
     path = out_dir / f"{spec.name}.jsonl"

@@ -212,3 +212,20 @@ def test_a_run_is_not_continued_with_other_variant_repeats(tmp_path):
     assert capped.returncode == 0, capped.stderr
     settings = json.loads((tmp_path / "c" / "default.run.json").read_text())["identity"]
     assert settings["settings"]["variant_reps"] == 4  # never more than --reps
+
+
+@pytest.mark.parametrize("value,want", [
+    ("forward_training", ["forward_training"]),
+    ("backward_data,forward_inference", ["forward_inference", "backward_data"]),
+    ("all", ["forward_inference", "forward_training", "backward_data", "backward_weights"]),
+])
+def test_the_calls_a_variant_times_are_part_of_the_runs_identity(tmp_path, value, want):
+    proc = probe(tmp_path, "--dtype", "INT8", "--cell", "GRU", "--variant-kinds", value)
+    assert proc.returncode == 0, proc.stderr
+    identity = json.loads((tmp_path / "default.run.json").read_text())["identity"]
+    assert identity["settings"]["variant_kinds"] == want
+
+
+@pytest.mark.parametrize("value", ["forward", "", "all,forward_training"])
+def test_unknown_calls_for_variants_are_one_line_exit_2(tmp_path, value):
+    assert_one_line_exit_2(probe(tmp_path, "--variant-kinds", value), "--variant-kinds")

@@ -156,3 +156,15 @@ def test_a_graph_timing_needs_its_plain_timing_and_no_refusal_beside_it():
     assert "needs a plain timing" in problem(both, RECORD, "rec")
     assert "without plain" in problem(dict(_with_graphs(rec, 0.5), timings=None,
                                            outcome="WRONG_RESULT"), RECORD, "rec")
+
+
+def test_a_variant_may_carry_the_calls_its_run_timed_a_cell_of_the_product_all_four():
+    from cudnn_rnn.matrix.jsontypes import problem
+    rec = next(r for r in read_records(FIX / "h200-919" / "default.jsonl")[0]
+               if r["outcome"] == "OK")
+    one = dict(rec, timings={"forward_training": rec["timings"]["forward_training"]})
+    assert "lacks 'forward_inference'" in problem(one, RECORD, "rec")
+    variant = dict(one, varies={"base": rec["id"], "axis": "direction"})
+    assert problem(variant, RECORD, "rec") is None
+    assert "without plain" in problem(dict(variant, timings={}, graph_timings={
+        "forward_training": rec["timings"]["forward_training"]}), RECORD, "rec")

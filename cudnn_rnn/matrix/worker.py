@@ -143,12 +143,13 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
                     handle = Handle(lib)
                 except bindings.errors.CudnnError:
                     handle = None  # each flow then calls cudnnCreate and records what it says
-            reps = options.get("reps", 20)
-            if cell.base is not None:
+            reps, kinds = options.get("reps", 20), options.get("kinds")
+            if cell.base is not None:  # a variant: read against its base, timed lighter
                 reps = options.get("variant_reps", reps)
+                kinds = options.get("variant_kinds", kinds)
             rec = run_cell(cell, lib, device=device, reps=reps, handle=handle,
                            time_it=options.get("time", True), cache=cache, values=values,
-                           kinds=options.get("kinds"), budget_s=options.get("budget_s"),
+                           kinds=kinds, budget_s=options.get("budget_s"),
                            graphs=options.get("graphs", True))
         except cuda_errors as exc:  # outside a stage (timing, verification): still CUDA's
             rec = Record.lost(cell, info, "CRASH", "CUDA_ERROR", f"{type(exc).__name__}: {exc}")
