@@ -126,7 +126,9 @@ def expected(cfg: RNNConfig, host: dict, xp=np, keep_on_device: bool = False):
 
 def expected_parts(cfg: RNNConfig, host: dict, xp=np) -> tuple:
     """(weights, forward with its caches, dy, dhy, dcy) of the reference, in ``xp``."""
-    to = (lambda a: None if a is None else xp.asarray(a)) if xp is not np else (lambda a: a)
+    # the weights are cupy arrays where the flow drew them on a GPU
+    to = (lambda a: None if a is None else xp.asarray(a)) if xp is not np else \
+        (lambda a: a.get() if type(a).__module__.startswith("cupy") else a)
     params = reference.params_from_arrays(cfg, {k: to(v) for k, v in host["weights"].items()})
     lengths = None if cfg.equal_lengths else to(np.asarray(cfg.seq_lengths))
     fwd = reference.forward(cfg, params, to(host["x"]), to(host["hx"]), to(host.get("cx")),

@@ -76,26 +76,23 @@ def storage_dtype(dt: DataType) -> np.dtype:
 def encode(values: np.ndarray, dt: DataType) -> np.ndarray:
     """float values → the bits the device stores for ``dt``. float32 values (what the random
     init draws) go to FLOAT, HALF, DOUBLE and BFLOAT16 without a float64 copy: each is
-    exactly a float64 too, so the bits are the same, in a fraction of the time."""
+    exactly a float64 too, so the bits are the same, in a fraction of the time. A cupy
+    array is encoded on the GPU (these four types; any other through the host)."""
+    if type(values).__module__.split(".")[0] == "cupy":
+        import cupy
+        if dt not in (DataType.FLOAT, DataType.DOUBLE, DataType.HALF, DataType.BFLOAT16):
+            return cupy.asarray(encode(cupy.asnumpy(values), dt))
+        return _encode_float(values, dt, cupy)
     values = np.asarray(values)
     fast = values.dtype == np.float32 and dt in (DataType.FLOAT, DataType.DOUBLE,
                                                  DataType.HALF, DataType.BFLOAT16)
     if not fast:
         values = values.astype(np.float64, copy=False)
-    if dt in (DataType.FLOAT, DataType.DOUBLE, DataType.HALF):
-        return values.astype(_NUMPY[dt])
+    if dt in (DataType.FLOAT, DataType.DOUBLE, DataType.HALF, DataType.BFLOAT16):
+        return _encode_float(values, dt, np)
     if dt in _NUMPY:
         info = np.iinfo(_NUMPY[dt])
         return np.clip(np.rint(values), info.min, info.max).astype(_NUMPY[dt])
-    if dt == DataType.BFLOAT16:
-        # round to nearest even on the upper 16 bits; only NaN bit patterns can wrap in
-        # uint32 (0xFFFF8000 and up), and NaN is set below
-        bits = values.astype(np.float32, copy=False).view(np.uint32)
-        rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
-        out = (rounded >> np.uint32(16)).astype(np.uint16)
-        nan = np.isnan(values)
-        out[nan] = 0x7FC0
-        return out
     if dt in _FP8:
         table = _FP8[dt]
         finite = np.where(np.isfinite(table), table, np.inf)
@@ -108,6 +105,19 @@ def encode(values: np.ndarray, dt: DataType) -> np.ndarray:
         pick = np.where(np.abs(values - lower) <= np.abs(upper - values), idx - 1, idx)
         return order[pick].astype(np.uint8)
     raise NoHostEncoding(f"no host encoding for CUDNN_DATA_{dt.name}")
+
+
+def _encode_float(values, dt: DataType, xp):
+    """FLOAT, DOUBLE and HALF by a cast; BFLOAT16 rounded to nearest even on the upper 16
+    bits of float32 (only NaN bit patterns, 0xFFFF8000 and up, can wrap in uint32, and NaN
+    is set afterwards)."""
+    if dt != DataType.BFLOAT16:
+        return values.astype(_NUMPY[dt])
+    bits = values.astype(xp.float32, copy=False).view(xp.uint32)
+    rounded = bits + xp.uint32(0x7FFF) + ((bits >> xp.uint32(16)) & xp.uint32(1))
+    out = (rounded >> xp.uint32(16)).astype(xp.uint16)
+    out[xp.isnan(values)] = 0x7FC0
+    return out
 
 
 def decode(bits, dt: DataType):

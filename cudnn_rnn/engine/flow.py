@@ -132,7 +132,7 @@ class RNNFlow:
         self.values = values
         self._stack = ExitStack()
         self.buf: dict = {}
-        self.host: dict = {}  # float64 copies of what the device holds (inputs, weights)
+        self.host: dict = {}  # float64 copies of what the device holds (weights: on it)
         self.entries: list[WeightEntry] = []
         self.sizes: dict = {}
         self.handle = self.dropout = self.rnn = None
@@ -273,14 +273,14 @@ class RNNFlow:
         key = HostValues.key(c, self.entries, self.init, self.seed, space) \
             if self.values is not None else None
         drawn = self.values.get(key) if key is not None else None
-        if drawn is None:
-            drawn = drawn_values.draw(c, self.entries, space, self.init, self.seed)
-            if key is not None:
-                self.values.put(key, drawn)
+        with self.stream:  # the weights are drawn and encoded on the GPU, on this stream
+            if drawn is None:
+                drawn = drawn_values.draw(c, self.entries, space, self.init, self.seed, self.cp)
+                if key is not None:
+                    self.values.put(key, drawn)
+            self.buf["w"][:space] = drawn["image"]
         self.host["weights"] = drawn["weights"]
         self.host.update(drawn["io"])
-        with self.stream:
-            self.buf["w"].set(drawn["image"], stream=self.stream)
         self._place_io(drawn["io_bits"])
 
     def _stage_build_dynamic(self):

@@ -3,8 +3,9 @@
 ``init="sample"`` initialises like NVIDIA's sample (data 1.0, each matrix 1/its element
 count, biases 1.0); ``init="random"`` draws data from U(-1, 1) and weights from
 U(-1/√hidden, 1/√hidden) with ``seed``, in a fixed order over the weight entries cuDNN
-reports. Every value is rounded to the data type, and its float64 copy kept on the host:
-the reference then runs on exactly what the device holds.
+reports. Every value is rounded to the data type, and its float64 copy kept (the weights
+on the GPU where there is one, drawn there too): the reference then runs on exactly what
+the device holds.
 """
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ def values_key(cfg: RNNConfig, entries: list, init: str, seed: int) -> tuple:
 
 
 class HostValues:
-    """The host side of a flow's inputs and weights, kept for the next flow that draws the
-    same values.
+    """A flow's drawn inputs and weights (the weights on the GPU where the flow has one),
+    kept for the next flow that draws the same values.
 
     Cells that differ only in math type, math precision or algorithm (a tuner's
     candidates) draw identical values: generating them once per shape and data type
@@ -70,37 +71,48 @@ class HostValues:
             self._items.popitem(last=False)
 
 
+def generator(seed: int, xp=np):
+    """The random generator of ``xp``: numpy's PCG64 on the host, CuPy's (cuRAND XORWOW)
+    on the GPU, so a GPU's weights are drawn where they are used. The two draw different
+    values for one seed; each flow keeps what it drew, so the reference runs on exactly
+    what the device holds either way."""
+    return xp.random.default_rng(seed)
+
+
 def uniform(shape, scale: float, rng) -> np.ndarray:
     """U(-scale, scale), drawn in float32 (every supported type is at most that fine
     except DOUBLE, for which these are still valid float64 values)."""
     return rng.random(shape, dtype=np.float32) * np.float32(2 * scale) - np.float32(scale)
 
 
-def draw(cfg: RNNConfig, entries: list, weight_space: int, init: str, seed: int) -> dict:
+def draw(cfg: RNNConfig, entries: list, weight_space: int, init: str, seed: int,
+         xp=np) -> dict:
     """Everything a flow uploads: ``image`` (the weight space's bytes), ``io_bits`` (x, hx,
     dy, dhy, and cx, dcy for LSTM, in the data type's bits), and their float64 values,
-    ``weights`` by (pseudo_layer, lin_id, kind) and ``io`` by name."""
+    ``weights`` by (pseudo_layer, lin_id, kind) and ``io`` by name. With ``xp`` = cupy
+    the weights (the bulk) are drawn, encoded and kept on the GPU; the inputs stay on the
+    host, where the layouts are arranged."""
     if init not in INITS:
         raise ValueError(f"init must be 'sample' or 'random', got {init!r}")
-    image, weights = _draw_weights(cfg, entries, weight_space, init, seed)
+    image, weights = _draw_weights(cfg, entries, weight_space, init, seed, xp)
     io_bits, io = _draw_io(cfg, init, seed)
     return {"image": image, "io_bits": io_bits, "weights": weights, "io": io}
 
 
-def _draw_weights(cfg, entries, weight_space, init, seed) -> tuple[np.ndarray, dict]:
+def _draw_weights(cfg, entries, weight_space, init, seed, xp=np) -> tuple:
     dt = cfg.data_type
     item = dtypes.itemsize(dt)
-    image = np.zeros(weight_space, dtype=np.uint8)
-    rng = np.random.default_rng(seed)
+    image = xp.zeros(weight_space, dtype=xp.uint8)
+    rng = generator(seed, xp)
     scale = 1.0 / np.sqrt(cfg.hidden_size)
     host = {}
     for e in entries:
         if init == "sample":
-            values = np.full(e.shape, 1.0 / e.size if e.kind == "matrix" else 1.0)
+            values = xp.full(e.shape, 1.0 / e.size if e.kind == "matrix" else 1.0)
         else:
             values = uniform(e.shape, scale, rng)
         bits = dtypes.encode(values, dt)
-        image[e.offset:e.offset + e.size * item] = bits.reshape(-1).view(np.uint8)
+        image[e.offset:e.offset + e.size * item] = bits.reshape(-1).view(xp.uint8)
         host[(e.pseudo_layer, e.lin_id, e.kind)] = dtypes.decode(bits, dt)
     return image, host
 
