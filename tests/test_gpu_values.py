@@ -19,6 +19,7 @@ def test_the_weight_space_holds_what_the_reference_is_given(lib, cuda, dt):
                         math_prec=DataType.DOUBLE if dt == DataType.DOUBLE else DataType.FLOAT)
     with RNNFlow(cfg, lib, device=True, init="random", seed=5) as flow:
         assert flow.run(until="weights").failure is None
+        flow.stream.synchronize()  # the draw and the copy ran on the flow's own stream
         space = flow.buf["w"][:flow.sizes["weight_space"]].get()
         item = dtypes.itemsize(dt)
         scale = 1.0 / np.sqrt(cfg.hidden_size)
@@ -30,4 +31,5 @@ def test_the_weight_space_holds_what_the_reference_is_given(lib, cuda, dt):
             np.testing.assert_array_equal(held, cuda.asnumpy(given))
             assert np.abs(held).max() <= scale * (1 + 1e-2) and np.abs(held).max() > scale / 2
         again = values.draw(cfg, flow.entries, flow.sizes["weight_space"], "random", 5, cuda)
+        cuda.cuda.Device().synchronize()
         np.testing.assert_array_equal(cuda.asnumpy(again["image"]), space)

@@ -116,8 +116,7 @@ def _encode_float(values, dt: DataType, xp):
     bits = values.astype(xp.float32, copy=False).view(xp.uint32)
     rounded = bits + xp.uint32(0x7FFF) + ((bits >> xp.uint32(16)) & xp.uint32(1))
     out = (rounded >> xp.uint32(16)).astype(xp.uint16)
-    out[xp.isnan(values)] = 0x7FC0
-    return out
+    return xp.where(xp.isnan(values), xp.uint16(0x7FC0), out)  # no mask sync on a GPU
 
 
 def decode(bits, dt: DataType):

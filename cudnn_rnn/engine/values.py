@@ -61,9 +61,13 @@ class HostValues:
         self.misses += 1
         return None
 
+    def on_device(self) -> int:
+        """Bytes of GPU memory the kept sets hold (their weights, where drawn on a GPU)."""
+        return sum(a.nbytes for v, _n in self._items.values() for a in _arrays(v)
+                   if type(a).__module__.startswith("cupy"))
+
     def put(self, key, value: dict) -> None:
-        nbytes = sum(a.nbytes for part in value.values() for a in
-                     (part.values() if isinstance(part, dict) else [part]))
+        nbytes = sum(a.nbytes for a in _arrays(value))
         if nbytes > self.max_bytes:
             return
         self._items[key] = (value, nbytes)
@@ -71,11 +75,18 @@ class HostValues:
             self._items.popitem(last=False)
 
 
+def _arrays(value: dict) -> list:
+    return [a for part in value.values() for a in
+            (part.values() if isinstance(part, dict) else [part])]
+
+
 def generator(seed: int, xp=np):
     """The random generator of ``xp``: numpy's PCG64 on the host, CuPy's (cuRAND XORWOW)
     on the GPU, so a GPU's weights are drawn where they are used. The two draw different
-    values for one seed; each flow keeps what it drew, so the reference runs on exactly
-    what the device holds either way."""
+    values for one seed, and CuPy's also differ between GPUs with different numbers of
+    SMs (element j comes from state j mod 2048·SMs); each flow keeps what it drew, so the
+    reference runs on exactly what the device holds either way, but errors recorded under
+    one seed compare only on the same GPU model."""
     return xp.random.default_rng(seed)
 
 

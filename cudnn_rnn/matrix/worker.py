@@ -162,9 +162,10 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         exiting = rec.outcome in ("CRASH", "ERROR")
         handle = _kept(handle, rec, exiting, bindings.errors.CudnnError)
         # what the cell left alive (the worker's own handle is not the cell's)
+        # device memory in use after the cell, less the drawn weights kept for the next
         rec.add_worker(live_objects() - (handle is not None),
-                       int(pool.used_bytes()) if pool is not None and not exiting else None,
-                       os.getpid())
+                       int(pool.used_bytes()) - (values.on_device() if values is not None else 0)
+                       if pool is not None and not exiting else None, os.getpid())
         conn.send(("record", rec.as_json(), exiting))
         if exiting:
             return  # the next cell gets a fresh process
