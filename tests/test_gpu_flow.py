@@ -136,10 +136,11 @@ def committed_persistent_cells(lib):
     the sample's shape with HALF data, FLOAT precision and TENSOR_OP math."""
     from cudnn_rnn.engine import gpu
     name = gpu.device_info().get("gpu")
-    path = ROOT / "results" / "nvidia-h200" / lib.version_string / "default.jsonl"
+    from cudnn_rnn.matrix.record import read_records
+    path = ROOT / "results" / "nvidia-h200" / lib.version_string / "default.jsonl.gz"
     if name != "NVIDIA H200" or not path.exists():
         pytest.skip(f"no committed H200 matrix for {name} with cuDNN {lib.version_string}")
-    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    recs, _ = read_records(path)
     return [r for r in recs if r["algo"] != "STANDARD" and r["data_type"] == "HALF"
             and r["math_prec"] == "FLOAT" and r["math_type"] == "TENSOR_OP"
             and r["shape"]["hidden"] == 512 and r["shape"]["batch"] == 64

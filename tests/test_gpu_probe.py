@@ -58,7 +58,9 @@ def test_default_spec_end_to_end(cuda, out_root):
     print(f"default matrix (GRU, FLOAT and HALF) wall time {wall:.1f} s")
     recs = load(out_root / "default" / "default.jsonl")
     meta = json.loads((out_root / "default" / "default.run.json").read_text())
-    assert meta["complete"] and len(recs) == meta["cells"] and len(recs) > 300
+    # every planned cell is recorded, or is a variant whose base cuDNN refused at its descriptor
+    assert meta["complete"] and len(recs) > 300 and meta["not_run_base_refused"] > 0
+    assert len(recs) + meta["not_run_base_refused"] == meta["cells"]
     timed = [r for r in recs if r["outcome"] == "OK"]
     variants = [r for r in timed if r["varies"]]
     assert variants and len(variants) < len(timed)

@@ -154,3 +154,25 @@ def test_missing_or_malformed_results_exit_2(tmp_path, content, needle):
 
 def test_report_needs_arguments():
     assert_one_line_exit_2(run("cudnn_rnn.report"), "give the probe results")
+
+
+def test_a_run_archived_with_gzip_reads_as_the_run_itself(tmp_path, h919):
+    """Committed runs keep their records as ``<spec>.jsonl.gz`` beside ``<spec>.run.json``."""
+    import gzip
+    import shutil
+    (tmp_path / "default.jsonl.gz").write_bytes(
+        gzip.compress((FIX / "h200-919" / "default.jsonl").read_bytes(), mtime=0))
+    shutil.copy(FIX / "h200-919" / "default.run.json", tmp_path)
+    archived = load.load(tmp_path)
+    assert archived.records == h919.records and archived.meta == h919.meta
+    assert archived.paths == [str(tmp_path / "default.jsonl.gz")]
+    assert render_md(archived) == render_md(h919)
+
+
+@pytest.mark.parametrize("cut", [10, -8])  # inside the stream; the trailer (CRC and size) lost
+def test_a_torn_gzip_archive_exits_2_saying_what_to_do(tmp_path, cut):
+    import gzip
+    whole = gzip.compress((FIX / "h200-919" / "default.jsonl").read_bytes())
+    (tmp_path / "default.jsonl.gz").write_bytes(whole[:cut])
+    assert_one_line_exit_2(run("cudnn_rnn.report", str(tmp_path), "--out", str(tmp_path / "o")),
+                           "is not a whole gzip file")

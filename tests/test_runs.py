@@ -55,9 +55,9 @@ def test_the_committed_run_of_this_gpu_and_cudnn_is_named_and_left_alone(tmp_pat
     assert first.returncode == 0, first.stderr
     version = json.loads(only_run(tmp_path).with_suffix(".run.json").read_text())[
         "identity"]["machine"]["cudnn_version"]
-    committed = ROOT / "results" / "no-gpu" / version / "default.jsonl"
+    committed = ROOT / "results" / "no-gpu" / version / "default.jsonl.gz"
     if committed.exists():
-        assert f"results/no-gpu/{version}/default.jsonl (committed" in first.stdout
+        assert f"results/no-gpu/{version}/default.jsonl.gz (committed" in first.stdout
     else:
         assert "left as they are" not in first.stdout
 

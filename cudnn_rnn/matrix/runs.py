@@ -30,6 +30,7 @@ from pathlib import Path
 from cudnn_rnn import __version__
 from cudnn_rnn.matrix.errors import BadInput
 from cudnn_rnn.matrix.provenance import ROOT, slug
+from cudnn_rnn.matrix.record import run_file
 
 HOME_ENV = "CUDNN_RNN_HOME"
 
@@ -183,13 +184,15 @@ def output_dir(path: str | Path, flag: str = "--out") -> Path:
 
 def recorded_elsewhere(spec_name: str, identity: dict, mine: Path) -> list[str]:
     """Runs of the same spec for the same GPU and cuDNN version that this run leaves alone:
-    the committed ``results/<gpu>/<version>/<spec>.jsonl`` and other folders in ``runs/``,
+    the committed ``results/<gpu>/<version>/<spec>.jsonl`` (or ``.jsonl.gz``) and other folders in ``runs/``,
     each with the first thing that differs (for the one line the probe prints)."""
     m = identity["machine"]
     found = []
-    committed = ROOT / "results" / slug(m["gpu"]) / str(m["cudnn_version"]) / f"{spec_name}.jsonl"
-    if committed.is_file():
-        meta = read_json_dict(committed.with_suffix(".run.json")) or {}
+    folder = ROOT / "results" / slug(m["gpu"]) / str(m["cudnn_version"])
+    for committed in (folder / f"{spec_name}.jsonl", folder / f"{spec_name}.jsonl.gz"):
+        if not committed.is_file():
+            continue
+        meta = read_json_dict(run_file(committed)) or {}
         prov = meta.get("provenance") if isinstance(meta.get("provenance"), dict) else {}
         found.append(f"{_shown(committed)} (committed; commit {str(prov.get('commit'))[:7]}, "
                      f"{prov.get('date')})")

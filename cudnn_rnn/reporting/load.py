@@ -2,7 +2,8 @@
 
 Records are read by :func:`cudnn_rnn.matrix.record.read_records`, the one reader of probe
 records (it checks each record's structure); the ``.run.json`` beside each file is
-checked here. A directory's probe runs are its ``*.jsonl`` files except those whose
+checked here. A directory's probe runs are its ``*.jsonl`` files (and the archived
+``*.jsonl.gz`` of committed runs) except those whose
 ``.run.json`` says they are another kind of run (the benchmark's ``bench.jsonl``).
 Reading never writes.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from cudnn_rnn.matrix.errors import BadInput, MalformedResults
 from cudnn_rnn.matrix.jsontypes import ANY, BOOL, INT, SCALAR, STR, Dict, List, Obj, Opt, problem
-from cudnn_rnn.matrix.record import read_records
+from cudnn_rnn.matrix.record import read_records, run_file
 from cudnn_rnn.matrix.runs import read_json_dict
 
 SAMPLE_SHAPE = {"seq_length": 20, "layers": 2, "hidden": 512, "batch": 64}
@@ -57,13 +58,14 @@ class ResultSet:
 
 
 def _is_probe_run(jsonl: Path) -> bool:
-    meta = read_json_dict(jsonl.with_suffix(".run.json"))
+    meta = read_json_dict(run_file(jsonl))
     return meta is None or ("runs" not in meta and meta.get("kind", "probe") == "probe")
 
 
 def _jsonl_files(path: Path) -> list[Path]:
     if path.is_dir():
-        files = [f for f in sorted(path.glob("*.jsonl")) if f.is_file() and _is_probe_run(f)]
+        files = [f for f in sorted([*path.glob("*.jsonl"), *path.glob("*.jsonl.gz")])
+                 if f.is_file() and _is_probe_run(f)]
         if not files:
             raise BadInput(f"{path} holds no probe results (<spec>.jsonl beside <spec>.run.json)")
         return files
@@ -74,7 +76,7 @@ def _jsonl_files(path: Path) -> list[Path]:
 
 def read_meta(jsonl: Path) -> dict | None:
     """The ``.run.json`` beside ``jsonl``, checked; None when there is none."""
-    run = jsonl.with_suffix(".run.json")
+    run = run_file(jsonl)
     if not run.exists():
         return None
     data = read_json_dict(run)
