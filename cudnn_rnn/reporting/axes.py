@@ -15,13 +15,13 @@ from cudnn_rnn.matrix.record import config_label
 WORKS = ("OK", "SKIPPED")  # SKIPPED: every descriptor stage passed, no GPU to go further
 
 
-def _cause(rec: dict) -> tuple:
+def cause(rec: dict) -> tuple:
     """Why a variant failed, as one group: cuDNN's call, status and reason; for a wrong
     result, the outputs outside tolerance (not their errors, which differ per cell)."""
     if rec["outcome"] == "WRONG_RESULT":
         v = rec.get("verification") or {}
         tol, grad = v.get("tolerance"), v.get("gradient_tolerance") or v.get("tolerance")
-        bad = sorted(k for k, e in (v.get("errors") or {}).items()
+        bad = sorted(k for k, e in (rec.get("errors") or {}).items()
                      if e is None or (tol is not None and e > (grad if k.startswith("d") else tol)))
         return ("-", "WRONG_RESULT", "outside tolerance: " + (", ".join(bad) or "?"))
     return (rec.get("failed_call") or "-", rec.get("status") or rec["outcome"],
@@ -32,8 +32,9 @@ def value_of(rec: dict, axis: str) -> str:
     """How a variant's value on ``axis`` is shown."""
     if axis == "layers":
         return f"{rec['shape']['layers']} layers"
-    if axis == "proj_size":
-        return f"projection {rec['proj_size']}"
+    if axis == "proj_size":  # a record without projection holds projSize = hiddenSize
+        proj = rec.get("proj_size")
+        return "none" if proj in (None, rec["shape"]["hidden"]) else f"projection {proj}"
     if axis == "lengths":
         return f"lengths {rec.get('lengths') or 'equal'}"
     return str(rec.get(axis))
@@ -41,7 +42,7 @@ def value_of(rec: dict, axis: str) -> str:
 
 def summarise(records: list) -> list[dict]:
     """One row per (axis, value), in the order the run met them, with the broken variants
-    grouped by :func:`_cause`."""
+    grouped by :func:`cause`."""
     by_id = {r["id"]: r for r in records}
     rows: dict = {}  # in the order the run met them: axis by axis, value by value
     for r in records:
@@ -56,7 +57,7 @@ def summarise(records: list) -> list[dict]:
         row["variants"] += 1
         row["outcomes"][r["outcome"]] += 1
         if base["outcome"] in WORKS and r["outcome"] not in WORKS:
-            row["broken"][_cause(r)].append((r["algo"], f"{config_label(r)} {r['cell']}"))
+            row["broken"][cause(r)].append((r["algo"], f"{config_label(r)} {r['cell']}"))
         elif base["outcome"] not in WORKS and r["outcome"] in WORKS:
             row["fixed"].append(f"{config_label(r)} {r['cell']}")
     out = []

@@ -42,6 +42,32 @@ def grids(records: list) -> str:
     return "".join(parts)
 
 
+def product_tables(rows: list, wrong_groups: list) -> str:
+    """Every axis value across a product run, and the wrong results (:mod:`.product`)."""
+    out = ""
+    if rows:
+        body = "".join(
+            f"<tr><td>{escape(r['axis'])}</td><td>{escape(r['value'])}</td><td>{r['cells']}</td>"
+            f"<td>{escape(', '.join(f'{k} {v}' for k, v in sorted(r['outcomes'].items())))}</td><td>"
+            + "<br>".join(escape(f"{c['call']} → {c['status']}"
+                                 + (f" ({c['reason']})" if c["reason"] else "") + f": {c['count']}")
+                          for c in r["causes"]) + "</td></tr>" for r in rows)
+        out += ("<h2>Every axis value across the run</h2><table><tr><th>axis</th><th>value</th>"
+                f"<th>cells</th><th>outcomes</th><th>most common causes</th></tr>{body}</table>")
+    if wrong_groups:
+        body = "".join(
+            f"<tr><td>{escape(g['configuration'])}</td><td>{escape(g['cell'])}</td>"
+            f"<td>{escape(g['direction'])}</td><td>{g['count']}</td><td>{escape(g['outside'])}</td>"
+            f"<td>{escape(', '.join(f'{k} {v:.1e}' for k, v in sorted(g['largest_errors'].items())))}"
+            f"</td><td><code>{escape(g['example'])}</code></td></tr>" for g in wrong_groups)
+        out += ("<h2>Wrong results</h2><p>Every call returned SUCCESS, but the numbers did not "
+                "match the float64 reference within the stated tolerance.</p><table><tr>"
+                "<th>configuration</th><th>cell</th><th>direction</th><th>cells</th>"
+                f"<th>outside tolerance</th><th>largest errors</th><th>example</th></tr>{body}"
+                "</table>")
+    return out
+
+
 def axes_table(rows: list) -> str:
     """Every other axis, one at a time (:mod:`.axes`): what each value broke, and why."""
     if not rows:
@@ -156,6 +182,7 @@ cuDNN's reason, or the timings and error.</p>
 <h2>The support matrix at 20 2 512 64</h2><div class="legend">{legend}</div>
 {grids(result.records)}
 {axes_table(analysis["axes"])}
+{product_tables(analysis["product"], analysis["wrong"])}
 {other_cells(result.records)}
 </body></html>
 """

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from cudnn_rnn.reporting import axes
+from cudnn_rnn.reporting import axes, product
 from cudnn_rnn.reporting import grid as C
 from cudnn_rnn.matrix.record import config_label, max_error
 from cudnn_rnn.reporting.analysis import shape_label, fwd_tflops
@@ -196,6 +196,7 @@ def render(result, analysis: dict, report: dict, constraints) -> str:
     out += tensor_op_section(analysis["sweep"], analysis["performance_rule"])
     out += data_type_tables(result.records)
     out += axes.markdown(analysis["axes"])
+    out += product.markdown(analysis["product"], analysis["wrong"])
     out += contradictions_section(analysis["contradiction_groups"], constraints)
     best = [r for r in result.records if r["outcome"] == "OK" and r.get("timings")]
     if best:

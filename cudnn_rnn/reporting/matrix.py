@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from cudnn_rnn.matrix import provenance
-from cudnn_rnn.reporting import analysis, axes, constraints as cons, html, load, markdown
+from cudnn_rnn.reporting import analysis, axes, constraints as cons, html, load, markdown, product
 
 SCHEMA_VERSION = 1
 FILES = ("matrix.md", "matrix.html", "summary.json")
@@ -18,7 +18,8 @@ def analyse(result: load.ResultSet, rules: cons.Constraints) -> dict:
             "int8": analysis.int8_answer(result.records, result.meta),
             "sweep": sweep, "performance_rule": analysis.performance_rule(sweep["rows"]),
             "contradictions": found, "contradiction_groups": cons.group(found),
-            "axes": axes.summarise(result.records)}
+            "axes": axes.summarise(result.records),
+            "product": product.summarise(result.records), "wrong": product.wrong(result.records)}
 
 
 def report_info(command_line: str, sources) -> dict:
@@ -56,7 +57,7 @@ def write_report(result: load.ResultSet, out_dir: Path, command_line: str) -> li
     cells = sorted((compact(r) for r in result.records), key=lambda r: r["id"])
     summary = {"schema_version": SCHEMA_VERSION, "provenance": result.provenance, "report": info,
                "counts": a["counts"], "int8": a["int8"], "tensor_op_sweep": a["sweep"],
-               "axes": a["axes"],
+               "axes": a["axes"], "product_axes": a["product"], "wrong_results": a["wrong"],
                "documented_rule_checks": {"performance": a["performance_rule"],
                                           "contradictions": a["contradiction_groups"]},
                "constraints_sources": rules.sources, "cells": cells}
