@@ -41,7 +41,9 @@ def build_parser() -> OneLineParser:
     p.add_argument("--spec", default="default", help="probes/NAME.toml or a path (default: default)")
     for flag in FILTER_FLAGS:
         p.add_argument("--" + flag.replace("_", "-"), default=None, metavar="A,B",
-                       help="keep only these values (comma-separated)")
+                       help="keep only these values (comma-separated)" if flag != "lengths" else
+                       "keep only these lengths forms (comma-separated; a form's numbers are "
+                       "colon-separated: equal, descending:MIN, random:MIN:SEED, list:L1:L2:...)")
     p.add_argument("--list", action="store_true", help="show the cells and run nothing")
     p.add_argument("--cudnn", default=None, help="path of the libcudnn to probe")
     runs.add_options(p, "the results file")
@@ -185,7 +187,11 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
                   f"{'continued' if done else 'new'}: {out_dir}")
     recorded_n = sum(c.id in done for c in cells)
     not_to_run = len(cells) - recorded_n - len(todo)
-    print(f"spec {spec.name!r}: {len(cells)} cells, {recorded_n} already recorded, "
+    planned = sum(c.base is None for c in cells)
+    print(f"spec {spec.name!r}: {planned} cells"
+          + (f" and {len(cells) - planned} variants (each run only if the cell it varies gets "
+             "past cudnnSetRNNDescriptor_v8)" if len(cells) > planned else "")
+          + f", {recorded_n} already recorded, "
           + (f"{not_to_run} variants not to run (their base was refused), " if not_to_run else "")
           + f"{len(todo)} to run -> {path}")
     command_line = provenance.command("cudnn_rnn.probe", argv)
@@ -232,7 +238,8 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     if gated:
         print(f"\n{len(gated)} variants not run: the cell each varies did not get past "
               "cudnnSetRNNDescriptor_v8")
-    print(f"\n{len(records)}/{len(cells) - len(gated)} cells recorded in {path} ({wall:.1f} s this session; "
+    print(f"\n{len(records)}/{len(cells) - len(gated)} cells recorded (variants that ran included) "
+          f"in {path} ({wall:.1f} s this session; "
           f"workers: {worker.started} started, {worker.lost} lost to a crash, timeout or error)")
     if interrupted:
         print("interrupted: finished cells are kept; the same command continues the run",

@@ -71,6 +71,16 @@ def test_bad_lengths_in_a_spec_are_one_line_exit_2(tmp_path, value, needle):
     assert_one_line_exit_2(run("cudnn_rnn.probe", "--spec", str(path), "--list"), needle)
 
 
+@pytest.mark.parametrize("value,needle", [
+    ("list:0", "a length of 0"), ("list:0,3", "a length of 0"), ("descending:0", "a length of 0"),
+    ("descending:x", "not of the form descending:MIN"), ("random:2", "random:MIN:SEED"),
+    ("equal:3", "not of the form equal"), ("list:", "list:L1:L2"), ("3", "lengths must be one of")])
+def test_a_lengths_filter_that_no_batch_can_have_is_one_line_exit_2(value, needle):
+    """Checked before the spec is read: no shape makes these lengths (a seed of 0 is fine)."""
+    assert_one_line_exit_2(run("cudnn_rnn.probe", "--lengths", value, "--list"), needle)
+    matrix_cells.parse_filters({"lengths": "random:2:0"})  # a seed may be 0
+
+
 def test_packing_when_no_sequence_runs_the_last_steps():
     """Every sequence shorter than seqLength: the last steps hold no row at all."""
     rng = np.random.default_rng(1)

@@ -58,6 +58,18 @@ def parse_value(axis: str, value, where: str):
         if kind not in ("equal", "descending", "random", "list"):
             raise SpecError(f"{where}: lengths must be one of {', '.join(LENGTHS_FORMS)}, "
                             f"got {value!r}")
+        numbers = value.strip().split(":")[1:]
+        wanted = {"equal": 0, "descending": 1, "random": 2}.get(kind)
+        if not all(n.strip().isdigit() for n in numbers) or (
+                len(numbers) != wanted if wanted is not None else not numbers):
+            form = next(f for f in LENGTHS_FORMS if f.split(":")[0] == kind)
+            raise SpecError(f"{where}: lengths {value!r} is not of the form {form} "
+                            "(non-negative integers after the colons)")
+        lengths = numbers[:1] if kind in ("descending", "random") else numbers
+        short = [int(n) for n in lengths if int(n) < 1]  # a seed may be 0; a length may not
+        if short:
+            raise SpecError(f"{where}: lengths {value!r}: a length of {short[0]} (a sequence "
+                            "runs at least 1 step)")
         return value.strip()
     if axis == "proj_size":
         if isinstance(value, str) and value.strip().lower() in ("none", "hidden"):
