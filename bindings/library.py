@@ -21,14 +21,13 @@ exception naming the call, with cuDNN's logged reason attached.
 from __future__ import annotations
 
 import ctypes
-import glob
 import os
-import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import enums, errors, logcapture
+from . import enums, errors, finder, logcapture
+from .finder import Candidate
 from .prototypes import BY_NAME, LEGACY_SYMBOLS, Proto
 
 _lock = threading.RLock()
@@ -49,52 +48,14 @@ def decode_cuda_version(raw: int) -> tuple[int, int]:
     return raw // 1000, raw % 1000 // 10
 
 
-@dataclass
-class Candidate:
-    path: str
-    source: str
-
-
-def _wheel_candidates() -> list[Candidate]:
-    found = []
-    for entry in sys.path:
-        if not entry:
-            continue
-        for so in sorted(glob.glob(os.path.join(entry, "nvidia", "cudnn", "lib", "libcudnn.so.*")),
-                         reverse=True):
-            if Path(so).name.count(".") == 2:  # libcudnn.so.9, not libcudnn.so.9.1.0
-                found.append(Candidate(so, "sys.path wheel"))
-    return found
-
-
-def _pathfinder_candidate() -> Candidate | None:
-    try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-    except Exception:
-        return None
-    try:
-        loaded = load_nvidia_dynamic_lib("cudnn")
-    except Exception:
-        return None
-    if not loaded.abs_path:
-        return None
-    return Candidate(loaded.abs_path, f"cuda-pathfinder ({loaded.found_via})")
+WHEEL_PATTERNS = ("nvidia/cudnn/lib/libcudnn.so.*",)
 
 
 def find_candidates(path: str | None = None) -> list[Candidate]:
-    """Where :func:`load` would look, in order (pathfinder is consulted lazily)."""
-    if path:
-        return [Candidate(_as_path(path), "explicit")]
-    env = os.environ.get("CUDNN_LIBRARY")
-    if env:
-        return [Candidate(_as_path(env), "env CUDNN_LIBRARY")]
-    return []
-
-
-def _as_path(name: str) -> str:
-    """A name that exists here is a file path (made absolute, so the dynamic linker does not
-    search its library path for it); anything else stays a soname (``libcudnn.so.9``)."""
-    return os.path.abspath(name) if os.path.exists(name) else name
+    """The explicit candidate (``path``, else ``$CUDNN_LIBRARY``), if any: then it is the only
+    one tried; otherwise :func:`load` walks cuda-pathfinder, the wheels and the sonames."""
+    chosen = finder.explicit(path, "CUDNN_LIBRARY")
+    return [chosen] if chosen else []
 
 
 def _preload_siblings(shim: str) -> None:
@@ -124,19 +85,8 @@ def _preload_cublaslt() -> str | None:
 
 
 def mapped_paths(prefix: str = "libcudnn") -> list[str]:
-    """Files whose name starts with ``prefix`` mapped into this process, from
-    /proc/self/maps (the dynamic linker's truth, whoever loaded them), in the order of the
-    map; one name at two paths means two copies of that library in one process."""
-    found: dict[str, None] = {}
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                parts = line.split(None, 5)
-                if len(parts) == 6 and Path(parts[5].strip()).name.startswith(prefix):
-                    found.setdefault(parts[5].strip())
-    except OSError:
-        pass
-    return list(found)
+    """:func:`.finder.mapped_paths`, for libcudnn unless told otherwise."""
+    return finder.mapped_paths(prefix)
 
 
 def mapped_objects(prefix: str = "libcudnn") -> dict[str, str]:
@@ -305,7 +255,7 @@ def _open(candidate: Candidate) -> Library:
         cdll = ctypes.CDLL(candidate.path, mode=ctypes.RTLD_GLOBAL)
     except OSError as exc:
         raise errors.LibraryNotFound(f"cannot load {candidate.path} ({candidate.source}): "
-                                     f"{_one_line(exc)}") from None
+                                     f"{finder.one_line(exc)}") from None
     try:
         getattr(cdll, "cudnnGetVersion")
     except AttributeError:
@@ -347,8 +297,8 @@ def load(path: str | None = None) -> Library:
         if explicit:
             _loaded = _open(explicit[0])
             return _loaded
-        pf = _pathfinder_candidate()
-        ordered = ([pf] if pf else []) + _wheel_candidates() + [
+        pf = finder.pathfinder_candidate("cudnn")
+        ordered = ([pf] if pf else []) + finder.wheel_candidates(WHEEL_PATTERNS) + [
             Candidate("libcudnn.so.9", "system soname"), Candidate("libcudnn.so.8", "system soname")]
         failures = []  # why each candidate failed, in the order tried
         for candidate in ordered:
@@ -360,10 +310,6 @@ def load(path: str | None = None) -> Library:
                 failures.append(str(exc))
         raise errors.LibraryNotFound("no libcudnn found (tried: " + "; ".join(failures) + "); "
                                      + INSTALL_HINT)
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
 
 
 def loaded() -> Library | None:

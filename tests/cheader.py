@@ -40,13 +40,14 @@ class Header:
     functions: dict  # name -> (return type text, [param texts])
     funcptrs: set
     version: tuple | None
+    value_structs: dict = None  # typedef name -> its field declarations, by value
 
 
 def _clean(text: str) -> str:
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     text = re.sub(r"//[^\n]*", " ", text)
     text = re.sub(r"^\s*#.*?(?<!\\)$", " ", text, flags=re.M)
-    for macro in ("CUDNNWINAPI", "CUDNN_DEPRECATED_ENUM", "CUDNN_DEPRECATED"):
+    for macro in ("CUDNNWINAPI", "CUDNN_DEPRECATED_ENUM", "CUDNN_DEPRECATED", "CUBLASWINAPI"):
         text = text.replace(macro, " ")
     return text
 
@@ -57,15 +58,36 @@ def _eval(expr: str, known: dict) -> int:
 
 
 def parse(include_dir: Path) -> Header:
+    """The cuDNN headers of ``include_dir`` (and cudnn_version.h's version)."""
     files = ["cudnn_graph.h", "cudnn_ops.h", "cudnn_adv.h"]
-    text = " ".join(_clean((include_dir / f).read_text(errors="replace")) for f in files
-                    if (include_dir / f).exists())
+    header = parse_files([include_dir / f for f in files if (include_dir / f).exists()], "cudnn")
+    vh = include_dir / "cudnn_version.h"
+    if vh.exists():
+        raw = vh.read_text()
+        parts = [re.search(rf"#define CUDNN_{k}\s+(\d+)", raw) for k in ("MAJOR", "MINOR", "PATCHLEVEL")]
+        if all(parts):
+            header.version = tuple(int(p.group(1)) for p in parts)
+    return header
+
+
+def parse_files(paths: list, prefix: str) -> Header:
+    """Structs, enums, function-pointer typedefs and the prototypes of functions named
+    ``prefix...`` in the given header files. Besides ``typedef struct X *Y``, a pointer
+    typedef of a struct typedef (``typedef cublasLtMatmulDescOpaque_t* cublasLtMatmulDesc_t``)
+    names its struct; ``typedef struct {...} Name`` structs are kept by value in
+    :attr:`Header.value_structs` with their fields."""
+    text = " ".join(_clean(Path(p).read_text(errors="replace")) for p in paths)
     structs = dict((m.group(2), m.group(1)) for m in
                    re.finditer(r"typedef\s+struct\s+(\w+)\s*\*\s*(\w+)\s*;", text))
-    enums, known = {}, {}
-    for m in re.finditer(r"typedef\s+enum\s*(?:\w+\s*)?\{(.*?)\}\s*(\w+)\s*;", text, flags=re.S):
+    value_structs = {m.group(2): [f.strip() for f in m.group(1).split(";") if f.strip()]
+                     for m in re.finditer(r"typedef\s+struct\s*\{([^{}]*)\}\s*(\w+)\s*;", text)}
+    for m in re.finditer(r"typedef\s+(\w+)\s*\*\s*(\w+)\s*;", text):
+        if m.group(1) in value_structs:
+            structs[m.group(2)] = m.group(1)
+    enums, known, tags = {}, {}, {}
+    for m in re.finditer(r"typedef\s+enum\s*(\w+)?\s*\{(.*?)\}\s*(\w+)\s*;", text, flags=re.S):
         members, value = {}, -1
-        for item in m.group(1).split(","):
+        for item in m.group(2).split(","):
             item = item.strip()
             if not item:
                 continue
@@ -74,24 +96,22 @@ def parse(include_dir: Path) -> Header:
             value = _eval(expr, known) if expr.strip() else value + 1
             members[name] = value
             known[name] = value
-        enums[m.group(2)] = members
+        enums[m.group(3)] = members
+        if m.group(1):
+            tags[m.group(1)] = members
+    for m in re.finditer(r"typedef\s+enum\s+(\w+)\s+(\w+)\s*;", text):  # C's name of a tag
+        if m.group(1) in tags:
+            enums.setdefault(m.group(2), tags[m.group(1)])
     funcptrs = set(re.findall(r"typedef\s+\w+\s*\(\s*\*\s*(\w+)\s*\)", text))
     functions = {}
-    for m in re.finditer(r"([A-Za-z_][\w\s\*]*?)\b(cudnn\w+)\s*\(([^;{}]*?)\)\s*;", text):
+    for m in re.finditer(rf"([A-Za-z_][\w\s\*]*?)\b({prefix}\w+)\s*\(([^;{{}}]*?)\)\s*;", text):
         ret, name, params = m.group(1), m.group(2), m.group(3)
         if "typedef" in ret:
             continue
         ret = ret.split(";")[-1].split("}")[-1]
         params = [p.strip() for p in params.split(",")] if params.strip() not in ("", "void") else []
         functions[name] = (" ".join(ret.split()), params)
-    version = None
-    vh = include_dir / "cudnn_version.h"
-    if vh.exists():
-        raw = vh.read_text()
-        parts = [re.search(rf"#define CUDNN_{k}\s+(\d+)", raw) for k in ("MAJOR", "MINOR", "PATCHLEVEL")]
-        if all(parts):
-            version = tuple(int(p.group(1)) for p in parts)
-    return Header(structs, enums, functions, funcptrs, version)
+    return Header(structs, enums, functions, funcptrs, None, value_structs)
 
 
 def c_type(text: str, header: Header, is_param: bool = True) -> CType:
@@ -107,6 +127,8 @@ def c_type(text: str, header: Header, is_param: bool = True) -> CType:
     pointers = stars + arrays
     if base in header.structs:
         return CType("struct:" + header.structs[base], pointers + 1)
+    if base in (header.value_structs or {}):
+        return CType("struct:" + base, pointers)
     if base in CUDA_OPAQUE:
         return CType("struct:" + CUDA_OPAQUE[base], pointers + 1)
     if base in header.enums or base in CUDA_ENUMS:
@@ -126,7 +148,8 @@ def _simple():
         for ct, base in ((ctypes.c_int, "int32"), (ctypes.c_int32, "int32"), (ctypes.c_uint, "uint32"),
                          (ctypes.c_uint32, "uint32"), (ctypes.c_size_t, "uint64"),
                          (ctypes.c_ulonglong, "uint64"), (ctypes.c_uint64, "uint64"),
-                         (ctypes.c_longlong, "int64"), (ctypes.c_float, "float32"),
+                         (ctypes.c_longlong, "int64"), (ctypes.c_int64, "int64"),
+                         (ctypes.c_float, "float32"),
                          (ctypes.c_double, "float64"), (ctypes.c_char, "char")):
             _SIMPLE.setdefault(ct, (base, ctypes.sizeof(ct)))
     return _SIMPLE
@@ -146,6 +169,8 @@ def ctypes_type(ct) -> CType:
     if ct in simple:
         base, size = simple[ct]
         return CType(base, 0)
+    if isinstance(ct, type) and issubclass(ct, ctypes.Structure) and getattr(ct, "_fields_", None):
+        return CType("struct:" + getattr(ct, "C_NAME", ct.__name__), 0)  # a struct by value
     if hasattr(ct, "_type_") and isinstance(ct._type_, type):
         inner = ct._type_
         if issubclass(inner, ctypes.Structure) and not getattr(inner, "_fields_", None):

@@ -1,8 +1,9 @@
 """The tree's shape: imports point one way, no cycles, small modules, a private mirror.
 
 Layers, top to bottom: the commands (``cudnn_rnn/*.py``), then ``reporting`` and
-``compare`` (side by side: neither imports the other), then ``matrix``, ``check``,
-``engine`` and ``bindings``. A module imports its own package or lower layers only; this
+``compare`` (side by side: neither imports the other), then ``matrix`` and ``lowbit`` (the
+8-bit engine built from cuBLASLt GEMMs; side by side), ``check``, ``engine`` and
+``bindings``. A module imports its own package or lower layers only; this
 covers imports inside functions too, so a lazy import cannot hide a cycle.
 """
 import ast
@@ -12,14 +13,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-RANK = {"bindings": 0, "engine": 1, "check": 2, "matrix": 3, "compare": 4, "reporting": 4,
-        "commands": 5}
+RANK = {"bindings": 0, "engine": 1, "check": 2, "lowbit": 3, "matrix": 3, "compare": 4,
+        "reporting": 4, "commands": 5}
 MAX_LINES = 400
 
 
 def _modules() -> dict[str, Path]:
     found = {}
-    for path in sorted((ROOT / "cudnn_rnn").rglob("*.py")) + sorted((ROOT / "bindings").glob("*.py")):
+    for path in sorted((ROOT / "cudnn_rnn").rglob("*.py")) + sorted((ROOT / "bindings").rglob("*.py")):
         rel = path.relative_to(ROOT)
         parts = list(rel.with_suffix("").parts)
         if parts[0] == "bindings":

@@ -21,7 +21,9 @@ def test_the_mirror_installs_under_the_projects_name_and_every_package_is_listed
     assert "bindings" not in packages and where == {"cudnn_rnn.bindings": "bindings"}
     assert {p.split(".")[0] for p in packages} == {"cudnn_rnn"}
     on_disk = {".".join(p.parent.relative_to(ROOT).parts)
-               for p in (ROOT / "cudnn_rnn").rglob("__init__.py")} | {"cudnn_rnn.bindings"}
+               for p in (ROOT / "cudnn_rnn").rglob("__init__.py")} | {
+        "cudnn_rnn." + ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "bindings").rglob("__init__.py")}  # bindings/ installs in cudnn_rnn
     assert packages == on_disk, packages ^ on_disk
 
 

@@ -1,0 +1,179 @@
+"""The one loader of libcublasLt, and the checked functions it exposes.
+
+:func:`load` finds the library in the order of :mod:`..finder`: an explicit path (the
+``path`` argument), else ``$CUBLASLT_LIBRARY``; cuda-pathfinder
+(``load_nvidia_dynamic_lib("cublasLt")``); the PyPI wheels (``nvidia/cublas/lib`` of
+nvidia-cublas-cu12, ``nvidia/cu13/lib`` of the CUDA 13 wheels); the system sonames
+``libcublasLt.so.13`` then ``.so.12``. It remembers which one it took and why each one
+tried before failed. One libcublasLt per process: cuDNN's STANDARD algorithm loads one
+too (cuDNN's loader asks cuda-pathfinder for it), and a second, different one would be a
+second copy of the library's global state.
+
+Functions returning ``cublasStatus_t`` raise the generated exception of
+:mod:`.errors`, naming the call and carrying ``cublasLtGetStatusString``'s text. Loading
+needs no GPU; ``cublasLtCreate`` then answers NOT_INITIALIZED.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import finder
+from ..finder import Candidate
+from ..prototypes import Proto
+from . import errors
+from .prototypes import BY_NAME
+
+WHEEL_PATTERNS = ("nvidia/cublas/lib/libcublasLt.so.*", "nvidia/cu13/lib/libcublasLt.so.*")
+SONAMES = ("libcublasLt.so.13", "libcublasLt.so.12")
+INSTALL_HINT = ("install cuBLAS (pip install 'cudnn-rnn[cuda12]', which brings nvidia-cublas-cu12) "
+                "or point CUBLASLT_LIBRARY at libcublasLt.so.12 or .so.13")
+
+_lock = threading.RLock()
+_loaded: "Library | None" = None
+
+
+def decode_version(raw: int) -> tuple[int, int, int]:
+    """cublasLtGetVersion() → (major, minor, patch): major*10000 + minor*100 + patch."""
+    return raw // 10000, raw % 10000 // 100, raw % 100
+
+
+class CheckedFunction:
+    """A bound cuBLASLt function that raises on a status other than SUCCESS."""
+
+    __slots__ = ("name", "raw", "_describe")
+
+    def __init__(self, name: str, raw, describe):
+        self.name, self.raw, self._describe = name, raw, describe
+
+    def __call__(self, *args) -> None:
+        status = self.raw(*args)
+        if status:
+            raise errors.error_for(self.name, status, self._describe(status))
+
+
+@dataclass
+class Library:
+    """A loaded libcublasLt: where it came from, what it is, and its functions."""
+
+    path: str
+    source: str
+    cdll: ctypes.CDLL
+    version_raw: int = 0
+    cudart_raw: int = 0
+    rejected: tuple = ()  # why each candidate tried before this one failed, in order
+    _functions: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def version(self) -> tuple[int, int, int]:
+        return decode_version(self.version_raw)
+
+    @property
+    def version_string(self) -> str:
+        return "%d.%d.%d" % self.version
+
+    @property
+    def resolved_path(self) -> str:
+        return os.path.realpath(self.path) if os.path.exists(self.path) else self.path
+
+    def has_symbol(self, name: str) -> bool:
+        return hasattr(self.cdll, name)
+
+    def describe(self) -> dict:
+        """Provenance of the library, for reports."""
+        return {"cublaslt_version": self.version_string, "cublaslt_version_raw": self.version_raw,
+                "cublaslt_cudart_version": self.cudart_raw, "cublaslt_path": self.resolved_path,
+                "cublaslt_source": self.source}
+
+    def raw(self, name: str):
+        """The ctypes function with argtypes/restype set from its prototype."""
+        fn = self._functions.get(("raw", name))
+        if fn is None:
+            proto: Proto = BY_NAME[name]
+            try:
+                fn = getattr(self.cdll, name)
+            except AttributeError:
+                raise AttributeError(f"{name} is not exported by {self.path} "
+                                     f"(cuBLASLt {self.version_string})") from None
+            fn.argtypes, fn.restype = proto.argtypes, proto.restype
+            self._functions[("raw", name)] = fn
+        return fn
+
+    def __getattr__(self, name: str):
+        if not name.startswith("cublasLt"):
+            raise AttributeError(name)
+        fn = self._functions.get(name)
+        if fn is None:
+            proto = BY_NAME.get(name)
+            if proto is None:
+                raise AttributeError(f"{name} is not declared in the prototypes of {__package__}")
+            raw = self.raw(name)
+            fn = CheckedFunction(name, raw, self.status_string) if proto.returns_status else raw
+            self._functions[name] = fn
+        return fn
+
+    def status_name(self, status: int) -> str:
+        return self.raw("cublasLtGetStatusName")(status).decode()
+
+    def status_string(self, status: int) -> str:
+        return self.raw("cublasLtGetStatusString")(status).decode()
+
+
+def _open(candidate: Candidate) -> Library:
+    is_path = "/" in candidate.path
+    if is_path and not os.path.isfile(candidate.path):
+        what = "is a directory, not the libcublasLt.so file" if os.path.isdir(candidate.path) \
+            else "does not exist"
+        raise errors.LibraryNotFound(f"{candidate.path} ({candidate.source}) {what}")
+    try:
+        cdll = ctypes.CDLL(candidate.path, mode=ctypes.RTLD_GLOBAL)
+    except OSError as exc:
+        raise errors.LibraryNotFound(f"cannot load {candidate.path} ({candidate.source}): "
+                                     f"{finder.one_line(exc)}") from None
+    if not hasattr(cdll, "cublasLtGetVersion"):
+        raise errors.LibraryNotFound(f"{candidate.path} is not libcublasLt (no cublasLtGetVersion)")
+    lib = Library(path=candidate.path, source=candidate.source, cdll=cdll)
+    lib.version_raw = int(lib.raw("cublasLtGetVersion")())
+    lib.cudart_raw = int(lib.raw("cublasLtGetCudartVersion")())
+    if not is_path:  # a soname: record the file the dynamic linker chose
+        lib.path = next(iter(finder.mapped_paths(candidate.path)), candidate.path)
+    return lib
+
+
+def load(path: str | None = None) -> Library:
+    """Load libcublasLt once per process (thread-safe) and return it; raises
+    :class:`.errors.LibraryNotFound` with every candidate's failure and an install hint."""
+    global _loaded
+    with _lock:
+        wanted = path or os.environ.get("CUBLASLT_LIBRARY") or None
+        if _loaded is not None:
+            if wanted and Path(wanted).resolve() != Path(_loaded.path).resolve():
+                raise errors.LibraryNotFound(
+                    f"{_loaded.path} is already loaded in this process; another libcublasLt "
+                    f"({wanted}) needs a new process")
+            return _loaded
+        chosen = finder.explicit(path, "CUBLASLT_LIBRARY")
+        if chosen:
+            _loaded = _open(chosen)
+            return _loaded
+        pf = finder.pathfinder_candidate("cublasLt")
+        ordered = ([pf] if pf else []) + finder.wheel_candidates(WHEEL_PATTERNS) + [
+            Candidate(name, "system soname") for name in SONAMES]
+        failures = []
+        for candidate in ordered:
+            try:
+                _loaded = _open(candidate)
+                _loaded.rejected = tuple(failures)
+                return _loaded
+            except errors.LibraryNotFound as exc:
+                failures.append(str(exc))
+        raise errors.LibraryNotFound("no libcublasLt found (tried: " + "; ".join(failures) + "); "
+                                     + INSTALL_HINT)
+
+
+def loaded() -> Library | None:
+    """The library already loaded in this process, if any (never loads)."""
+    return _loaded

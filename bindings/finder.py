@@ -1,0 +1,87 @@
+"""Where a shared library of NVIDIA's comes from: the candidates every loader here walks.
+
+One order for every library the bindings load (cuDNN in :mod:`.library`, cuBLASLt in
+:mod:`.cublaslt.library`): an explicit path or its environment variable; cuda-pathfinder
+(``load_nvidia_dynamic_lib``, which knows the wheels' and the toolkit's layouts); the PyPI
+wheels' own folders under any ``sys.path`` entry; the system's sonames. A loader keeps
+which candidate it took and why each one before it failed, so "which libcublasLt did this
+process use, and why not the other" has an answer.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class Candidate:
+    path: str  # a file path, or a soname the dynamic linker resolves
+    source: str  # how it was found, for provenance ("explicit", "sys.path wheel", ...)
+
+
+def as_path(name: str) -> str:
+    """A name that exists here is a file path (made absolute, so the dynamic linker does not
+    search its library path for it); anything else stays a soname (``libcudnn.so.9``)."""
+    return os.path.abspath(name) if os.path.exists(name) else name
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def explicit(path: str | None, env: str) -> Candidate | None:
+    """``path`` if given, else ``$env`` if set: the one candidate then tried."""
+    if path:
+        return Candidate(as_path(path), "explicit")
+    value = os.environ.get(env)
+    return Candidate(as_path(value), f"env {env}") if value else None
+
+
+def wheel_candidates(patterns: tuple[str, ...]) -> list[Candidate]:
+    """Files matching ``patterns`` (relative globs such as
+    ``nvidia/cublas/lib/libcublasLt.so.*``) under each ``sys.path`` entry, highest version
+    first; only the ``lib<name>.so.<major>`` soname files, not their fully versioned twins."""
+    found = []
+    for entry in sys.path:
+        if not entry:
+            continue
+        for pattern in patterns:
+            for so in sorted(glob.glob(os.path.join(entry, pattern)), reverse=True):
+                if Path(so).name.count(".") == 2:  # libX.so.9, not libX.so.9.1.0
+                    found.append(Candidate(so, "sys.path wheel"))
+    return found
+
+
+def pathfinder_candidate(libname: str) -> Candidate | None:
+    """cuda-pathfinder's answer for ``libname`` ("cudnn", "cublasLt"), if it is installed
+    and finds one (it loads the library into the process as it looks)."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+    except Exception:
+        return None
+    try:
+        loaded = load_nvidia_dynamic_lib(libname)
+    except Exception:
+        return None
+    if not loaded.abs_path:
+        return None
+    return Candidate(loaded.abs_path, f"cuda-pathfinder ({loaded.found_via})")
+
+
+def mapped_paths(prefix: str) -> list[str]:
+    """Files whose name starts with ``prefix`` mapped into this process, from
+    /proc/self/maps (the dynamic linker's truth, whoever loaded them), in the order of the
+    map; one name at two paths means two copies of that library in one process."""
+    found: dict[str, None] = {}
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and Path(parts[5].strip()).name.startswith(prefix):
+                    found.setdefault(parts[5].strip())
+    except OSError:
+        pass
+    return list(found)

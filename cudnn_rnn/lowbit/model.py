@@ -1,0 +1,235 @@
+"""The host model of the 8-bit RNN engine: an inference forward built from GEMMs, in float64.
+
+cuDNN's RNN API refuses INT8 and FP8, so the GPU engine builds the forward from cuBLASLt
+GEMMs, and this module is its exact numpy twin, organised the same way. Per layer and
+direction (pseudo-layer ``layer * dirs + direction``):
+
+* the *input GEMM*: the layer input of all T steps, ``(T*B, in) @ W.T`` -> ``(T*B, gates*hidden)``;
+* per step the *recurrent GEMM*: ``(B, proj) @ R.T`` -> ``(B, gates*hidden)``;
+  for an LSTM with a projection also ``hh @ P.T`` -> ``(B, proj)`` (part of "recurrent");
+* the gate math elementwise in float (float64 here, FP32 on the GPU), biases added after
+  the GEMMs (``bR`` kept apart because GRU's ``n`` gate multiplies it by ``r``).
+
+A :class:`QuantPlan` makes chosen GEMMs 8-bit. INT8: activations per tensor, weights per
+output channel (row of the stacked matrix), int32 accumulation, result ``acc * act_scale *
+w_scale[row]``. FP8 E4M3: activations and weights per tensor, the E4M3 values multiplied and
+summed in float64 (exact for these products; the GPU sums in FP32), times ``act_scale *
+w_scale``. Scales come from :func:`calibrate` (max |operand| of a float64 run) and
+:func:`plan`. Sequences all have length T (no per-sequence lengths).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.check.reference import LayerParams
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.lowbit import quant
+
+FORMATS = ("int8", "e4m3")
+PARTS = ("input", "recurrent", "both")
+GEMMS = ("input", "recurrent", "projection")  # the activation operands calibrate measures
+
+
+@dataclass
+class Stacked:
+    """One pseudo-layer's weights as the GEMMs take them: gate blocks in cuDNN's order
+    (RELU/TANH h; LSTM i,f,g,o; GRU r,z,n) stacked along the rows, gate k at rows
+    ``k*hidden:(k+1)*hidden``. ``W`` is None for a SKIP_INPUT first layer (its input then
+    enters every gate as is); biases are zeros where the bias mode has none."""
+    W: np.ndarray | None  # (gates*hidden, layer_input)
+    R: np.ndarray  # (gates*hidden, proj)
+    bW: np.ndarray  # (gates*hidden,)
+    bR: np.ndarray  # (gates*hidden,)
+    P: np.ndarray | None = None  # LSTM projection (proj, hidden)
+
+
+def stack(cfg: RNNConfig, params: list[LayerParams]) -> list[Stacked]:
+    """The reference's per-gate LayerParams as :class:`Stacked`, one per pseudo-layer."""
+    zeros = np.zeros(cfg.hidden_size)
+    rows = lambda blocks: np.concatenate([zeros if b is None else b for b in blocks])  # noqa: E731
+    return [Stacked(W=None if p.W[0] is None else np.concatenate(p.W, axis=0),
+                    R=np.concatenate(p.R, axis=0), bW=rows(p.bW), bR=rows(p.bR), P=p.P)
+            for p in params]
+
+
+def unstack(cfg: RNNConfig, stacked: list[Stacked]) -> list[LayerParams]:
+    """Inverse of :func:`stack` (biases come back as arrays, zeros where there were none),
+    so stacked weights can be fed to :func:`cudnn_rnn.check.reference.forward`."""
+    H, g = cfg.hidden_size, cfg.gates
+    split = lambda a: [None if a is None else a[k * H:(k + 1) * H] for k in range(g)]  # noqa: E731
+    return [LayerParams(W=split(s.W), R=split(s.R), bW=split(s.bW), bR=split(s.bR), P=s.P)
+            for s in stacked]
+
+
+@dataclass(frozen=True)
+class GemmScales:
+    """Scales of one quantized GEMM: ``act`` for the activation operand (per tensor) and
+    ``weight`` for the weight: a float (E4M3), or one per weight row, shape (rows,) (INT8)."""
+    act: float
+    weight: float | np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class QuantPlan:
+    """Which GEMMs are 8-bit, in which format, with which scales. ``input``, ``recurrent``
+    and ``projection`` hold one :class:`GemmScales` per pseudo-layer, or None where that
+    GEMM runs in float (not among ``parts``, or absent: no W under SKIP_INPUT, no P)."""
+    fmt: str  # "int8" or "e4m3"
+    parts: str  # "input", "recurrent" (recurrent and projection GEMMs) or "both"
+    input: tuple
+    recurrent: tuple
+    projection: tuple
+
+
+# ---------------------------------------------------------------------------- one GEMM
+def gemm(a: np.ndarray, w: np.ndarray, scales: GemmScales | None, fmt: str | None) -> np.ndarray:
+    """``a @ w.T`` for a (M, K) and w (N, K): in float64 when ``scales`` is None, else as
+    the 8-bit engine computes it from quantized operands (see the module docstring)."""
+    if scales is None:
+        return a @ w.T
+    if fmt == "int8":
+        w_scale = np.asarray(scales.weight, dtype=np.float64)
+        a_q = quant.quantize_int8(a, scales.act)
+        w_q = quant.quantize_int8(w, w_scale.reshape(-1, 1))
+        return quant.gemm_int32(a_q, w_q.T) * (scales.act * w_scale)
+    if fmt == "e4m3":
+        a_8 = quant.decode_e4m3(quant.quantize_e4m3(a, scales.act)).astype(np.float64)
+        w_8 = quant.decode_e4m3(quant.quantize_e4m3(w, scales.weight)).astype(np.float64)
+        return (a_8 @ w_8.T) * (scales.act * scales.weight)
+    raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+
+
+# ---------------------------------------------------------------------------- forward
+def _sigmoid(a):
+    return 0.5 * (1.0 + np.tanh(0.5 * a))
+
+
+def _direction(cfg: RNNConfig, s: Stacked, xs, h, c, run_gemm):
+    """One direction over xs (T, B, in), already in processing order; ``run_gemm(name, a,
+    w)`` does each GEMM. Returns the outputs (T, B, proj) and the last h and c."""
+    T, B, _ = xs.shape
+    g, H, cell = cfg.gates, cfg.hidden_size, cfg.mode
+    flat = xs.reshape(T * B, -1)
+    gx = np.tile(flat, g) if s.W is None else run_gemm("input", flat, s.W)
+    gx = (gx + s.bW).reshape(T, B, g, H)
+    outs = []
+    for t in range(T):
+        gh = (run_gemm("recurrent", h, s.R) + s.bR).reshape(B, g, H)
+        pre = gx[t] + gh
+        if cell == RNNMode.RNN_RELU:
+            h = np.maximum(pre[:, 0], 0.0)
+        elif cell == RNNMode.RNN_TANH:
+            h = np.tanh(pre[:, 0])
+        elif cell == RNNMode.LSTM:
+            i, f, o = _sigmoid(pre[:, 0]), _sigmoid(pre[:, 1]), _sigmoid(pre[:, 3])
+            c = f * c + i * np.tanh(pre[:, 2])
+            hh = o * np.tanh(c)
+            h = hh if s.P is None else run_gemm("projection", hh, s.P)
+        elif cell == RNNMode.GRU:
+            r, z = _sigmoid(pre[:, 0]), _sigmoid(pre[:, 1])
+            n = np.tanh(gx[t][:, 2] + r * gh[:, 2])
+            h = (1.0 - z) * n + z * h
+        else:
+            raise ValueError(cell)
+        outs.append(h)
+    return np.stack(outs), h, c
+
+
+def _run(cfg, stacked, x, hx, cx, plan, observe):
+    """The network; ``observe(pseudo_layer, gemm_name, operand)`` sees every activation
+    operand (for calibration)."""
+    lstm = cfg.mode == RNNMode.LSTM
+    x, hx = np.asarray(x, np.float64), np.asarray(hx, np.float64)
+    cx = np.asarray(cx, np.float64) if lstm else None
+    hy, cy = np.empty_like(hx), (np.empty_like(cx) if lstm else None)
+    layer_in = x
+    for layer in range(cfg.num_layers):
+        outs = []
+        for d in range(cfg.dirs):
+            k = layer * cfg.dirs + d
+
+            def run_gemm(name, a, w, k=k):
+                if observe is not None:
+                    observe(k, name, a)
+                scales = None if plan is None else getattr(plan, name)[k]
+                return gemm(a, w, scales, None if plan is None else plan.fmt)
+
+            xs = layer_in if d == 0 else layer_in[::-1]
+            ys, hy[k], c_last = _direction(cfg, stacked[k], xs, hx[k],
+                                           cx[k] if lstm else None, run_gemm)
+            if lstm:
+                cy[k] = c_last
+            outs.append(ys if d == 0 else ys[::-1])
+        layer_in = np.concatenate(outs, axis=-1)
+    return layer_in, hy, cy
+
+
+def forward(cfg: RNNConfig, stacked: list[Stacked], x, hx, cx=None,
+            plan: QuantPlan | None = None):
+    """(y, hy, cy) for x (T, B, input), hx (L*D, B, proj), cx (L*D, B, hidden; LSTM only),
+    shapes as in :func:`cudnn_rnn.check.reference.forward`; the GEMMs that ``plan`` names
+    are 8-bit (None: all float64, which equals the reference). cy is None but for LSTM."""
+    return _run(cfg, stacked, x, hx, cx, plan, None)
+
+
+# ---------------------------------------------------------------------------- scales
+def calibrate(cfg: RNNConfig, stacked: list[Stacked], x, hx, cx=None) -> dict:
+    """max |operand| of each GEMM's activation over a float64 run: ``{"input": [...],
+    "recurrent": [...], "projection": [...]}``, one float per pseudo-layer. "input" is the
+    layer input over all steps; "recurrent" every h fed to R, hx included; "projection"
+    every hh fed to P. None where that GEMM does not exist (SKIP_INPUT's W, no P)."""
+    seen = {name: [None] * len(stacked) for name in GEMMS}
+
+    def observe(k, name, a):
+        m = float(quant.amax(a))
+        seen[name][k] = m if seen[name][k] is None else max(seen[name][k], m)
+
+    _run(cfg, stacked, x, hx, cx, None, observe)
+    return seen
+
+
+def _weight_scale(w: np.ndarray, fmt: str):
+    if fmt == "int8":
+        return np.asarray(quant.int8_scale(quant.amax(w, axis=0))).ravel()
+    return float(quant.e4m3_scale(quant.amax(w)))
+
+
+def plan(cfg: RNNConfig, stacked: list[Stacked], amaxes: dict, fmt: str,
+         parts: str) -> QuantPlan:
+    """Scales by max calibration: an activation's from its ``amaxes`` entry (from
+    :func:`calibrate`), a weight's from the weight (per row for INT8, per tensor for E4M3)."""
+    if fmt not in FORMATS or parts not in PARTS:
+        raise ValueError(f"fmt must be in {FORMATS} and parts in {PARTS}, got {fmt!r}, {parts!r}")
+    act_scale = quant.int8_scale if fmt == "int8" else quant.e4m3_scale
+    chosen = {"input": parts in ("input", "both"),
+              "recurrent": parts in ("recurrent", "both")}
+    chosen["projection"] = chosen["recurrent"]
+    weights = {"input": lambda s: s.W, "recurrent": lambda s: s.R, "projection": lambda s: s.P}
+    scales = {}
+    for name in GEMMS:
+        per_layer = []
+        for k, s in enumerate(stacked):
+            w = weights[name](s)
+            per_layer.append(None if w is None or not chosen[name] else GemmScales(
+                act=float(act_scale(amaxes[name][k])), weight=_weight_scale(w, fmt)))
+        scales[name] = tuple(per_layer)
+    return QuantPlan(fmt=fmt, parts=parts, **scales)
+
+
+def weights_dequantized(stacked: list[Stacked], plan: QuantPlan) -> list[Stacked]:
+    """The weights as the plan's 8-bit GEMMs see them (quantize-dequantize images; float
+    GEMMs' weights and all biases unchanged). Running these in float64 isolates the error
+    of rounding the activations."""
+    def image(w, scales):
+        if scales is None:
+            return w
+        if plan.fmt == "int8":
+            return quant.fake_quant_int8(w, np.reshape(scales.weight, (-1, 1)))
+        return quant.fake_quant_e4m3(w, scales.weight)
+
+    return [Stacked(W=image(s.W, plan.input[k]), R=image(s.R, plan.recurrent[k]),
+                    bW=s.bW, bR=s.bR, P=image(s.P, plan.projection[k]))
+            for k, s in enumerate(stacked)]
