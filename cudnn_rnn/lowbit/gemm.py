@@ -1,0 +1,134 @@
+"""One cuBLASLt GEMM of the 8-bit engine: its types, its shape, and the descriptors it owns.
+
+Every GEMM of the engine is ``out (M, N) = a (M, K) @ w.T`` with row-major operands: the
+activations ``a`` (T*B or B rows), the stacked weights ``w`` (gates*hidden rows), the
+pre-activations ``out``. cuBLASLt is column-major, and a row-major ``(r, c)`` matrix is the
+column-major ``(c, r)`` one with ``ld = c``; so the call computes ``out.T = w @ a.T`` with
+cuBLASLt's A the weights (``(K, N)``, ``ld K``, transposed) and its B the activations
+(``(K, M)``, ``ld K``, not transposed): the "TN" form, which is the one cuBLASLt's INT8 and
+FP8 kernels take. ``out`` is ``(N, M)`` column-major, ``ld N``: the row-major ``(M, N)``
+the gate kernel reads.
+
+:data:`PRECISIONS` says, per precision the engine offers, the operands' type, the
+output's, the compute type and the type of alpha and beta. The 16-bit and FP8 GEMMs write
+FP32 so the gate math reads FP32 pre-activations; INT8 writes the exact int32 sums, which
+the gate kernel dequantizes (activation scale times the row's weight scale). FP8's
+per-tensor scales go to cuBLASLt as device pointers (``A_SCALE_POINTER``,
+``B_SCALE_POINTER``), set by the engine where the scales live.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+from cudnn_rnn.bindings import cublaslt
+from cudnn_rnn.bindings.cublaslt.enums import (ComputeType, DataType, MatmulDescAttribute,
+                                               MatrixLayoutAttribute, Operation)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The types of one GEMM precision: operands, output, accumulation, alpha/beta."""
+    operands: DataType
+    output: DataType
+    compute: ComputeType
+    scale: DataType
+
+
+PRECISIONS = {
+    "fp32": Precision(DataType.R_32F, DataType.R_32F, ComputeType.COMPUTE_32F, DataType.R_32F),
+    "tf32": Precision(DataType.R_32F, DataType.R_32F, ComputeType.COMPUTE_32F_FAST_TF32,
+                      DataType.R_32F),
+    "fp16": Precision(DataType.R_16F, DataType.R_32F, ComputeType.COMPUTE_32F, DataType.R_32F),
+    "bf16": Precision(DataType.R_16BF, DataType.R_32F, ComputeType.COMPUTE_32F, DataType.R_32F),
+    "int8": Precision(DataType.R_8I, DataType.R_32I, ComputeType.COMPUTE_32I, DataType.R_32I),
+    "fp8": Precision(DataType.R_8F_E4M3, DataType.R_32F, ComputeType.COMPUTE_32F,
+                     DataType.R_32F),
+}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """``out (M, N) = a (M, K) @ w.T``, all row-major."""
+    M: int
+    N: int
+    K: int
+
+    def __post_init__(self):
+        sizes = (self.M, self.N, self.K)
+        if not all(isinstance(n, int) and not isinstance(n, bool) and 0 < n < 2 ** 62
+                   for n in sizes):  # uint64 rows and cols, int64 ld, with room for N*M
+            raise ValueError(f"a GEMM's M, N and K must be positive integers below 2**62, "
+                             f"got {sizes}")
+
+    def layouts(self) -> dict:
+        """cuBLASLt's (rows, cols, ld) of A (the weights), B (the activations) and D."""
+        return {"A": (self.K, self.N, self.K), "B": (self.K, self.M, self.K),
+                "D": (self.N, self.M, self.N)}
+
+
+class Matmul:
+    """The matmul descriptor and the three layouts of one GEMM (D doubles as C, with beta
+    0), created on construction and destroyed by :meth:`close` (or leaving a ``with``).
+    It holds the library it was created by, so the library outlives its descriptors."""
+
+    def __init__(self, precision: str, shape: Shape, lt=None):
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        self.lt = lt or cublaslt.load()
+        self.precision, self.types, self.shape = precision, PRECISIONS[precision], shape
+        self.desc = cublaslt.types.cublasLtMatmulDesc_t()
+        self.layouts: dict = {}
+        try:
+            self.lt.cublasLtMatmulDescCreate(ctypes.byref(self.desc), self.types.compute,
+                                             self.types.scale)
+            self.set(MatmulDescAttribute.TRANSA, Operation.T)
+            self.set(MatmulDescAttribute.TRANSB, Operation.N)
+            for name, (rows, cols, ld) in shape.layouts().items():
+                layout = cublaslt.types.cublasLtMatrixLayout_t()
+                kind = self.types.output if name == "D" else self.types.operands
+                self.lt.cublasLtMatrixLayoutCreate(ctypes.byref(layout), kind, rows, cols, ld)
+                self.layouts[name] = layout
+        except BaseException:
+            self.close()
+            raise
+
+    def set(self, attr: MatmulDescAttribute, value: int) -> None:
+        """Set an int32-valued attribute of the descriptor (transposes, epilogue, ...)."""
+        v = ctypes.c_int32(int(value))
+        self.lt.cublasLtMatmulDescSetAttribute(self.desc, attr, ctypes.byref(v), ctypes.sizeof(v))
+
+    def get(self, attr: MatmulDescAttribute) -> int:
+        """Read back an int32-valued attribute of the descriptor."""
+        v, written = ctypes.c_int32(), ctypes.c_size_t()
+        self.lt.cublasLtMatmulDescGetAttribute(self.desc, attr, ctypes.byref(v), ctypes.sizeof(v),
+                                               ctypes.byref(written))
+        return v.value
+
+    def layout(self, name: str) -> dict:
+        """What cuBLASLt holds for layout ``name`` ("A", "B", "D"): type, rows, cols, ld."""
+        out = {}
+        for attr, ctype in ((MatrixLayoutAttribute.TYPE, ctypes.c_int32),
+                            (MatrixLayoutAttribute.ROWS, ctypes.c_uint64),
+                            (MatrixLayoutAttribute.COLS, ctypes.c_uint64),
+                            (MatrixLayoutAttribute.LD, ctypes.c_int64)):
+            v, written = ctype(), ctypes.c_size_t()
+            self.lt.cublasLtMatrixLayoutGetAttribute(self.layouts[name], attr, ctypes.byref(v),
+                                                     ctypes.sizeof(v), ctypes.byref(written))
+            out[attr.name.lower()] = v.value
+        return out
+
+    def close(self) -> None:
+        """Destroy the layouts and the descriptor (once; safe after a failed construction)."""
+        for layout in self.layouts.values():
+            self.lt.cublasLtMatrixLayoutDestroy(layout)
+        self.layouts = {}
+        if self.desc:
+            self.lt.cublasLtMatmulDescDestroy(self.desc)
+            self.desc = cublaslt.types.cublasLtMatmulDesc_t()
+
+    def __enter__(self) -> "Matmul":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
