@@ -71,6 +71,29 @@ def pathfinder_candidate(libname: str) -> Candidate | None:
     return Candidate(loaded.abs_path, f"cuda-pathfinder ({loaded.found_via})")
 
 
+def search(libname: str, patterns: tuple[str, ...], sonames: tuple[str, ...]) -> list[Candidate]:
+    """The walk after an explicit candidate: cuda-pathfinder, the wheels, the sonames."""
+    pf = pathfinder_candidate(libname)
+    return ([pf] if pf else []) + wheel_candidates(patterns) + [
+        Candidate(name, "system soname") for name in sonames]
+
+
+def first_that_opens(candidates: list[Candidate], open_, not_found: type, what: str, hint: str):
+    """``open_`` of the first candidate it accepts, with ``rejected`` set to why each one
+    before it failed (``open_`` raises ``not_found`` for a candidate it refuses); when none
+    opens, ``not_found`` listing every failure and ``hint``."""
+    failures = []  # why each candidate failed, in the order tried
+    for candidate in candidates:
+        try:
+            lib = open_(candidate)
+        except not_found as exc:
+            failures.append(str(exc))
+            continue
+        lib.rejected = tuple(failures)
+        return lib
+    raise not_found(f"no {what} found (tried: " + "; ".join(failures) + f"); {hint}")
+
+
 def mapped_paths(prefix: str) -> list[str]:
     """Files whose name starts with ``prefix`` mapped into this process, from
     /proc/self/maps (the dynamic linker's truth, whoever loaded them), in the order of the

@@ -297,19 +297,10 @@ def load(path: str | None = None) -> Library:
         if explicit:
             _loaded = _open(explicit[0])
             return _loaded
-        pf = finder.pathfinder_candidate("cudnn")
-        ordered = ([pf] if pf else []) + finder.wheel_candidates(WHEEL_PATTERNS) + [
-            Candidate("libcudnn.so.9", "system soname"), Candidate("libcudnn.so.8", "system soname")]
-        failures = []  # why each candidate failed, in the order tried
-        for candidate in ordered:
-            try:
-                _loaded = _open(candidate)
-                _loaded.rejected = tuple(failures)
-                return _loaded
-            except errors.LibraryNotFound as exc:
-                failures.append(str(exc))
-        raise errors.LibraryNotFound("no libcudnn found (tried: " + "; ".join(failures) + "); "
-                                     + INSTALL_HINT)
+        _loaded = finder.first_that_opens(
+            finder.search("cudnn", WHEEL_PATTERNS, ("libcudnn.so.9", "libcudnn.so.8")), _open,
+            errors.LibraryNotFound, "libcudnn", INSTALL_HINT)
+        return _loaded
 
 
 def loaded() -> Library | None:

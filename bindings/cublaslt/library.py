@@ -159,19 +159,10 @@ def load(path: str | None = None) -> Library:
         if chosen:
             _loaded = _open(chosen)
             return _loaded
-        pf = finder.pathfinder_candidate("cublasLt")
-        ordered = ([pf] if pf else []) + finder.wheel_candidates(WHEEL_PATTERNS) + [
-            Candidate(name, "system soname") for name in SONAMES]
-        failures = []
-        for candidate in ordered:
-            try:
-                _loaded = _open(candidate)
-                _loaded.rejected = tuple(failures)
-                return _loaded
-            except errors.LibraryNotFound as exc:
-                failures.append(str(exc))
-        raise errors.LibraryNotFound("no libcublasLt found (tried: " + "; ".join(failures) + "); "
-                                     + INSTALL_HINT)
+        _loaded = finder.first_that_opens(
+            finder.search("cublasLt", WHEEL_PATTERNS, SONAMES), _open, errors.LibraryNotFound,
+            "libcublasLt", INSTALL_HINT)
+        return _loaded
 
 
 def loaded() -> Library | None:
