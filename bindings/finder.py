@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,6 +93,48 @@ def first_that_opens(candidates: list[Candidate], open_, not_found: type, what: 
         lib.rejected = tuple(failures)
         return lib
     raise not_found(f"no {what} found (tried: " + "; ".join(failures) + f"); {hint}")
+
+
+def check_file(candidate: Candidate, not_found: type, filename: str) -> None:
+    """A candidate given as a path must name an existing file that is not a directory
+    (a soname is left to the dynamic linker); else ``not_found`` saying which."""
+    if "/" not in candidate.path:
+        return
+    if not os.path.exists(candidate.path):
+        raise not_found(f"{candidate.path} ({candidate.source}) does not exist")
+    if os.path.isdir(candidate.path):
+        raise not_found(f"{candidate.path} ({candidate.source}) is a directory, not the "
+                        f"{filename} file")
+
+
+class OnePerProcess:
+    """Loads one library lazily, once per process, under a lock: the explicit candidate
+    (the ``path`` argument, else ``$env``) is the only one tried when given; otherwise
+    :func:`search` in order, keeping why each candidate failed. Asking again returns the
+    same library; asking for another file is refused, since a second copy of the library
+    in one process would be a second copy of its global state."""
+
+    def __init__(self, what: str, env: str, libname: str, patterns: tuple, sonames: tuple,
+                 open_, not_found: type, hint: str):
+        self.what, self.env, self.libname = what, env, libname
+        self.patterns, self.sonames, self.open_ = patterns, sonames, open_
+        self.not_found, self.hint = not_found, hint
+        self.lock = threading.RLock()
+        self.lib = None
+
+    def load(self, path: str | None = None):
+        with self.lock:
+            wanted = path or os.environ.get(self.env) or None
+            if self.lib is not None:
+                if wanted and Path(wanted).resolve() != Path(self.lib.path).resolve():
+                    raise self.not_found(f"{self.lib.path} is already loaded in this process; a "
+                                         f"second {self.what} ({wanted}) needs a new process")
+                return self.lib
+            chosen = explicit(path, self.env)
+            self.lib = self.open_(chosen) if chosen else first_that_opens(
+                search(self.libname, self.patterns, self.sonames), self.open_, self.not_found,
+                self.what, self.hint)
+            return self.lib
 
 
 def mapped_paths(prefix: str) -> list[str]:

@@ -21,17 +21,13 @@ exception naming the call, with cuDNN's logged reason attached.
 from __future__ import annotations
 
 import ctypes
-import os
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import enums, errors, finder, logcapture
+from .bound import BoundLibrary
 from .finder import Candidate
-from .prototypes import BY_NAME, LEGACY_SYMBOLS, Proto
-
-_lock = threading.RLock()
-_loaded: "Library | None" = None
+from .prototypes import BY_NAME, LEGACY_SYMBOLS
 
 SUBLIBRARY_ORDER = ("libcudnn_graph", "libcudnn_ops", "libcudnn_adv")
 
@@ -49,13 +45,6 @@ def decode_cuda_version(raw: int) -> tuple[int, int]:
 
 
 WHEEL_PATTERNS = ("nvidia/cudnn/lib/libcudnn.so.*",)
-
-
-def find_candidates(path: str | None = None) -> list[Candidate]:
-    """The explicit candidate (``path``, else ``$CUDNN_LIBRARY``), if any: then it is the only
-    one tried; otherwise :func:`load` walks cuda-pathfinder, the wheels and the sonames."""
-    chosen = finder.explicit(path, "CUDNN_LIBRARY")
-    return [chosen] if chosen else []
 
 
 def _preload_siblings(shim: str) -> None:
@@ -131,26 +120,20 @@ class CheckedFunction:
 
 
 @dataclass
-class Library:
+class Library(BoundLibrary):
     """A loaded libcudnn: where it came from, what it is, and its functions."""
 
-    path: str
-    source: str
-    cdll: ctypes.CDLL
-    version_raw: int = 0
-    cudart_raw: int = 0
-    cublaslt: str | None = None
-    rejected: tuple = ()  # why each candidate tried before this one failed, in order
-    _functions: dict = field(default_factory=dict, repr=False)
+    cublaslt: str | None = None  # the libcublasLt preloaded for the STANDARD algorithm
+
+    PREFIX = "cudnn"
+    TITLE = "cuDNN"
+    PROTOTYPES = BY_NAME
+    MISSING = errors.MissingSymbol
 
     # --- identity -----------------------------------------------------------------------
     @property
     def version(self) -> tuple[int, int, int]:
         return decode_version(self.version_raw)
-
-    @property
-    def version_string(self) -> str:
-        return "%d.%d.%d" % self.version
 
     @property
     def version_number(self) -> int:
@@ -165,18 +148,6 @@ class Library:
     @property
     def status_enum(self) -> type[enums.CEnum]:
         return enums.status_enum(self.version_number)
-
-    @property
-    def resolved_path(self) -> str:
-        """The library file with symbolic links resolved (libcudnn.so.9 → libcudnn.so.9.x.y)."""
-        return os.path.realpath(self.path) if os.path.exists(self.path) else self.path
-
-    def has_symbol(self, name: str) -> bool:
-        try:
-            getattr(self.cdll, name)
-            return True
-        except AttributeError:
-            return False
 
     def symbol_report(self) -> dict[str, dict[str, bool]]:
         """Which declared and which legacy symbols this library exports."""
@@ -201,34 +172,8 @@ class Library:
         }
 
     # --- functions ----------------------------------------------------------------------
-    def raw(self, name: str):
-        """The ctypes function with argtypes/restype set from its prototype."""
-        fn = self._functions.get(("raw", name))
-        if fn is None:
-            proto: Proto = BY_NAME[name]
-            try:
-                fn = getattr(self.cdll, name)
-            except AttributeError:
-                raise errors.MissingSymbol(
-                    f"{name} is not exported by {self.path} (cuDNN {self.version_string})") from None
-            fn.argtypes = proto.argtypes
-            fn.restype = proto.restype
-            self._functions[("raw", name)] = fn
-        return fn
-
-    def __getattr__(self, name: str):
-        if not name.startswith("cudnn"):
-            raise AttributeError(name)
-        fn = self._functions.get(name)
-        if fn is None:
-            proto = BY_NAME.get(name)
-            if proto is None:
-                raise AttributeError(f"{name} is not declared in the prototypes of {__package__}")
-            raw = self.raw(name)
-            fn = CheckedFunction(name, raw, self.version_number, self.last_error_string) \
-                if proto.returns_status else raw
-            self._functions[name] = fn
-        return fn
+    def checked(self, name: str, raw) -> CheckedFunction:
+        return CheckedFunction(name, raw, self.version_number, self.last_error_string)
 
     def error_string(self, status: int) -> str:
         return self.raw("cudnnGetErrorString")(status).decode()
@@ -243,14 +188,9 @@ class Library:
 
 
 def _open(candidate: Candidate) -> Library:
-    is_path = "/" in candidate.path
-    if is_path and not os.path.exists(candidate.path):
-        raise errors.LibraryNotFound(f"{candidate.path} ({candidate.source}) does not exist")
-    if is_path and os.path.isdir(candidate.path):
-        raise errors.LibraryNotFound(f"{candidate.path} ({candidate.source}) is a directory, "
-                                     "not the libcudnn.so.9 file")
+    finder.check_file(candidate, errors.LibraryNotFound, "libcudnn.so.9")
     try:
-        if is_path:
+        if "/" in candidate.path:
             _preload_siblings(candidate.path)
         cdll = ctypes.CDLL(candidate.path, mode=ctypes.RTLD_GLOBAL)
     except OSError as exc:
@@ -277,6 +217,11 @@ INSTALL_HINT = ("install the cuDNN wheel (pip install 'cudnn-rnn[cuda12]', or nv
                 "nvidia-cudnn-cu13) or point CUDNN_LIBRARY (--cudnn) at libcudnn.so.9")
 
 
+_LOADER = finder.OnePerProcess("libcudnn", "CUDNN_LIBRARY", "cudnn", WHEEL_PATTERNS,
+                               ("libcudnn.so.9", "libcudnn.so.8"), _open, errors.LibraryNotFound,
+                               INSTALL_HINT)
+
+
 def load(path: str | None = None) -> Library:
     """Load libcudnn once per process (thread-safe) and return it.
 
@@ -284,25 +229,9 @@ def load(path: str | None = None) -> Library:
     the module docstring applies. Raises :class:`errors.LibraryNotFound` with an
     install hint when nothing loads.
     """
-    global _loaded
-    with _lock:
-        wanted = path or os.environ.get("CUDNN_LIBRARY") or None
-        if _loaded is not None:
-            if wanted and Path(wanted).resolve() != Path(_loaded.path).resolve():
-                raise errors.LibraryNotFound(
-                    f"{_loaded.path} is already loaded in this process; a second libcudnn "
-                    f"({wanted}) needs a new process")
-            return _loaded
-        explicit = find_candidates(path)
-        if explicit:
-            _loaded = _open(explicit[0])
-            return _loaded
-        _loaded = finder.first_that_opens(
-            finder.search("cudnn", WHEEL_PATTERNS, ("libcudnn.so.9", "libcudnn.so.8")), _open,
-            errors.LibraryNotFound, "libcudnn", INSTALL_HINT)
-        return _loaded
+    return _LOADER.load(path)
 
 
 def loaded() -> Library | None:
     """The library already loaded in this process, if any (never loads)."""
-    return _loaded
+    return _LOADER.lib

@@ -16,14 +16,11 @@ needs no GPU; ``cublasLtCreate`` then answers NOT_INITIALIZED.
 from __future__ import annotations
 
 import ctypes
-import os
-import threading
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from .. import finder
+from ..bound import BoundLibrary
 from ..finder import Candidate
-from ..prototypes import Proto
 from . import errors
 from .prototypes import BY_NAME
 
@@ -31,9 +28,6 @@ WHEEL_PATTERNS = ("nvidia/cublas/lib/libcublasLt.so.*", "nvidia/cu13/lib/libcubl
 SONAMES = ("libcublasLt.so.13", "libcublasLt.so.12")
 INSTALL_HINT = ("install cuBLAS (pip install 'cudnn-rnn[cuda12]', which brings nvidia-cublas-cu12) "
                 "or point CUBLASLT_LIBRARY at libcublasLt.so.12 or .so.13")
-
-_lock = threading.RLock()
-_loaded: "Library | None" = None
 
 
 def decode_version(raw: int) -> tuple[int, int, int]:
@@ -56,31 +50,16 @@ class CheckedFunction:
 
 
 @dataclass
-class Library:
+class Library(BoundLibrary):
     """A loaded libcublasLt: where it came from, what it is, and its functions."""
 
-    path: str
-    source: str
-    cdll: ctypes.CDLL
-    version_raw: int = 0
-    cudart_raw: int = 0
-    rejected: tuple = ()  # why each candidate tried before this one failed, in order
-    _functions: dict = field(default_factory=dict, repr=False)
+    PREFIX = "cublasLt"
+    TITLE = "cuBLASLt"
+    PROTOTYPES = BY_NAME
 
     @property
     def version(self) -> tuple[int, int, int]:
         return decode_version(self.version_raw)
-
-    @property
-    def version_string(self) -> str:
-        return "%d.%d.%d" % self.version
-
-    @property
-    def resolved_path(self) -> str:
-        return os.path.realpath(self.path) if os.path.exists(self.path) else self.path
-
-    def has_symbol(self, name: str) -> bool:
-        return hasattr(self.cdll, name)
 
     def describe(self) -> dict:
         """Provenance of the library, for reports."""
@@ -88,32 +67,8 @@ class Library:
                 "cublaslt_cudart_version": self.cudart_raw, "cublaslt_path": self.resolved_path,
                 "cublaslt_source": self.source}
 
-    def raw(self, name: str):
-        """The ctypes function with argtypes/restype set from its prototype."""
-        fn = self._functions.get(("raw", name))
-        if fn is None:
-            proto: Proto = BY_NAME[name]
-            try:
-                fn = getattr(self.cdll, name)
-            except AttributeError:
-                raise AttributeError(f"{name} is not exported by {self.path} "
-                                     f"(cuBLASLt {self.version_string})") from None
-            fn.argtypes, fn.restype = proto.argtypes, proto.restype
-            self._functions[("raw", name)] = fn
-        return fn
-
-    def __getattr__(self, name: str):
-        if not name.startswith("cublasLt"):
-            raise AttributeError(name)
-        fn = self._functions.get(name)
-        if fn is None:
-            proto = BY_NAME.get(name)
-            if proto is None:
-                raise AttributeError(f"{name} is not declared in the prototypes of {__package__}")
-            raw = self.raw(name)
-            fn = CheckedFunction(name, raw, self.status_string) if proto.returns_status else raw
-            self._functions[name] = fn
-        return fn
+    def checked(self, name: str, raw) -> CheckedFunction:
+        return CheckedFunction(name, raw, self.status_string)
 
     def status_name(self, status: int) -> str:
         return self.raw("cublasLtGetStatusName")(status).decode()
@@ -123,11 +78,7 @@ class Library:
 
 
 def _open(candidate: Candidate) -> Library:
-    is_path = "/" in candidate.path
-    if is_path and not os.path.isfile(candidate.path):
-        what = "is a directory, not the libcublasLt.so file" if os.path.isdir(candidate.path) \
-            else "does not exist"
-        raise errors.LibraryNotFound(f"{candidate.path} ({candidate.source}) {what}")
+    finder.check_file(candidate, errors.LibraryNotFound, "libcublasLt.so")
     try:
         cdll = ctypes.CDLL(candidate.path, mode=ctypes.RTLD_GLOBAL)
     except OSError as exc:
@@ -138,33 +89,21 @@ def _open(candidate: Candidate) -> Library:
     lib = Library(path=candidate.path, source=candidate.source, cdll=cdll)
     lib.version_raw = int(lib.raw("cublasLtGetVersion")())
     lib.cudart_raw = int(lib.raw("cublasLtGetCudartVersion")())
-    if not is_path:  # a soname: record the file the dynamic linker chose
+    if "/" not in candidate.path:  # a soname: record the file the dynamic linker chose
         lib.path = next(iter(finder.mapped_paths(candidate.path)), candidate.path)
     return lib
+
+
+_LOADER = finder.OnePerProcess("libcublasLt", "CUBLASLT_LIBRARY", "cublasLt", WHEEL_PATTERNS,
+                               SONAMES, _open, errors.LibraryNotFound, INSTALL_HINT)
 
 
 def load(path: str | None = None) -> Library:
     """Load libcublasLt once per process (thread-safe) and return it; raises
     :class:`.errors.LibraryNotFound` with every candidate's failure and an install hint."""
-    global _loaded
-    with _lock:
-        wanted = path or os.environ.get("CUBLASLT_LIBRARY") or None
-        if _loaded is not None:
-            if wanted and Path(wanted).resolve() != Path(_loaded.path).resolve():
-                raise errors.LibraryNotFound(
-                    f"{_loaded.path} is already loaded in this process; another libcublasLt "
-                    f"({wanted}) needs a new process")
-            return _loaded
-        chosen = finder.explicit(path, "CUBLASLT_LIBRARY")
-        if chosen:
-            _loaded = _open(chosen)
-            return _loaded
-        _loaded = finder.first_that_opens(
-            finder.search("cublasLt", WHEEL_PATTERNS, SONAMES), _open, errors.LibraryNotFound,
-            "libcublasLt", INSTALL_HINT)
-        return _loaded
+    return _LOADER.load(path)
 
 
 def loaded() -> Library | None:
     """The library already loaded in this process, if any (never loads)."""
-    return _loaded
+    return _LOADER.lib
