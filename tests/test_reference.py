@@ -118,19 +118,25 @@ def test_gradients_match_finite_differences(cell, bidirectional):
     cfg = _cfg(cell, bidirectional, proj_size=proj)
     params = R.random_params(cfg, rng, 0.6)
     d = _data(cfg, rng)
-    lstm = cell == RNNMode.LSTM
-    fwd = R.forward(cfg, params, d["x"], d["hx"], d["cx"])
+    assert_gradients_match_finite_differences(cfg, params, d, rng, probes=3)
+
+
+def assert_gradients_match_finite_differences(cfg, params, d, rng, probes, lengths=None):
+    """The reference's gradients of L = sum y*dy + hy*dhy (+ cy*dcy) against central
+    differences (eps 1e-6) at ``probes`` random entries of x, hx, cx and every weight."""
+    lstm = cfg.mode == RNNMode.LSTM
+    fwd = R.forward(cfg, params, d["x"], d["hx"], d["cx"], lengths=lengths)
     g = R.backward(cfg, params, fwd, d["dy"], d["dhy"], d["dcy"])
 
     def loss():
-        f = R.forward(cfg, params, d["x"], d["hx"], d["cx"])
+        f = R.forward(cfg, params, d["x"], d["hx"], d["cx"], lengths=lengths)
         return R.loss(f, d["dy"], d["dhy"], d["dcy"] if lstm else None)
 
     pairs = [(d["x"], g.dx), (d["hx"], g.dhx)] + ([(d["cx"], g.dcx)] if lstm else [])
     pairs += list(zip(R.flat_params(params), R.flat_params(g.dparams)))
     eps = 1e-6
     for arr, grad in pairs:
-        for _ in range(3):
+        for _ in range(probes):
             idx = tuple(int(rng.integers(0, s)) for s in arr.shape)
             old = arr[idx]
             arr[idx] = old + eps

@@ -8,6 +8,8 @@ from cudnn_rnn.bindings.enums import DirectionMode, RNNMode
 from cudnn_rnn.check import reference as R
 from cudnn_rnn.engine.config import RNNConfig
 
+from .test_reference import assert_gradients_match_finite_differences
+
 CELLS = (RNNMode.RNN_RELU, RNNMode.RNN_TANH, RNNMode.LSTM, RNNMode.GRU)
 LENGTHS = np.array([5, 2, 5, 1])  # T = 5, B = 4: unsorted on purpose
 CASES = [(c, bi) for c in CELLS for bi in (False, True)]
@@ -72,27 +74,7 @@ def test_gradients_with_lengths_match_finite_differences(cell, bidirectional):
     cfg = _cfg(cell, bidirectional, proj=_proj(cell, bidirectional))
     params = R.random_params(cfg, rng, 0.6)
     d = _data(cfg, rng)
-    lstm = cell == RNNMode.LSTM
-    fwd = R.forward(cfg, params, d["x"], d["hx"], d["cx"], lengths=LENGTHS)
-    g = R.backward(cfg, params, fwd, d["dy"], d["dhy"], d["dcy"])
-
-    def loss():
-        f = R.forward(cfg, params, d["x"], d["hx"], d["cx"], lengths=LENGTHS)
-        return R.loss(f, d["dy"], d["dhy"], d["dcy"] if lstm else None)
-
-    pairs = [(d["x"], g.dx), (d["hx"], g.dhx)] + ([(d["cx"], g.dcx)] if lstm else [])
-    pairs += list(zip(R.flat_params(params), R.flat_params(g.dparams)))
-    eps = 1e-6
-    for arr, grad in pairs:
-        for _ in range(4):
-            idx = tuple(int(rng.integers(0, s)) for s in arr.shape)
-            old = arr[idx]
-            arr[idx] = old + eps
-            up = loss()
-            arr[idx] = old - eps
-            down = loss()
-            arr[idx] = old
-            assert grad[idx] == pytest.approx((up - down) / (2 * eps), rel=1e-5, abs=1e-7)
+    assert_gradients_match_finite_differences(cfg, params, d, rng, probes=4, lengths=LENGTHS)
 
 
 def test_equal_lengths_change_nothing():
