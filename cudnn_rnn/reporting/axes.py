@@ -28,6 +28,17 @@ def cause(rec: dict) -> tuple:
             (rec.get("reason") or "")[:120])
 
 
+def cause_text(group: dict) -> str:
+    """A cause group (``call``, ``status``, ``reason``) as the reports show it."""
+    return f"{group['call']} → {group['status']}" + (f" ({group['reason']})" if group["reason"]
+                                                    else "")
+
+
+def outcomes_text(outcomes: dict) -> str:
+    """Outcome counts as the reports show them: ``NOT_SUPPORTED 48, OK 192``."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+
+
 def value_of(rec: dict, axis: str) -> str:
     """How a variant's value on ``axis`` is shown."""
     if axis == "layers":
@@ -85,14 +96,13 @@ def markdown(rows: list) -> list[str]:
            "descriptor (or wrong) can show, as the variants of the others are not run.", "",
            "| axis | value | variants | outcomes | broke | fixed |", "|---|---|---|---|---|---|"]
     for r in rows:
-        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(r["outcomes"].items()))
-        out.append(f"| {r['axis']} | {r['value']} | {r['variants']} | {outcomes} | "
+        out.append(f"| {r['axis']} | {r['value']} | {r['variants']} | "
+                   f"{outcomes_text(r['outcomes'])} | "
                    f"{r['broken_count']} | {len(r['fixed'])} |")
     for r in rows:
         for g in r["broken"]:
             algos = ", ".join(f"{a} {n}" for a, n in sorted(g["by_algo"].items()))
             shown = ", ".join(g["cells"][:4]) + (", …" if g["count"] > 4 else "")
-            out.append(f"- {r['axis']} = {r['value']}: {g['call']} → {g['status']}"
-                       + (f" ({g['reason']})" if g["reason"] else "")
-                       + f": {g['count']} combinations (by algorithm: {algos}), e.g. {shown}")
+            out.append(f"- {r['axis']} = {r['value']}: {cause_text(g)}"
+                       f": {g['count']} combinations (by algorithm: {algos}), e.g. {shown}")
     return out + [""]

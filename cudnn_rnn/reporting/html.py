@@ -4,6 +4,7 @@ from __future__ import annotations
 from html import escape
 
 from cudnn_rnn.reporting import grid as C
+from cudnn_rnn.reporting.axes import cause_text, outcomes_text
 from cudnn_rnn.reporting.load import is_sample_shape
 from cudnn_rnn.reporting.markdown import PROVENANCE_KEYS
 
@@ -48,10 +49,9 @@ def product_tables(rows: list, wrong_groups: list) -> str:
     if rows:
         body = "".join(
             f"<tr><td>{escape(r['axis'])}</td><td>{escape(r['value'])}</td><td>{r['cells']}</td>"
-            f"<td>{escape(', '.join(f'{k} {v}' for k, v in sorted(r['outcomes'].items())))}</td><td>"
-            + "<br>".join(escape(f"{c['call']} → {c['status']}"
-                                 + (f" ({c['reason']})" if c["reason"] else "") + f": {c['count']}")
-                          for c in r["causes"]) + "</td></tr>" for r in rows)
+            f"<td>{escape(outcomes_text(r['outcomes']))}</td><td>"
+            + "<br>".join(escape(f"{cause_text(c)}: {c['count']}") for c in r["causes"])
+            + "</td></tr>" for r in rows)
         out += ("<h2>Every axis value across the run</h2><table><tr><th>axis</th><th>value</th>"
                 f"<th>cells</th><th>outcomes</th><th>most common causes</th></tr>{body}</table>")
     if wrong_groups:
@@ -74,11 +74,9 @@ def axes_table(rows: list) -> str:
         return ""
     body = "".join(
         f"<tr><td>{escape(r['axis'])}</td><td>{escape(r['value'])}</td><td>{r['variants']}</td>"
-        f"<td>{escape(', '.join(f'{k} {v}' for k, v in sorted(r['outcomes'].items())))}</td>"
+        f"<td>{escape(outcomes_text(r['outcomes']))}</td>"
         f"<td>{r['broken_count']}</td><td>{len(r['fixed'])}</td><td>"
-        + "<br>".join(escape(f"{g['call']} → {g['status']}" + (f" ({g['reason']})" if g['reason']
-                                                                else "")
-                             + f": {g['count']} ("
+        + "<br>".join(escape(f"{cause_text(g)}: {g['count']} ("
                              + ", ".join(f"{a} {n}" for a, n in sorted(g['by_algo'].items()))
                              + ")") for g in r["broken"])
         + "</td></tr>" for r in rows)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from cudnn_rnn.matrix.record import config_label
-from cudnn_rnn.reporting.axes import WORKS, cause, value_of
+from cudnn_rnn.reporting.axes import WORKS, cause, cause_text, outcomes_text, value_of
 
 AXES = ("algo", "cell", "direction", "input_mode", "bias_mode", "proj_size", "layout", "layers",
         "lengths")
@@ -81,11 +81,9 @@ def markdown(rows: list, wrong_groups: list) -> list[str]:
                 "work.", "", "| axis | value | cells | outcomes | most common causes |",
                 "|---|---|---|---|---|"]
         for r in rows:
-            outcomes = ", ".join(f"{k} {v}" for k, v in sorted(r["outcomes"].items()))
-            causes = "; ".join(f"{c['call']} → {c['status']}"
-                               + (f" ({c['reason']})" if c["reason"] else "") + f": {c['count']}"
-                               for c in r["causes"])
-            out.append(f"| {r['axis']} | {r['value']} | {r['cells']} | {outcomes} | "
+            causes = "; ".join(f"{cause_text(c)}: {c['count']}" for c in r["causes"])
+            out.append(f"| {r['axis']} | {r['value']} | {r['cells']} | "
+                       f"{outcomes_text(r['outcomes'])} | "
                        f"{causes.replace('|', '¦')} |")
         out.append("")
     if wrong_groups:
