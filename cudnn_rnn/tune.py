@@ -10,7 +10,13 @@ forward training + backward data + backward weights). Speed-ups are over true FP
 Families: ``fp32`` true FP32 (FMA math); ``tf32`` FLOAT data with DEFAULT, TENSOR_OP
 or TENSOR_OP_ALLOW_CONVERSION math (TF32 or FP16 conversion allowed); ``fp16`` HALF
 data with FLOAT or HALF precision; ``bf16`` BFLOAT16 data with FLOAT precision;
-``any`` all of them.
+``int8`` and ``fp8`` cuDNN's 8-bit settings (which its RNN API refuses) and the GEMM
+engine's 8-bit candidates; ``any`` all of them.
+
+For inference, the GEMM engine's candidates of the family (:mod:`cudnn_rnn.lowbit.candidates`:
+the same RNN built from cuBLASLt GEMMs in FP32, TF32, FP16, BF16, and INT8 or FP8 on the
+input GEMM, the recurrent GEMMs or both) are verified and timed in the same worker process
+and ranked with cuDNN's (``--no-lowbit`` leaves them out).
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ from cudnn_rnn.cli import BadInput, OneLineParser, enum_arg, positive_float, pos
 from cudnn_rnn.compare.pytorch import torch_job
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.timing import tflops
+from cudnn_rnn.lowbit.candidates import lowbit_job
 from cudnn_rnn.matrix import baseline
 from cudnn_rnn.matrix.bench import vs_torch_best
 from cudnn_rnn.matrix.cells import Cell
@@ -43,6 +50,12 @@ FAMILIES = {
     "bf16": [(DataType.BFLOAT16, DataType.FLOAT, m) for m in ALL_MATH],
 }
 FAMILIES["any"] = [c for f in ("fp32", "tf32", "fp16", "bf16") for c in FAMILIES[f]]
+# cuDNN's RNN API refuses 8-bit data (cudnnSetRNNDescriptor_v8): its candidates are tried so
+# the refusal is shown with its call and status; the 8-bit candidates that run are the GEMM
+# engine's (cudnn_rnn.lowbit.candidates, which has a family of the same name for each)
+FAMILIES["int8"] = [(DataType.INT8, DataType.INT32, MathType.DEFAULT_MATH),
+                    (DataType.INT8, DataType.FLOAT, MathType.TENSOR_OP_MATH)]
+FAMILIES["fp8"] = [(DataType.FP8_E4M3, DataType.FLOAT, MathType.TENSOR_OP_MATH)]
 TRAINING_KINDS = ("forward_training", "backward_data", "backward_weights")
 
 
@@ -103,8 +116,13 @@ def _fastest_plain(rows: list) -> dict | None:
     return min(timed, key=lambda r: (r["plain_ms"], r["id"])) if timed else None
 
 
+def label(rec: dict) -> str:
+    """A candidate as tables show it: cuDNN's DATA/PREC/MATH/ALGO, or the engine's label."""
+    return rec["label"] if rec.get("engine") else config_label(rec)
+
+
 def summarise(records: list, training: bool, torch_result: dict | None = None) -> dict:
-    base = next((r for r in records if baseline.is_baseline(r)), None)
+    base = next((r for r in records if not r.get("engine") and baseline.is_baseline(r)), None)
     base = base if base and base["outcome"] == "OK" else None
     ranked = rank(records, training, include_baseline=True)
     rows = []
@@ -113,7 +131,7 @@ def summarise(records: list, training: bool, torch_result: dict | None = None) -
         vs_best, best_variant = vs_torch_best(torch_result, replay_ms(r, training),
                                               cost_ms(r, training, True))
         flop = r["flop"] * (len(TRAINING_KINDS) if training else 1)
-        rows.append({"id": r["id"], "config": config_label(r),
+        rows.append({"id": r["id"], "config": label(r),
                      "ms": ms, "basis": basis(r, training), "plain_ms": cost_ms(r, training, True),
                      "graph_refused": r.get("graph_refused"), "tflops": tflops(flop, ms),
                      "max_error": max_error(r),
@@ -122,7 +140,8 @@ def summarise(records: list, training: bool, torch_result: dict | None = None) -
                      if torch_result and torch_result.get("ms") else None,  # eager: plain calls
                      "speedup_torch_best": vs_best,
                      "torch_best_variant": (best_variant or {}).get("variant")})
-    failed = [{"id": r["id"], "outcome": r["outcome"], "call": r.get("failed_call"),
+    failed = [{"id": r["id"], "config": label(r), "outcome": r["outcome"],
+               "call": r.get("failed_call"),
                "status": r.get("status"), "reason": r.get("reason")}
               for r in records if r["outcome"] != "OK"]
     return {"objective": "forward training + backward data + backward weights" if training
@@ -226,6 +245,21 @@ def table(summary: dict) -> str:
                                    "TFLOPS", "max err", "x FP32", "x torch", "x torch best"))
 
 
+def not_ranked(summary: dict) -> str:
+    """The candidates that were refused or did not verify, one line per distinct answer
+    (the call, status and reason), with the configurations that got it."""
+    groups: dict = {}
+    for f in summary["not_verified_or_refused"]:
+        key = (f["outcome"], f.get("call"), f.get("status"), f.get("reason"))
+        groups.setdefault(key, []).append(f.get("config") or f["id"])
+    lines = [f"\nnot ranked ({len(summary['not_verified_or_refused'])}):"] if groups else []
+    for (outcome, call, status, reason), configs in groups.items():
+        shown = ", ".join(configs[:4]) + (f" and {len(configs) - 4} more" if len(configs) > 4 else "")
+        lines.append(f"  {outcome}: {call or '?'} -> {status or '?'}"
+                     + (f" ({reason})" if reason else "") + f": {shown}")
+    return "\n".join(lines)
+
+
 def build_parser() -> OneLineParser:
     p = OneLineParser(prog="cudnn_rnn.tune", description=__doc__.splitlines()[0])
     p.add_argument("--cell", required=True, type=enum_arg(RNNMode))
@@ -236,6 +270,8 @@ def build_parser() -> OneLineParser:
     p.add_argument("--input-size", type=positive_int, default=None)
     p.add_argument("--bidirectional", action="store_true")
     p.add_argument("--precision", default="any", choices=list(FAMILIES))
+    p.add_argument("--no-lowbit", action="store_true",
+                   help="leave out the GEMM engine's candidates (cuDNN's only)")
     p.add_argument("--training", action="store_true", help="rank by a training step")
     p.add_argument("--reps", type=positive_int, default=20, help="most timed calls per measurement")
     p.add_argument("--budget", type=positive_float, default=0.3,
@@ -269,9 +305,19 @@ def _one_process(args, shape: RNNConfig, cells: list) -> tuple[dict, dict]:
     try:
         records = [worker.run(c, args.timeout) for c in cells]
         torch_result = worker.job(*torch_job(shape, args.training, args.reps))
+        if not (args.training or args.no_lowbit):
+            engine = worker.job(*lowbit_job(shape, args.precision, args.reps, args.budget,
+                                            not args.no_graphs), timeout=args.timeout * 10)
+            records += engine.get("records") or [_engine_skipped(engine)]
     finally:
         worker.close()
     return summarise(records, args.training, torch_result), info
+
+
+def _engine_skipped(result: dict) -> dict:
+    """A stand-in record for an engine job that did not finish (it is listed as not run)."""
+    return {"id": "lowbit", "engine": "cuBLASLt", "label": "cuBLASLt GEMMs", "outcome": "ERROR",
+            "failed_call": "cudnn_rnn.lowbit.candidates", "reason": result.get("skipped")}
 
 
 def main(argv=None) -> int:
@@ -301,6 +347,7 @@ def main(argv=None) -> int:
     print(table(summary))
     print()
     print(torch_table(summary["torch"]))
+    print(not_ranked(summary))
     w = summary["winner"]
     if w is None:
         print("no candidate verified against the float64 reference")

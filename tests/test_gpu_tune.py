@@ -22,7 +22,10 @@ def test_tuner_finds_a_verified_winner_on_the_seed_shape(cuda):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     result = json.loads(proc.stdout)
     winner, ranked = result["winner"], result["ranked"]
-    assert result["candidates"] == 64 and result["objective"] == "forward inference"
+    # cuDNN's 64 and the GEMM engine's 10 (4 float controls, INT8 and FP8 on three parts)
+    assert result["candidates"] == 64 + 10 and result["objective"] == "forward inference"
+    engine = [r for r in ranked if r["id"].startswith("lowbit/")]
+    assert len(engine) == 10, result["not_verified_or_refused"]
     assert all(r["max_error"] is not None for r in ranked)  # only verified ones rank
     assert winner == ranked[0] and [r["ms"] for r in ranked] == sorted(r["ms"] for r in ranked)
     base = next(r for r in ranked if r["config"] == "FLOAT/FLOAT/FMA/STANDARD")

@@ -1,9 +1,9 @@
 """The tree's shape: imports point one way, no cycles, small modules, a private mirror.
 
-Layers, top to bottom: the commands (``cudnn_rnn/*.py``), then ``reporting`` and
-``compare`` (side by side: neither imports the other), then ``matrix`` and ``lowbit`` (the
-8-bit engine built from cuBLASLt GEMMs; side by side), ``check``, ``engine`` and
-``bindings``. A module imports its own package or lower layers only; this
+Layers, top to bottom: the commands (``cudnn_rnn/*.py``), then ``reporting``,
+``compare`` and ``lowbit`` (the 8-bit engine built from cuBLASLt GEMMs, whose candidates
+run as worker jobs; side by side: none imports another), then ``matrix``, ``check``,
+``engine`` and ``bindings``. A module imports its own package or lower layers only; this
 covers imports inside functions too, so a lazy import cannot hide a cycle.
 """
 import ast
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-RANK = {"bindings": 0, "engine": 1, "check": 2, "lowbit": 3, "matrix": 3, "compare": 4,
+RANK = {"bindings": 0, "engine": 1, "check": 2, "matrix": 3, "lowbit": 4, "compare": 4,
         "reporting": 4, "commands": 5}
 MAX_LINES = 400
 

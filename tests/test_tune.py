@@ -17,7 +17,8 @@ from .test_report import FIX
 
 def test_search_space_per_family():
     sizes = {f: len(tune.search_space(f)) for f in tune.FAMILIES}
-    assert sizes == {"fp32": 4, "tf32": 12, "fp16": 32, "bf16": 16, "any": 64}
+    assert sizes == {"fp32": 4, "tf32": 12, "fp16": 32, "bf16": 16, "any": 64, "int8": 8,
+                     "fp8": 4}
     assert {m for _, _, m, _ in tune.search_space("fp32")} == {MathType.FMA_MATH}
     assert {d for d, _, _, _ in tune.search_space("bf16")} == {DataType.BFLOAT16}
     assert {p for _, p, _, _ in tune.search_space("fp16")} == {DataType.FLOAT, DataType.HALF}
@@ -113,7 +114,7 @@ def test_torch_comparison_is_skipped_with_a_reason_when_unavailable():
     (("--hidden", "512", "--batch", "64"), "required"),
     (("--cell", "LSTMX", "--hidden", "512", "--batch", "64"), "unknown cudnnRNNMode_t"),
     (("--cell", "LSTM", "--hidden", "0", "--batch", "64"), "positive integer"),
-    (("--cell", "LSTM", "--hidden", "512", "--batch", "64", "--precision", "fp8"), "invalid choice"),
+    (("--cell", "LSTM", "--hidden", "512", "--batch", "64", "--precision", "fp4"), "invalid choice"),
     (("--cell", "LSTM", "--hidden", "512", "--batch", "64", "--budget", "0"),
      "argument --budget: expected a positive, finite number"),
     (("--cell", "LSTM", "--hidden", "512", "--batch", "64", "--budget", "nan"), "--budget"),

@@ -11,19 +11,25 @@ the gate kernel reads.
 
 :data:`PRECISIONS` says, per precision the engine offers, the operands' type, the
 output's, the compute type and the type of alpha and beta. The 16-bit and FP8 GEMMs write
-FP32 so the gate math reads FP32 pre-activations; INT8 writes the exact int32 sums, which
-the gate kernel dequantizes (activation scale times the row's weight scale). FP8's
-per-tensor scales go to cuBLASLt as device pointers (``A_SCALE_POINTER``,
-``B_SCALE_POINTER``), set by the engine where the scales live.
+FP32 so the gate math reads FP32 pre-activations; INT8 writes the exact int32 sums. Every GEMM runs with
+alpha 1 and beta 0: the gate kernel dequantizes each output column (activation scale
+times that weight row's scale; 1 for a float GEMM), so INT8 and FP8 need no scale
+attributes and one kernel serves every precision.
+
+:class:`Handle` owns a ``cublasLtHandle_t``; :meth:`Matmul.choose` asks the heuristic for
+the best algorithm within a workspace (cuBLASLt answers NOT_SUPPORTED, raised as
+:class:`~cudnn_rnn.bindings.cublaslt.errors.NotSupported`, when it has none for these
+types and sizes) and :meth:`Matmul.run` enqueues the GEMM on a stream.
 """
 from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
 
-from cudnn_rnn.bindings import cublaslt
+from cudnn_rnn.bindings import ctypes_types, cublaslt
 from cudnn_rnn.bindings.cublaslt.enums import (ComputeType, DataType, MatmulDescAttribute,
-                                               MatrixLayoutAttribute, Operation)
+                                               MatmulPreferenceAttribute, MatrixLayoutAttribute,
+                                               Operation)
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,25 @@ class Shape:
         """cuBLASLt's (rows, cols, ld) of A (the weights), B (the activations) and D."""
         return {"A": (self.K, self.N, self.K), "B": (self.K, self.M, self.K),
                 "D": (self.N, self.M, self.N)}
+
+
+class Handle:
+    """A cuBLASLt handle (``cublasLtCreate``; NOT_INITIALIZED without a GPU), destroyed by
+    :meth:`close`. It holds the library, so the library outlives the handle."""
+
+    def __init__(self, lt=None):
+        self.lt = lt or cublaslt.load()
+        self.raw = cublaslt.types.cublasLtHandle_t()
+        self.lt.cublasLtCreate(ctypes.byref(self.raw))
+
+    def close(self) -> None:
+        if self.raw:
+            self.lt.cublasLtDestroy(self.raw)
+            self.raw = cublaslt.types.cublasLtHandle_t()
+
+
+_ONE = {DataType.R_32F: ctypes.c_float(1.0), DataType.R_32I: ctypes.c_int32(1)}
+_ZERO = {DataType.R_32F: ctypes.c_float(0.0), DataType.R_32I: ctypes.c_int32(0)}
 
 
 class Matmul:
@@ -117,6 +142,42 @@ class Matmul:
                                                      ctypes.sizeof(v), ctypes.byref(written))
             out[attr.name.lower()] = v.value
         return out
+
+    def choose(self, handle: Handle, workspace_bytes: int) -> dict:
+        """The heuristic's first algorithm for this GEMM within ``workspace_bytes``, kept
+        for :meth:`run`; returns what it said (workspace needed, waves)."""
+        pref = cublaslt.types.cublasLtMatmulPreference_t()
+        self.lt.cublasLtMatmulPreferenceCreate(ctypes.byref(pref))
+        try:
+            limit = ctypes.c_uint64(workspace_bytes)
+            self.lt.cublasLtMatmulPreferenceSetAttribute(
+                pref, MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES, ctypes.byref(limit),
+                ctypes.sizeof(limit))
+            result = cublaslt.types.cublasLtMatmulHeuristicResult_t()
+            found = ctypes.c_int(0)
+            L = self.layouts
+            self.lt.cublasLtMatmulAlgoGetHeuristic(handle.raw, self.desc, L["A"], L["B"], L["D"],
+                                                   L["D"], pref, 1, ctypes.byref(result),
+                                                   ctypes.byref(found))
+        finally:
+            self.lt.cublasLtMatmulPreferenceDestroy(pref)
+        if found.value < 1:  # the heuristic answers NOT_SUPPORTED itself; this is a guard
+            raise cublaslt.errors.error_for("cublasLtMatmulAlgoGetHeuristic", 15,
+                                            "no algorithm returned")
+        self.algo, self.workspace_needed = result.algo, int(result.workspaceSize)
+        self.handle = handle
+        return {"workspace_bytes": self.workspace_needed, "waves": float(result.wavesCount)}
+
+    def run(self, w_ptr: int, a_ptr: int, out_ptr: int, workspace_ptr: int,
+            workspace_bytes: int, stream_ptr: int) -> None:
+        """Enqueue ``out = a @ w.T`` (device pointers; row-major as in the module docstring)
+        with the algorithm :meth:`choose` kept, on ``stream_ptr``."""
+        s = self.types.scale
+        self.lt.cublasLtMatmul(self.handle.raw, self.desc, ctypes.byref(_ONE[s]), w_ptr,
+                               self.layouts["A"], a_ptr, self.layouts["B"], ctypes.byref(_ZERO[s]),
+                               out_ptr, self.layouts["D"], out_ptr, self.layouts["D"],
+                               ctypes.byref(self.algo), workspace_ptr, workspace_bytes,
+                               ctypes_types.stream(stream_ptr))
 
     def close(self) -> None:
         """Destroy the layouts and the descriptor (once; safe after a failed construction)."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cudnn_rnn.bindings.enums import RNNMode
-from cudnn_rnn.check.reference import LayerParams
+from cudnn_rnn.check.reference import LayerParams, array_module
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import quant
 
@@ -104,47 +104,49 @@ def gemm(a: np.ndarray, w: np.ndarray, scales: GemmScales | None, fmt: str | Non
 
 # ---------------------------------------------------------------------------- forward
 def _sigmoid(a):
-    return 0.5 * (1.0 + np.tanh(0.5 * a))
+    return 0.5 * (1.0 + array_module(a).tanh(0.5 * a))
 
 
 def _direction(cfg: RNNConfig, s: Stacked, xs, h, c, run_gemm):
     """One direction over xs (T, B, in), already in processing order; ``run_gemm(name, a,
     w)`` does each GEMM. Returns the outputs (T, B, proj) and the last h and c."""
+    xp = array_module(xs)
     T, B, _ = xs.shape
     g, H, cell = cfg.gates, cfg.hidden_size, cfg.mode
     flat = xs.reshape(T * B, -1)
-    gx = np.tile(flat, g) if s.W is None else run_gemm("input", flat, s.W)
+    gx = xp.tile(flat, g) if s.W is None else run_gemm("input", flat, s.W)
     gx = (gx + s.bW).reshape(T, B, g, H)
     outs = []
     for t in range(T):
         gh = (run_gemm("recurrent", h, s.R) + s.bR).reshape(B, g, H)
         pre = gx[t] + gh
         if cell == RNNMode.RNN_RELU:
-            h = np.maximum(pre[:, 0], 0.0)
+            h = xp.maximum(pre[:, 0], 0.0)
         elif cell == RNNMode.RNN_TANH:
-            h = np.tanh(pre[:, 0])
+            h = xp.tanh(pre[:, 0])
         elif cell == RNNMode.LSTM:
             i, f, o = _sigmoid(pre[:, 0]), _sigmoid(pre[:, 1]), _sigmoid(pre[:, 3])
-            c = f * c + i * np.tanh(pre[:, 2])
-            hh = o * np.tanh(c)
+            c = f * c + i * xp.tanh(pre[:, 2])
+            hh = o * xp.tanh(c)
             h = hh if s.P is None else run_gemm("projection", hh, s.P)
         elif cell == RNNMode.GRU:
             r, z = _sigmoid(pre[:, 0]), _sigmoid(pre[:, 1])
-            n = np.tanh(gx[t][:, 2] + r * gh[:, 2])
+            n = xp.tanh(gx[t][:, 2] + r * gh[:, 2])
             h = (1.0 - z) * n + z * h
         else:
             raise ValueError(cell)
         outs.append(h)
-    return np.stack(outs), h, c
+    return xp.stack(outs), h, c
 
 
 def _run(cfg, stacked, x, hx, cx, plan, observe):
     """The network; ``observe(pseudo_layer, gemm_name, operand)`` sees every activation
     operand (for calibration)."""
     lstm = cfg.mode == RNNMode.LSTM
-    x, hx = np.asarray(x, np.float64), np.asarray(hx, np.float64)
-    cx = np.asarray(cx, np.float64) if lstm else None
-    hy, cy = np.empty_like(hx), (np.empty_like(cx) if lstm else None)
+    xp = array_module(x)
+    x, hx = xp.asarray(x, xp.float64), xp.asarray(hx, xp.float64)
+    cx = xp.asarray(cx, xp.float64) if lstm else None
+    hy, cy = xp.empty_like(hx), (xp.empty_like(cx) if lstm else None)
     layer_in = x
     for layer in range(cfg.num_layers):
         outs = []
@@ -163,7 +165,7 @@ def _run(cfg, stacked, x, hx, cx, plan, observe):
             if lstm:
                 cy[k] = c_last
             outs.append(ys if d == 0 else ys[::-1])
-        layer_in = np.concatenate(outs, axis=-1)
+        layer_in = xp.concatenate(outs, axis=-1)
     return layer_in, hy, cy
 
 
@@ -178,13 +180,17 @@ def forward(cfg: RNNConfig, stacked: list[Stacked], x, hx, cx=None,
 # ---------------------------------------------------------------------------- scales
 def calibrate(cfg: RNNConfig, stacked: list[Stacked], x, hx, cx=None) -> dict:
     """max |operand| of each GEMM's activation over a float64 run: ``{"input": [...],
-    "recurrent": [...], "projection": [...]}``, one float per pseudo-layer. "input" is the
+    "recurrent": [...], "projection": [...]}``, one float per pseudo-layer. Runs in numpy,
+    or on the GPU when the weights and inputs are cupy arrays. "input" is the
     layer input over all steps; "recurrent" every h fed to R, hx included; "projection"
     every hh fed to P. None where that GEMM does not exist (SKIP_INPUT's W, no P)."""
     seen = {name: [None] * len(stacked) for name in GEMMS}
 
     def observe(k, name, a):
-        m = float(quant.amax(a))
+        xp = array_module(a)
+        if bool(xp.isnan(a).any()):
+            raise ValueError(f"NaN in the {name} GEMM's operand of pseudo-layer {k}")
+        m = float(xp.abs(a).max())
         seen[name][k] = m if seen[name][k] is None else max(seen[name][k], m)
 
     _run(cfg, stacked, x, hx, cx, None, observe)

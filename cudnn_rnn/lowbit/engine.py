@@ -1,0 +1,207 @@
+"""The RNN forward (inference) built from cuBLASLt GEMMs and CuPy kernels, on the GPU.
+
+Per pseudo-layer (``layer * dirs + direction``), on one stream:
+
+1. the layer input of all T steps in the input GEMM's operand format (one kernel);
+2. the *input GEMM*: ``(T*B, in) @ W.T`` into a (T*B, gates*hidden) buffer, one call;
+3. h and c start from hx and cx (copies into hy and cy, which the steps update in place),
+   and hx in the recurrent GEMM's operand format (one kernel);
+4. per step (in reverse order for direction 1): the *recurrent GEMM* ``(B, H) @ R.T``,
+   then :func:`cudnn_rnn.lowbit.kernels.gates`, which writes h into y and, rounded, into
+   the operand the next step's GEMM reads.
+
+That is the host model :mod:`cudnn_rnn.lowbit.model` step for step, with FP32 gate math
+and the GEMMs in the precisions :mod:`cudnn_rnn.lowbit.operands` chose. Everything is
+enqueued; nothing synchronises, so :meth:`Engine.forward` can be captured in a CUDA graph
+and replayed. Not built: SKIP_INPUT, LSTM projection, variable sequence lengths
+(:class:`Unsupported`, with the reason).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from cudnn_rnn.bindings.enums import RNNInputMode, RNNMode
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.lowbit import kernels
+from cudnn_rnn.lowbit.gemm import Handle, Matmul, Shape
+from cudnn_rnn.lowbit.operands import EIGHT_BIT, Operands, prepare
+
+WORKSPACE_BYTES = 32 << 20  # the most any GEMM may use (cuBLAS's own default on Hopper)
+# (compute capability major, minor) each precision's tensor-core GEMM needs
+MIN_CAPABILITY = {"int8": (7, 5), "fp8": (8, 9), "bf16": (8, 0), "tf32": (8, 0)}
+
+
+class Unsupported(ValueError):
+    """What this engine does not build, or this GPU cannot run; the message says which."""
+
+
+def check_supported(cfg: RNNConfig, precisions, capability: tuple[int, int]) -> None:
+    """:class:`Unsupported` unless the engine builds ``cfg`` and this GPU (compute
+    ``capability``) has tensor-core GEMMs of every one of ``precisions``."""
+    if cfg.input_mode == RNNInputMode.SKIP_INPUT:
+        raise Unsupported("the GEMM engine builds LINEAR_INPUT only (SKIP_INPUT has no input GEMM)")
+    if cfg.mode == RNNMode.LSTM and cfg.proj_size != cfg.hidden_size:
+        raise Unsupported("the GEMM engine builds no LSTM projection")
+    if not cfg.equal_lengths:
+        raise Unsupported("the GEMM engine runs sequences of equal length only")
+    for p in sorted(set(precisions)):
+        need = MIN_CAPABILITY.get(p)
+        if need and tuple(capability) < need:
+            raise Unsupported(f"{p} tensor-core GEMMs need compute capability "
+                              f"{need[0]}.{need[1]}+, this GPU has {capability[0]}.{capability[1]}")
+
+
+def capability(cp) -> tuple[int, int]:
+    """This device's compute capability as (major, minor)."""
+    cc = cp.cuda.Device().compute_capability  # e.g. "90"
+    return int(cc[:-1]), int(cc[-1])
+
+
+class _Layer:
+    """One pseudo-layer on the device: weights, factors, biases and its two GEMMs."""
+
+    def __init__(self, cp, ops: Operands, x_shape: Shape, h_shape: Shape, matmul):
+        up = lambda a: cp.asarray(a)  # noqa: E731
+        self.W, self.R = up(ops.input.codes), up(ops.recurrent.codes)
+        self.dqx, self.dqh = up(ops.input.dq), up(ops.recurrent.dq)
+        self.bW, self.bR = up(ops.bW), up(ops.bR)
+        self.x_scale = np.float32(ops.input.act_scale)
+        self.h_scale = np.float32(ops.recurrent.act_scale)
+        self.px, self.ph = ops.input.precision, ops.recurrent.precision
+        self.gemm_x = matmul(self.px, x_shape)
+        self.gemm_h = matmul(self.ph, h_shape)
+
+
+class Engine:
+    """An inference forward of ``cfg`` on float64 ``stacked`` weights (see
+    :mod:`cudnn_rnn.lowbit.model`): ``plan``'s GEMMs in 8 bits, the others in
+    ``float_precision``. :meth:`set_inputs` uploads x, hx, cx; :meth:`forward` enqueues
+    the whole sequence on :attr:`stream`; :attr:`y`, :attr:`hy`, :attr:`cy` hold the
+    outputs (cupy float32). :meth:`close` releases the cuBLASLt objects."""
+
+    def __init__(self, cfg: RNNConfig, stacked, float_precision: str, plan=None, stream=None,
+                 lt=None):
+        from cudnn_rnn.engine.gpu import cupy_or_raise
+        cp = self.cp = cupy_or_raise()
+        self.cfg, self.plan = cfg, plan
+        precisions = {float_precision} | ({EIGHT_BIT[plan.fmt]} if plan is not None else set())
+        check_supported(cfg, precisions, capability(cp))
+        self.operands = prepare(stacked, float_precision, plan)
+        self.stream = stream or cp.cuda.Stream(non_blocking=True)
+        self.handle = Handle(lt)
+        self._matmuls: dict = {}
+        T, B, H, g = cfg.seq_length, cfg.mini_batch, cfg.hidden_size, cfg.gates
+        self.layers: list[_Layer] = []
+        try:
+            for k, ops in enumerate(self.operands):
+                in_size = ops.input.codes.shape[1]
+                self.layers.append(_Layer(cp, ops, Shape(T * B, g * H, in_size),
+                                          Shape(B, g * H, H), self._matmul))
+            self.workspace = cp.empty(WORKSPACE_BYTES, dtype=cp.uint8)
+            self._buffers()
+        except BaseException:
+            self.close()
+            raise
+
+    def _matmul(self, precision: str, shape: Shape) -> Matmul:
+        """One descriptor per (precision, shape), its algorithm chosen once."""
+        key = (precision, shape)
+        if key not in self._matmuls:
+            m = Matmul(precision, shape, self.handle.lt)
+            self._matmuls[key] = m
+            m.choose(self.handle, WORKSPACE_BYTES)
+        return self._matmuls[key]
+
+    def _buffers(self) -> None:
+        cp, c = self.cp, self.cfg
+        T, B, H, g, D = c.seq_length, c.mini_batch, c.hidden_size, c.gates, c.dirs
+        f32 = cp.float32
+        self.x = cp.zeros(c.x_shape(), f32)
+        self.hx = cp.zeros(c.h_shape(), f32)
+        self.cx = cp.zeros(c.c_shape(), f32) if c.has_cell_state else None
+        self.y = cp.zeros((T, B, D * H), f32)
+        self.between = cp.zeros((T, B, D * H), f32) if c.num_layers > 1 else None
+        self.hy = cp.zeros(c.h_shape(), f32)
+        self.cy = cp.zeros(c.c_shape(), f32) if c.has_cell_state else None
+        self.no_c = cp.zeros(1, f32)
+        self.acc_x, self.acc_h, self.x_op, self.h_op = {}, {}, {}, {}
+        for L in self.layers:
+            for prec, acc, rows in ((L.px, self.acc_x, T * B), (L.ph, self.acc_h, B)):
+                out = kernels.OUTPUT_DTYPE[prec]
+                if out not in acc:
+                    acc[out] = cp.empty((rows, g * H), dtype=out)
+            key = (kernels.OPERANDS[L.px], L.W.shape[1])
+            if key not in self.x_op:
+                self.x_op[key] = cp.empty((T * B, L.W.shape[1]), kernels.FORMATS[key[0]][0])
+            fmt = kernels.OPERANDS[L.ph]
+            if fmt not in self.h_op:
+                self.h_op[fmt] = cp.empty((B, H), kernels.FORMATS[fmt][0])
+
+    def set_inputs(self, x, hx, cx=None) -> None:
+        """Upload x (T, B, input), hx (L*D, B, H) and, for LSTM, cx (as float32)."""
+        with self.stream:
+            self.x[...] = self.cp.asarray(x, dtype=self.cp.float32)
+            self.hx[...] = self.cp.asarray(hx, dtype=self.cp.float32)
+            if self.cx is not None:
+                self.cx[...] = self.cp.asarray(cx, dtype=self.cp.float32)
+
+    def forward(self) -> None:
+        """Enqueue the whole forward on :attr:`stream` (no synchronisation)."""
+        c = self.cfg
+        T, B, H, g, D = c.seq_length, c.mini_batch, c.hidden_size, c.gates, c.dirs
+        ws, stream = self.workspace, self.stream
+        with stream:
+            layer_in = self.x
+            for layer in range(c.num_layers):
+                out = self.y if (c.num_layers - 1 - layer) % 2 == 0 else self.between
+                for d in range(D):
+                    k = layer * D + d
+                    L = self.layers[k]
+                    fmt_x, fmt_h = kernels.OPERANDS[L.px], kernels.OPERANDS[L.ph]
+                    x_op = self.x_op[(fmt_x, L.W.shape[1])]
+                    kernels.quantizer(fmt_x)(layer_in, L.x_scale, x_op, size=x_op.size)
+                    gx = self.acc_x[kernels.OUTPUT_DTYPE[L.px]]
+                    L.gemm_x.run(L.W.data.ptr, x_op.data.ptr, gx.data.ptr, ws.data.ptr,
+                                 ws.nbytes, stream.ptr)
+                    h, hq = self.hy[k], self.h_op[fmt_h]
+                    h[...] = self.hx[k]
+                    cc = self.no_c
+                    if self.cy is not None:
+                        cc = self.cy[k]
+                        cc[...] = self.cx[k]
+                    kernels.quantizer(fmt_h)(h, L.h_scale, hq, size=hq.size)
+                    gh = self.acc_h[kernels.OUTPUT_DTYPE[L.ph]]
+                    step = kernels.gates(c.mode, str(gx.dtype), str(gh.dtype), fmt_h)
+                    for s in range(T):
+                        t = s if d == 0 else T - 1 - s
+                        L.gemm_h.run(L.R.data.ptr, hq.data.ptr, gh.data.ptr, ws.data.ptr,
+                                     ws.nbytes, stream.ptr)
+                        step(gx, L.dqx, L.bW, gh, L.dqh, L.bR, L.h_scale, H, g * H, t * B,
+                             t * B * D * H + d * H, D * H, h, cc, out, hq, size=B * H)
+                layer_in = out
+
+    def outputs(self) -> dict:
+        """Copies of y, hy and (LSTM) cy, made on the stream after the forward."""
+        with self.stream:
+            out = {"y": self.y.copy(), "hy": self.hy.copy()}
+            if self.cy is not None:
+                out["cy"] = self.cy.copy()
+        self.stream.synchronize()
+        return out
+
+    def algorithms(self) -> list[dict]:
+        """Each distinct GEMM: precision, M, N, K and the workspace its algorithm takes."""
+        return [{"precision": p, "M": s.M, "N": s.N, "K": s.K,
+                 "workspace_bytes": m.workspace_needed} for (p, s), m in self._matmuls.items()]
+
+    def close(self) -> None:
+        for m in self._matmuls.values():
+            m.close()
+        self._matmuls = {}
+        self.handle.close()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,130 @@
+"""The 8-bit engine's elementwise kernels (CuPy), generated per cell and operand format.
+
+Two kernels do all the non-GEMM work of a forward:
+
+* :func:`quantizer` writes a float32 tensor in a GEMM's operand format (the layer input
+  before the input GEMM, hx before the first recurrent one);
+* :func:`gates` runs one time step of one direction: it dequantizes each GEMM output
+  column (``acc * dq[col]``, with ``dq`` = activation scale x that weight row's scale, 1
+  for a float GEMM), adds the biases, applies the cell's gate math in FP32, updates h
+  (and c) in place, writes h into y, and writes h again in the operand format the next
+  step's recurrent GEMM reads. One launch per step and direction.
+
+The rounding rules are those of :mod:`cudnn_rnn.lowbit.quant`, written out in device code:
+INT8 ``clamp(rint(v / s), -127, 127)`` (rintf rounds half to even); E4M3 nearest with
+ties to even, saturating to ±448 beyond 464 (``encode_e4m3`` with ``saturate=True``),
+from a float32 ``v / s`` (the host divides in float64, so a value within one float32
+rounding of a tie may round the other way); BF16 round-to-nearest-even of the float32
+bits; FP16 CUDA's ``__float2half_rn`` (through CuPy's ``float16``). Sigmoid is
+``0.5 * (1 + tanh(a / 2))``, as in the host model.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from cudnn_rnn.bindings.enums import RNNMode
+
+# the engine's precision names -> (operand format, CuPy dtype of a GEMM's output)
+OPERANDS = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "bf16": "bf16", "int8": "int8",
+            "fp8": "e4m3"}
+OUTPUT_DTYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float32", "bf16": "float32",
+                "int8": "int32", "fp8": "float32"}
+# operand format -> (CuPy dtype of the buffer, device expression of float v with scale s)
+FORMATS = {
+    "fp32": ("float32", "v"),
+    "fp16": ("float16", "(float16)(v)"),
+    "bf16": ("uint16", "lb_bf16(v)"),
+    "int8": ("int8", "lb_int8(v, s)"),
+    "e4m3": ("uint8", "lb_e4m3(v, s)"),
+}
+_CTYPE = {"float32": "float32", "int32": "int32"}
+
+PREAMBLE = r"""
+__device__ __forceinline__ float lb_sig(float a) { return 0.5f * (1.0f + tanhf(0.5f * a)); }
+__device__ __forceinline__ unsigned short lb_bf16(float v) {
+    unsigned int u = __float_as_uint(v);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+__device__ __forceinline__ signed char lb_int8(float v, float s) {
+    float q = rintf(v / s);
+    q = fminf(fmaxf(q, -127.0f), 127.0f);
+    return (signed char)q;
+}
+__device__ __forceinline__ unsigned char lb_e4m3(float v, float s) {
+    float x = v / s;
+    unsigned int sign = (__float_as_uint(x) >> 24) & 0x80u;
+    if (isnan(x)) return 0x7Fu;
+    float a = fabsf(x);
+    if (a > 464.0f) return (unsigned char)(sign | 0x7Eu);
+    int ex = a < 0.015625f ? -6 : ilogbf(a);
+    int mag = (ex + 6) * 8 + (int)rintf(ldexpf(a, 3 - ex));
+    if (mag > 0x7E) mag = 0x7E;
+    return (unsigned char)(sign | (unsigned int)mag);
+}
+"""
+
+
+def _cupy():
+    from cudnn_rnn.engine.gpu import cupy_or_raise
+    return cupy_or_raise()
+
+
+@lru_cache(maxsize=None)
+def quantizer(fmt: str):
+    """``q[i] = format(x[i] / s)`` for ``size`` elements: call as ``k(x, s, q, size=n)``
+    with x float32, s a numpy float32 and q of the format's dtype."""
+    dtype, expr = FORMATS[fmt]
+    return _cupy().ElementwiseKernel(
+        "raw float32 x, float32 s", f"raw {dtype} q",
+        f"const float v = x[i]; q[i] = {expr};", f"lowbit_quantize_{fmt}", preamble=PREAMBLE)
+
+
+def _pre(side: str, k: int) -> str:
+    acc, dq, bias, row = (("gx", "dqx", "bW", "rx") if side == "x" else ("gh", "dqh", "bR", "rh"))
+    return f"((float){acc}[{row} + {k} * H + j] * {dq}[{k} * H + j] + {bias}[{k} * H + j])"
+
+
+def _cell_code(mode: RNNMode) -> str:
+    X, R = (lambda k: _pre("x", k)), (lambda k: _pre("h", k))
+    if mode == RNNMode.RNN_RELU:
+        return f"const float v = fmaxf({X(0)} + {R(0)}, 0.0f);"
+    if mode == RNNMode.RNN_TANH:
+        return f"const float v = tanhf({X(0)} + {R(0)});"
+    if mode == RNNMode.LSTM:
+        return (f"const float ig = lb_sig({X(0)} + {R(0)}), fg = lb_sig({X(1)} + {R(1)});\n"
+                f"const float gg = tanhf({X(2)} + {R(2)}), og = lb_sig({X(3)} + {R(3)});\n"
+                "const float cn = fg * c[i] + ig * gg;\n"
+                "c[i] = cn;\n"
+                "const float v = og * tanhf(cn);")
+    if mode == RNNMode.GRU:
+        return (f"const float r = lb_sig({X(0)} + {R(0)}), z = lb_sig({X(1)} + {R(1)});\n"
+                f"const float n = tanhf({X(2)} + r * {R(2)});\n"
+                "const float v = (1.0f - z) * n + z * h[i];")
+    raise ValueError(f"no gate math for {mode!r}")
+
+
+@lru_cache(maxsize=None)
+def gates(mode: RNNMode, x_out: str, h_out: str, fmt: str):
+    """One step's gate kernel for ``mode``, GEMM outputs of dtypes ``x_out`` (input GEMM)
+    and ``h_out`` (recurrent), and the recurrent operand ``fmt``. Call with ``size=B*H``::
+
+        k(gx, dqx, bW, gh, dqh, bR, s, H, gH, gx_row0, y_off, y_stride, h, c, y, hq, size=B*H)
+
+    gx (T*B, gH) and gh (B, gH) are the GEMM outputs, row ``gx_row0 + b`` of gx the step's;
+    dq* and b* are (gH,) float32; s the operand scale (float32); h, c (B, H) float32 are
+    updated in place; h goes to ``y[y_off + b*y_stride + j]`` and, as the format, to hq."""
+    dtype, expr = FORMATS[fmt]
+    body = ("const int b = i / H, j = i - b * H;\n"
+            "const long long rx = (gx_row0 + b) * (long long)gH, rh = (long long)b * gH;\n"
+            + _cell_code(mode) + "\n"
+            "h[i] = v;\n"
+            "y[y_off + b * y_stride + j] = v;\n"
+            f"hq[i] = {expr};")
+    return _cupy().ElementwiseKernel(
+        f"raw {_CTYPE[x_out]} gx, raw float32 dqx, raw float32 bW, raw {_CTYPE[h_out]} gh, "
+        "raw float32 dqh, raw float32 bR, float32 s, int32 H, int32 gH, int64 gx_row0, "
+        "int64 y_off, int64 y_stride",
+        f"raw float32 h, raw float32 c, raw float32 y, raw {dtype} hq",
+        body, f"lowbit_gates_{mode.name.lower()}_{x_out}_{h_out}_{fmt}", preamble=PREAMBLE)

@@ -1,0 +1,105 @@
+"""What the 8-bit engine uploads, prepared on the host: each GEMM's precision, its weight
+in the operand format, the per-column dequantization factors and the activation scale.
+
+A pseudo-layer's input GEMM and recurrent GEMM each run in one precision of
+:data:`cudnn_rnn.lowbit.gemm.PRECISIONS`: the plan's 8-bit format where a
+:class:`~cudnn_rnn.lowbit.model.QuantPlan` quantizes that GEMM ("int8", or "fp8" for
+E4M3), else the engine's float precision. Weights are converted here, once, by the host
+rules of :mod:`cudnn_rnn.lowbit.quant` (so the codes are exactly those the float64 model
+uses), and :attr:`Operands.seen` keeps, in float64, the weights as that GEMM sees them:
+the reference run on :func:`seen_weights` isolates the error of rounding the activations.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cudnn_rnn.bindings.enums import DataType
+from cudnn_rnn.engine import dtypes
+from cudnn_rnn.lowbit import quant
+from cudnn_rnn.lowbit.model import GemmScales, QuantPlan, Stacked
+
+FLOAT_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+EIGHT_BIT = {"int8": "int8", "e4m3": "fp8"}  # a plan's format -> the GEMM precision
+
+
+@dataclass
+class Operand:
+    """One GEMM's weight side: the precision, the weight's codes (numpy, the operand's
+    dtype: float32, float16, uint16 for BF16 bits, int8, uint8 for E4M3 codes), the
+    float64 weight those codes stand for, ``dq`` (one float32 per output column: what
+    an output column is multiplied by) and ``act_scale`` (what the activation operand is
+    divided by before rounding; 1 for a float GEMM)."""
+    precision: str
+    codes: np.ndarray
+    seen: np.ndarray
+    dq: np.ndarray
+    act_scale: float
+
+
+def weight_operand(w: np.ndarray, precision: str, scales: GemmScales | None) -> Operand:
+    """``w`` (rows, K) float64 in ``precision``; ``scales`` for an 8-bit one (from a plan)."""
+    rows = w.shape[0]
+    ones = np.ones(rows, dtype=np.float32)
+    if precision in ("fp32", "tf32"):
+        codes = w.astype(np.float32)
+        return Operand(precision, codes, codes.astype(np.float64), ones, 1.0)
+    if precision == "fp16":
+        codes = w.astype(np.float16)
+        return Operand(precision, codes, codes.astype(np.float64), ones, 1.0)
+    if precision == "bf16":
+        codes = dtypes.encode(w, DataType.BFLOAT16)
+        return Operand(precision, codes, dtypes.decode(codes, DataType.BFLOAT16), ones, 1.0)
+    if scales is None:
+        raise ValueError(f"an {precision} GEMM needs scales")
+    if precision == "int8":
+        w_scale = np.asarray(scales.weight, dtype=np.float64).reshape(-1, 1)
+        codes = quant.quantize_int8(w, w_scale)
+        seen = quant.dequantize_int8(codes, w_scale)
+        dq = (scales.act * w_scale.ravel()).astype(np.float32)
+    elif precision == "fp8":
+        codes = quant.quantize_e4m3(w, scales.weight)
+        seen = quant.dequantize_e4m3(codes, scales.weight)
+        dq = np.full(rows, scales.act * float(scales.weight), dtype=np.float32)
+    else:
+        raise ValueError(f"unknown precision {precision!r}")
+    return Operand(precision, codes, seen, dq, float(scales.act))
+
+
+@dataclass
+class Operands:
+    """One pseudo-layer's two GEMMs (``input``: W, ``recurrent``: R) and its biases."""
+    input: Operand
+    recurrent: Operand
+    bW: np.ndarray  # (gates*hidden,) float32
+    bR: np.ndarray
+
+
+def _precision(plan: QuantPlan | None, name: str, k: int, float_precision: str):
+    scales = None if plan is None else getattr(plan, name)[k]
+    return (float_precision if scales is None else EIGHT_BIT[plan.fmt]), scales
+
+
+def prepare(stacked: list[Stacked], float_precision: str,
+            plan: QuantPlan | None = None) -> list[Operands]:
+    """:class:`Operands` per pseudo-layer: the plan's GEMMs in 8 bits, the rest in
+    ``float_precision`` (fp32, tf32, fp16 or bf16)."""
+    if float_precision not in FLOAT_PRECISIONS:
+        raise ValueError(f"the float precision must be one of {FLOAT_PRECISIONS}, "
+                         f"got {float_precision!r}")
+    out = []
+    for k, s in enumerate(stacked):
+        if s.W is None or s.P is not None:
+            raise ValueError("the GEMM engine needs an input matrix and no projection")
+        ops = {name: weight_operand(w, *_precision(plan, name, k, float_precision))
+               for name, w in (("input", s.W), ("recurrent", s.R))}
+        out.append(Operands(bW=s.bW.astype(np.float32), bR=s.bR.astype(np.float32), **ops))
+    return out
+
+
+def seen_weights(stacked: list[Stacked], operands: list[Operands]) -> list[Stacked]:
+    """``stacked`` with W and R replaced by what the GEMMs see (biases as uploaded)."""
+    return [Stacked(W=o.input.seen, R=o.recurrent.seen, bW=o.bW.astype(np.float64),
+                    bR=o.bR.astype(np.float64), P=s.P)
+            for s, o in zip(stacked, operands)]
