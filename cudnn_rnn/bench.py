@@ -28,6 +28,8 @@ from cudnn_rnn.matrix.bench import (BENCH_RECORD, BenchSpec, bench_shape, candid
 from cudnn_rnn.matrix.bench import best as shape_best
 from cudnn_rnn.matrix.jobs import name_of
 from cudnn_rnn.matrix.record import write_json
+from cudnn_rnn.lowbit.candidates import lowbit_job, parse
+from cudnn_rnn.lowbit.rates import gemm_rates as engine_rates
 
 
 def gemm_sizes(shapes) -> list[dict]:
@@ -41,6 +43,19 @@ def gemm_sizes(shapes) -> list[dict]:
             m, k = c.gates * c.hidden_size, c.hidden_size
             parts |= {(m, c.mini_batch, k), (m, c.seq_length * c.mini_batch, k)}
     return list(DENSE) + [{"dtype": "float16", "m": m, "n": n, "k": k} for m, n, k in sorted(parts)]
+
+
+def engine_gemm_sizes(shapes) -> list:
+    """(M, N, K) of the GEMM engine's two GEMMs at each shape whose FP16 target applies
+    (input: T·B x gates·H x H; one step: B x gates·H x H), plus the seed shape's step."""
+    sizes = set()
+    for s in shapes:
+        c = s.config
+        if fp16_target({"cell": c.mode.name, "hidden": c.hidden_size, "batch": c.mini_batch}) \
+                or s.group == "seed":
+            n, k = c.gates * c.hidden_size, c.hidden_size
+            sizes |= {(c.seq_length * c.mini_batch, n, k), (c.mini_batch, n, k)}
+    return sorted(sizes)
 
 
 def build_parser() -> OneLineParser:
@@ -73,6 +88,11 @@ def main(argv=None) -> int:
         raise BadInput(f"no group named {', '.join(args.group)} in {spec.name} "
                        f"(groups: {', '.join(dict.fromkeys(s.group for s in spec.shapes))})")
     shapes.sort(key=lambda s: s.config.flop_count())  # cheapest first: a deadline cuts the costliest
+    try:  # the GEMM engine is inference only
+        engine_names = [parse(n).name for n in spec.lowbit] \
+            if spec.objective == "forward_inference" else []
+    except ValueError as exc:
+        raise BadInput(f"{spec.name}: lowbit: {exc}") from None
     if args.list:
         for s in shapes:
             print(f"{s.group:20s} {s.id}  ({len(candidate_cells(s, spec))} candidates)")
@@ -106,6 +126,9 @@ def main(argv=None) -> int:
         runs.write_meta(runs_path, {"kind": "bench", "identity": identity, "runs": earlier},
                         results)
         earlier[-1]["gemm"] = worker.job(name_of(gemm_rates), {"sizes": gemm_sizes(shapes)})
+        if engine_names:  # cuBLASLt's dense rates per precision, the 8-bit ones included
+            earlier[-1]["engine_gemm"] = worker.job(name_of(engine_rates),
+                                                    {"sizes": engine_gemm_sizes(shapes)})
         write_json(runs_path, {"kind": "bench", "identity": identity, "runs": earlier})
         todo = [s for s in shapes if s.id not in done]
         # what PyTorch asks cuDNN for at each shape, per data type: one logged child process
@@ -118,7 +141,9 @@ def main(argv=None) -> int:
                     break
                 name, params = torch_job(shape.config, False, args.reps)
                 rec = bench_shape(worker, shape, spec, session, args.timeout,
-                                  (name, params | {"budget_s": 0.3}), torch_cudnn[shape.id])
+                                  (name, params | {"budget_s": 0.3}), torch_cudnn[shape.id],
+                                  lowbit_job(shape.config, engine_names, args.reps, args.budget)
+                                  if engine_names else None)
                 results.write(rec)
                 best = shape_best(rec)
                 print(f"[{i + 1}/{len(todo)}] {shape.id:24s} {rec['duration_s']:6.1f} s  "

@@ -32,6 +32,7 @@ from cudnn_rnn.cli import BadInput, OneLineParser, enum_arg, positive_float, pos
 from cudnn_rnn.compare.pytorch import torch_job
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.timing import tflops
+from cudnn_rnn.lowbit.candidates import FAMILIES as LOWBIT_FAMILIES
 from cudnn_rnn.lowbit.candidates import lowbit_job
 from cudnn_rnn.matrix import baseline
 from cudnn_rnn.matrix.bench import vs_torch_best
@@ -306,7 +307,8 @@ def _one_process(args, shape: RNNConfig, cells: list) -> tuple[dict, dict]:
         records = [worker.run(c, args.timeout) for c in cells]
         torch_result = worker.job(*torch_job(shape, args.training, args.reps))
         if not (args.training or args.no_lowbit):
-            engine = worker.job(*lowbit_job(shape, args.precision, args.reps, args.budget,
+            names = [c.name for c in LOWBIT_FAMILIES[args.precision]]
+            engine = worker.job(*lowbit_job(shape, names, args.reps, args.budget,
                                             not args.no_graphs), timeout=args.timeout * 10)
             records += engine.get("records") or [_engine_skipped(engine)]
     finally:

@@ -276,9 +276,9 @@ def run_configs(cfg: RNNConfig, names: list, seed: int = 0, reps: int = 20, warm
     return {"records": records, "calibration": amaxes, "library": lt.describe()}
 
 
-def lowbit_job(cfg: RNNConfig, family: str, reps: int, budget_s: float | None,
+def lowbit_job(cfg: RNNConfig, names: list, reps: int, budget_s: float | None,
                graphs: bool = True) -> tuple[str, dict]:
-    """(name, params) of :func:`run_configs` for a precision family's engine candidates,
-    for :meth:`cudnn_rnn.matrix.worker.Worker.job`."""
-    return name_of(run_configs), {"cfg": cfg, "names": [c.name for c in FAMILIES[family]],
+    """(name, params) of :func:`run_configs` for the configurations ``names``, for
+    :meth:`cudnn_rnn.matrix.worker.Worker.job`."""
+    return name_of(run_configs), {"cfg": cfg, "names": [parse(n).name for n in names],
                                   "reps": reps, "budget_s": budget_s, "graphs": graphs}

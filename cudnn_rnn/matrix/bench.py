@@ -58,6 +58,7 @@ class BenchSpec:
     candidates: tuple  # of (DataType, DataType, MathType, RNNAlgo)
     shapes: tuple  # of BenchShape
     sha256: str  # of the parsed TOML: the spec's content, part of a run's identity
+    lowbit: tuple = ()  # the GEMM engine's configurations (names; the command checks them)
 
 
 def _enum(where: str, enum, name):
@@ -76,7 +77,7 @@ def load_spec(path: str | Path = "bench") -> BenchSpec:
 
 
 def spec_from_dict(data: dict, where: str = "<bench spec>") -> BenchSpec:
-    unknown = set(data) - {"name", "description", "objective", "candidates", "group"}
+    unknown = set(data) - {"name", "description", "objective", "candidates", "group", "lowbit"}
     if unknown:
         raise BenchSpecError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     objective = data.get("objective", "forward_inference")
@@ -133,8 +134,12 @@ def spec_from_dict(data: dict, where: str = "<bench spec>") -> BenchSpec:
     description = data.get("description", "")
     if not isinstance(description, str):
         raise BenchSpecError(f"{where}: description must be a string")
+    lowbit = data.get("lowbit", [])
+    if not isinstance(lowbit, list) or not all(isinstance(v, str) for v in lowbit):
+        raise BenchSpecError(f"{where}: 'lowbit' must be a list of GEMM-engine configuration "
+                             "names such as \"int8/both\"")
     return BenchSpec(name, description, objective, tuple(parsed), tuple(shapes),
-                     content_key(data))
+                     content_key(data), tuple(lowbit))
 
 
 def candidate_cells(shape: BenchShape, spec: BenchSpec) -> list[Cell]:
@@ -158,15 +163,37 @@ def compact(rec: dict, objective: str) -> dict:
             "cell_id": rec["id"]}
 
 
+def compact_engine(rec: dict) -> dict:
+    """What the benchmark keeps of a GEMM-engine candidate's record (its forward inference)."""
+    k = "forward_inference"
+    t, timed_as = ranked_timing(rec, k)
+    seen = [v for v in (rec.get("errors_seen") or {}).values() if v is not None]
+    return {"config": rec.get("config") or rec["id"], "label": rec.get("label"),
+            "format": rec.get("format"), "parts": rec.get("parts"), "outcome": rec["outcome"],
+            "timing": t, "timed_as": timed_as, "plain_timing": (rec.get("timings") or {}).get(k),
+            "graph_refused": (rec.get("graph_refused") or {}).get(k),
+            "tflops": t.get("tflops") if t else None, "max_error": max_error(rec),
+            "max_error_seen": max(seen) if seen else None, "bound": rec.get("bound"),
+            "failed_call": rec.get("failed_call"), "status": rec.get("status"),
+            "reason": rec.get("reason")}
+
+
 def bench_shape(worker, shape: BenchShape, spec: BenchSpec, session: str, timeout: float,
-                torch_job: tuple[str, dict], torch_cudnn: dict | None = None) -> dict:
+                torch_job: tuple[str, dict], torch_cudnn: dict | None = None,
+                engine_job: tuple[str, dict] | None = None) -> dict:
     """Run one shape's candidates, then ``torch_job`` (the job that times PyTorch's
-    modules, as the command names it); one results line. ``torch_cudnn``: the cuDNN
-    configuration PyTorch uses per data type at this shape (as cuDNN's API log showed it),
-    kept beside PyTorch's times."""
+    modules, as the command names it) and ``engine_job`` (the GEMM engine's candidates);
+    one results line. ``torch_cudnn``: the cuDNN configuration PyTorch uses per data type
+    at this shape (as cuDNN's API log showed it), kept beside PyTorch's times."""
     started = time.perf_counter()
     cands = [compact(worker.run(c, timeout), spec.objective) for c in candidate_cells(shape, spec)]
     torch = worker.job(*torch_job)
+    engine = None
+    if engine_job is not None:
+        got = worker.job(*engine_job, timeout=timeout * 4)
+        engine = ([compact_engine(r) for r in got["records"]] if "records" in got
+                  else [{"config": "all", "outcome": "ERROR", "timing": None, "tflops": None,
+                         "max_error": None, "reason": got.get("skipped")}])
     if torch_cudnn is not None:
         torch["cudnn"] = torch_cudnn
     verified = [c for c in cands if c["outcome"] == "OK" and c["timing"]]
@@ -176,6 +203,7 @@ def bench_shape(worker, shape: BenchShape, spec: BenchSpec, session: str, timeou
             "shape": {"cell": c.mode.name, "seq_length": c.seq_length, "layers": c.num_layers,
                       "hidden": c.hidden_size, "batch": c.mini_batch, "input": c.input_size},
             "flop": c.flop_count(), "candidates": cands, "torch": torch,
+            **({"engine": engine} if engine is not None else {}),
             "duration_s": round(time.perf_counter() - started, 3)}
 
 
@@ -218,13 +246,20 @@ CANDIDATE = Obj({"config": Pred(_config_name, "DATA/PREC/MATH/ALGO"), "outcome":
                  "graph_refused": Opt(STR)},
                 required={"config", "outcome", "status", "failed_call", "reason", "timing",
                           "tflops", "max_error"})
+ENGINE_CANDIDATE = Obj({"config": STR, "label": Opt(STR), "format": Opt(STR), "parts": Opt(STR),
+                        "outcome": NAME, "timing": Opt(FULL_TIMING), "timed_as": Opt(NAME),
+                        "plain_timing": Opt(FULL_TIMING), "graph_refused": Opt(STR),
+                        "tflops": Opt(NUM), "max_error": Opt(NUM), "max_error_seen": Opt(NUM),
+                        "bound": Opt(NUM), "failed_call": Opt(STR), "status": Opt(STR),
+                        "reason": Opt(STR)},
+                       required={"config", "outcome", "timing", "tflops", "max_error"})
 BENCH_RECORD = Obj({
     "id": STR, "outcome": NAME, "group": STR, "session": Opt(STR), "objective": Opt(STR),
     "shape": Obj({"cell": Pred(lambda v: v in RNNMode.__members__, "an RNN mode such as LSTM"),
                   "seq_length": POS_INT, "layers": POS_INT, "hidden": POS_INT, "batch": POS_INT,
                   "input": POS_INT},
                  required={"cell", "seq_length", "layers", "hidden", "batch"}),
-    "flop": POS_INT, "candidates": List(CANDIDATE),
+    "flop": POS_INT, "candidates": List(CANDIDATE), "engine": Opt(List(ENGINE_CANDIDATE)),
     "torch": Opt(Obj({"ms": Opt(POS_NUM), "q1_ms": Opt(NUM), "q3_ms": Opt(NUM),
                       "skipped": Opt(STR), "cudnn": Opt(Dict(STR))})),
     "duration_s": Opt(NUM)}, required={"id", "outcome", "group", "shape", "flop", "candidates"})
@@ -234,6 +269,7 @@ RUN = Obj({"session": STR, "provenance": PROVENANCE,
                                                "tflops_q3": NUM, "compute_type": SCALAR},
                                               required={"tflops", "tflops_q1", "tflops_q3"})),
                             "skipped": Opt(STR)})),
+           "engine_gemm": Opt(Dict(ANY)),
            "spec": Opt(STR), "deadline_s": Opt(NUM), "budget_s": Opt(NUM), "reps": Opt(INT),
            "spec_shapes": Opt(List(STR)), "stopped": Opt(STR), "wall_s": Opt(NUM)},
           required={"session", "provenance"})

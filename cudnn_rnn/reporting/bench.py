@@ -25,6 +25,7 @@ from cudnn_rnn.matrix.bench import (BENCH_RECORD, GEMM_TARGET, TORCH_TARGET, bes
                                     median_ms, read_overhead, read_run_file, verified)
 from cudnn_rnn.matrix.errors import BadInput, MalformedResults
 from cudnn_rnn.matrix.record import read_records, same_basis_ratio, write_json
+from cudnn_rnn.reporting import eightbit
 from cudnn_rnn.reporting.bench_markdown import markdown
 
 SCHEMA = 1
@@ -215,6 +216,7 @@ def summarise(records: list[dict], runs: list[dict], overhead: dict | None = Non
                 and overhead["worst_ratio"] <= overhead["target"]},
         },
         "overhead": overhead,
+        "eight_bit": eightbit.summarise(records, runs),
     }
 
 
@@ -235,7 +237,8 @@ def write(run_dir: str | Path, out_dir: str | Path) -> Path:
     summary = read(run_dir)
     out = Path(out_dir)
     write_json(out / "bench.json", summary)
-    (out / "bench.md").write_text(markdown(summary))
+    eight = eightbit.markdown(summary["eight_bit"])
+    (out / "bench.md").write_text(markdown(summary) + ("\n" + eight if eight else ""))
     return out / "bench.md"
 
 

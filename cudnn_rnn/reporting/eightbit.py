@@ -1,0 +1,115 @@
+"""The benchmark's 8-bit rows: per shape, the GEMM engine's best 8-bit configuration against
+the best verified 16-bit cuDNN configuration and PyTorch's best, all CUDA-graph replays,
+and cuBLASLt's dense rates per precision.
+
+Pure functions over a benchmark's recorded shape lines (their ``engine`` candidates, see
+:func:`cudnn_rnn.matrix.bench.compact_engine`) and run entries (``engine_gemm``). Ratios
+compare replays with replays (:func:`cudnn_rnn.reporting.bench.candidates_ratio`'s rule);
+where a side was not captured, plain calls with plain calls.
+"""
+from __future__ import annotations
+
+from cudnn_rnn.matrix.bench import median_ms, torch_best, verified
+from cudnn_rnn.matrix.record import same_basis_ratio
+
+
+def _engine_ok(rec: dict) -> list[dict]:
+    return [c for c in rec.get("engine") or [] if c["outcome"] == "OK" and c.get("timing")]
+
+
+def _fastest(cands: list[dict]) -> dict | None:
+    return min(cands, key=lambda c: (median_ms(c), c["config"])) if cands else None
+
+
+def _replay(c: dict | None) -> float | None:
+    return median_ms(c) if c and c.get("timed_as") == "graph" else None
+
+
+def _plain(c: dict | None) -> float | None:
+    if not c:
+        return None
+    return c["plain_timing"]["median_ms"] if c.get("plain_timing") else median_ms(c)
+
+
+def _ratio(a: dict | None, b: dict | None) -> float | None:
+    """a's time over b's, replays over replays where both were captured."""
+    return same_basis_ratio(_replay(a), _plain(a), _replay(b), _plain(b))
+
+
+def shape_row(rec: dict) -> dict | None:
+    """One shape's 8-bit line; None where the GEMM engine did not run at this shape."""
+    if "engine" not in rec:
+        return None
+    ok = _engine_ok(rec)
+    eight = _fastest([c for c in ok if c.get("format")])
+    cudnn16 = _fastest([c for c in verified(rec)
+                        if c["config"].split("/")[0] in ("HALF", "BFLOAT16")])
+    cudnn_fp16 = _fastest([c for c in verified(rec) if c["config"].startswith("HALF/")])
+    engine_fp16 = next((c for c in ok if c["config"] == "fp16"), None)
+    tb = torch_best(rec.get("torch"), graph=True)
+    return {"id": rec["id"], "shape": rec["shape"], "best_8bit": eight, "best_16bit_cudnn": cudnn16,
+            "speedup_vs_cudnn16": _ratio(cudnn16, eight),
+            "torch_best_graph": tb,
+            "speedup_vs_torch_best": tb["ms"] / _replay(eight) if tb and _replay(eight) else None,
+            "engine_fp16_over_cudnn_fp16": _ratio(engine_fp16, cudnn_fp16),
+            "per_config": {c["config"]: {"ms": median_ms(c), "max_error": c.get("max_error"),
+                                         "vs_cudnn16": _ratio(cudnn16, c)} for c in ok},
+            "not_verified": [{"config": c["config"], "outcome": c["outcome"],
+                              "call": c.get("failed_call"), "status": c.get("status"),
+                              "reason": c.get("reason")}
+                             for c in rec.get("engine") or [] if c["outcome"] != "OK"]}
+
+
+def summarise(records: list[dict], runs: list[dict]) -> dict:
+    rows = [r for r in (shape_row(rec) for rec in records) if r]
+    rates = {}
+    for run in runs:
+        rates.update(((run.get("engine_gemm") or {}).get("rates")) or {})
+    return {"shapes": rows, "gemm_rates": rates}
+
+
+def _f(v, fmt=".2f") -> str:
+    return "" if v is None else format(v, fmt)
+
+
+def markdown(s: dict) -> str:
+    """The section of bench.md; empty when no shape ran the engine."""
+    if not s["shapes"]:
+        return ""
+    out = ["## 8-bit RNNs from cuBLASLt GEMMs (cuDNN's RNN API refuses INT8 and FP8)", "",
+           "The same forward built from cuBLASLt GEMMs (one input GEMM over all steps, one "
+           "recurrent GEMM and one fused gate kernel per step, captured in a CUDA graph): INT8 "
+           "(int8 x int8 -> int32, weights per output channel, activations per tensor) or FP8 "
+           "E4M3 (per-tensor scales, FP32 accumulation) on the input GEMM, the recurrent GEMMs or "
+           "both, the other GEMMs in FP16, scales from max |x| of a separate calibration batch. "
+           "Each was compared with the float64 reference on the original weights and on the "
+           "weights as the GEMMs see them, and stayed within its stated bound, before it was "
+           "timed. Times are graph replays; ratios are of medians measured in the same process.",
+           "", "| shape | best 8-bit | ms | max error | best 16-bit cuDNN | ms | x 16-bit cuDNN "
+           "| PyTorch's best graph | x PyTorch | engine FP16 / cuDNN FP16 time |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in s["shapes"]:
+        sh, e, c, tb = r["shape"], r["best_8bit"], r["best_16bit_cudnn"], r["torch_best_graph"]
+        out.append(f"| {sh['cell']} {sh['seq_length']}, {sh['layers']}, {sh['hidden']}, "
+                   f"{sh['batch']} | {e['label'] if e else 'none verified'} | "
+                   f"{_f(median_ms(e), '.4f')} | {_f(e and e['max_error'], '.1e')} | "
+                   f"{c['config'] if c else 'none verified'} | {_f(median_ms(c), '.4f')} | "
+                   f"{_f(r['speedup_vs_cudnn16'])} | "
+                   f"{(tb['variant'] + ' ' + _f(tb['ms'], '.4f')) if tb else ''} | "
+                   f"{_f(r['speedup_vs_torch_best'])} | "
+                   f"{_f(1 / r['engine_fp16_over_cudnn_fp16'] if r['engine_fp16_over_cudnn_fp16'] else None)} |")
+    refused = [(r["id"], n) for r in s["shapes"] for n in r["not_verified"]]
+    if refused:
+        out += ["", "Not verified or refused:", ""] + [
+            f"- `{i}` {n['config']}: {n['outcome']} at {n['call']} ({n['status']}): {n['reason']}"
+            for i, n in refused]
+    if s["gemm_rates"]:
+        out += ["", "cuBLASLt dense GEMM rates in this run (TN, out = a (M x K) @ w.T (K x N); "
+                "TFLOPS or TOPS, median and interquartile range):", "",
+                "| M x N x K | precision | rate |", "|---|---|---|"]
+        for key, v in s["gemm_rates"].items():
+            prec, size = key.split(" ", 1)
+            rate = (f"{v['tflops']:.1f} ({v['tflops_q1']:.1f}-{v['tflops_q3']:.1f})"
+                    if "tflops" in v else v.get("refused", ""))
+            out.append(f"| {size} | {prec} | {rate} |")
+    return "\n".join(out) + "\n"
