@@ -170,3 +170,20 @@ def test_not_ranked_groups_refusals_by_call_status_and_reason():
     assert "not ranked (2)" in text
     assert ("NOT_SUPPORTED: cudnn_rnn.lowbit.engine -> NOT_SUPPORTED (fp8 needs 8.9+): "
             "cuBLASLt GEMMs e4m3/both, cuBLASLt GEMMs e4m3/input (+fp16)") in text
+
+
+def test_the_committed_eight_bit_benchmark_regenerates_and_its_ratios_are_its_times():
+    from cudnn_rnn.reporting import bench as bench_report
+    from cudnn_rnn.reporting.eightbit import markdown
+    d = Path(__file__).resolve().parent.parent / "results" / "nvidia-h200" / "9.19.0" / "lowbit"
+    s = bench_report.read(d)
+    assert s["runs"][-1]["provenance"]["commit"] and "dirty" not in s["runs"][-1]["provenance"]["commit"]
+    rows = s["eight_bit"]["shapes"]
+    assert len(rows) == len(s["shapes"]) and s["eight_bit"]["gemm_rates"]
+    for r in rows:
+        e, c = r["best_8bit"], r["best_16bit_cudnn"]
+        assert e["format"] in ("int8", "e4m3") and e["max_error"] <= e["bound"]
+        assert c["config"].split("/")[0] in ("HALF", "BFLOAT16")
+        assert r["speedup_vs_cudnn16"] == pytest.approx(c["timing"]["median_ms"]
+                                                        / e["timing"]["median_ms"])
+    assert markdown(s["eight_bit"]) in (d / "bench.md").read_text()
