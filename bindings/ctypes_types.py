@@ -13,20 +13,23 @@ import ctypes
 OPAQUE_STRUCTS: dict[str, str] = {}
 
 
-def _opaque(typedef: str, struct_tag: str):
+def opaque(typedef: str, struct_tag: str, registry: dict = OPAQUE_STRUCTS):
+    """A distinct pointer type to an empty struct named ``struct_tag``, for the C typedef
+    ``typedef``, entered in ``registry`` (each library's header test reads its own)."""
     struct = type(struct_tag, (ctypes.Structure,), {"_fields_": []})
     ptr = ctypes.POINTER(struct)
     ptr.C_NAME = typedef
-    OPAQUE_STRUCTS[typedef] = struct_tag
+    registry[typedef] = struct_tag
     return ptr
 
 
-cudnnHandle_t = _opaque("cudnnHandle_t", "cudnnContext")
-cudnnTensorDescriptor_t = _opaque("cudnnTensorDescriptor_t", "cudnnTensorStruct")
-cudnnFilterDescriptor_t = _opaque("cudnnFilterDescriptor_t", "cudnnFilterStruct")
-cudnnDropoutDescriptor_t = _opaque("cudnnDropoutDescriptor_t", "cudnnDropoutStruct")
-cudnnRNNDescriptor_t = _opaque("cudnnRNNDescriptor_t", "cudnnRNNStruct")
-cudnnRNNDataDescriptor_t = _opaque("cudnnRNNDataDescriptor_t", "cudnnRNNDataStruct")
+
+cudnnHandle_t = opaque("cudnnHandle_t", "cudnnContext")
+cudnnTensorDescriptor_t = opaque("cudnnTensorDescriptor_t", "cudnnTensorStruct")
+cudnnFilterDescriptor_t = opaque("cudnnFilterDescriptor_t", "cudnnFilterStruct")
+cudnnDropoutDescriptor_t = opaque("cudnnDropoutDescriptor_t", "cudnnDropoutStruct")
+cudnnRNNDescriptor_t = opaque("cudnnRNNDescriptor_t", "cudnnRNNStruct")
+cudnnRNNDataDescriptor_t = opaque("cudnnRNNDataDescriptor_t", "cudnnRNNDataStruct")
 
 # CUDA runtime types that appear in cuDNN prototypes: a stream is an opaque pointer too
 # (``typedef struct CUstream_st *cudaStream_t`` in CUDA's driver_types.h).

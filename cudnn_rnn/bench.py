@@ -28,7 +28,8 @@ from cudnn_rnn.matrix.bench import (BENCH_RECORD, BenchSpec, bench_shape, candid
 from cudnn_rnn.matrix.bench import best as shape_best
 from cudnn_rnn.matrix.jobs import name_of
 from cudnn_rnn.matrix.record import write_json
-from cudnn_rnn.lowbit.candidates import lowbit_job, parse
+from cudnn_rnn.lowbit.candidates import parse, run_in
+from cudnn_rnn.lowbit.gemm import rnn_shapes
 from cudnn_rnn.lowbit.rates import gemm_rates as engine_rates
 
 
@@ -36,26 +37,20 @@ def gemm_sizes(shapes) -> list[dict]:
     """The dense 8192³ GEMMs, plus the two FP16 GEMMs an RNN forward is made of for every
     shape the FP16 target covers: the input GEMM over all steps (gates·hidden × seq·batch ×
     hidden) and one recurrent step's (gates·hidden × batch × hidden)."""
-    parts = set()
-    for s in shapes:
-        c = s.config
-        if fp16_target({"cell": c.mode.name, "hidden": c.hidden_size, "batch": c.mini_batch}):
-            m, k = c.gates * c.hidden_size, c.hidden_size
-            parts |= {(m, c.mini_batch, k), (m, c.seq_length * c.mini_batch, k)}
+    parts = {(g.N, g.M, g.K) for s in shapes if _fp16_target(s.config)  # cupy: (m x k)(k x n)
+             for g in rnn_shapes(s.config)}
     return list(DENSE) + [{"dtype": "float16", "m": m, "n": n, "k": k} for m, n, k in sorted(parts)]
+
+
+def _fp16_target(c) -> bool:
+    return fp16_target({"cell": c.mode.name, "hidden": c.hidden_size, "batch": c.mini_batch})
 
 
 def engine_gemm_sizes(shapes) -> list:
     """(M, N, K) of the GEMM engine's two GEMMs at each shape whose FP16 target applies
     (input: T·B x gates·H x H; one step: B x gates·H x H), plus the seed shape's step."""
-    sizes = set()
-    for s in shapes:
-        c = s.config
-        if fp16_target({"cell": c.mode.name, "hidden": c.hidden_size, "batch": c.mini_batch}) \
-                or s.group == "seed":
-            n, k = c.gates * c.hidden_size, c.hidden_size
-            sizes |= {(c.seq_length * c.mini_batch, n, k), (c.mini_batch, n, k)}
-    return sorted(sizes)
+    return sorted({(g.M, g.N, g.K) for s in shapes if _fp16_target(s.config) or s.group == "seed"
+                   for g in rnn_shapes(s.config)})
 
 
 def build_parser() -> OneLineParser:
@@ -142,8 +137,9 @@ def main(argv=None) -> int:
                 name, params = torch_job(shape.config, False, args.reps)
                 rec = bench_shape(worker, shape, spec, session, args.timeout,
                                   (name, params | {"budget_s": 0.3}), torch_cudnn[shape.id],
-                                  lowbit_job(shape.config, engine_names, args.reps, args.budget)
-                                  if engine_names else None)
+                                  (lambda w, c=shape.config: run_in(
+                                      w, c, engine_names, args.reps, args.budget, True,
+                                      args.timeout)) if engine_names else None)
                 results.write(rec)
                 best = shape_best(rec)
                 print(f"[{i + 1}/{len(todo)}] {shape.id:24s} {rec['duration_s']:6.1f} s  "

@@ -33,7 +33,7 @@ from cudnn_rnn.compare.pytorch import torch_job
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.timing import tflops
 from cudnn_rnn.lowbit.candidates import FAMILIES as LOWBIT_FAMILIES
-from cudnn_rnn.lowbit.candidates import lowbit_job
+from cudnn_rnn.lowbit.candidates import run_in
 from cudnn_rnn.matrix import baseline
 from cudnn_rnn.matrix.bench import vs_torch_best
 from cudnn_rnn.matrix.cells import Cell
@@ -307,19 +307,11 @@ def _one_process(args, shape: RNNConfig, cells: list) -> tuple[dict, dict]:
         records = [worker.run(c, args.timeout) for c in cells]
         torch_result = worker.job(*torch_job(shape, args.training, args.reps))
         if not (args.training or args.no_lowbit):
-            names = [c.name for c in LOWBIT_FAMILIES[args.precision]]
-            engine = worker.job(*lowbit_job(shape, names, args.reps, args.budget,
-                                            not args.no_graphs), timeout=args.timeout * 10)
-            records += engine.get("records") or [_engine_skipped(engine)]
+            records += run_in(worker, shape, [c.name for c in LOWBIT_FAMILIES[args.precision]],
+                              args.reps, args.budget, not args.no_graphs, args.timeout)
     finally:
         worker.close()
     return summarise(records, args.training, torch_result), info
-
-
-def _engine_skipped(result: dict) -> dict:
-    """A stand-in record for an engine job that did not finish (it is listed as not run)."""
-    return {"id": "lowbit", "engine": "cuBLASLt", "label": "cuBLASLt GEMMs", "outcome": "ERROR",
-            "failed_call": "cudnn_rnn.lowbit.candidates", "reason": result.get("skipped")}
 
 
 def main(argv=None) -> int:

@@ -21,11 +21,7 @@ OPAQUE_STRUCTS: dict[str, str] = {}
 
 
 def _opaque(typedef: str, struct_name: str):
-    struct = type(struct_name, (ctypes.Structure,), {"_fields_": []})
-    ptr = ctypes.POINTER(struct)
-    ptr.C_NAME = typedef
-    OPAQUE_STRUCTS[typedef] = struct_name
-    return ptr
+    return ctypes_types.opaque(typedef, struct_name, OPAQUE_STRUCTS)
 
 
 cublasLtHandle_t = _opaque("cublasLtHandle_t", "cublasLtContext")

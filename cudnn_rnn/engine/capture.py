@@ -1,4 +1,5 @@
-"""One cuDNN call captured in a CUDA graph, checked against the plain call, then timed.
+"""One cuDNN call (or the GEMM engine's forward) captured in a CUDA graph, checked against
+the plain call, then timed.
 
 What users deploy often runs a graph: the host enqueues one graph launch instead of the
 call's dozens of kernel launches, so a call whose GPU work is short is no longer timed
@@ -12,9 +13,13 @@ A captured graph counts only if one replay writes exactly the bytes the plain ca
 each output is first filled with 0xFF (NaN in every floating type), ``dw`` with zeros
 (backward weights adds into it), then the plain call and the replay run from the same
 state and every output byte is compared.
+
+A "flow" here is anything with ``cp`` (cupy), ``stream`` and ``buf`` (output name -> device
+array): :class:`cudnn_rnn.engine.flow.RNNFlow`, or :class:`cudnn_rnn.lowbit.engine.Engine`.
 """
 from __future__ import annotations
 
+from cudnn_rnn.bindings.cublaslt.errors import CublasLtError
 from cudnn_rnn.bindings.errors import CudnnError
 from cudnn_rnn.engine import timing
 from cudnn_rnn.engine.gpu import cuda_errors
@@ -33,7 +38,9 @@ class CaptureRefused(RuntimeError):
     """The call could not be captured, or its replay did not write what the plain call does."""
 
 
-def _prepare(flow, outputs) -> None:
+def prepare(flow, outputs) -> None:
+    """Poison ``outputs`` before a call: 0xFF bytes (NaN in every floating type), so an
+    output the call leaves unwritten cannot pass for a result; zeros for those it adds into."""
     with flow.stream:
         for name in outputs:
             if name in flow.buf:
@@ -52,8 +59,10 @@ def capture(flow, call):
             stream.end_capture()
         except cuda_errors(flow.cp):  # the capture was invalidated as well
             pass
-        if isinstance(exc, (CudnnError,) + cuda_errors(flow.cp)):  # cuDNN's status, or CUDA
-            raise CaptureRefused(  # refusing an operation while capturing: a refusal
+        # a library's status (cuDNN's, cuBLASLt's) or CUDA refusing an operation while
+        # capturing: a refusal
+        if isinstance(exc, (CudnnError, CublasLtError) + cuda_errors(flow.cp)):
+            raise CaptureRefused(
                 f"the call failed while captured: {type(exc).__name__}: {exc}") from None
         raise  # anything else is this tool's own error
     try:
@@ -70,7 +79,7 @@ def _written(flow, run, present, state: dict) -> dict:
     with flow.stream:
         for name, saved in state.items():
             flow.buf[name][...] = saved
-    _prepare(flow, present)
+    prepare(flow, present)
     run()
     with flow.stream:
         out = {n: flow.buf[n].copy() for n in present}

@@ -16,8 +16,9 @@ other GEMMs in :data:`REST`. For each, in one process and CUDA context
    weights as the GEMMs see them (``errors_seen``: the rounding of activations and the
    arithmetic alone). Both must stay within :data:`BOUNDS` (relative Frobenius norm, as
    :func:`cudnn_rnn.check.verify.relative_error`) before anything is timed;
-4. the forward captured in a CUDA graph; one replay must write the plain forward's bytes
-   (after two plain forwards agreed with each other), else the graph is refused with why;
+4. the forward captured in a CUDA graph by the mechanism cuDNN's calls use
+   (:func:`cudnn_rnn.engine.capture.time_captured`): two plain forwards must write the same
+   bytes and one replay the plain forward's, else the graph is refused with why;
 5. medians of plain forwards and of replays (:func:`cudnn_rnn.engine.timing.time_call`).
 
 Each candidate ends as one record (:func:`record`), shaped for the tuner's ranking: an
@@ -31,12 +32,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cudnn_rnn.bindings import cublaslt
 from cudnn_rnn.bindings.cublaslt.errors import CublasLtError
 from cudnn_rnn.check import reference
 from cudnn_rnn.check.verify import relative_error
-from cudnn_rnn.engine import timing
+from cudnn_rnn.engine import capture, timing
 from cudnn_rnn.engine.config import RNNConfig
-from cudnn_rnn.lowbit import model
+from cudnn_rnn.engine.gpu import cupy_or_raise
+from cudnn_rnn.lowbit import model, operands
+from cudnn_rnn.lowbit.engine import Engine, Unsupported
 from cudnn_rnn.matrix.jobs import job, name_of
 
 REST = "fp16"  # the precision of an 8-bit candidate's GEMMs that are not 8-bit
@@ -147,54 +151,10 @@ def refused(cfg, config, exc: BaseException, stage: str) -> dict:
                   failed_call="cudnn_rnn.lowbit.engine", status="NOT_SUPPORTED", reason=str(exc))
 
 
-# ---------------------------------------------------------------------------- graphs
-class GraphRefused(RuntimeError):
-    """The forward could not be captured, or its replay wrote other bytes."""
-
-
-def _poison(engine) -> None:
-    with engine.stream:
-        for a in (engine.y, engine.hy, engine.cy):
-            if a is not None:
-                a.fill(np.nan)
-
-
-def _differ(cp, a: dict, b: dict) -> list:
-    return [n for n in a if not bool(cp.array_equal(a[n].view(cp.uint8), b[n].view(cp.uint8)))]
-
-
-def captured(engine):
-    """A CUDA graph of :meth:`Engine.forward`, checked bit for bit against plain forwards."""
-    cp, stream = engine.cp, engine.stream
-    plain = []
-    for _ in range(2):
-        _poison(engine)
-        engine.forward()
-        plain.append(engine.outputs())
-    if _differ(cp, *plain):
-        raise GraphRefused(f"two plain forwards wrote different bytes in "
-                           f"{', '.join(_differ(cp, *plain))}")
-    stream.synchronize()
-    stream.begin_capture()
-    try:
-        engine.forward()
-    finally:
-        graph = stream.end_capture()
-    _poison(engine)
-    graph.launch(stream)
-    replay = engine.outputs()
-    bad = _differ(cp, plain[0], replay)
-    if bad:
-        raise GraphRefused(f"a replay wrote other bytes than the plain forward in {', '.join(bad)}")
-    return graph
-
-
 # ---------------------------------------------------------------------------- one candidate
 def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict,
             reps: int, warmup: int, budget_s: float | None, graphs: bool) -> dict:
     """Build, verify (twice), capture and time one candidate; its record."""
-    from cudnn_rnn.lowbit import operands
-    from cudnn_rnn.lowbit.engine import Engine, Unsupported
     started = time.monotonic()
     stacked, io = values["stacked"], values["io"]
     plan = None if config.fmt is None else model.plan(cfg, stacked, amaxes, config.fmt,
@@ -205,7 +165,7 @@ def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict
         return refused(cfg, config, exc, "build")
     try:
         engine.set_inputs(io["x"], io["hx"], io["cx"])
-        _poison(engine)
+        capture.prepare(engine, OUTPUTS)  # NaN: an output left unwritten cannot pass
         engine.forward()
         out = engine.outputs()
         seen = operands.seen_weights(stacked, engine.operands)
@@ -217,15 +177,14 @@ def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict
             return record(cfg, config, outcome="WRONG_RESULT", duration_s=_since(started),
                           reason=f"largest relative error {worst:.3g} > bound {config.bound:g}",
                           **facts)
-        facts["timings"] = {"forward_inference": _timed(cp, engine, engine.forward, reps,
-                                                        warmup, budget_s)}
+        facts["timings"] = {"forward_inference": _rated(cfg, timing.time_call(
+            cp, engine.stream, engine.forward, reps, warmup, budget_s))}
         if graphs:
             try:
-                graph = captured(engine)
-                facts["graph_timings"] = {"forward_inference": _timed(
-                    cp, engine, lambda: graph.launch(engine.stream), reps, warmup, budget_s)}
-            except (GraphRefused,) + _cuda_errors(cp) as exc:
-                facts["graph_refused"] = {"forward_inference": f"{type(exc).__name__}: {exc}"}
+                facts["graph_timings"] = {"forward_inference": _rated(cfg, capture.time_captured(
+                    engine, Engine.forward, OUTPUTS, reps, warmup, budget_s))}
+            except capture.CaptureRefused as exc:
+                facts["graph_refused"] = {"forward_inference": str(exc)}
         return record(cfg, config, outcome="OK", duration_s=_since(started), **facts)
     except CublasLtError as exc:
         return refused(cfg, config, exc, "forward")
@@ -233,14 +192,8 @@ def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict
         engine.close()
 
 
-def _cuda_errors(cp) -> tuple:
-    from cudnn_rnn.engine.gpu import cuda_errors
-    return cuda_errors(cp)
-
-
-def _timed(cp, engine, fn, reps, warmup, budget_s) -> dict:
-    t = timing.time_call(cp, engine.stream, fn, reps, warmup, budget_s)
-    return dict(t.as_record(), tflops=timing.tflops(engine.cfg.flop_count(), t.median_ms))
+def _rated(cfg: RNNConfig, t: timing.Timing) -> dict:
+    return dict(t.as_record(), tflops=timing.tflops(cfg.flop_count(), t.median_ms))
 
 
 def _since(started: float) -> float:
@@ -259,8 +212,6 @@ def _scales(plan) -> dict | None:
 def run_configs(cfg: RNNConfig, names: list, seed: int = 0, reps: int = 20, warmup: int = 3,
                 budget_s: float | None = 0.3, graphs: bool = True) -> dict:
     """Every configuration in ``names`` (:attr:`Config.name`) at ``cfg``'s shape: records."""
-    from cudnn_rnn.engine.gpu import cupy_or_raise
-    from cudnn_rnn.bindings import cublaslt
     cp = cupy_or_raise()
     configs = [parse(n) for n in names]
     values = draw(cfg, seed)
@@ -276,9 +227,17 @@ def run_configs(cfg: RNNConfig, names: list, seed: int = 0, reps: int = 20, warm
     return {"records": records, "calibration": amaxes, "library": lt.describe()}
 
 
-def lowbit_job(cfg: RNNConfig, names: list, reps: int, budget_s: float | None,
-               graphs: bool = True) -> tuple[str, dict]:
-    """(name, params) of :func:`run_configs` for the configurations ``names``, for
-    :meth:`cudnn_rnn.matrix.worker.Worker.job`."""
-    return name_of(run_configs), {"cfg": cfg, "names": [parse(n).name for n in names],
-                                  "reps": reps, "budget_s": budget_s, "graphs": graphs}
+def run_in(worker, cfg: RNNConfig, names: list, reps: int, budget_s: float | None,
+           graphs: bool, timeout_s: float) -> list[dict]:
+    """The records of :func:`run_configs` for the configurations ``names``, run as a job of
+    ``worker`` (:class:`cudnn_rnn.matrix.worker.Worker`) within ``timeout_s`` per
+    configuration; a job that did not finish gives one ERROR record saying why."""
+    names = [parse(n).name for n in names]
+    result = worker.job(name_of(run_configs), {"cfg": cfg, "names": names, "reps": reps,
+                                               "budget_s": budget_s, "graphs": graphs},
+                        timeout=timeout_s * len(names))
+    if "records" in result:
+        return result["records"]
+    return [{"id": "lowbit", "engine": "cuBLASLt", "label": "cuBLASLt GEMMs", "config": "all",
+             "outcome": "ERROR", "failed_call": name_of(run_configs),
+             "reason": result.get("skipped")}]

@@ -23,7 +23,7 @@ import numpy as np
 from cudnn_rnn.bindings.enums import RNNInputMode, RNNMode
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import kernels
-from cudnn_rnn.lowbit.gemm import Handle, Matmul, Shape
+from cudnn_rnn.lowbit.gemm import Handle, Matmul, Shape, rnn_shapes
 from cudnn_rnn.lowbit.operands import EIGHT_BIT, Operands, prepare
 
 WORKSPACE_BYTES = 32 << 20  # the most any GEMM may use (cuBLAS's own default on Hopper)
@@ -77,7 +77,8 @@ class Engine:
     :mod:`cudnn_rnn.lowbit.model`): ``plan``'s GEMMs in 8 bits, the others in
     ``float_precision``. :meth:`set_inputs` uploads x, hx, cx; :meth:`forward` enqueues
     the whole sequence on :attr:`stream`; :attr:`y`, :attr:`hy`, :attr:`cy` hold the
-    outputs (cupy float32). :meth:`close` releases the cuBLASLt objects."""
+    outputs (cupy float32), also as :attr:`buf` by name (what
+    :mod:`cudnn_rnn.engine.capture` checks). :meth:`close` releases the cuBLASLt objects."""
 
     def __init__(self, cfg: RNNConfig, stacked, float_precision: str, plan=None, stream=None,
                  lt=None):
@@ -90,13 +91,11 @@ class Engine:
         self.stream = stream or cp.cuda.Stream(non_blocking=True)
         self.handle = Handle(lt)
         self._matmuls: dict = {}
-        T, B, H, g = cfg.seq_length, cfg.mini_batch, cfg.hidden_size, cfg.gates
         self.layers: list[_Layer] = []
         try:
-            for k, ops in enumerate(self.operands):
-                in_size = ops.input.codes.shape[1]
-                self.layers.append(_Layer(cp, ops, Shape(T * B, g * H, in_size),
-                                          Shape(B, g * H, H), self._matmul))
+            for ops in self.operands:
+                self.layers.append(_Layer(cp, ops, *rnn_shapes(cfg, ops.input.codes.shape[1]),
+                                          self._matmul))
             self.workspace = cp.empty(WORKSPACE_BYTES, dtype=cp.uint8)
             self._buffers()
         except BaseException:
@@ -123,6 +122,8 @@ class Engine:
         self.between = cp.zeros((T, B, D * H), f32) if c.num_layers > 1 else None
         self.hy = cp.zeros(c.h_shape(), f32)
         self.cy = cp.zeros(c.c_shape(), f32) if c.has_cell_state else None
+        self.buf = {n: a for n, a in (("y", self.y), ("hy", self.hy), ("cy", self.cy))
+                    if a is not None}
         self.no_c = cp.zeros(1, f32)
         self.acc_x, self.acc_h, self.x_op, self.h_op = {}, {}, {}, {}
         for L in self.layers:
@@ -183,9 +184,7 @@ class Engine:
     def outputs(self) -> dict:
         """Copies of y, hy and (LSTM) cy, made on the stream after the forward."""
         with self.stream:
-            out = {"y": self.y.copy(), "hy": self.hy.copy()}
-            if self.cy is not None:
-                out["cy"] = self.cy.copy()
+            out = {n: a.copy() for n, a in self.buf.items()}
         self.stream.synchronize()
         return out
 

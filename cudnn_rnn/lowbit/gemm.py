@@ -73,6 +73,15 @@ class Shape:
                 "D": (self.N, self.M, self.N)}
 
 
+def rnn_shapes(cfg, in_size: int | None = None) -> tuple[Shape, Shape]:
+    """The two GEMMs of one pseudo-layer of ``cfg`` (an RNNConfig): the input GEMM over all
+    steps (T·B rows, K the layer input, ``in_size`` or the first layer's input size) and
+    one step's recurrent GEMM (B rows, K the hidden size); N is gates·hidden for both."""
+    n = cfg.gates * cfg.hidden_size
+    return (Shape(cfg.seq_length * cfg.mini_batch, n, in_size or cfg.input_size),
+            Shape(cfg.mini_batch, n, cfg.hidden_size))
+
+
 class Handle:
     """A cuBLASLt handle (``cublasLtCreate``; NOT_INITIALIZED without a GPU), destroyed by
     :meth:`close`. It holds the library, so the library outlives the handle."""

@@ -17,6 +17,8 @@ these functions, so every rounding rule is stated and exact:
 """
 import numpy as np
 
+from cudnn_rnn.check.reference import array_module
+
 INT8_MAX = 127
 E4M3_MAX = 448.0
 # 127 * 127 * K <= 2**31 - 1 exactly when K <= 133144: no int32 sum of K products of
@@ -41,15 +43,17 @@ def _scale(amax_, top: float):
 def amax(x, axis=None):
     """max |x| as float64: over all of ``x`` when ``axis`` is None (a scalar), else per
     index of ``axis``, reduced over every other axis and kept broadcastable (``keepdims``).
-    A NaN in ``x`` raises ValueError."""
-    x = np.asarray(x, dtype=np.float64)
-    if np.isnan(x).any():
+    A NaN in ``x`` raises ValueError. A cupy array is reduced on the GPU (the result is
+    then a cupy array; ``float()`` of a scalar one reads it back)."""
+    xp = array_module(x)
+    x = xp.asarray(x, dtype=xp.float64)
+    if bool(xp.isnan(x).any()):
         raise ValueError("amax of an array containing NaN")
     if axis is None:
-        return np.abs(x).max()
+        return xp.abs(x).max()
     axis = axis % x.ndim
     others = tuple(i for i in range(x.ndim) if i != axis)
-    return np.abs(x).max(axis=others, keepdims=True)
+    return xp.abs(x).max(axis=others, keepdims=True)
 
 
 # ---------------------------------------------------------------- INT8

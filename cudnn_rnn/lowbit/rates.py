@@ -16,16 +16,15 @@ from cudnn_rnn.matrix.jobs import job
 
 PRECISIONS = ("fp16", "bf16", "int8", "fp8")
 WORKSPACE_BYTES = 32 << 20
-_OPERAND_DTYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "uint16",
-                  "int8": "int8", "fp8": "uint8"}
 
 
 def gemm_rate(cp, handle: Handle, precision: str, shape: Shape, reps: int, warmup: int) -> dict:
     """One GEMM's rate: ``{tflops, tflops_q1, tflops_q3, timing, algorithm workspace}``."""
     with Matmul(precision, shape, handle.lt) as mm:
         chosen = mm.choose(handle, WORKSPACE_BYTES)
-        a = cp.zeros((shape.M, shape.K), _OPERAND_DTYPE[precision])
-        w = cp.zeros((shape.N, shape.K), _OPERAND_DTYPE[precision])
+        operand = kernels.FORMATS[kernels.OPERANDS[precision]][0]  # its buffer's dtype
+        a = cp.zeros((shape.M, shape.K), operand)
+        w = cp.zeros((shape.N, shape.K), operand)
         out = cp.empty((shape.M, shape.N), kernels.OUTPUT_DTYPE[precision])
         ws = cp.empty(WORKSPACE_BYTES, cp.uint8)
         stream = cp.cuda.get_current_stream()

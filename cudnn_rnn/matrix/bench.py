@@ -20,7 +20,8 @@ from cudnn_rnn.matrix import baseline
 from cudnn_rnn.matrix.errors import BadInput
 from cudnn_rnn.matrix.jsontypes import (ANY, BOOL, INT, NAME, NUM, POS_INT, POS_NUM, SCALAR, STR,
                                         Dict, List, Obj, Opt, Pred, problem)
-from cudnn_rnn.matrix.record import TIMED_KINDS, config_label, max_error, ranked_timing
+from cudnn_rnn.matrix.record import (TIMED_KINDS, config_label, max_error, ranked_timing,
+                                     same_basis_ratio)
 from cudnn_rnn.matrix.runs import content_key, read_json_dict
 from cudnn_rnn.matrix.cells import Cell
 from cudnn_rnn.matrix.spec import baseline_first, read_toml, spec_name
@@ -168,7 +169,7 @@ def compact_engine(rec: dict) -> dict:
     k = "forward_inference"
     t, timed_as = ranked_timing(rec, k)
     seen = [v for v in (rec.get("errors_seen") or {}).values() if v is not None]
-    return {"config": rec.get("config") or rec["id"], "label": rec.get("label"),
+    return {"config": rec["config"], "label": rec.get("label"),
             "format": rec.get("format"), "parts": rec.get("parts"), "outcome": rec["outcome"],
             "timing": t, "timed_as": timed_as, "plain_timing": (rec.get("timings") or {}).get(k),
             "graph_refused": (rec.get("graph_refused") or {}).get(k),
@@ -180,20 +181,15 @@ def compact_engine(rec: dict) -> dict:
 
 def bench_shape(worker, shape: BenchShape, spec: BenchSpec, session: str, timeout: float,
                 torch_job: tuple[str, dict], torch_cudnn: dict | None = None,
-                engine_job: tuple[str, dict] | None = None) -> dict:
+                engine=None) -> dict:
     """Run one shape's candidates, then ``torch_job`` (the job that times PyTorch's
-    modules, as the command names it) and ``engine_job`` (the GEMM engine's candidates);
-    one results line. ``torch_cudnn``: the cuDNN configuration PyTorch uses per data type
+    modules, as the command names it) and ``engine(worker)`` (the records of the GEMM
+    engine's candidates, as the command runs them); one results line. ``torch_cudnn``: the cuDNN configuration PyTorch uses per data type
     at this shape (as cuDNN's API log showed it), kept beside PyTorch's times."""
     started = time.perf_counter()
     cands = [compact(worker.run(c, timeout), spec.objective) for c in candidate_cells(shape, spec)]
     torch = worker.job(*torch_job)
-    engine = None
-    if engine_job is not None:
-        got = worker.job(*engine_job, timeout=timeout * 4)
-        engine = ([compact_engine(r) for r in got["records"]] if "records" in got
-                  else [{"config": "all", "outcome": "ERROR", "timing": None, "tflops": None,
-                         "max_error": None, "reason": got.get("skipped")}])
+    engine = None if engine is None else [compact_engine(r) for r in engine(worker)]
     if torch_cudnn is not None:
         torch["cudnn"] = torch_cudnn
     verified = [c for c in cands if c["outcome"] == "OK" and c["timing"]]
@@ -337,6 +333,23 @@ def verified(rec: dict) -> list[dict]:
 
 def median_ms(c: dict | None) -> float | None:
     return c["timing"]["median_ms"] if c and c.get("timing") else None
+
+
+def plain_ms(c: dict | None) -> float | None:
+    """A candidate's plain-call median (its ``timing`` in records from before the graphs)."""
+    if not c:
+        return None
+    return c["plain_timing"]["median_ms"] if c.get("plain_timing") else median_ms(c)
+
+
+def replay_ms(c: dict | None) -> float | None:
+    """A candidate's CUDA-graph replay median; None where its call was not captured."""
+    return median_ms(c) if c and c.get("timed_as") == "graph" else None
+
+
+def candidates_ratio(a: dict | None, b: dict | None) -> float | None:
+    """Candidate a's time over b's (:func:`~cudnn_rnn.matrix.record.same_basis_ratio`)."""
+    return same_basis_ratio(replay_ms(a), plain_ms(a), replay_ms(b), plain_ms(b))
 
 
 def best(rec: dict, where=lambda c: True) -> dict | None:

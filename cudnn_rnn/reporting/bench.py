@@ -20,11 +20,12 @@ from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine.config import GATES
 from cudnn_rnn.engine.timing import seconds_at, tflops
 from cudnn_rnn.matrix import baseline
-from cudnn_rnn.matrix.bench import (BENCH_RECORD, GEMM_TARGET, TORCH_TARGET, best, fp16_target,
-                                    vs_torch_best,
-                                    median_ms, read_overhead, read_run_file, verified)
+from cudnn_rnn.matrix.bench import (BENCH_RECORD, GEMM_TARGET, TORCH_TARGET, best,
+                                    candidates_ratio, fp16_target, median_ms, plain_ms,
+                                    read_overhead, read_run_file, replay_ms, verified,
+                                    vs_torch_best)
 from cudnn_rnn.matrix.errors import BadInput, MalformedResults
-from cudnn_rnn.matrix.record import read_records, same_basis_ratio, write_json
+from cudnn_rnn.matrix.record import read_records, write_json
 from cudnn_rnn.reporting import eightbit
 from cudnn_rnn.reporting.bench_markdown import markdown
 
@@ -117,23 +118,6 @@ def shape_row(rec: dict, run: dict | None) -> dict:
                     for c in rec["candidates"] if c["outcome"] != "OK"],
         "duration_s": rec.get("duration_s"),
     }
-
-
-def plain_ms(c: dict | None) -> float | None:
-    """A candidate's plain-call median (its ``timing`` in records from before the graphs)."""
-    if not c:
-        return None
-    return c["plain_timing"]["median_ms"] if c.get("plain_timing") else median_ms(c)
-
-
-def replay_ms(c: dict | None) -> float | None:
-    """A candidate's CUDA-graph replay median; None where its call was not captured."""
-    return median_ms(c) if c and c.get("timed_as") == "graph" else None
-
-
-def candidates_ratio(a: dict | None, b: dict | None) -> float | None:
-    """Candidate a's time over b's (:func:`~cudnn_rnn.matrix.record.same_basis_ratio`)."""
-    return same_basis_ratio(replay_ms(a), plain_ms(a), replay_ms(b), plain_ms(b))
 
 
 def launch_gap(win: dict | None, torch: dict) -> dict:

@@ -4,13 +4,13 @@ and cuBLASLt's dense rates per precision.
 
 Pure functions over a benchmark's recorded shape lines (their ``engine`` candidates, see
 :func:`cudnn_rnn.matrix.bench.compact_engine`) and run entries (``engine_gemm``). Ratios
-compare replays with replays (:func:`cudnn_rnn.reporting.bench.candidates_ratio`'s rule);
-where a side was not captured, plain calls with plain calls.
+compare replays with replays where both sides were captured, else plain calls with plain
+calls (:func:`cudnn_rnn.matrix.bench.candidates_ratio`, as the rest of the report).
 """
 from __future__ import annotations
 
-from cudnn_rnn.matrix.bench import median_ms, torch_best, verified
-from cudnn_rnn.matrix.record import same_basis_ratio
+from cudnn_rnn.matrix.bench import (candidates_ratio, median_ms, plain_ms, replay_ms, verified,
+                                    vs_torch_best)
 
 
 def _engine_ok(rec: dict) -> list[dict]:
@@ -19,21 +19,6 @@ def _engine_ok(rec: dict) -> list[dict]:
 
 def _fastest(cands: list[dict]) -> dict | None:
     return min(cands, key=lambda c: (median_ms(c), c["config"])) if cands else None
-
-
-def _replay(c: dict | None) -> float | None:
-    return median_ms(c) if c and c.get("timed_as") == "graph" else None
-
-
-def _plain(c: dict | None) -> float | None:
-    if not c:
-        return None
-    return c["plain_timing"]["median_ms"] if c.get("plain_timing") else median_ms(c)
-
-
-def _ratio(a: dict | None, b: dict | None) -> float | None:
-    """a's time over b's, replays over replays where both were captured."""
-    return same_basis_ratio(_replay(a), _plain(a), _replay(b), _plain(b))
 
 
 def shape_row(rec: dict) -> dict | None:
@@ -46,14 +31,13 @@ def shape_row(rec: dict) -> dict | None:
                         if c["config"].split("/")[0] in ("HALF", "BFLOAT16")])
     cudnn_fp16 = _fastest([c for c in verified(rec) if c["config"].startswith("HALF/")])
     engine_fp16 = next((c for c in ok if c["config"] == "fp16"), None)
-    tb = torch_best(rec.get("torch"), graph=True)
+    vs_torch, tb = vs_torch_best(rec.get("torch"), replay_ms(eight), plain_ms(eight))
     return {"id": rec["id"], "shape": rec["shape"], "best_8bit": eight, "best_16bit_cudnn": cudnn16,
-            "speedup_vs_cudnn16": _ratio(cudnn16, eight),
-            "torch_best_graph": tb,
-            "speedup_vs_torch_best": tb["ms"] / _replay(eight) if tb and _replay(eight) else None,
-            "engine_fp16_over_cudnn_fp16": _ratio(engine_fp16, cudnn_fp16),
+            "speedup_vs_cudnn16": candidates_ratio(cudnn16, eight),
+            "torch_best": tb, "speedup_vs_torch_best": vs_torch,
+            "engine_fp16_over_cudnn_fp16": candidates_ratio(engine_fp16, cudnn_fp16),
             "per_config": {c["config"]: {"ms": median_ms(c), "max_error": c.get("max_error"),
-                                         "vs_cudnn16": _ratio(cudnn16, c)} for c in ok},
+                                         "vs_cudnn16": candidates_ratio(cudnn16, c)} for c in ok},
             "not_verified": [{"config": c["config"], "outcome": c["outcome"],
                               "call": c.get("failed_call"), "status": c.get("status"),
                               "reason": c.get("reason")}
@@ -86,10 +70,10 @@ def markdown(s: dict) -> str:
            "weights as the GEMMs see them, and stayed within its stated bound, before it was "
            "timed. Times are graph replays; ratios are of medians measured in the same process.",
            "", "| shape | best 8-bit | ms | max error | best 16-bit cuDNN | ms | x 16-bit cuDNN "
-           "| PyTorch's best graph | x PyTorch | engine FP16 time / cuDNN FP16 time |",
+           "| PyTorch's best (graph if ours is) | x PyTorch | engine FP16 time / cuDNN FP16 time |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in s["shapes"]:
-        sh, e, c, tb = r["shape"], r["best_8bit"], r["best_16bit_cudnn"], r["torch_best_graph"]
+        sh, e, c, tb = r["shape"], r["best_8bit"], r["best_16bit_cudnn"], r["torch_best"]
         out.append(f"| {sh['cell']} {sh['seq_length']}, {sh['layers']}, {sh['hidden']}, "
                    f"{sh['batch']} | {e['label'] if e else 'none verified'} | "
                    f"{_f(median_ms(e), '.4f')} | {_f(e and e['max_error'], '.1e')} | "
