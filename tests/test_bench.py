@@ -1,4 +1,6 @@
 """The benchmark's spec, search space and command line (no GPU needed)."""
+from pathlib import Path
+
 import pytest
 
 from cudnn_rnn.bindings.enums import DataType, MathType, RNNAlgo
@@ -50,6 +52,9 @@ def test_gemm_sizes_cover_each_fp16_target_shapes_time_step():
       "group": [{"name": "g", "cell": ["LSTM"], "layers": [1], "hidden": [0], "batch": [1],
                  "seq_length": [1]}]}, "positive integers"),
     ({"candidates": [["FLOAT", "FLOAT", "FMA", "STANDARD"]], "shapes": []}, "unknown key"),
+    ({"candidates": [["FLOAT", "FLOAT", "FMA", "STANDARD"]], "lowbit": "int8/both",
+      "group": [{"name": "g", "cell": ["LSTM"], "layers": [1], "hidden": [8], "batch": [1],
+                 "seq_length": [1]}]}, "'lowbit' must be a list"),
 ])
 def test_malformed_specs_are_refused_with_the_reason(data, needle):
     with pytest.raises(benchdata.BenchSpecError, match=None) as exc:
@@ -62,6 +67,11 @@ def test_cli_errors_are_one_line(tmp_path):
     bad.write_text("candidates = [[1, 2]")
     assert_one_line_exit_2(run("cudnn_rnn.bench", "--spec", str(bad)), "not valid TOML")
     assert_one_line_exit_2(run("cudnn_rnn.bench", "--spec", "nope"), "not found")
+    shipped = (Path(bench.__file__).parents[1] / "probes" / "bench.toml").read_text()
+    unknown = tmp_path / "lowbit.toml"
+    unknown.write_text(shipped.replace('lowbit = ["fp16"', 'lowbit = ["int4"'))
+    assert_one_line_exit_2(run("cudnn_rnn.bench", "--spec", str(unknown), "--list"),
+                           "lowbit: no engine configuration named 'int4'")
     assert_one_line_exit_2(run("cudnn_rnn.bench", "--group", "nope"), "no group named")
     assert_one_line_exit_2(run("cudnn_rnn.bench", "--reps", "x"), "argument --reps: expected a positive integer")
     assert_one_line_exit_2(run("cudnn_rnn.bench", "--group", "seed", CUDNN_RNN_NO_GPU="1"),
