@@ -13,6 +13,7 @@ PYTEST_ARGS ?=
 PROBE_ARGS ?=
 BENCH_ARGS ?=
 OVERHEAD_ARGS ?= --processes 3
+TRAIN_ARGS ?=
 
 ifeq ($(strip $(VENV)),)
 PY := $(SYSTEM_PYTHON)
@@ -24,7 +25,7 @@ endif
 
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: install test test-gpu matrix report bench example clean
+.PHONY: install test test-gpu matrix report bench example model precision clean
 
 install: $(STAMP)
 
@@ -52,6 +53,11 @@ matrix: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m cudnn_rnn.bench $(BENCH_ARGS)
 	$(PY) -m cudnn_rnn.overhead --save $(OVERHEAD_ARGS)
+
+# The shipped character models (cudnn_rnn/data/charlm/): an LSTM and a GRU trained on this
+# interpreter's standard library with cuDNN's training calls, their logs and text slices.
+model: $(STAMP)
+	$(PY) -m cudnn_rnn.train --out cudnn_rnn/data/charlm $(TRAIN_ARGS)
 
 example: $(STAMP)
 	$(PY) -m cudnn_rnn.example 20 2 512 64 2
