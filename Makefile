@@ -14,6 +14,7 @@ PROBE_ARGS ?=
 BENCH_ARGS ?=
 OVERHEAD_ARGS ?= --processes 3
 TRAIN_ARGS ?=
+PRECISION_ARGS ?=
 
 ifeq ($(strip $(VENV)),)
 PY := $(SYSTEM_PYTHON)
@@ -58,6 +59,11 @@ bench: $(STAMP)
 # interpreter's standard library with cuDNN's training calls, their logs and text slices.
 model: $(STAMP)
 	$(PY) -m cudnn_rnn.train --out cudnn_rnn/data/charlm $(TRAIN_ARGS)
+
+# The precision table of both shipped models (results/<gpu>/<cudnn>/precision*.md/.json/.html).
+precision: $(STAMP)
+	$(PY) -m cudnn_rnn.precision $(PRECISION_ARGS)
+	$(PY) -m cudnn_rnn.precision --model gru $(PRECISION_ARGS)
 
 example: $(STAMP)
 	$(PY) -m cudnn_rnn.example 20 2 512 64 2

@@ -22,6 +22,10 @@ COMMANDS = {  # name: (module, what it does)
                  "this project's ctypes path against torch.nn on the same configuration"),
     "bench-report": ("cudnn_rnn.bench_report",
                      "bench.md and bench.json from a benchmark's run folder"),
+    "train": ("cudnn_rnn.train",
+              "the shipped character models, trained with cuDNN's training calls"),
+    "precision": ("cudnn_rnn.precision",
+                  "time and accuracy of a trained RNN in every precision, calibrated"),
 }
 MODULES = {name: module for name, (module, _what) in COMMANDS.items()}
 USAGE = "usage: cudnn-rnn COMMAND [ARGS...]   (cudnn-rnn COMMAND --help for its arguments)"

@@ -27,44 +27,30 @@ import time
 
 from tabulate import tabulate
 
-from cudnn_rnn.bindings.enums import DataType, DirectionMode, MathType, RNNAlgo, RNNMode
+from cudnn_rnn.bindings.enums import DirectionMode, RNNMode
 from cudnn_rnn.cli import BadInput, OneLineParser, enum_arg, positive_float, positive_int, run_main
 from cudnn_rnn.compare.pytorch import torch_job
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.timing import tflops
 from cudnn_rnn.lowbit.candidates import FAMILIES as LOWBIT_FAMILIES
 from cudnn_rnn.lowbit.candidates import run_in
-from cudnn_rnn.matrix import baseline
+from cudnn_rnn.matrix import baseline, families
+from cudnn_rnn.matrix.families import FAMILIES
 from cudnn_rnn.matrix.bench import vs_torch_best
 from cudnn_rnn.matrix.cells import Cell
 from cudnn_rnn.matrix.record import config_label, max_error, ranked_timing, same_basis_ratio
 from cudnn_rnn.matrix.spec import baseline_first
 
-ALGOS = (RNNAlgo.STANDARD, RNNAlgo.PERSIST_STATIC, RNNAlgo.PERSIST_DYNAMIC,
-         RNNAlgo.PERSIST_STATIC_SMALL_H)
-ALL_MATH = tuple(MathType)
-FAMILIES = {
-    "fp32": [(DataType.FLOAT, DataType.FLOAT, MathType.FMA_MATH)],
-    "tf32": [(DataType.FLOAT, DataType.FLOAT, m) for m in (
-        MathType.DEFAULT_MATH, MathType.TENSOR_OP_MATH, MathType.TENSOR_OP_MATH_ALLOW_CONVERSION)],
-    "fp16": [(DataType.HALF, p, m) for p in (DataType.FLOAT, DataType.HALF) for m in ALL_MATH],
-    "bf16": [(DataType.BFLOAT16, DataType.FLOAT, m) for m in ALL_MATH],
-}
-FAMILIES["any"] = [c for f in ("fp32", "tf32", "fp16", "bf16") for c in FAMILIES[f]]
-# cuDNN's RNN API refuses 8-bit data (cudnnSetRNNDescriptor_v8): its candidates are tried so
-# the refusal is shown with its call and status; the 8-bit candidates that run are the GEMM
-# engine's (cudnn_rnn.lowbit.candidates, which has a family of the same name for each)
-FAMILIES["int8"] = [(DataType.INT8, DataType.INT32, MathType.DEFAULT_MATH),
-                    (DataType.INT8, DataType.FLOAT, MathType.TENSOR_OP_MATH)]
-FAMILIES["fp8"] = [(DataType.FP8_E4M3, DataType.FLOAT, MathType.TENSOR_OP_MATH)]
 TRAINING_KINDS = ("forward_training", "backward_data", "backward_weights")
 
 
 def search_space(family: str) -> list[tuple]:
     """(data type, math precision, math type, algorithm) candidates of a family."""
-    if family not in FAMILIES:
-        raise BadInput(f"unknown precision family {family!r} (choose from {', '.join(FAMILIES)})")
-    return [(d, p, m, a) for d, p, m in FAMILIES[family] for a in ALGOS]
+    try:
+        return families.search_space(family)
+    except KeyError:
+        raise BadInput(f"unknown precision family {family!r} "
+                       f"(choose from {', '.join(FAMILIES)})") from None
 
 
 def candidate_cells(shape: RNNConfig, family: str) -> list[Cell]:

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_a_few_hundred_steps_lower_the_loss(cuda, tmp_path, cell):
     out = tmp_path / "models"
     proc = subprocess.run([sys.executable, "-m", "cudnn_rnn.train", "--out", str(out),
-                           "--cell", cell, "--steps", "300", "--hidden", "128",
+                           "--cell", cell, "--steps", "300",
                            "--log-every", "50"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -42,5 +42,5 @@ def test_a_few_hundred_steps_lower_the_loss(cuda, tmp_path, cell):
     again = network.evaluate(network.reference_logits(model, inputs, cuda), cuda.asarray(targets))
     assert again["bpc"] == pytest.approx(held["bpc"], rel=1e-12)
     assert math.isclose(again["top1"], held["top1"])
-    assert model.rnn.hidden == 128 and model.vocab == len(corpus.VOCAB)
+    assert model.rnn.hidden == 256 and model.vocab == len(corpus.VOCAB)
     assert np.isfinite(model.embedding).all()

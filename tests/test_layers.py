@@ -1,6 +1,7 @@
 """The tree's shape: imports point one way, no cycles, small modules, a private mirror.
 
-Layers, top to bottom: the commands (``cudnn_rnn/*.py``), then ``reporting``,
+Layers, top to bottom: the commands (``cudnn_rnn/*.py``), then ``charlm`` (the trained
+character model: corpus, training, a user's weights, the precision table's job), then ``reporting``,
 ``compare`` and ``lowbit`` (the 8-bit engine built from cuBLASLt GEMMs, whose candidates
 run as worker jobs; side by side: none imports another), then ``matrix``, ``check``,
 ``engine`` and ``bindings``. A module imports its own package or lower layers only; this
@@ -14,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RANK = {"bindings": 0, "engine": 1, "check": 2, "matrix": 3, "lowbit": 4, "compare": 4,
-        "reporting": 4, "commands": 5}
+        "reporting": 4, "charlm": 5, "commands": 6}
 MAX_LINES = 400
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from cudnn_rnn.bindings.enums import DataType, MathType, RNNMode
 from cudnn_rnn import tune
-from cudnn_rnn.matrix import baseline
+from cudnn_rnn.matrix import baseline, families
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.matrix.record import read_records
 from cudnn_rnn.reporting import load
@@ -23,7 +23,7 @@ def test_search_space_per_family():
     assert {d for d, _, _, _ in tune.search_space("bf16")} == {DataType.BFLOAT16}
     assert {p for _, p, _, _ in tune.search_space("fp16")} == {DataType.FLOAT, DataType.HALF}
     assert len(set(tune.search_space("any"))) == 64
-    assert {a for *_, a in tune.search_space("tf32")} == set(tune.ALGOS)
+    assert {a for *_, a in tune.search_space("tf32")} == set(families.ALGOS)
 
 
 def test_candidates_start_with_the_fp32_baseline():

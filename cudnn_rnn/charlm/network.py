@@ -117,19 +117,32 @@ def zero_state(cfg, xp=np):
     return xp.zeros(cfg.h_shape()), (xp.zeros(cfg.c_shape()) if cfg.mode == RNNMode.LSTM else None)
 
 
-def reference_logits(model: CharLM, codes, xp=np, chunk: int = 32):
-    """float64 logits of the network on (T, B) codes from a zero state, ``chunk`` sequences
-    at a time (the reference keeps every step for its backward pass)."""
-    T, B = np.shape(codes)
-    params = [reference.LayerParams(*[[None if a is None else xp.asarray(a) for a in part]
-                                      for part in (p.W, p.R, p.bW, p.bR)],
-                                    None if p.P is None else xp.asarray(p.P))
-              for p in model.rnn.params]
-    out = []
+def device_params(rnn: RNNWeights, xp) -> list:
+    """The module's LayerParams as ``xp`` arrays."""
+    return [reference.LayerParams(*[[None if a is None else xp.asarray(a) for a in part]
+                                    for part in (p.W, p.R, p.bW, p.bR)],
+                                  None if p.P is None else xp.asarray(p.P))
+            for p in rnn.params]
+
+
+def reference_outputs(rnn: RNNWeights, x, xp=np, chunk: int = 32) -> dict:
+    """float64 y, hy, cy of the module on (T, B, input) ``x`` from a zero state, ``chunk``
+    sequences at a time (the reference keeps every step for its backward pass)."""
+    T, B = x.shape[:2]
+    params = device_params(rnn, xp)
+    parts = []
     for b in range(0, B, chunk):
-        part = xp.asarray(codes)[:, b:b + chunk]
-        cfg = model.rnn.config(T, part.shape[1])
+        part = xp.asarray(x[:, b:b + chunk], dtype=xp.float64)
+        cfg = rnn.config(T, part.shape[1])
         hx, cx = zero_state(cfg, xp)
-        y = reference.forward(cfg, params, embed(model, part, xp), hx, cx).y
-        out.append(decode(model, y, xp))
-    return xp.concatenate(out, axis=1)
+        f = reference.forward(cfg, params, part, hx, cx)
+        parts.append((f.y, f.hy, f.cy))
+    y, hy = (xp.concatenate([p[i] for p in parts], axis=1) for i in (0, 1))
+    cy = None if parts[0][2] is None else xp.concatenate([p[2] for p in parts], axis=1)
+    return {"y": y, "hy": hy, "cy": cy}
+
+
+def reference_logits(model: CharLM, codes, xp=np, chunk: int = 32):
+    """float64 logits of the network on (T, B) codes from a zero state."""
+    y = reference_outputs(model.rnn, embed(model, codes, xp), xp, chunk)["y"]
+    return decode(model, y, xp)

@@ -111,21 +111,58 @@ def draw(cfg: RNNConfig, entries: list, weight_space: int, init: str, seed: int,
 
 
 def _draw_weights(cfg, entries, weight_space, init, seed, xp=np) -> tuple:
-    dt = cfg.data_type
-    item = dtypes.itemsize(dt)
-    image = xp.zeros(weight_space, dtype=xp.uint8)
     rng = generator(seed, xp)
     scale = 1.0 / np.sqrt(cfg.hidden_size)
-    host = {}
+    drawn = {}
     for e in entries:
         if init == "sample":
             values = xp.full(e.shape, 1.0 / e.size if e.kind == "matrix" else 1.0)
         else:
             values = uniform(e.shape, scale, rng)
+        drawn[(e.pseudo_layer, e.lin_id, e.kind)] = values
+    return image(cfg, entries, weight_space, drawn, xp)
+
+
+def image(cfg, entries, weight_space: int, arrays: dict, xp=np) -> tuple:
+    """(the weight space's bytes, the float64 values they hold by key) for ``arrays`` by
+    (pseudo_layer, lin_id, kind): each entry rounded to the data type at its offset;
+    bytes between entries are 0. KeyError or ValueError if an entry is missing or misshapen."""
+    dt = cfg.data_type
+    item = dtypes.itemsize(dt)
+    out = xp.zeros(weight_space, dtype=xp.uint8)
+    host = {}
+    for e in entries:
+        key = (e.pseudo_layer, e.lin_id, e.kind)
+        values = xp.asarray(arrays[key])
+        if values.shape != e.shape:
+            raise ValueError(f"weight {key} has shape {values.shape}, cuDNN's is {e.shape}")
         bits = dtypes.encode(values, dt)
-        image[e.offset:e.offset + e.size * item] = bits.reshape(-1).view(xp.uint8)
-        host[(e.pseudo_layer, e.lin_id, e.kind)] = dtypes.decode(bits, dt)
-    return image, host
+        out[e.offset:e.offset + e.size * item] = bits.reshape(-1).view(xp.uint8)
+        host[key] = dtypes.decode(bits, dt)
+    return out, host
+
+
+def place(flow, arrays: dict, io: dict) -> None:
+    """Replace what a flow drew with given values: the weights ``arrays`` by (pseudo_layer,
+    lin_id, kind) (as :func:`image` takes them) and the inputs ``io`` (x, hx, and cx for
+    LSTM; (T, B, features) and (layers x dirs, B, features) float64). Rounded to the data
+    type; the flow's float64 copies are what the device then holds. The flow must have run
+    its ``weights`` stage and have equal-length, sequence-major inputs (as its buffers
+    are (T, B, features) in memory then)."""
+    cfg, cp = flow.cfg, flow.cp
+    if not cfg.equal_lengths or flow.batch_major("x"):
+        raise ValueError("given values need equal lengths and a sequence-major layout")
+    with flow.stream:
+        img, host = image(cfg, flow.entries, flow.sizes["weight_space"], arrays, cp)
+        flow.buf["w"][:img.size] = img
+    flow.host["weights"] = host
+    for name, values in io.items():
+        bits = np.ascontiguousarray(dtypes.encode(np.asarray(values), cfg.data_type))
+        raw = bits.reshape(-1).view(np.uint8)
+        if raw.size != flow.buf[name].size:
+            raise ValueError(f"{name} has {np.shape(values)}, the flow's holds {raw.size} bytes")
+        flow.buf[name].set(raw, stream=flow.stream)
+        flow.host[name] = dtypes.decode(bits, cfg.data_type)
 
 
 def _draw_io(cfg, init, seed) -> tuple[dict, dict]:

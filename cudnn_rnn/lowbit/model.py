@@ -67,7 +67,8 @@ def unstack(cfg: RNNConfig, stacked: list[Stacked]) -> list[LayerParams]:
 @dataclass(frozen=True)
 class GemmScales:
     """Scales of one quantized GEMM: ``act`` for the activation operand (per tensor) and
-    ``weight`` for the weight: a float (E4M3), or one per weight row, shape (rows,) (INT8)."""
+    ``weight`` for the weight: a float (per tensor: E4M3 by default), or one per weight row,
+    shape (rows,) (per output channel: INT8, and E4M3 when a plan asks for it)."""
     act: float
     weight: float | np.ndarray
 
@@ -85,20 +86,34 @@ class QuantPlan:
 
 
 # ---------------------------------------------------------------------------- one GEMM
+def weight_column(scales: GemmScales):
+    """A weight scale as it broadcasts over ``w[out, in]``: (out, 1) per channel, else a
+    scalar."""
+    w_scale = np.asarray(scales.weight, dtype=np.float64)
+    return w_scale.reshape(-1, 1) if w_scale.ndim else w_scale
+
+
 def gemm(a: np.ndarray, w: np.ndarray, scales: GemmScales | None, fmt: str | None) -> np.ndarray:
     """``a @ w.T`` for a (M, K) and w (N, K): in float64 when ``scales`` is None, else as
-    the 8-bit engine computes it from quantized operands (see the module docstring)."""
+    the 8-bit engine computes it from quantized operands (see the module docstring). numpy
+    or cupy; on the GPU the INT8 products are summed in float64, exact as long as K * 127**2
+    < 2**53 (as the int32 sum is for K <= quant.INT8_GEMM_SAFE_K)."""
     if scales is None:
         return a @ w.T
+    xp = array_module(a)
+    w_col = weight_column(scales)
+    out_scale = xp.asarray(scales.act * np.ravel(scales.weight) if w_col.ndim
+                           else scales.act * float(w_col))
     if fmt == "int8":
-        w_scale = np.asarray(scales.weight, dtype=np.float64)
         a_q = quant.quantize_int8(a, scales.act)
-        w_q = quant.quantize_int8(w, w_scale.reshape(-1, 1))
-        return quant.gemm_int32(a_q, w_q.T) * (scales.act * w_scale)
+        w_q = quant.quantize_int8(w, w_col)
+        if xp is np:
+            return quant.gemm_int32(a_q, w_q.T) * out_scale
+        return (a_q.astype(xp.float64) @ w_q.astype(xp.float64).T) * out_scale
     if fmt == "e4m3":
-        a_8 = quant.decode_e4m3(quant.quantize_e4m3(a, scales.act)).astype(np.float64)
-        w_8 = quant.decode_e4m3(quant.quantize_e4m3(w, scales.weight)).astype(np.float64)
-        return (a_8 @ w_8.T) * (scales.act * scales.weight)
+        a_8 = quant.decode_e4m3(quant.quantize_e4m3(a, scales.act)).astype(xp.float64)
+        w_8 = quant.decode_e4m3(quant.quantize_e4m3(w, w_col)).astype(xp.float64)
+        return (a_8 @ w_8.T) * out_scale
     raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
 
 
@@ -178,6 +193,12 @@ def forward(cfg: RNNConfig, stacked: list[Stacked], x, hx, cx=None,
 
 
 # ---------------------------------------------------------------------------- scales
+def observe(cfg: RNNConfig, stacked: list[Stacked], x, hx, cx, fn) -> None:
+    """Run the float64 network and call ``fn(pseudo_layer, gemm_name, operand)`` with every
+    activation operand of every GEMM, in order (numpy or cupy, as the inputs)."""
+    _run(cfg, stacked, x, hx, cx, None, fn)
+
+
 def calibrate(cfg: RNNConfig, stacked: list[Stacked], x, hx, cx=None) -> dict:
     """max |operand| of each GEMM's activation over a float64 run: ``{"input": [...],
     "recurrent": [...], "projection": [...]}``, one float per pseudo-layer. Runs in numpy,
@@ -186,27 +207,31 @@ def calibrate(cfg: RNNConfig, stacked: list[Stacked], x, hx, cx=None) -> dict:
     every hh fed to P. None where that GEMM does not exist (SKIP_INPUT's W, no P)."""
     seen = {name: [None] * len(stacked) for name in GEMMS}
 
-    def observe(k, name, a):
+    def seen_max(k, name, a):
         m = float(quant.amax(a))
         seen[name][k] = m if seen[name][k] is None else max(seen[name][k], m)
 
-    _run(cfg, stacked, x, hx, cx, None, observe)
+    observe(cfg, stacked, x, hx, cx, seen_max)
     return seen
 
 
-def _weight_scale(w: np.ndarray, fmt: str):
-    if fmt == "int8":
-        return np.asarray(quant.int8_scale(quant.amax(w, axis=0))).ravel()
-    return float(quant.e4m3_scale(quant.amax(w)))
+def _weight_scale(w: np.ndarray, fmt: str, channel: bool):
+    rule = quant.int8_scale if fmt == "int8" else quant.e4m3_scale
+    if channel:
+        return np.asarray(rule(quant.amax(w, axis=0))).ravel()
+    return float(rule(quant.amax(w)))
 
 
 def plan(cfg: RNNConfig, stacked: list[Stacked], amaxes: dict, fmt: str,
-         parts: str) -> QuantPlan:
-    """Scales by max calibration: an activation's from its ``amaxes`` entry (from
-    :func:`calibrate`), a weight's from the weight (per row for INT8, per tensor for E4M3)."""
+         parts: str, channel: bool | None = None) -> QuantPlan:
+    """Scales: an activation's from its ``amaxes`` entry (max |x| from :func:`calibrate`, or
+    the threshold another calibration method chose: values beyond it saturate), a weight's
+    from the weight's max |w|, per output channel (row) when ``channel`` is true, else per
+    tensor; ``channel=None`` is per channel for INT8 and per tensor for E4M3."""
     if fmt not in FORMATS or parts not in PARTS:
         raise ValueError(f"fmt must be in {FORMATS} and parts in {PARTS}, got {fmt!r}, {parts!r}")
     act_scale = quant.int8_scale if fmt == "int8" else quant.e4m3_scale
+    channel = fmt == "int8" if channel is None else channel
     chosen = {"input": parts in ("input", "both"),
               "recurrent": parts in ("recurrent", "both")}
     chosen["projection"] = chosen["recurrent"]
@@ -217,7 +242,7 @@ def plan(cfg: RNNConfig, stacked: list[Stacked], amaxes: dict, fmt: str,
         for k, s in enumerate(stacked):
             w = weights[name](s)
             per_layer.append(None if w is None or not chosen[name] else GemmScales(
-                act=float(act_scale(amaxes[name][k])), weight=_weight_scale(w, fmt)))
+                act=float(act_scale(amaxes[name][k])), weight=_weight_scale(w, fmt, channel)))
         scales[name] = tuple(per_layer)
     return QuantPlan(fmt=fmt, parts=parts, **scales)
 
@@ -230,8 +255,8 @@ def weights_dequantized(stacked: list[Stacked], plan: QuantPlan) -> list[Stacked
         if scales is None:
             return w
         if plan.fmt == "int8":
-            return quant.fake_quant_int8(w, np.reshape(scales.weight, (-1, 1)))
-        return quant.fake_quant_e4m3(w, scales.weight)
+            return quant.fake_quant_int8(w, weight_column(scales))
+        return quant.fake_quant_e4m3(w, weight_column(scales))
 
     return [Stacked(W=image(s.W, plan.input[k]), R=image(s.R, plan.recurrent[k]),
                     bW=s.bW, bR=s.bR, P=image(s.P, plan.projection[k]))

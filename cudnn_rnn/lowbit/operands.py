@@ -18,7 +18,7 @@ import numpy as np
 from cudnn_rnn.bindings.enums import DataType
 from cudnn_rnn.engine import dtypes
 from cudnn_rnn.lowbit import quant
-from cudnn_rnn.lowbit.model import GemmScales, QuantPlan, Stacked
+from cudnn_rnn.lowbit.model import GemmScales, QuantPlan, Stacked, weight_column
 
 FLOAT_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 EIGHT_BIT = {"int8": "int8", "e4m3": "fp8"}  # a plan's format -> the GEMM precision
@@ -53,17 +53,16 @@ def weight_operand(w: np.ndarray, precision: str, scales: GemmScales | None) -> 
         return Operand(precision, codes, dtypes.decode(codes, DataType.BFLOAT16), ones, 1.0)
     if scales is None:
         raise ValueError(f"an {precision} GEMM needs scales")
+    w_col = weight_column(scales)  # per output channel (rows, 1) or per tensor
     if precision == "int8":
-        w_scale = np.asarray(scales.weight, dtype=np.float64).reshape(-1, 1)
-        codes = quant.quantize_int8(w, w_scale)
-        seen = quant.dequantize_int8(codes, w_scale)
-        dq = (scales.act * w_scale.ravel()).astype(np.float32)
+        codes = quant.quantize_int8(w, w_col)
+        seen = quant.dequantize_int8(codes, w_col)
     elif precision == "fp8":
-        codes = quant.quantize_e4m3(w, scales.weight)
-        seen = quant.dequantize_e4m3(codes, scales.weight)
-        dq = np.full(rows, scales.act * float(scales.weight), dtype=np.float32)
+        codes = quant.quantize_e4m3(w, w_col)
+        seen = quant.dequantize_e4m3(codes, w_col)
     else:
         raise ValueError(f"unknown precision {precision!r}")
+    dq = np.broadcast_to(scales.act * w_col.ravel(), (rows,)).astype(np.float32)
     return Operand(precision, codes, seen, dq, float(scales.act))
 
 

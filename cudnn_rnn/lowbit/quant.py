@@ -14,6 +14,8 @@ these functions, so every rounding rule is stated and exact:
 * A scale is per tensor (a scalar) or per output channel: ``amax(w, axis=0)`` of a weight
   ``w[out, in]`` has shape ``[out, 1]`` and so broadcasts over ``w``'s rows; ``.ravel()``
   gives the length-``out`` vector a GEMM epilogue takes.
+* The rules take numpy or cupy arrays (the float64 twin then runs on the GPU); scales are
+  numpy (they come from calibration on the host) and are checked there.
 """
 import numpy as np
 
@@ -67,15 +69,18 @@ def int8_scale(amax_):
 def quantize_int8(x, scale) -> np.ndarray:
     """int8 codes ``clip(rint(x / scale), -127, 127)``, rounding half to even; ``scale``
     broadcasts against ``x``. ±inf clip to ±127; a NaN in ``x`` raises ValueError."""
-    x = np.asarray(x, dtype=np.float64)
-    if np.isnan(x).any():
+    xp = array_module(x)
+    x = xp.asarray(x, dtype=xp.float64)
+    if bool(xp.isnan(x).any()):
         raise ValueError("NaN has no int8 code")
-    return np.clip(np.rint(x / _check_scale(scale)), -INT8_MAX, INT8_MAX).astype(np.int8)
+    scale = xp.asarray(_check_scale(scale))
+    return xp.clip(xp.rint(x / scale), -INT8_MAX, INT8_MAX).astype(xp.int8)
 
 
 def dequantize_int8(q, scale) -> np.ndarray:
     """``q * scale`` in float64."""
-    return np.asarray(q, dtype=np.float64) * _check_scale(scale)
+    xp = array_module(q)
+    return xp.asarray(q, dtype=xp.float64) * xp.asarray(_check_scale(scale))
 
 
 def gemm_int32(a_q, b_q) -> np.ndarray:
@@ -109,7 +114,9 @@ _E4M3 = _e4m3_table()
 def decode_e4m3(codes) -> np.ndarray:
     """float32 values of E4M3 codes (uint8): subnormal (exponent field 0)
     ``(-1)**s * 2**-6 * m/8``, normal ``(-1)**s * 2**(e-7) * (1 + m/8)``; 0x7F/0xFF NaN."""
-    return _E4M3[np.asarray(codes, dtype=np.uint8)]
+    xp = array_module(codes)
+    table = _E4M3 if xp is np else xp.asarray(_E4M3)
+    return table[xp.asarray(codes, dtype=xp.uint8)]
 
 
 def encode_e4m3(x, saturate: bool = True) -> np.ndarray:
@@ -121,19 +128,20 @@ def encode_e4m3(x, saturate: bool = True) -> np.ndarray:
     the step 480 beyond it) rounds to 448 by the tie rule. Beyond that, and for ±inf,
     ``saturate=True`` (``__NV_SATFINITE``, the conversion cuBLASLt-side kernels use) gives
     ±448 (0x7E/0xFE), ``saturate=False`` NaN with the sign (0x7F/0xFF). NaN gives 0x7F."""
-    x = np.asarray(x, dtype=np.float64)
-    a = np.abs(x)
-    a = np.where(np.isfinite(a), a, 0.0)
+    xp = array_module(x)
+    x = xp.asarray(x, dtype=xp.float64)
+    a = xp.abs(x)
+    a = xp.where(xp.isfinite(a), a, 0.0)
     # unbiased exponent; the subnormals and 0 share the quantum 2**-9 of exponent -6
-    ex = np.where(a < 2.0 ** -6, -6, np.frexp(a)[1] - 1)
-    n = np.rint(np.ldexp(a, 3 - ex)).astype(np.int64)  # in [8, 16] (normal), [0, 8] (sub)
+    ex = xp.where(a < 2.0 ** -6, -6, xp.frexp(a)[1] - 1).astype(xp.int64)
+    n = xp.rint(xp.ldexp(a, (3 - ex).astype(xp.int32))).astype(xp.int64)  # [8, 16] normal, [0, 8] sub
     # consecutive magnitude codes are consecutive grid points, so n's parity is the code's
     # and n == 16 carries into the next exponent's mantissa 0
     mag = (ex + 6) * 8 + n
-    over = (mag > 0x7E) | np.isinf(x)
-    mag = np.where(over, 0x7E if saturate else 0x7F, mag)
-    code = np.where(np.isnan(x), 0x7F, mag | (np.signbit(x).astype(np.int64) << 7))
-    return code.astype(np.uint8)
+    over = (mag > 0x7E) | xp.isinf(x)
+    mag = xp.where(over, 0x7E if saturate else 0x7F, mag)
+    code = xp.where(xp.isnan(x), 0x7F, mag | (xp.signbit(x).astype(xp.int64) << 7))
+    return code.astype(xp.uint8)
 
 
 def e4m3_scale(amax_):
@@ -143,12 +151,15 @@ def e4m3_scale(amax_):
 
 def quantize_e4m3(x, scale) -> np.ndarray:
     """``encode_e4m3(x / scale)``, saturating (NaN stays NaN, 0x7F)."""
-    return encode_e4m3(np.asarray(x, dtype=np.float64) / _check_scale(scale), saturate=True)
+    xp = array_module(x)
+    return encode_e4m3(xp.asarray(x, dtype=xp.float64) / xp.asarray(_check_scale(scale)),
+                       saturate=True)
 
 
 def dequantize_e4m3(codes, scale) -> np.ndarray:
     """``decode_e4m3(codes) * scale`` in float64."""
-    return decode_e4m3(codes).astype(np.float64) * _check_scale(scale)
+    xp = array_module(codes)
+    return decode_e4m3(codes).astype(xp.float64) * xp.asarray(_check_scale(scale))
 
 
 # ---------------------------------------------------------------- the float64 model

@@ -1,0 +1,192 @@
+"""The precision table's job: every configuration on one model's weights and inputs.
+
+A *source* is the shipped character model (``{"model": path}``: the held-out slice is the
+batch, the task metric is bits per character and top-1 accuracy, the calibration slice
+of training text calibrates), or a user's recurrent module (``{"weights": path, "inputs":
+path, "calibration": path or None}``: output agreement instead of a task metric,
+calibrated on ``calibration`` or else on the inputs themselves, which the record says).
+
+:func:`precision_table` (a worker job, in one process and CUDA context) runs, in order:
+
+1. the float64 reference on the GPU (:func:`cudnn_rnn.charlm.network.reference_outputs`);
+2. every cuDNN configuration of the FP32, TF32, FP16 and BF16 families
+   (:mod:`cudnn_rnn.matrix.families`), FP32 first (:func:`.rows.cudnn_row`); the fastest
+   verified FP32 one is the baseline the others' agreement and speed-up are measured on;
+3. calibration: histograms of every GEMM's activation operand in a float64 run on the
+   calibration batch, and each method's thresholds per format
+   (:mod:`cudnn_rnn.lowbit.calibration`);
+4. the GEMM engine in FP16, then INT8 and FP8 E4M3 on each part (input, recurrent, both)
+   with each calibration method (:func:`.rows.engine_row`).
+
+Each verified record gets its metrics (:func:`metrics`); :func:`summarise` picks the rows
+the table shows.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from cudnn_rnn import bindings
+from cudnn_rnn.charlm import corpus, files, network, statedict
+from cudnn_rnn.charlm.rows import cudnn_row, engine_row
+from cudnn_rnn.check import reference
+from cudnn_rnn.check.verify import relative_error
+from cudnn_rnn.engine.descriptors import Handle
+from cudnn_rnn.engine.gpu import cupy_or_raise
+from cudnn_rnn.lowbit import calibration, model
+from cudnn_rnn.matrix import families
+from cudnn_rnn.matrix.jobs import job
+from cudnn_rnn.matrix.record import ranked_timing, same_basis_ratio
+
+FLOAT_FAMILIES = ("fp32", "tf32", "fp16", "bf16")
+EIGHT_BIT = {"int8": "int8", "e4m3": "fp8"}  # engine format -> table family
+CALIBRATION_SEQ, CALIBRATION_BATCH = network.EVAL_SEQ, 64
+
+
+@dataclass
+class Source:
+    name: str
+    rnn: statedict.RNNWeights
+    x: np.ndarray  # (T, B, input) float64
+    x_calibration: np.ndarray
+    calibrated_on: str
+    charlm: network.CharLM | None = None
+    targets: np.ndarray | None = None  # (T, B) codes (the character model)
+
+
+def load_source(spec: dict) -> Source:
+    """The model and batch ``spec`` names (see the module docstring); BadModel if wrong."""
+    if "model" in spec:
+        m = network.load(spec["model"])
+        inputs, targets = corpus.batch(network.slice_codes("heldout"), network.EVAL_SEQ,
+                                       network.EVAL_BATCH)
+        cal, _ = corpus.batch(network.slice_codes("calibration"), CALIBRATION_SEQ,
+                              CALIBRATION_BATCH)
+        return Source(f"{m.meta.get('cell', 'model')} character model", m.rnn,
+                      network.embed(m, inputs), network.embed(m, cal),
+                      "calibration.txt (training text)", m, targets)
+    rnn = statedict.from_state(files.read_weights(spec["weights"]), str(spec["weights"]),
+                               plain_cell=spec.get("plain_cell") or statedict.RNNMode.RNN_TANH)
+    x = files.read_inputs(spec["inputs"]).astype(np.float64)
+    cal = x if not spec.get("calibration") else \
+        files.read_inputs(spec["calibration"]).astype(np.float64)
+    for what, a in (("inputs", x), ("calibration", cal)):
+        if a.shape[2] != rnn.input_size:
+            raise statedict.BadModel(f"{spec[what] if what in spec and spec[what] else spec['inputs']}: "
+                                     f"{what} have {a.shape[2]} features per step; the module "
+                                     f"takes {rnn.input_size}")
+    return Source(str(spec["weights"]), rnn, x, cal,
+                  str(spec["calibration"]) if spec.get("calibration") else
+                  f"{spec['inputs']} (the inputs themselves: no calibration batch was given)")
+
+
+def _state(cfg, xp):
+    return network.zero_state(cfg, xp)
+
+
+def metrics(src: Source, out: dict, base: dict | None, cp) -> dict:
+    """The task metric of outputs ``out`` and their agreement with the FP32 baseline's."""
+    m = {}
+    if src.charlm is not None:
+        logits = network.decode(src.charlm, out["y"], cp)
+        m.update(network.evaluate(logits, src.targets))
+        if base is not None:
+            other = network.decode(src.charlm, base["y"], cp)
+            m["agreement"] = float((logits.argmax(-1) == other.argmax(-1)).mean())
+            m["max_dlogit"] = float(cp.abs(logits - other).max())
+    elif base is not None:
+        m["error_vs_fp32"] = relative_error(out["y"], base["y"])
+        m["max_doutput"] = float(cp.abs(out["y"] - base["y"]).max())
+    return m
+
+
+def _ms(rec: dict) -> float | None:
+    t, _ = ranked_timing(rec, "forward_inference")
+    return None if t is None else t["median_ms"]
+
+
+@job
+def precision_table(spec: dict, reps: int = 20, warmup: int = 3, budget_s: float = 0.1,
+                    methods: tuple = calibration.METHODS, formats: tuple = model.FORMATS,
+                    parts: tuple = model.PARTS) -> dict:
+    """Every configuration's record on ``spec``'s model (see the module docstring)."""
+    cp = cupy_or_raise()
+    lib = bindings.load()
+    started = time.monotonic()
+    src = load_source(spec)
+    T, B, _ = src.x.shape
+    cfg = src.rnn.config(T, B)
+    hx, cx = _state(cfg, np)
+    io = {"x": src.x, "hx": hx} | ({"cx": cx} if cx is not None else {})
+    io_dev = {k: cp.asarray(v) for k, v in io.items()}
+    ref = network.reference_outputs(src.rnn, io_dev["x"], cp)
+    phases = {"reference": round(time.monotonic() - started, 2)}
+    records, base, base_out = [], None, None
+    arrays = reference.arrays_from_params(cfg, src.rnn.params)
+    with Handle(lib) as handle:
+        for family in FLOAT_FAMILIES:
+            kept = []
+            for choice in families.search_space(family):
+                rec, out = cudnn_row(lib, handle, src.rnn, arrays, io, ref, choice, family,
+                                     reps, warmup, budget_s)
+                records.append(rec)
+                if out is not None:
+                    kept.append((rec, out))
+            if family == "fp32":
+                timed = [(r, o) for r, o in kept if _ms(r) is not None]
+                base, base_out = min(timed, key=lambda ro: (_ms(ro[0]), ro[0]["id"])) \
+                    if timed else (None, None)
+            for rec, out in kept:
+                rec["metrics"] = metrics(src, out, base_out, cp)
+            del kept
+    phases["cudnn"] = round(time.monotonic() - started - sum(phases.values()), 2)
+    stacked = model.stack(cfg, src.rnn.params)
+    stacked_dev = [model.Stacked(*(None if a is None else cp.asarray(a)
+                                   for a in (s.W, s.R, s.bW, s.bR, s.P))) for s in stacked]
+    cal_cfg = src.rnn.config(*src.x_calibration.shape[:2])
+    chx, ccx = _state(cal_cfg, cp)
+    hists = calibration.collect(lambda fn: model.observe(
+        cal_cfg, stacked_dev, cp.asarray(src.x_calibration), chx, ccx, fn))
+    chosen = {fmt: {m: calibration.thresholds(hists, m, fmt) for m in methods} for fmt in formats}
+    phases["calibration"] = round(time.monotonic() - started - sum(phases.values()), 2)
+    runs = [(None, None, None)] + [(f, p, m) for f in formats for p in parts for m in methods]
+    for fmt, part, method in runs:
+        rec, out = engine_row(cfg, stacked, stacked_dev, io_dev, ref, fmt, part, method,
+                              chosen[fmt][method] if fmt else None, reps, warmup, budget_s)
+        if out is not None:
+            rec["metrics"] = metrics(src, out, base_out, cp)
+        records.append(rec)
+    phases["engine"] = round(time.monotonic() - started - sum(phases.values()), 2)
+    ref_metrics = metrics(src, ref, base_out, cp)
+    return {"source": {"name": src.name, "calibrated_on": src.calibrated_on,
+                       "task": "next character" if src.charlm is not None else None,
+                       "shape": cfg.as_record()["shape"] | {"cell": cfg.mode.name,
+                                                           "direction": cfg.direction.name},
+                       "recorded": (src.charlm.meta.get("heldout") if src.charlm else None)},
+            "reference": ref_metrics, "baseline": base["id"] if base else None,
+            "thresholds": chosen, "records": records, "phases_s": phases,
+            "methods": list(methods), "formats": list(formats), "parts": list(parts),
+            "wall_s": round(time.monotonic() - started, 2),
+            "library": lib.describe(), "cublaslt": _cublaslt()}
+
+
+def _cublaslt() -> dict | None:
+    from cudnn_rnn.bindings import cublaslt
+    try:
+        return cublaslt.load().describe()
+    except Exception as exc:  # the engine's rows then carry the same failure
+        return {"error": str(exc)}
+
+
+def speedup(base: dict | None, rec: dict) -> float | None:
+    """The FP32 baseline's time over ``rec``'s, replays over replays where both were
+    captured, else plain over plain."""
+    if base is None:
+        return None
+    def pair(r):
+        g = (r.get("graph_timings") or {}).get("forward_inference")
+        t = (r.get("timings") or {}).get("forward_inference")
+        return (g or {}).get("median_ms"), (t or {}).get("median_ms")
+    return same_basis_ratio(*pair(base), *pair(rec))

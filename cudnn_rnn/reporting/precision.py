@@ -1,0 +1,206 @@
+"""precision.md and precision.html: the precision table of one model, from its JSON.
+
+The JSON (written by ``python -m cudnn_rnn.precision``) holds the job's records, the
+summary (:mod:`cudnn_rnn.charlm.summary`: which rows, targets, the answer) and provenance;
+this module only renders it. The page is self-contained (inline CSS and SVG).
+"""
+from __future__ import annotations
+
+from html import escape
+
+from tabulate import tabulate
+
+from cudnn_rnn.reporting.html import CSS
+from cudnn_rnn.reporting.markdown import PROVENANCE_KEYS
+
+NAMES = {"fp32": "FP32 (true, FMA)", "tf32": "TF32", "fp16": "FP16", "bf16": "BF16",
+         "int8": "INT8", "fp8": "FP8 E4M3"}
+
+
+def _f(x, spec):
+    return "" if x is None else format(x, spec)
+
+
+def _precision(r: dict) -> str:
+    name = NAMES.get(r["family"], r["family"])
+    if r["engine"] == "cuBLASLt" and r.get("calibration"):
+        return f"{name} {r['parts']}"
+    return name + (" (engine)" if r["engine"] == "cuBLASLt" else "")
+
+
+def _config(r: dict) -> str:
+    return r["label"] + (f", {r['calibration']} calibration" if r.get("calibration") else "")
+
+
+def table_rows(doc: dict) -> tuple[list, list]:
+    """(headers, rows) of the precision table as the markdown prints it."""
+    s, ref = doc["summary"], doc["result"]["reference"]
+    task = s["task"]
+    if task:
+        headers = ["precision", "configuration", "ms/batch", "timed as", "µs/sequence",
+                   "x FP32", "bits/char", "Δ bits/char", "top-1", "agrees with FP32",
+                   "max |Δ logit|"]
+        rows = [["float64 reference", "cudnn_rnn.check.reference (numpy/cupy)", "", "", "",
+                 "", _f(ref.get("bpc"), ".4f"), "", _f(ref.get("top1"), ".4f"),
+                 _f(ref.get("agreement"), ".4%"), _f(ref.get("max_dlogit"), ".2e")]]
+    else:
+        headers = ["precision", "configuration", "ms/batch", "timed as", "µs/sequence",
+                   "x FP32", "error vs float64", "error vs FP32", "max |Δ output|"]
+        rows = []
+    for r in s["rows"]:
+        head = [_precision(r), _config(r), _f(r["ms"], ".4f"), r["basis"] or "",
+                _f(r["us_per_sequence"], ".2f"), _f(r["speedup_fp32"], ".2f")]
+        if task:
+            rows.append(head + [_f(r.get("bpc"), ".4f"), _f(r.get("dbpc_pct"), "+.3f") + " %"
+                                if r.get("dbpc_pct") is not None else "",
+                                _f(r.get("top1"), ".4f"), _f(r.get("agreement"), ".4%"),
+                                _f(r.get("max_dlogit"), ".3f")])
+        else:
+            rows.append(head + [_f(r.get("error_fp64"), ".2e"), _f(r.get("error_vs_fp32"), ".2e"),
+                                _f(r.get("max_doutput"), ".3e")])
+    return headers, rows
+
+
+def calibration_rows(doc: dict) -> tuple[list, list]:
+    """Every calibration method per 8-bit format and part: Δ bits/char (or error vs FP32)."""
+    s = doc["summary"]
+    methods = sorted({m for cal in s["calibration"].values() for m in cal},
+                     key=lambda m: doc["result"]["methods"].index(m))
+    key = "dbpc_pct" if s["task"] else "error_vs_fp32"
+    rows = []
+    for part, cal in s["calibration"].items():
+        best = min((r[key] for r in cal.values() if r.get(key) is not None), default=None)
+        rows.append([part] + [("**" if cal[m].get(key) == best else "") +
+                              (_f(cal[m].get(key), "+.3f" if s["task"] else ".2e"))
+                              + ("**" if cal[m].get(key) == best else "")
+                              if m in cal else "not verified" for m in methods])
+    return ["format/part"] + methods, rows
+
+
+def answer_text(doc: dict) -> str:
+    """The seeds' question answered in words for this model, GPU and cuDNN."""
+    s, prov = doc["summary"], doc["provenance"]
+    rows = {r["id"]: r for r in s["rows"]}
+    where = f"On {prov.get('gpu')} with cuDNN {prov.get('cudnn_version')}, for {doc['result']['source']['name']}"
+    a = s.get("answer")
+    if not a:
+        return where + ": no configuration verified, so there is nothing to deploy."
+    fastest = rows[a["fastest"]]
+    if not s["task"]:
+        return (f"{where}: the fastest verified configuration is {_precision(fastest)} "
+                f"({_config(fastest)}), {_f(fastest['speedup_fp32'], '.2f')}x true FP32, "
+                f"its outputs {_f(fastest.get('error_vs_fp32'), '.1e')} (relative) from FP32's.")
+    deploy = rows.get(a["deploy"]) if a["deploy"] else None
+    text = [where + ":"]
+    if deploy:
+        text.append(f"deploy {_precision(deploy)} ({_config(deploy)}): "
+                    f"{_f(deploy['ms'], '.3f')} ms per batch of {doc['result']['source']['shape']['batch']}, "
+                    f"{_f(deploy['speedup_fp32'], '.2f')}x true FP32, at "
+                    f"{_f(deploy.get('dbpc_pct'), '+.3f')} % bits per character "
+                    f"({_f(deploy.get('agreement'), '.2%')} of its top-1 predictions equal FP32's).")
+    if fastest is not deploy:
+        text.append(f"The fastest row, {_precision(fastest)} ({_config(fastest)}), "
+                    f"{_f(fastest['speedup_fp32'], '.2f')}x FP32, costs "
+                    f"{_f(fastest.get('dbpc_pct'), '+.3f')} % bits per character, outside its target.")
+    for fam, t in (s.get("targets") or {}).items():
+        if t.get("met") is None:
+            text.append(f"{NAMES[fam]}: {t['reason']}.")
+            continue
+        best = rows.get(t["best"])
+        how = f" ({_config(best)})" if best else ""
+        line = (f"{NAMES[fam]}: best {_f(t['dbpc_pct'], '+.3f')} %{how} against a target of "
+                f"{t['limit_pct']:g} %, {'met' if t['met'] else 'not met'}")
+        if "meeting" in t:
+            line += (f"; within it: {', '.join(t['meeting']) or 'none'}"
+                     f"; outside: {', '.join(t['missing']) or 'none'}")
+        text.append(line + ".")
+    return "\n".join(f"- {t}" if i else t for i, t in enumerate(text))
+
+
+def markdown(doc: dict) -> str:
+    res, s = doc["result"], doc["summary"]
+    src = res["source"]
+    shape = src["shape"]
+    headers, rows = table_rows(doc)
+    out = [f"# Precision table: {src['name']}", "",
+           f"{shape['cell']} {shape['layers']} layers, hidden {shape['hidden']}, input "
+           f"{shape['input']}, {shape['direction'].lower()}; batch {shape['batch']} sequences of "
+           f"{shape['seq']} steps from a zero state. Times are medians of CUDA-graph replays "
+           f"where captured (else plain calls) of the RNN forward alone; x FP32 compares "
+           f"like with like (replays with replays) and is measured in the same run. Every row "
+           f"verified before it was timed: cuDNN against the float64 reference, the 8-bit "
+           f"engine against its float64 twin (the same quantized network), within the bound "
+           f"in the JSON. 8-bit rows: activations per tensor (calibrated on "
+           f"{src['calibrated_on']}), weights per output channel, the other GEMMs in FP16; "
+           f"each shows its best calibration method.", "",
+           tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True), "",
+           "## Calibration", "",
+           ("Δ bits per character against FP32 (%)" if s["task"] else
+            "relative error of y against FP32") + " per method; the best in bold.", ""]
+    ch, cr = calibration_rows(doc)
+    out += [tabulate(cr, headers=ch, tablefmt="github", disable_numparse=True), "",
+            "## The answer", "", answer_text(doc), ""]
+    if src.get("recorded"):
+        rec = src["recorded"]
+        out += [f"The recorded float64 figure of the shipped model (at training time): "
+                f"{rec['bpc']:.6f} bits/char, top-1 {rec['top1']:.6f}; this run's reference: "
+                f"{res['reference']['bpc']:.6f}, {res['reference']['top1']:.6f}.", ""]
+    failed = s["not_verified_or_refused"]
+    out += [f"## Not verified or refused ({len(failed)})", ""]
+    out += [f"- {f['label']}: {f['outcome']}" + (f", {f['call']} -> {f['status']}" if f.get('call') else "")
+            + (f" ({f['reason']})" if f.get("reason") else "") for f in failed] or ["none"]
+    out += ["", "## Provenance", "", tabulate(
+        [(label, doc["provenance"][k]) for k, label in PROVENANCE_KEYS if doc["provenance"].get(k)]
+        + [("cuBLASLt", (res.get("cublaslt") or {}).get("version")),
+           ("job wall time (s)", res["wall_s"]), ("phases (s)", res["phases_s"])],
+        headers=("", ""), tablefmt="github", disable_numparse=True), ""]
+    return "\n".join(out)
+
+
+def chart(doc: dict) -> str:
+    """Speed-up over FP32 per row (bars), labelled with Δ bits/char (or error vs FP32)."""
+    s = doc["summary"]
+    rows = [r for r in s["rows"] if r.get("speedup_fp32") is not None]
+    if not rows:
+        return "<p>No timed row.</p>"
+    top = max(r["speedup_fp32"] for r in rows + [{"speedup_fp32": 1.0}]) * 1.15
+    left, bar, width = 230, 18, 640
+    height = len(rows) * (bar + 6) + 30
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 160}" height="{height}" '
+           f'role="img" aria-label="speed-up over true FP32 per precision">']
+    x1 = left + width / top
+    svg.append(f'<line x1="{x1:.1f}" x2="{x1:.1f}" y1="0" y2="{height - 20}" stroke="#6b7280" '
+               f'stroke-dasharray="4 3"/><text x="{x1:.1f}" y="{height - 6}" font-size="10" '
+               f'text-anchor="middle">1x FP32</text>')
+    for i, r in enumerate(rows):
+        y = 8 + i * (bar + 6)
+        w = r["speedup_fp32"] / top * width
+        within = r.get("dbpc_pct") is None or r["dbpc_pct"] <= (0.1 if r["family"] in ("fp16", "bf16", "tf32", "fp32") else 1.0)
+        colour = "#2ca02c" if within else "#d62728"
+        note = (f'{r["speedup_fp32"]:.2f}x, ' + (f'{r["dbpc_pct"]:+.3f} % bits/char'
+                if r.get("dbpc_pct") is not None else f'error {_f(r.get("error_vs_fp32"), ".1e")} vs FP32'))
+        svg.append(f'<text x="{left - 6}" y="{y + bar - 5}" font-size="11" text-anchor="end">'
+                   f'{escape(_precision(r))}</text><rect x="{left}" y="{y}" width="{w:.1f}" '
+                   f'height="{bar}" fill="{colour}"><title>{escape(_config(r))}</title></rect>'
+                   f'<text x="{left + w + 4:.1f}" y="{y + bar - 5}" font-size="11">{escape(note)}</text>')
+    svg.append("</svg>")
+    return "".join(svg)
+
+
+def html(doc: dict) -> str:
+    headers, rows = table_rows(doc)
+    ch, cr = calibration_rows(doc)
+    def tab(h, rs):
+        return ("<table><tr>" + "".join(f"<th>{escape(x)}</th>" for x in h) + "</tr>" +
+                "".join("<tr>" + "".join(f"<td>{escape(str(c)).replace('**', '')}</td>" for c in r)
+                        + "</tr>" for r in rs) + "</table>")
+    name = doc["result"]["source"]["name"]
+    prov = "".join(f"<tr><td>{escape(label)}</td><td>{escape(str(doc['provenance'][k]))}</td></tr>"
+                   for k, label in PROVENANCE_KEYS if doc["provenance"].get(k))
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Precision table: "
+            f"{escape(name)}</title><style>{CSS}</style></head><body>"
+            f"<h1>Precision table: {escape(name)}</h1>"
+            f"<h2>Speed-up over true FP32 (green: within the precision's accuracy target)</h2>"
+            f"{chart(doc)}<h2>Table</h2>{tab(headers, rows)}<h2>Calibration</h2>{tab(ch, cr)}"
+            f"<h2>The answer</h2><pre>{escape(answer_text(doc))}</pre>"
+            f"<h2>Provenance</h2><table class='prov'>{prov}</table></body></html>")
