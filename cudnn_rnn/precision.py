@@ -44,7 +44,8 @@ def build_parser() -> OneLineParser:
     p.add_argument("--methods", default=",".join(METHODS),
                    help=f"calibration methods, comma-separated (default {','.join(METHODS)})")
     p.add_argument("--out", default="results", help="results root (default results)")
-    p.add_argument("--name", help="the files' name after precision- (default: the model's)")
+    p.add_argument("--name", help="the files' name after precision- (default: gru for the "
+                   "shipped GRU, user-STEM for --weights STEM.pt; none for the shipped LSTM)")
     p.add_argument("--reps", type=positive_int, default=20, help="most timed calls per measurement")
     p.add_argument("--budget", type=positive_float, default=0.1,
                    help="about this many seconds of device time per measurement")
@@ -62,7 +63,7 @@ def _spec(args) -> tuple[dict, str]:
                 "inputs": str(Path(args.inputs).resolve()),
                 "calibration": str(Path(args.calibration).resolve()) if args.calibration else None,
                 "plain_cell": PLAIN_CELLS[args.plain_cell]}
-        return spec, args.name or Path(args.weights).stem
+        return spec, args.name or "user-" + Path(args.weights).stem
     return {"model": str(network.shipped(args.model))}, args.name or (
         "" if args.model == "lstm" else args.model)
 

@@ -37,8 +37,11 @@ from cudnn_rnn.matrix.cell import outcome_of, time_cell
 
 OUTPUTS = ("y", "hy", "cy")
 # engine vs its float64 twin: the FP16 GEMMs beside the 8-bit ones, FP32 sums, and the
-# 8-bit codes a last-bit difference moves across a rounding boundary
-TWIN_BOUNDS = {"int8": 2e-2, "e4m3": 4e-2}
+# 8-bit codes a last-bit difference moves across a rounding boundary, which E4M3's coarse
+# grid (steps of 1/8 to 1/16 of a value) makes larger. About 3x the largest seen on the H200
+# for the shipped LSTM (INT8 4.4e-3, E4M3 2.7e-2, both GEMMs); a wrong scale, layout or
+# kernel is off by O(1).
+TWIN_BOUNDS = {"int8": 1.5e-2, "e4m3": 8e-2}
 
 
 def errors(out: dict, ref: dict) -> dict:

@@ -93,28 +93,38 @@ def weight_column(scales: GemmScales):
     return w_scale.reshape(-1, 1) if w_scale.ndim else w_scale
 
 
-def gemm(a: np.ndarray, w: np.ndarray, scales: GemmScales | None, fmt: str | None) -> np.ndarray:
+def weight_side(w, scales: GemmScales, fmt: str):
+    """The weight operand as an 8-bit GEMM takes it: int8 codes (INT8) or the float64
+    values of the E4M3 codes (E4M3), before the output scale; numpy or cupy as ``w``."""
+    if fmt == "int8":
+        return quant.quantize_int8(w, weight_column(scales))
+    if fmt == "e4m3":
+        xp = array_module(w)
+        return quant.decode_e4m3(quant.quantize_e4m3(w, weight_column(scales))).astype(xp.float64)
+    raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+
+
+def gemm(a: np.ndarray, w: np.ndarray, scales: GemmScales | None, fmt: str | None,
+         w_side=None) -> np.ndarray:
     """``a @ w.T`` for a (M, K) and w (N, K): in float64 when ``scales`` is None, else as
-    the 8-bit engine computes it from quantized operands (see the module docstring). numpy
-    or cupy; on the GPU the INT8 products are summed in float64, exact as long as K * 127**2
-    < 2**53 (as the int32 sum is for K <= quant.INT8_GEMM_SAFE_K)."""
+    the 8-bit engine computes it from quantized operands (see the module docstring);
+    ``w_side`` is :func:`weight_side` of ``w`` when the caller keeps it between steps. numpy
+    or cupy; on the GPU the INT8 products are summed in float64, exact as long as
+    K * 127**2 < 2**53 (as the int32 sum is for K <= quant.INT8_GEMM_SAFE_K)."""
     if scales is None:
         return a @ w.T
     xp = array_module(a)
+    w_side = weight_side(w, scales, fmt) if w_side is None else w_side
     w_col = weight_column(scales)
     out_scale = xp.asarray(scales.act * np.ravel(scales.weight) if w_col.ndim
                            else scales.act * float(w_col))
     if fmt == "int8":
         a_q = quant.quantize_int8(a, scales.act)
-        w_q = quant.quantize_int8(w, w_col)
         if xp is np:
-            return quant.gemm_int32(a_q, w_q.T) * out_scale
-        return (a_q.astype(xp.float64) @ w_q.astype(xp.float64).T) * out_scale
-    if fmt == "e4m3":
-        a_8 = quant.decode_e4m3(quant.quantize_e4m3(a, scales.act)).astype(xp.float64)
-        w_8 = quant.decode_e4m3(quant.quantize_e4m3(w, w_col)).astype(xp.float64)
-        return (a_8 @ w_8.T) * out_scale
-    raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+            return quant.gemm_int32(a_q, w_side.T) * out_scale
+        return (a_q.astype(xp.float64) @ w_side.astype(xp.float64).T) * out_scale
+    a_8 = quant.decode_e4m3(quant.quantize_e4m3(a, scales.act)).astype(xp.float64)
+    return (a_8 @ w_side.T) * out_scale
 
 
 # ---------------------------------------------------------------------------- forward
@@ -163,6 +173,7 @@ def _run(cfg, stacked, x, hx, cx, plan, observe):
     cx = xp.asarray(cx, xp.float64) if lstm else None
     hy, cy = xp.empty_like(hx), (xp.empty_like(cx) if lstm else None)
     layer_in = x
+    sides = {}  # the quantized weights, once per GEMM rather than once per step
     for layer in range(cfg.num_layers):
         outs = []
         for d in range(cfg.dirs):
@@ -172,7 +183,11 @@ def _run(cfg, stacked, x, hx, cx, plan, observe):
                 if observe is not None:
                     observe(k, name, a)
                 scales = None if plan is None else getattr(plan, name)[k]
-                return gemm(a, w, scales, None if plan is None else plan.fmt)
+                if scales is None:
+                    return gemm(a, w, None, None)
+                if (k, name) not in sides:
+                    sides[(k, name)] = weight_side(w, scales, plan.fmt)
+                return gemm(a, w, scales, plan.fmt, sides[(k, name)])
 
             xs = layer_in if d == 0 else layer_in[::-1]
             ys, hy[k], c_last = _direction(cfg, stacked[k], xs, hx[k],

@@ -51,7 +51,7 @@ def table_rows(doc: dict) -> tuple[list, list]:
         head = [_precision(r), _config(r), _f(r["ms"], ".4f"), r["basis"] or "",
                 _f(r["us_per_sequence"], ".2f"), _f(r["speedup_fp32"], ".2f")]
         if task:
-            rows.append(head + [_f(r.get("bpc"), ".4f"), _f(r.get("dbpc_pct"), "+.3f") + " %"
+            rows.append(head + [_f(r.get("bpc"), ".4f"), _f(r.get("dbpc_pct"), "+.4f") + " %"
                                 if r.get("dbpc_pct") is not None else "",
                                 _f(r.get("top1"), ".4f"), _f(r.get("agreement"), ".4%"),
                                 _f(r.get("max_dlogit"), ".3f")])
@@ -98,6 +98,13 @@ def answer_text(doc: dict) -> str:
                     f"{_f(deploy['speedup_fp32'], '.2f')}x true FP32, at "
                     f"{_f(deploy.get('dbpc_pct'), '+.3f')} % bits per character "
                     f"({_f(deploy.get('agreement'), '.2%')} of its top-1 predictions equal FP32's).")
+    if deploy and deploy.get("spread"):
+        lo, hi = deploy["spread"]
+        tied = [f"{_precision(r)} ({_config(r)})" for r in s["rows"] if r is not deploy
+                and r.get("spread") and r["spread"][0] <= hi and r["spread"][1] >= lo]
+        if tied:
+            text.append("As fast within the timing spread (quartiles overlap): "
+                        + "; ".join(tied) + ".")
     if fastest is not deploy:
         text.append(f"The fastest row, {_precision(fastest)} ({_config(fastest)}), "
                     f"{_f(fastest['speedup_fp32'], '.2f')}x FP32, costs "
@@ -124,8 +131,8 @@ def markdown(doc: dict) -> str:
     headers, rows = table_rows(doc)
     out = [f"# Precision table: {src['name']}", "",
            f"{shape['cell']} {shape['layers']} layers, hidden {shape['hidden']}, input "
-           f"{shape['input']}, {shape['direction'].lower()}; batch {shape['batch']} sequences of "
-           f"{shape['seq']} steps from a zero state. Times are medians of CUDA-graph replays "
+           f"{shape['input_size']}, {shape['direction'].lower()}; batch {shape['batch']} "
+           f"sequences of {shape['seq_length']} steps from a zero state. Times are medians of CUDA-graph replays "
            f"where captured (else plain calls) of the RNN forward alone; x FP32 compares "
            f"like with like (replays with replays) and is measured in the same run. Every row "
            f"verified before it was timed: cuDNN against the float64 reference, the 8-bit "

@@ -1,0 +1,84 @@
+"""The shipped character models: their recorded figures, files, corpus and split (CPU)."""
+import json
+
+import numpy as np
+import pytest
+
+from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.charlm import corpus, network
+
+CELLS = {"lstm": RNNMode.LSTM, "gru": RNNMode.GRU}
+
+
+@pytest.fixture(scope="module")
+def heldout():
+    return corpus.batch(network.slice_codes("heldout"), network.EVAL_SEQ, network.EVAL_BATCH)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_the_float64_reference_reproduces_the_recorded_held_out_figures(cell, heldout):
+    model = network.load(network.shipped(cell))
+    inputs, targets = heldout
+    got = network.evaluate(network.reference_logits(model, inputs), targets)
+    recorded = model.meta["heldout"]
+    # recorded on the H200 by the same reference on cupy; numpy sums in another order
+    assert got["bpc"] == pytest.approx(recorded["bpc"], rel=1e-9)
+    assert got["top1"] == recorded["top1"] and got["predictions"] == recorded["predictions"]
+    # a trained model, not a guess: uniform over the vocabulary is log2(98) = 6.6 bits
+    assert got["bpc"] < 2.0 and got["top1"] > 0.6
+    assert model.rnn.mode == CELLS[cell] and model.vocab == len(corpus.VOCAB)
+    assert model.meta["vocab"] == corpus.VOCAB
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_the_training_log_and_provenance_ship_with_the_weights(cell):
+    model = network.load(network.shipped(cell))
+    lines = [json.loads(x) for x in
+             (network.MODELS / f"{cell}-training.log").read_text().splitlines()]
+    head, steps, tail = lines[0], [x for x in lines if "step" in x], lines[-1]
+    assert head["command"] == "python -m cudnn_rnn.train --out cudnn_rnn/data/charlm"
+    assert head["settings"] == model.meta["settings"]
+    assert steps[-1] == model.meta["training"]["last"] and steps[-1]["step"] == head["settings"]["steps"]
+    assert steps[-1]["train_bpc"] < steps[0]["train_bpc"] / 2
+    assert tail["heldout"] == model.meta["heldout"]
+    prov = model.meta["provenance"]
+    for key in ("gpu", "compute_capability", "driver_version", "cudnn_version", "library_path",
+                "commit", "command", "date"):
+        assert prov.get(key), key
+    assert model.meta["corpus"]["heldout_files"] > 0 and model.meta["corpus"]["train_files"] > 0
+
+
+def test_the_shipped_files_fit_the_size_limit_and_slices_fit_their_batches():
+    weights = sum(p.stat().st_size for p in network.MODELS.glob("*.npz"))
+    assert 0 < weights <= 10 * 1000 * 1000
+    assert network.slice_codes("heldout").size == network.EVAL_BATCH * (network.EVAL_SEQ + 1)
+    cal = network.slice_codes("calibration")
+    assert cal.size % (network.EVAL_SEQ + 1) == 0 and cal.size > 0
+
+
+def test_the_split_is_a_property_of_the_file_name(tmp_path):
+    for rel in ("json/decoder.py", "abc.py", "os.py", "heapq.py", "test/x.py", "a/test_y.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(f"# {rel}\n")
+    assert corpus.source_files(tmp_path) == ["abc.py", "heapq.py", "json/decoder.py", "os.py"]
+    text = corpus.load(tmp_path)
+    # crc32 % 8: abc.py 0, heapq.py 0, json/decoder.py 7, os.py 7
+    assert text.heldout_files == ["abc.py", "heapq.py"]
+    assert text.train_files == ["json/decoder.py", "os.py"]
+    assert text.train == "# json/decoder.py\n# os.py\n"
+    (tmp_path / "abc.py").unlink()
+    (tmp_path / "heapq.py").unlink()
+    with pytest.raises(ValueError, match="no Python sources"):
+        corpus.load(tmp_path)
+
+
+def test_codes_cover_the_vocabulary_and_unknown_characters_map_to_zero():
+    text = corpus.VOCAB[1:] + "é€"
+    codes = corpus.encode(text)
+    assert list(codes[:-2]) == list(range(1, len(corpus.VOCAB)))
+    assert list(codes[-2:]) == [0, 0]
+    assert corpus.decode(codes[:-2]) == corpus.VOCAB[1:]
+    x, y = corpus.batch(np.arange(2 * 5), 4, 2)
+    assert x.shape == y.shape == (4, 2) and (y[:-1] == x[1:]).all() and x[0, 1] == 5
+    with pytest.raises(ValueError, match="need 11"):
+        corpus.batch(np.arange(10), 4, 2, start=1)

@@ -1,0 +1,73 @@
+"""The precision table on a GPU (marker ``gpu``): the shipped model's full table, and a
+user's module from a state_dict file."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cudnn_rnn.charlm import network
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures" / "torch-rnn"
+
+
+def _run(tmp_path, *args):
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "cudnn_rnn.precision", *args, "--out",
+                           str(tmp_path)], capture_output=True, text=True, timeout=600,
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    found = list(tmp_path.rglob("*.json"))
+    assert len(found) == 1, found
+    return json.loads(found[0].read_text()), found[0], time.monotonic() - started
+
+
+def test_the_shipped_lstms_table(cuda, tmp_path):
+    doc, path, wall = _run(tmp_path)
+    res, s = doc["result"], doc["summary"]
+    assert path.name == "precision.json" and path.with_suffix(".md").is_file()
+    assert path.with_suffix(".html").read_text().count("<rect") == sum(
+        r["speedup_fp32"] is not None for r in s["rows"])
+    assert wall <= 60.0, f"the table took {wall:.1f} s (target: 60 s on the H200)"
+    rows = {r["family"]: r for r in s["rows"] if r["engine"] == "cuDNN"}
+    assert set(rows) == {"fp32", "tf32", "fp16", "bf16"}
+    recorded = network.load(network.shipped("lstm")).meta["heldout"]
+    assert res["reference"]["bpc"] == pytest.approx(recorded["bpc"], rel=1e-12)
+    fp32 = rows["fp32"]
+    assert fp32["label"].startswith("FLOAT/FLOAT/FMA_MATH/") and fp32["speedup_fp32"] == 1.0
+    assert fp32["bpc"] == pytest.approx(recorded["bpc"], rel=1e-5)
+    assert res["reference"]["agreement"] > 0.999  # float64's top-1 against FP32's
+    base = next(r for r in res["records"] if r["id"] == res["baseline"])
+    for r in s["rows"]:
+        assert r["ms"] > 0 and r["agreement"] > 0.9 and r["top1"] > 0.6, r
+        if r["basis"] == "graph" and base["graph_timings"]:
+            assert r["speedup_fp32"] == pytest.approx(
+                base["graph_timings"]["forward_inference"]["median_ms"] / r["ms"])
+    eight = [r for r in res["records"] if r.get("format")]
+    assert len(eight) == 2 * 3 * 6 and all(r["outcome"] == "OK" for r in eight), \
+        [(r["id"], r.get("reason")) for r in eight if r["outcome"] != "OK"]
+    for r in eight:  # verified against the quantized network's float64 twin
+        assert max(r["errors_twin"].values()) <= r["bound"]
+    assert {r["family"] for r in s["rows"]} == {"fp32", "tf32", "fp16", "bf16", "int8", "fp8"}
+    assert s["answer"]["deploy"] and s["targets"]["fp16"]["met"] is not None
+
+
+def test_a_users_module_from_its_state_dict(cuda, tmp_path):
+    weights = FIX / ("lstm.pt" if importlib.util.find_spec("torch") else "lstm.safetensors")
+    doc, path, _ = _run(tmp_path, "--weights", str(weights), "--inputs",
+                        str(FIX / "lstm-inputs.npy"), "--methods", "max,entropy")
+    assert path.name == "precision-user-lstm.json"
+    res, s = doc["result"], doc["summary"]
+    assert res["source"]["task"] is None and "the inputs themselves" in res["source"]["calibrated_on"]
+    fp32 = next(r for r in s["rows"] if r["family"] == "fp32")
+    assert fp32["error_fp64"] < 1e-5 and fp32["error_vs_fp32"] == 0.0
+    # the engine builds no LSTM projection: every one of its rows says so, none is timed
+    engine = [r for r in res["records"] if r["engine"] == "cuBLASLt"]
+    assert len(engine) == 1 + 2 * 3 * 2
+    assert all(r["outcome"] == "NOT_SUPPORTED" and "projection" in r["reason"] for r in engine)

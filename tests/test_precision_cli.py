@@ -1,0 +1,114 @@
+"""Bad input to the precision and training commands: one line, exit 2, no traceback, nothing
+written; checked before any GPU work, so these run without a GPU."""
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .test_cli import assert_one_line_exit_2, run
+
+FIX = Path(__file__).parent / "fixtures" / "torch-rnn"
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def _precision(tmp_path, *args):
+    out = tmp_path / "out"
+    proc = run("cudnn_rnn.precision", *args, "--out", str(out))
+    assert not out.exists(), "nothing is written for bad input"
+    return proc
+
+
+@pytest.fixture
+def files(tmp_path):
+    bad = {}
+    bad["text"] = tmp_path / "model.txt"
+    bad["text"].write_text("hello")
+    bad["junk_npz"] = tmp_path / "junk.npz"
+    bad["junk_npz"].write_bytes(b"PK\x03\x04 not really a zip")
+    bad["other_npz"] = tmp_path / "other.npz"
+    np.savez(bad["other_npz"], conv1_weight=np.zeros((3, 3), np.float32))
+    bad["short_st"] = tmp_path / "short.safetensors"
+    bad["short_st"].write_bytes(b"\x01\x02")
+    bad["junk_pt"] = tmp_path / "junk.pt"
+    bad["junk_pt"].write_bytes(b"not a pickle")
+    bad["x2d"] = tmp_path / "x2d.npy"
+    np.save(bad["x2d"], np.zeros((5, 12), np.float32))
+    bad["x_wide"] = tmp_path / "xwide.npy"
+    np.save(bad["x_wide"], np.zeros((5, 3, 13), np.float32))
+    bad["x_nan"] = tmp_path / "xnan.npy"
+    np.save(bad["x_nan"], np.full((5, 3, 12), np.nan, np.float32))
+    bad["x_int"] = tmp_path / "xint.npy"
+    np.save(bad["x_int"], np.zeros((5, 3, 12), np.int32))
+    return bad
+
+
+GOOD_W, GOOD_X = FIX / "gru.npz", FIX / "gru-inputs.npy"
+
+
+@pytest.mark.parametrize("weights,inputs,needle", [
+    ("missing", GOOD_X, "no such file"),
+    ("text", GOOD_X, "give a state_dict as .pt, .pth, .safetensors, .npz"),
+    ("junk_npz", GOOD_X, "not a readable .npz file"),
+    ("other_npz", GOOD_X, "'conv1_weight' is not a tensor of torch.nn.LSTM, GRU or RNN"),
+    ("short_st", GOOD_X, "too short for a safetensors file"),
+    (GOOD_W, "x2d", "give float (seq, batch, input) values"),
+    (GOOD_W, "x_wide", "inputs have 13 features per step; the module takes 12"),
+    (GOOD_W, "x_nan", "NaN or infinite"),
+    (GOOD_W, "x_int", "int32"),
+    (GOOD_W, "text", "give the input batch as a .npy"),
+])
+def test_bad_model_and_input_files(tmp_path, files, weights, inputs, needle):
+    pick = lambda v: str(v) if isinstance(v, Path) else str(files.get(v, tmp_path / v))  # noqa: E731
+    assert_one_line_exit_2(_precision(tmp_path, "--weights", pick(weights), "--inputs",
+                                      pick(inputs)), needle)
+
+
+def test_a_pt_file_without_pytorch_or_not_weights(tmp_path, files):
+    proc = _precision(tmp_path, "--weights", str(files["junk_pt"]), "--inputs", str(GOOD_X))
+    assert_one_line_exit_2(proc, "torch.load could not read it" if HAS_TORCH else
+                           "reading .pt needs PyTorch, which is not importable here")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("--weights", str(GOOD_W)), "needs both --weights and --inputs"),
+    (("--calibration", str(GOOD_X)), "needs both --weights and --inputs"),
+    (("--methods", "max,median"), "unknown calibration method median"),
+    (("--model", "transformer"), "invalid choice"),
+    (("--budget", "0"), "positive"),
+    (("--name", "../up"), "--name '../up'"),
+])
+def test_bad_arguments(tmp_path, args, needle):
+    assert_one_line_exit_2(_precision(tmp_path, *args), needle)
+
+
+def test_a_shipped_model_file_that_is_not_one(tmp_path):
+    from cudnn_rnn.charlm import network
+    with pytest.raises(network.BadModel, match="not a model saved by cudnn_rnn.train"):
+        network.load(FIX / "gru.npz")
+
+
+def test_an_output_folder_that_is_a_file(tmp_path):
+    target = tmp_path / "file"
+    target.write_text("x")
+    assert_one_line_exit_2(run("cudnn_rnn.precision", "--out", str(target)), "is a file")
+    assert_one_line_exit_2(run("cudnn_rnn.train", "--out", str(target)), "is a file")
+    assert target.read_text() == "x"
+
+
+def test_train_bad_arguments(tmp_path):
+    assert_one_line_exit_2(run("cudnn_rnn.train"), "--out")
+    assert_one_line_exit_2(run("cudnn_rnn.train", "--out", str(tmp_path / "m"), "--steps", "0"),
+                           "positive integer")
+    assert_one_line_exit_2(run("cudnn_rnn.train", "--out", str(tmp_path / "m"), "--cell", "tcn"),
+                           "invalid choice")
+    assert not (tmp_path / "m").exists()
+
+
+def test_without_a_gpu_both_commands_say_so_and_write_nothing(tmp_path):
+    out = tmp_path / "m"
+    assert_one_line_exit_2(run("cudnn_rnn.train", "--out", str(out), CUDNN_RNN_NO_GPU="1"),
+                           "CUDNN_RNN_NO_GPU is set")
+    assert_one_line_exit_2(run("cudnn_rnn.precision", "--out", str(out), CUDNN_RNN_NO_GPU="1"),
+                           "needs a CUDA GPU")
+    assert not out.exists()
