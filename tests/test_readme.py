@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-NEEDS_GPU = re.compile(r"^(python -m cudnn_rnn\.(example|tune|bench|overhead)\b(?!.*--list)"
-                       r"|make (bench|example)\b)")
+NEEDS_GPU = re.compile(r"^(python -m cudnn_rnn\.(example|tune|bench|overhead|precision|train)\b(?!.*--list)"
+                       r"|make (bench|example|model|precision)\b)")
 IGNORED = (".git", ".venv", "runs", "reports", "__pycache__", ".pytest_cache", ".hypothesis",
            "build", ".whl", ".device", "_scratch")
 

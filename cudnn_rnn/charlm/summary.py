@@ -6,9 +6,9 @@
 * per 8-bit format (INT8, FP8 E4M3) and quantized part (input, recurrent, both): the row
   of the best calibration method (lowest bits per character; for a user's model, lowest
   error against FP32), and in ``calibration`` every method's figure;
-* ``targets``: FP16 and BF16 within 0.1 % of FP32's bits per character, the best 8-bit
-  configuration of each format within 1 %, with which calibration and parts reach them;
-* ``answer``: which precision to deploy (the fastest verified row within its target).
+* ``targets``: cuDNN's FP16 and BF16 within 0.1 % of FP32's bits per character, the best
+  8-bit configuration of each format within 1 %, with which calibration and parts reach them;
+* ``answer``: which precision to deploy (:func:`answer`).
 """
 from __future__ import annotations
 
@@ -83,7 +83,9 @@ def targets(rows: list, calibration: dict) -> dict:
     and for 8 bits which (part, calibration) pairs meet it."""
     out = {}
     for fam, limit in TARGETS.items():
-        mine = [r for r in rows if r["family"] == fam and r.get("dbpc_pct") is not None]
+        # FP16 and BF16: cuDNN's rows (the engine's FP16 is its control, not a deployment)
+        mine = [r for r in rows if r["family"] == fam and r.get("dbpc_pct") is not None
+                and (fam in ("int8", "fp8") or r["engine"] == "cuDNN")]
         if not mine:
             out[fam] = {"limit_pct": limit, "met": None, "reason": "no verified row"}
             continue
@@ -101,16 +103,29 @@ def targets(rows: list, calibration: dict) -> dict:
     return out
 
 
+def _overlap(a: dict, b: dict) -> bool:
+    """Whether two rows' timing quartiles overlap (their times are not told apart)."""
+    if not a.get("spread") or not b.get("spread"):
+        return a is b
+    return a["spread"][0] <= b["spread"][1] and b["spread"][0] <= a["spread"][1]
+
+
 def answer(rows: list, task: bool) -> dict | None:
-    """The fastest row within its precision's target (FP32 itself when none is), and the
-    fastest row of all, verified rows only."""
+    """What to deploy: among the verified rows within their precision's target (FP32 is
+    its own), the fastest; where other such rows' timing quartiles overlap it, the most
+    accurate of them (time does not tell them apart). Also the fastest row of all."""
     timed = [r for r in rows if r.get("ms") is not None]
     if not timed:
         return None
     fastest = min(timed, key=lambda r: r["ms"])
     if not task:
-        return {"fastest": fastest["id"], "deploy": None}
+        return {"fastest": fastest["id"], "deploy": None, "tied": []}
     within = [r for r in timed if r["family"] == "fp32" or (
         r.get("dbpc_pct") is not None and r["dbpc_pct"] <= TARGETS.get(r["family"], 0.1))]
-    deploy = min(within, key=lambda r: r["ms"]) if within else None
-    return {"fastest": fastest["id"], "deploy": deploy["id"] if deploy else None}
+    if not within:
+        return {"fastest": fastest["id"], "deploy": None, "tied": []}
+    quickest = min(within, key=lambda r: r["ms"])
+    tied = [r for r in within if _overlap(r, quickest)]
+    deploy = min(tied, key=lambda r: (r.get("dbpc_pct", 0.0), r["ms"]))
+    return {"fastest": fastest["id"], "deploy": deploy["id"],
+            "tied": [r["id"] for r in tied if r is not deploy]}

@@ -96,30 +96,40 @@ def answer_text(doc: dict) -> str:
         text.append(f"deploy {_precision(deploy)} ({_config(deploy)}): "
                     f"{_f(deploy['ms'], '.3f')} ms per batch of {doc['result']['source']['shape']['batch']}, "
                     f"{_f(deploy['speedup_fp32'], '.2f')}x true FP32, at "
-                    f"{_f(deploy.get('dbpc_pct'), '+.3f')} % bits per character "
+                    f"{_f(deploy.get('dbpc_pct'), '+.4f')} % bits per character "
                     f"({_f(deploy.get('agreement'), '.2%')} of its top-1 predictions equal FP32's).")
-    if deploy and deploy.get("spread"):
-        lo, hi = deploy["spread"]
-        tied = [f"{_precision(r)} ({_config(r)})" for r in s["rows"] if r is not deploy
-                and r.get("spread") and r["spread"][0] <= hi and r["spread"][1] >= lo]
-        if tied:
-            text.append("As fast within the timing spread (quartiles overlap): "
-                        + "; ".join(tied) + ".")
-    if fastest is not deploy:
+    tied = [rows[i] for i in a.get("tied", ())]
+    if deploy and tied:
+        text.append("As fast within the timing spread (quartiles overlap), less accurate or "
+                    "equal: " + "; ".join(f"{_precision(r)} ({_config(r)}, "
+                                          f"{_f(r.get('dbpc_pct'), '+.4f')} %)" for r in tied) + ".")
+    if fastest is not deploy and fastest["id"] not in a.get("tied", ()):
         text.append(f"The fastest row, {_precision(fastest)} ({_config(fastest)}), "
                     f"{_f(fastest['speedup_fp32'], '.2f')}x FP32, costs "
-                    f"{_f(fastest.get('dbpc_pct'), '+.3f')} % bits per character, outside its target.")
+                    f"{_f(fastest.get('dbpc_pct'), '+.4f')} % bits per character, outside "
+                    f"its target.")
+    eight = [r for r in s["rows"] if r["family"] in ("int8", "fp8") and r.get("ms")]
+    sixteen = [r for r in s["rows"] if r["engine"] == "cuDNN" and r["family"] in ("fp16", "bf16")
+               and r.get("ms")]
+    if eight and sixteen:
+        e, h = min(eight, key=lambda r: r["ms"]), min(sixteen, key=lambda r: r["ms"])
+        text.append(f"8 bits against 16: the fastest 8-bit row, {_precision(e)} ({_config(e)}), "
+                    f"takes {e['ms']:.3f} ms, cuDNN's fastest 16-bit row ({_config(h)}) "
+                    f"{h['ms']:.3f} ms: {h['ms'] / e['ms']:.2f}x"
+                    + (" (8 bits buy no time at this size)." if e["ms"] >= h["ms"] else "."))
     for fam, t in (s.get("targets") or {}).items():
         if t.get("met") is None:
             text.append(f"{NAMES[fam]}: {t['reason']}.")
             continue
         best = rows.get(t["best"])
         how = f" ({_config(best)})" if best else ""
-        line = (f"{NAMES[fam]}: best {_f(t['dbpc_pct'], '+.3f')} %{how} against a target of "
+        line = (f"{NAMES[fam]}: best {_f(t['dbpc_pct'], '+.4f')} %{how} against a target of "
                 f"{t['limit_pct']:g} %, {'met' if t['met'] else 'not met'}")
         if "meeting" in t:
-            line += (f"; within it: {', '.join(t['meeting']) or 'none'}"
-                     f"; outside: {', '.join(t['missing']) or 'none'}")
+            n = len(t["meeting"]) + len(t["missing"])
+            line += (f"; all {n} (part, calibration) pairs meet it" if not t["missing"] else
+                     f"; not met by {', '.join(t['missing'])}"
+                     f"; met by {', '.join(t['meeting']) or 'none'}")
         text.append(line + ".")
     return "\n".join(f"- {t}" if i else t for i, t in enumerate(text))
 
@@ -158,7 +168,8 @@ def markdown(doc: dict) -> str:
             + (f" ({f['reason']})" if f.get("reason") else "") for f in failed] or ["none"]
     out += ["", "## Provenance", "", tabulate(
         [(label, doc["provenance"][k]) for k, label in PROVENANCE_KEYS if doc["provenance"].get(k)]
-        + [("cuBLASLt", (res.get("cublaslt") or {}).get("version")),
+        + [("cuBLASLt", (res.get("cublaslt") or {}).get("cublaslt_version")),
+           ("libcublasLt path", (res.get("cublaslt") or {}).get("cublaslt_path")),
            ("job wall time (s)", res["wall_s"]), ("phases (s)", res["phases_s"])],
         headers=("", ""), tablefmt="github", disable_numparse=True), ""]
     return "\n".join(out)

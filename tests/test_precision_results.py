@@ -1,0 +1,88 @@
+"""The committed precision tables (results/<gpu>/<cudnn>/precision*.json, from real H200 runs):
+the summary and the report are functions of the records, and every figure is consistent."""
+import json
+from pathlib import Path
+
+import pytest
+
+from cudnn_rnn.charlm import network
+from cudnn_rnn.charlm.summary import TARGETS, summarise
+from cudnn_rnn.lowbit.calibration import METHODS
+from cudnn_rnn.reporting import precision as report
+
+ROOT = Path(__file__).resolve().parent.parent
+FOUND = sorted((ROOT / "results").glob("*/*/precision*.json"))
+MODELS = {"precision.json": "lstm", "precision-gru.json": "gru"}
+
+
+def test_both_shipped_models_have_a_committed_table():
+    assert {p.name for p in FOUND} >= set(MODELS)
+
+
+@pytest.fixture(params=FOUND, ids=lambda p: str(p.relative_to(ROOT)))
+def doc(request):
+    return request.param, json.loads(request.param.read_text())
+
+
+def test_the_report_is_rendered_from_the_records(doc):
+    path, d = doc
+    assert summarise(d["result"]) == d["summary"]
+    assert path.with_suffix(".md").read_text() == report.markdown(d)
+    assert path.with_suffix(".html").read_text() == report.html(d)
+
+
+def test_every_row_was_verified_and_its_figures_agree(doc):
+    path, d = doc
+    res, s = d["result"], d["summary"]
+    records = {r["id"]: r for r in res["records"]}
+    base = records[res["baseline"]]
+    assert base["label"].startswith("FLOAT/FLOAT/FMA_MATH/")
+    assert {r["family"] for r in s["rows"]} == {"fp32", "tf32", "fp16", "bf16", "int8", "fp8"}
+    for r in s["rows"]:
+        rec = records[r["id"]]
+        assert rec["outcome"] == "OK"
+        checked = rec.get("errors_twin") or rec["errors"]
+        assert max(checked.values()) <= rec["bound"], r["id"]
+        timing = (rec.get("graph_timings") or rec["timings"])["forward_inference"]
+        assert r["ms"] == timing["median_ms"] and r["basis"] == ("graph" if rec.get(
+            "graph_timings") else "plain")
+        if r["basis"] == "graph":
+            assert r["speedup_fp32"] == pytest.approx(
+                base["graph_timings"]["forward_inference"]["median_ms"] / r["ms"])
+        assert r["us_per_sequence"] == pytest.approx(1000 * r["ms"] / res["source"]["shape"]["batch"])
+        fp32_bpc = base["metrics"]["bpc"]
+        assert r["dbpc_pct"] == pytest.approx(100 * (r["bpc"] - fp32_bpc) / fp32_bpc)
+    # a cuDNN row is the fastest verified configuration of its family
+    for r in (r for r in s["rows"] if r["engine"] == "cuDNN"):
+        same = [x for x in res["records"] if x["engine"] == "cuDNN" and x["family"] == r["family"]
+                and x["outcome"] == "OK"]
+        assert r["ms"] == min((x.get("graph_timings") or x["timings"])["forward_inference"][
+            "median_ms"] for x in same)
+    # an 8-bit row is the best calibration of its format and part
+    for r in (r for r in s["rows"] if r["family"] in ("int8", "fp8")):
+        cal = s["calibration"][f"{records[r['id']]['format']}/{r['parts']}"]
+        assert set(cal) == set(METHODS) and r["bpc"] == min(c["bpc"] for c in cal.values())
+
+
+def test_the_recorded_figures_are_the_shipped_models(doc):
+    path, d = doc
+    model = network.load(network.shipped(MODELS[path.name]))
+    res = d["result"]
+    assert res["source"]["recorded"] == model.meta["heldout"]
+    assert res["reference"]["bpc"] == pytest.approx(model.meta["heldout"]["bpc"], rel=1e-12)
+    for key in ("gpu", "compute_capability", "driver_version", "cudnn_version", "library_path",
+                "commit", "command", "date"):
+        assert d["provenance"].get(key), key
+    assert d["provenance"]["cublaslt"]["cublaslt_version"] and d["provenance"]["cublaslt"]["cublaslt_path"]
+
+
+def test_the_targets_and_the_answer_follow_from_the_rows(doc):
+    _, d = doc
+    s = d["summary"]
+    rows = {r["id"]: r for r in s["rows"]}
+    for fam, t in s["targets"].items():
+        assert t["met"] == (t["dbpc_pct"] <= TARGETS[fam])
+    deploy = rows[s["answer"]["deploy"]]
+    assert deploy["family"] == "fp32" or deploy["dbpc_pct"] <= TARGETS.get(deploy["family"], 0.1)
+    quicker = [r for r in s["rows"] if r["ms"] < deploy["ms"] and r["id"] not in s["answer"]["tied"]]
+    assert all(r["dbpc_pct"] > TARGETS.get(r["family"], 0.1) for r in quicker)
