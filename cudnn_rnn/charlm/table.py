@@ -10,7 +10,8 @@ calibrated on ``calibration`` or else on the inputs themselves, which the record
 
 1. the float64 reference on the GPU (:func:`cudnn_rnn.charlm.network.reference_outputs`);
 2. every cuDNN configuration of the FP32, TF32, FP16 and BF16 families
-   (:mod:`cudnn_rnn.matrix.families`), FP32 first (:func:`.rows.cudnn_row`); the fastest
+   (:mod:`cudnn_rnn.matrix.families`), FP32 first (:func:`.rows.cudnn_row`), each verified
+   against the reference on the weights and inputs rounded to its data type; the fastest
    verified FP32 one is the baseline the others' agreement and speed-up are measured on;
 3. calibration: histograms of every GEMM's activation operand in a float64 run on the
    calibration batch, and each method's thresholds per format
@@ -23,6 +24,7 @@ the table shows.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -33,6 +35,7 @@ from cudnn_rnn.charlm import corpus, files, network, statedict
 from cudnn_rnn.charlm.rows import cudnn_row, engine_row
 from cudnn_rnn.check import reference
 from cudnn_rnn.check.verify import relative_error
+from cudnn_rnn.engine import dtypes
 from cudnn_rnn.engine.descriptors import Handle
 from cudnn_rnn.engine.gpu import cupy_or_raise
 from cudnn_rnn.lowbit import calibration, model
@@ -109,6 +112,15 @@ def _used(thresholds: dict, part: str) -> tuple:
     return tuple((n, tuple(thresholds[n])) for n in names)
 
 
+def _rounded(rnn: statedict.RNNWeights, dt) -> statedict.RNNWeights:
+    """``rnn`` with every weight as data type ``dt`` stores it."""
+    q = lambda a: None if a is None else dtypes.quantize(np.asarray(a), dt)  # noqa: E731
+    params = [reference.LayerParams([q(a) for a in p.W], [q(a) for a in p.R],
+                                    [q(a) for a in p.bW], [q(a) for a in p.bR], q(p.P))
+              for p in rnn.params]
+    return dataclasses.replace(rnn, params=params)
+
+
 def _ms(rec: dict) -> float | None:
     t, _ = ranked_timing(rec, "forward_inference")
     return None if t is None else t["median_ms"]
@@ -128,16 +140,21 @@ def precision_table(spec: dict, reps: int = 20, warmup: int = 1, budget_s: float
     hx, cx = _state(cfg, np)
     io = {"x": src.x, "hx": hx} | ({"cx": cx} if cx is not None else {})
     io_dev = {k: cp.asarray(v) for k, v in io.items()}
-    ref = network.reference_outputs(src.rnn, io_dev["x"], cp)
+    chunk = max(1, min(B, (1 << 31) // (T * cfg.hidden_size * 80)))  # the reference's memory
+    ref = network.reference_outputs(src.rnn, io_dev["x"], cp, chunk)
     phases = {"reference": round(time.monotonic() - started, 2)}
-    records, base, base_out = [], None, None
+    records, base, base_out, held = [], None, None, {}
     arrays = reference.arrays_from_params(cfg, src.rnn.params)
     with Handle(lib) as handle:
         for family in FLOAT_FAMILIES:
             kept = []
             for choice in families.search_space(family):
-                rec, out = cudnn_row(lib, handle, src.rnn, arrays, io, ref, choice, family,
-                                     reps, warmup, budget_s)
+                dt = choice[0]
+                if dt not in held:  # the reference on the values as that data type holds them
+                    held[dt] = network.reference_outputs(
+                        _rounded(src.rnn, dt), cp.asarray(dtypes.quantize(src.x, dt)), cp, chunk)
+                rec, out = cudnn_row(lib, handle, src.rnn, arrays, io, ref, held[dt], choice,
+                                     family, reps, warmup, budget_s)
                 records.append(rec)
                 if out is not None:
                     kept.append((rec, out))
@@ -148,6 +165,7 @@ def precision_table(spec: dict, reps: int = 20, warmup: int = 1, budget_s: float
             for rec, out in kept:
                 rec["metrics"] = metrics(src, out, base_out, cp)
             del kept
+    del held
     phases["cudnn"] = round(time.monotonic() - started - sum(phases.values()), 2)
     stacked = model.stack(cfg, src.rnn.params)
     stacked_dev = [model.Stacked(*(None if a is None else cp.asarray(a)
