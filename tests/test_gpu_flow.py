@@ -141,7 +141,10 @@ def committed_persistent_cells(lib):
     if name != "NVIDIA H200" or not path.exists():
         pytest.skip(f"no committed H200 matrix for {name} with cuDNN {lib.version_string}")
     recs, _ = read_records(path)
-    return [r for r in recs if r["algo"] != "STANDARD" and r["data_type"] == "HALF"
+    # the default axes only: the run's variant cells (another direction, bias, layout, ...,
+    # marked ``varies``) are other configurations than the one built below
+    return [r for r in recs if not r.get("varies") and r["algo"] != "STANDARD"
+            and r["data_type"] == "HALF"
             and r["math_prec"] == "FLOAT" and r["math_type"] == "TENSOR_OP"
             and r["shape"]["hidden"] == 512 and r["shape"]["batch"] == 64
             and r["shape"]["seq_length"] == 20 and r["shape"]["layers"] == 2]

@@ -1,6 +1,7 @@
 """Bad input to the precision and training commands: one line, exit 2, no traceback, nothing
 written; checked before any GPU work, so these run without a GPU."""
 import importlib.util
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -25,13 +26,18 @@ def files(tmp_path):
     bad["text"] = tmp_path / "model.txt"
     bad["text"].write_text("hello")
     bad["junk_npz"] = tmp_path / "junk.npz"
-    bad["junk_npz"].write_bytes(b"PK\x03\x04 not really a zip")
+    with zipfile.ZipFile(bad["junk_npz"], "w") as z:  # a zip, but its member is no array
+        z.writestr("w.npy", b"\x93NUMPY garbage")
     bad["other_npz"] = tmp_path / "other.npz"
     np.savez(bad["other_npz"], conv1_weight=np.zeros((3, 3), np.float32))
     bad["short_st"] = tmp_path / "short.safetensors"
     bad["short_st"].write_bytes(b"\x01\x02")
     bad["junk_pt"] = tmp_path / "junk.pt"
     bad["junk_pt"].write_bytes(b"not a pickle")
+    bad["text_npz"] = tmp_path / "text.npz"
+    bad["text_npz"].write_text("weights")
+    bad["text_npy"] = tmp_path / "text.npy"
+    bad["text_npy"].write_text("inputs")
     bad["x2d"] = tmp_path / "x2d.npy"
     np.save(bad["x2d"], np.zeros((5, 12), np.float32))
     bad["x_wide"] = tmp_path / "xwide.npy"
@@ -50,12 +56,14 @@ GOOD_W, GOOD_X = FIX / "gru.npz", FIX / "gru-inputs.npy"
     ("missing", GOOD_X, "no such file"),
     ("text", GOOD_X, "give a state_dict as .pt, .pth, .safetensors, .npz"),
     ("junk_npz", GOOD_X, "not a readable .npz file"),
+    ("text_npz", GOOD_X, "not a .npz archive (not a zip file)"),
     ("other_npz", GOOD_X, "'conv1_weight' is not a tensor of torch.nn.LSTM, GRU or RNN"),
     ("short_st", GOOD_X, "too short for a safetensors file"),
-    (GOOD_W, "x2d", "give float (seq, batch, input) values"),
-    (GOOD_W, "x_wide", "inputs have 13 features per step; the module takes 12"),
+    (GOOD_W, "x2d", "has shape (5, 12); give a (seq, batch, input) array"),
+    (GOOD_W, "x_wide", "the inputs batch has 13 features per step; the module takes 12"),
+    (GOOD_W, "text_npy", "not a .npy file (no numpy header)"),
     (GOOD_W, "x_nan", "NaN or infinite"),
-    (GOOD_W, "x_int", "int32"),
+    (GOOD_W, "x_int", "holds int32 values; give floating-point inputs"),
     (GOOD_W, "text", "give the input batch as a .npy"),
 ])
 def test_bad_model_and_input_files(tmp_path, files, weights, inputs, needle):

@@ -86,3 +86,20 @@ def test_the_targets_and_the_answer_follow_from_the_rows(doc):
     assert deploy["family"] == "fp32" or deploy["dbpc_pct"] <= TARGETS.get(deploy["family"], 0.1)
     quicker = [r for r in s["rows"] if r["ms"] < deploy["ms"] and r["id"] not in s["answer"]["tied"]]
     assert all(r["dbpc_pct"] > TARGETS.get(r["family"], 0.1) for r in quicker)
+
+
+def test_a_regenerated_result_does_not_mark_the_code_dirty(tmp_path, monkeypatch):
+    import subprocess
+    from cudnn_rnn.matrix import provenance
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "precision.md").write_text("old\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "c"]):
+        subprocess.run(git + cmd, cwd=tmp_path, check=True, capture_output=True)
+    monkeypatch.delenv("CUDNN_RNN_COMMIT", raising=False)
+    monkeypatch.setattr(provenance, "ROOT", tmp_path)
+    (tmp_path / "results" / "precision.md").write_text("regenerated\n")
+    assert not provenance.commit().endswith("-dirty")
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert provenance.commit().endswith("-dirty")

@@ -36,6 +36,8 @@ def read_weights(path, keep: tuple = ()) -> dict:
     suffix = p.suffix.lower()
     if suffix not in WEIGHT_SUFFIXES:
         raise BadModel(f"{p}: give a state_dict as {', '.join(WEIGHT_SUFFIXES)}")
+    if suffix == ".npz" and not zipfile.is_zipfile(p):
+        raise BadModel(f"{p}: not a .npz archive (not a zip file); save with numpy.savez")
     try:
         if suffix == ".npz":
             with np.load(p, allow_pickle=False) as z:
@@ -111,13 +113,17 @@ def read_inputs(path) -> np.ndarray:
     p = _existing(path)
     if p.suffix.lower() != ".npy":
         raise BadModel(f"{p}: give the input batch as a .npy array of shape (seq, batch, input)")
+    with p.open("rb") as fh:
+        if fh.read(6) != b"\x93NUMPY":
+            raise BadModel(f"{p}: not a .npy file (no numpy header); save with numpy.save")
     try:
         a = np.load(p, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise BadModel(f"{p}: not a readable .npy file ({exc})") from None
-    if a.dtype.kind != "f" or a.ndim != 3 or 0 in a.shape:
-        raise BadModel(f"{p}: holds {a.dtype} of shape {a.shape}; give float (seq, batch, "
-                       f"input) values")
+    if a.ndim != 3 or 0 in a.shape:
+        raise BadModel(f"{p}: has shape {a.shape}; give a (seq, batch, input) array")
+    if a.dtype.kind != "f":
+        raise BadModel(f"{p}: holds {a.dtype} values; give floating-point inputs")
     if not np.isfinite(a).all():
         raise BadModel(f"{p}: holds NaN or infinite values")
     return a

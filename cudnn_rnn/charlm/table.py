@@ -77,9 +77,9 @@ def load_source(spec: dict) -> Source:
         files.read_inputs(spec["calibration"]).astype(np.float64)
     for what, a in (("inputs", x), ("calibration", cal)):
         if a.shape[2] != rnn.input_size:
-            raise statedict.BadModel(f"{spec[what] if what in spec and spec[what] else spec['inputs']}: "
-                                     f"{what} have {a.shape[2]} features per step; the module "
-                                     f"takes {rnn.input_size}")
+            raise statedict.BadModel(f"{spec.get(what) or spec['inputs']}: the {what} batch has "
+                                     f"{a.shape[2]} features per step; the module takes "
+                                     f"{rnn.input_size}")
     return Source(str(spec["weights"]), rnn, x, cal,
                   str(spec["calibration"]) if spec.get("calibration") else
                   f"{spec['inputs']} (the inputs themselves: no calibration batch was given)")

@@ -14,7 +14,10 @@ ROOT = Path(__file__).resolve().parents[2]  # the checkout
 
 
 def commit() -> str:
-    """``$CUDNN_RNN_COMMIT`` (for copies of the tree without .git), else ``git rev-parse``."""
+    """``$CUDNN_RNN_COMMIT`` (for copies of the tree without .git), else ``git rev-parse``,
+    with ``-dirty`` when a tracked file outside ``results/`` differs from that commit (the
+    committed results are outputs: a command that regenerates them, as ``make precision``
+    does for its second table, leaves the code as committed)."""
     env = os.environ.get("CUDNN_RNN_COMMIT")
     if env:
         return env
@@ -23,7 +26,8 @@ def commit() -> str:
                              text=True, timeout=10)
         if out.returncode == 0:
             sha = out.stdout.strip()
-            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
+                                    "--", ".", ":(exclude)results"],
                                    cwd=ROOT, capture_output=True, text=True, timeout=10)
             return sha + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
