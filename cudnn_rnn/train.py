@@ -70,46 +70,65 @@ def main(argv=None) -> int:
         raise BadInput(f"--out {out} is a file; give a folder")
     from cudnn_rnn.engine.gpu import cupy_or_raise
     cp = cupy_or_raise()
-    from cudnn_rnn.charlm.train import train
-    text = corpus.load()
-    heldout = stretches(text.heldout, EVAL_BATCH, EVAL_SEQ + 1)
-    calibration = stretches(text.train, CALIBRATION_BATCH, EVAL_SEQ + 1)
+    try:
+        text = corpus.load()
+        heldout = stretches(text.heldout, EVAL_BATCH, EVAL_SEQ + 1)
+        calibration = stretches(text.train, CALIBRATION_BATCH, EVAL_SEQ + 1)
+    except ValueError as exc:
+        raise BadInput(f"this interpreter's standard library cannot be the corpus: {exc}") from None
+    from cudnn_rnn.matrix.provenance import command
+    cmd = command("cudnn_rnn.train", argv)
+    made = {}
+    for name in (CELLS if args.cell == "all" else [args.cell]):
+        try:
+            made[name] = _train_one(cp, name, args, text, heldout, cmd)
+        except Exception as exc:  # noqa: BLE001 - reported in one line, nothing written
+            from cudnn_rnn.bindings.errors import CudnnError
+            from cudnn_rnn.charlm.train import TrainingFailed
+            if not isinstance(exc, (TrainingFailed, CudnnError, cp.cuda.memory.OutOfMemoryError)):
+                raise
+            print(f"cudnn_rnn.train: {name} did not train: {exc}; nothing was written",
+                  file=sys.stderr)
+            return 1
+    # every cell trained: only now replace what the folder holds
     out.mkdir(parents=True, exist_ok=True)
     (out / "heldout.txt").write_text(heldout, encoding="utf-8")
     (out / "calibration.txt").write_text(calibration, encoding="utf-8")
-    codes = corpus.encode(heldout)
-    inputs, targets = corpus.batch(codes, EVAL_SEQ, EVAL_BATCH)
-    train_codes = corpus.encode(text.train)
-    from cudnn_rnn.matrix.provenance import command
-    cmd = command("cudnn_rnn.train", argv)
-    for name in (CELLS if args.cell == "all" else [args.cell]):
-        log_path = out / f"{name}-training.log"
-        prov = _provenance(cmd)
-        settings = {k: getattr(args, k) for k in ("layers", "hidden", "embed", "seq", "batch",
-                                                  "steps", "lr", "clip", "seed")}
-        with log_path.open("w") as log:
-            def emit(row, log=log):
-                line = json.dumps(row)
-                log.write(line + "\n")
-                log.flush()
-                print(f"{name}: {line}", flush=True)
-            emit({"command": cmd, "cell": name, "settings": settings,
-                  "corpus": text.describe(), "provenance": prov})
-            started = time.monotonic()
-            model, rows = train(CELLS[name], train_codes, vocab=len(corpus.VOCAB),
-                                log=emit, log_every=args.log_every, **settings)
-            seconds = round(time.monotonic() - started, 2)
-            logits = network.reference_logits(model, inputs, cp)
-            held = network.evaluate(logits, cp.asarray(targets))
-            held.update(seq=EVAL_SEQ, batch=EVAL_BATCH, slice="heldout.txt",
-                        reference="cudnn_rnn.check.reference.forward, float64, on the GPU")
-            emit({"trained_s": seconds, "heldout": held})
-        model.meta = {"cell": name, "vocab": corpus.VOCAB, "settings": settings,
-                      "training": {"seconds": seconds, "first": rows[0], "last": rows[-1],
-                                   "log": log_path.name},
-                      "corpus": text.describe(), "heldout": held, "provenance": prov}
+    for name, (model, lines) in made.items():
+        (out / f"{name}-training.log").write_text("".join(line + "\n" for line in lines))
         model.save(out / f"{name}.npz")
+    print(f"written: {', '.join(sorted(p.name for p in out.iterdir()))} in {out}")
     return 0
+
+
+def _train_one(cp, name: str, args, text, heldout: str, cmd: str) -> tuple:
+    """One cell trained and evaluated: (the model with its meta, the log's lines)."""
+    from cudnn_rnn.charlm.train import train
+    inputs, targets = corpus.batch(corpus.encode(heldout), EVAL_SEQ, EVAL_BATCH)
+    prov = _provenance(cmd)
+    settings = {k: getattr(args, k) for k in ("layers", "hidden", "embed", "seq", "batch",
+                                              "steps", "lr", "clip", "seed")}
+    lines = []
+
+    def emit(row):
+        lines.append(json.dumps(row))
+        print(f"{name}: {lines[-1]}", flush=True)
+
+    emit({"command": cmd, "cell": name, "settings": settings, "corpus": text.describe(),
+          "provenance": prov})
+    started = time.monotonic()
+    model, rows = train(CELLS[name], corpus.encode(text.train), vocab=len(corpus.VOCAB),
+                        log=emit, log_every=args.log_every, **settings)
+    seconds = round(time.monotonic() - started, 2)
+    held = network.evaluate(network.reference_logits(model, inputs, cp), cp.asarray(targets))
+    held.update(seq=EVAL_SEQ, batch=EVAL_BATCH, slice="heldout.txt",
+                reference="cudnn_rnn.check.reference.forward, float64, on the GPU")
+    emit({"trained_s": seconds, "heldout": held})
+    model.meta = {"cell": name, "vocab": corpus.VOCAB, "settings": settings,
+                  "training": {"seconds": seconds, "first": rows[0], "last": rows[-1],
+                               "log": f"{name}-training.log"},
+                  "corpus": text.describe(), "heldout": held, "provenance": prov}
+    return model, lines
 
 
 def cli(argv=None) -> int:

@@ -64,7 +64,10 @@ def test_kl_is_zero_where_quantization_changes_nothing():
     h = C.Histogram(counts, 1.0)
     # three isolated bins, each its own grid value at the full range: Q equals P
     assert C.kl_divergence(h, C.BINS, "int8") == pytest.approx(0.0, abs=1e-12)
-    assert C.kl_divergence(h, 1024, "int8") > 0  # clipping folds 2 counts onto bin 1023
+    assert C.kl_divergence(h, 1024, "int8") == np.inf  # the folded 2 counts land in an empty bin
+    flat = C.Histogram(np.ones(C.BINS), 1.0)
+    folded = C.kl_divergence(flat, 1024, "int8")  # 1025 counts piled into the last bin
+    assert np.isfinite(folded) and folded > C.kl_divergence(flat, C.BINS, "int8") + 0.1
 
 
 def test_thresholds_feed_a_plan_and_saturate_beyond_them():

@@ -71,3 +71,22 @@ def test_a_users_module_from_its_state_dict(cuda, tmp_path):
     engine = [r for r in res["records"] if r["engine"] == "cuBLASLt"]
     assert len(engine) == 1 + 2 * 3 * 2
     assert all(r["outcome"] == "NOT_SUPPORTED" and "projection" in r["reason"] for r in engine)
+
+
+def test_a_users_gru_runs_in_the_8_bit_engine_where_its_shapes_allow(cuda, tmp_path):
+    doc, path, _ = _run(tmp_path, "--weights", str(FIX / "gru.npz"), "--inputs",
+                        str(FIX / "gru-inputs.npy"), "--methods", "max,p99.9")
+    assert path.name == "precision-user-gru.json"
+    res = doc["result"]
+    by = {r["id"]: r for r in res["records"]}
+    # INT8 takes K = 12 (the module's input width); cuBLASLt's FP8 GEMMs need K % 16 == 0,
+    # so an FP8 input GEMM is refused by the heuristic, with its call and status
+    for part in ("input", "recurrent", "both"):
+        rec = by[f"lowbit/int8/{part}/max"]
+        assert rec["outcome"] == "OK", rec.get("reason")
+        assert all(rec["errors_twin"][n] < rec["errors"][n] for n in rec["errors_twin"])
+        assert rec["metrics"]["error_vs_fp32"] < 0.1
+    for part in ("input", "both"):
+        rec = by[f"lowbit/e4m3/{part}/max"]
+        assert rec["outcome"] == "NOT_SUPPORTED" and rec["failed_call"].startswith("cublasLt")
+    assert any(r["family"] == "int8" for r in doc["summary"]["rows"])

@@ -52,6 +52,10 @@ def test_every_row_was_verified_and_its_figures_agree(doc):
         assert r["us_per_sequence"] == pytest.approx(1000 * r["ms"] / res["source"]["shape"]["batch"])
         fp32_bpc = base["metrics"]["bpc"]
         assert r["dbpc_pct"] == pytest.approx(100 * (r["bpc"] - fp32_bpc) / fp32_bpc)
+    # every verified 8-bit record is nearer its quantized twin than the unquantized reference
+    for rec in res["records"]:
+        if rec.get("errors_twin") and rec["outcome"] == "OK":
+            assert all(rec["errors_twin"][n] < rec["errors"][n] for n in rec["errors_twin"])
     # a cuDNN row is the fastest verified configuration of its family
     for r in (r for r in s["rows"] if r["engine"] == "cuDNN"):
         same = [x for x in res["records"] if x["engine"] == "cuDNN" and x["family"] == r["family"]

@@ -86,6 +86,7 @@ def _gru_state():
     (lambda s: s.update(weight_ih_l1=s["weight_ih_l0"]), "weight_ih_l1 has shape (48, 12), "
                                                            "expected (48, 16) for a 2-layer GRU"),
     (lambda s: s.clear(), "has no tensors"),
+    (lambda s: s.update(weight_hh_l0=np.zeros((48, 0), np.float32)), "an empty module"),
 ])
 def test_a_dict_that_is_not_such_a_module_is_refused(change, needle):
     state = _gru_state()
@@ -113,8 +114,25 @@ def test_safetensors_bf16_and_broken_headers(tmp_path):
     bad.write_bytes(struct.pack("<Q", 1 << 40) + b"{}")
     with pytest.raises(BadModel, match="not a safetensors file"):
         files.read_weights(bad)
+    odd = tmp_path / "odd.safetensors"
+    h = json.dumps({"t": {"dtype": "F32", "shape": 4, "data_offsets": None}}).encode()
+    odd.write_bytes(struct.pack("<Q", len(h)) + h + bytes(16))
+    with pytest.raises(BadModel, match="not a readable .safetensors file"):
+        files.read_weights(odd)
     ints = tmp_path / "ints.safetensors"
     h = json.dumps({"t": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}}).encode()
     ints.write_bytes(struct.pack("<Q", len(h)) + h + bytes(8))
     with pytest.raises(BadModel, match="give F16, BF16, F32 or F64"):
         files.read_weights(ints)
+
+
+def test_a_users_plain_relu_rnn_stays_relu_through_the_tables_loader(tmp_path):
+    from cudnn_rnn.charlm import table
+    state = {"weight_ih_l0": np.ones((4, 3), np.float32), "weight_hh_l0": np.ones((4, 4), np.float32),
+             "bias_ih_l0": np.ones(4, np.float32), "bias_hh_l0": np.ones(4, np.float32)}
+    np.savez(tmp_path / "rnn.npz", **state)
+    np.save(tmp_path / "x.npy", np.ones((2, 2, 3), np.float32))
+    spec = {"weights": str(tmp_path / "rnn.npz"), "inputs": str(tmp_path / "x.npy")}
+    for cell in (RNNMode.RNN_RELU, RNNMode.RNN_TANH):  # RNN_RELU is 0, a false value
+        assert table.load_source(dict(spec, plain_cell=cell)).rnn.mode == cell
+    assert table.load_source(spec).rnn.mode == RNNMode.RNN_TANH

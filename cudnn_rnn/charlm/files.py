@@ -48,7 +48,8 @@ def read_weights(path, keep: tuple = ()) -> dict:
             state = _torch(p)
     except BadModel:
         raise
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError, struct.error) as exc:
+    except (OSError, ValueError, TypeError, zipfile.BadZipFile, EOFError, KeyError,
+            struct.error) as exc:
         raise BadModel(f"{p}: not a readable {suffix} file ({exc})") from None
     return {k: v if k in keep else _float(p, k, v) for k, v in state.items()}
 

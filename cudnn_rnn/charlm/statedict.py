@@ -85,6 +85,8 @@ def from_state(state: dict, where: str = "state_dict", prefix: str = "",
     rows, cols = _shape(own, "weight_hh_l0", 2, where)
     has_proj = ("weight_hr", 0, False) in found
     hidden = _shape(own, "weight_hr_l0", 2, where)[1] if has_proj else cols
+    if hidden < 1 or rows < 1:
+        raise BadModel(f"{where}: weight_hh_l0 has shape {(rows, cols)}; an empty module")
     if rows % hidden:
         raise BadModel(f"{where}: weight_hh_l0 has {rows} rows, not a multiple of the "
                        f"hidden size {hidden}")

@@ -13,7 +13,8 @@ from tabulate import tabulate
 from cudnn_rnn.reporting.html import CSS
 from cudnn_rnn.reporting.markdown import PROVENANCE_KEYS
 
-NAMES = {"fp32": "FP32 (true, FMA)", "tf32": "TF32", "fp16": "FP16", "bf16": "BF16",
+NAMES = {"fp32": "FP32 (true, FMA)", "tf32": "TF32 (FLOAT, tensor ops)", "fp16": "FP16",
+         "bf16": "BF16",
          "int8": "INT8", "fp8": "FP8 E4M3"}
 
 
@@ -147,9 +148,13 @@ def markdown(doc: dict) -> str:
            f"like with like (replays with replays) and is measured in the same run. Every row "
            f"verified before it was timed: cuDNN against the float64 reference, the 8-bit "
            f"engine against its float64 twin (the same quantized network), within the bound "
-           f"in the JSON. 8-bit rows: activations per tensor (calibrated on "
-           f"{src['calibrated_on']}), weights per output channel, the other GEMMs in FP16; "
-           f"each shows its best calibration method.", "",
+           f"in the JSON. The TF32 row is FLOAT data with DEFAULT, TENSOR_OP or "
+           f"TENSOR_OP_ALLOW_CONVERSION math, the last of which lets cuDNN compute in FP16. "
+           f"8-bit rows: activations per tensor (calibrated on {src['calibrated_on']}), "
+           f"weights per output channel, the other GEMMs in FP16; each shows the calibration "
+           f"method that did best on the batch the table is measured on (chosen there, so "
+           f"its figure is the best of six; every method's figure is in the calibration "
+           f"table).", "",
            tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True), "",
            "## Calibration", "",
            ("Δ bits per character against FP32 (%)" if s["task"] else
