@@ -38,7 +38,8 @@ from cudnn_rnn.matrix import baseline, families
 from cudnn_rnn.matrix.families import FAMILIES
 from cudnn_rnn.matrix.bench import vs_torch_best
 from cudnn_rnn.matrix.cells import Cell
-from cudnn_rnn.matrix.record import config_label, max_error, ranked_timing, same_basis_ratio
+from cudnn_rnn.matrix.record import (config_label, max_error, objective_basis, objective_ms,
+                                     objective_replay_ms, objective_speedup)
 from cudnn_rnn.matrix.spec import baseline_first
 
 TRAINING_KINDS = ("forward_training", "backward_data", "backward_weights")
@@ -58,26 +59,23 @@ def candidate_cells(shape: RNNConfig, family: str) -> list[Cell]:
     return baseline_first(shape, search_space(family), "tune")
 
 
+def _kinds(training: bool) -> tuple:
+    return TRAINING_KINDS if training else ("forward_inference",)
+
+
 def cost_ms(rec: dict, training: bool, plain: bool = False) -> float | None:
-    """The objective's time: the sum over its calls of each call's ranked timing (graph
-    replays where captured, else plain calls; only plain ones with ``plain``)."""
-    kinds = TRAINING_KINDS if training else ("forward_inference",)
-    found = [(rec.get("timings") or {}).get(k) if plain else ranked_timing(rec, k)[0]
-             for k in kinds]
-    return None if None in found else sum(t["median_ms"] for t in found)
+    """The objective's time (:func:`~cudnn_rnn.matrix.record.objective_ms`)."""
+    return objective_ms(rec, _kinds(training), plain)
 
 
 def basis(rec: dict, training: bool) -> str:
-    """``graph`` when every call of the objective was captured, ``plain`` when none was,
-    else ``mixed``; the refusals are in the record's ``graph_refused``."""
-    kinds = TRAINING_KINDS if training else ("forward_inference",)
-    found = {ranked_timing(rec, k)[1] for k in kinds}
-    return found.pop() if len(found) == 1 else "mixed"
+    """How the objective was timed (:func:`~cudnn_rnn.matrix.record.objective_basis`)."""
+    return objective_basis(rec, _kinds(training))
 
 
 def replay_ms(rec: dict, training: bool) -> float | None:
     """The objective's time in CUDA-graph replays; None unless every call was captured."""
-    return cost_ms(rec, training) if basis(rec, training) == "graph" else None
+    return objective_replay_ms(rec, _kinds(training))
 
 
 def rank(records: list, training: bool, include_baseline: bool = True) -> list[dict]:
@@ -85,15 +83,6 @@ def rank(records: list, training: bool, include_baseline: bool = True) -> list[d
     ok = [r for r in records if r["outcome"] == "OK" and cost_ms(r, training) is not None
           and (include_baseline or not r.get("implicit"))]
     return sorted(ok, key=lambda r: (cost_ms(r, training), r["id"]))
-
-
-def _same_basis_speedup(base: dict | None, rec: dict, training: bool) -> float | None:
-    """The baseline's time over ``rec``'s (:func:`~cudnn_rnn.matrix.record.same_basis_ratio`;
-    replays count only where every call of the objective was captured)."""
-    if base is None:
-        return None
-    return same_basis_ratio(replay_ms(base, training), cost_ms(base, training, True),
-                            replay_ms(rec, training), cost_ms(rec, training, True))
 
 
 def _fastest_plain(rows: list) -> dict | None:
@@ -122,7 +111,7 @@ def summarise(records: list, training: bool, torch_result: dict | None = None) -
                      "ms": ms, "basis": basis(r, training), "plain_ms": cost_ms(r, training, True),
                      "graph_refused": r.get("graph_refused"), "tflops": tflops(flop, ms),
                      "max_error": max_error(r),
-                     "speedup_fp32": _same_basis_speedup(base, r, training),
+                     "speedup_fp32": objective_speedup(base, r, _kinds(training)),
                      "speedup_torch": (torch_result["ms"] / cost_ms(r, training, True))
                      if torch_result and torch_result.get("ms") else None,  # eager: plain calls
                      "speedup_torch_best": vs_best,
@@ -283,7 +272,7 @@ def _one_process(args, shape: RNNConfig, cells: list) -> tuple[dict, dict]:
     from cudnn_rnn.matrix.worker import start_worker
     worker, info = start_worker(args.cudnn, {
         "reps": args.reps, "time": True, "reuse_values": True, "budget_s": args.budget,
-        "kinds": TRAINING_KINDS if args.training else ("forward_inference",),
+        "kinds": _kinds(args.training),
         "graphs": not args.no_graphs})
     if not info["device_stages"]:
         worker.close()

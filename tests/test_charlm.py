@@ -82,3 +82,16 @@ def test_codes_cover_the_vocabulary_and_unknown_characters_map_to_zero():
     assert x.shape == y.shape == (4, 2) and (y[:-1] == x[1:]).all() and x[0, 1] == 5
     with pytest.raises(ValueError, match="need 11"):
         corpus.batch(np.arange(10), 4, 2, start=1)
+
+
+def test_the_reference_on_held_values_is_rerun_only_where_storing_changes_a_value(heldout):
+    from cudnn_rnn.bindings.enums import DataType
+    from cudnn_rnn.charlm.table import held_values
+    model = network.load(network.shipped("lstm"))
+    x = network.embed(model, heldout[0][:, :4])
+    assert held_values(model.rnn, x, DataType.FLOAT) is None  # trained in FP32: exact
+    rnn, xq = held_values(model.rnn, x, DataType.HALF)
+    assert not np.array_equal(xq, x) and np.abs(xq - x).max() < 1e-2
+    w, w16 = model.rnn.params[0].W[0], rnn.params[0].W[0]
+    assert not np.array_equal(w16, w) and np.array_equal(w16, w.astype(np.float16))
+    assert rnn.mode == model.rnn.mode and rnn.hidden == model.rnn.hidden

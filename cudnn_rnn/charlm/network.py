@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from cudnn_rnn.bindings.enums import RNNMode
-from cudnn_rnn.charlm import statedict
+from cudnn_rnn.charlm import corpus, statedict
 from cudnn_rnn.charlm.files import read_weights
 from cudnn_rnn.charlm.statedict import BadModel, RNNWeights
 from cudnn_rnn.check import reference
@@ -78,8 +78,7 @@ def shipped(cell: str = "lstm") -> Path:
 
 def slice_codes(name: str) -> np.ndarray:
     """The codes of a shipped text slice (``heldout`` or ``calibration``)."""
-    from cudnn_rnn.charlm.corpus import encode
-    return encode((MODELS / f"{name}.txt").read_text(encoding="utf-8"))
+    return corpus.encode((MODELS / f"{name}.txt").read_text(encoding="utf-8"))
 
 
 # ---------------------------------------------------------------------------- the metric

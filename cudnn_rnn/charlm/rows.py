@@ -34,27 +34,20 @@ import time
 
 from cudnn_rnn.bindings.cublaslt.errors import CublasLtError
 from cudnn_rnn.bindings.enums import RNNAlgo
-from cudnn_rnn.bindings.errors import CudnnError
-from cudnn_rnn.check.verify import relative_error, tolerances
-from cudnn_rnn.engine import capture, readback, timing, values
+from cudnn_rnn.check.verify import tolerances
+from cudnn_rnn.engine import capture, readback, values
 from cudnn_rnn.engine.flow import FlowResult, FlowStop, RNNFlow
 from cudnn_rnn.lowbit import model
-from cudnn_rnn.lowbit.candidates import BOUNDS, REST
+from cudnn_rnn.lowbit.candidates import BOUNDS, OUTPUTS, REST, errors, refusal, timed
 from cudnn_rnn.lowbit.engine import Engine, Unsupported
 from cudnn_rnn.matrix.cell import outcome_of, time_cell
 
-OUTPUTS = ("y", "hy", "cy")
 # engine vs its float64 twin: the FP16 GEMMs beside the 8-bit ones, FP32 sums, and the
 # 8-bit codes a last-bit difference moves across a rounding boundary, which E4M3's coarse
 # grid (steps of 1/8 to 1/16 of a value) makes larger. About 3x the largest seen on the H200
 # for the shipped LSTM (INT8 4.4e-3, E4M3 2.7e-2, both GEMMs); a wrong scale, layout or
 # kernel is off by O(1).
 TWIN_BOUNDS = {"int8": 1.5e-2, "e4m3": 8e-2}
-
-
-def errors(out: dict, ref: dict) -> dict:
-    return {n: relative_error(out[n], ref[n]) for n in OUTPUTS
-            if ref.get(n) is not None and out.get(n) is not None}
 
 
 def _failed(rec: dict, outcome: str, call: str, status: str, code, reason: str) -> dict:
@@ -123,7 +116,7 @@ def engine_row(cfg, stacked: list, stacked_dev: list, io_dev: dict, ref: dict, f
     try:
         engine = Engine(cfg, stacked, REST, plan)
     except (CublasLtError, Unsupported) as exc:
-        return _refused(rec, exc, "build"), None
+        return dict(rec, **refusal(exc, "build")), None
     try:
         engine.set_inputs(io_dev["x"], io_dev["hx"], io_dev.get("cx"))
         capture.prepare(engine, OUTPUTS)
@@ -148,24 +141,12 @@ def engine_row(cfg, stacked: list, stacked_dev: list, io_dev: dict, ref: dict, f
                 f"{n} is as near the unquantized reference ({rec['errors'][n]:.3g}) as its "
                 f"quantized twin ({check[n]:.3g}): not shown to compute the quantized network"))
             return rec, None
-        rec["timings"] = {"forward_inference": timing.time_call(
-            engine.cp, engine.stream, engine.forward, reps, warmup, budget_s).as_record()}
-        try:
-            rec["graph_timings"] = {"forward_inference": capture.time_captured(
-                engine, Engine.forward, OUTPUTS, reps, warmup, budget_s).as_record()}
-        except capture.CaptureRefused as exc:
-            rec["graph_refused"] = {"forward_inference": str(exc)}
+        rec.update(timed(engine.cp, cfg, engine, reps, warmup, budget_s))
         rec.update(outcome="OK", duration_s=round(time.monotonic() - started, 3))
         return rec, out
     except CublasLtError as exc:
-        return _refused(rec, exc, "forward"), None
+        return dict(rec, **refusal(exc, "forward")), None
     finally:
         engine.close()
 
 
-def _refused(rec: dict, exc: BaseException, stage: str) -> dict:
-    if isinstance(exc, (CublasLtError, CudnnError)):
-        return _failed(rec, "NOT_SUPPORTED" if exc.status_name == "NOT_SUPPORTED" else "ERROR",
-                       exc.call, exc.status_name, exc.code, exc.reason)
-    return _failed(rec, "NOT_SUPPORTED", f"cudnn_rnn.lowbit.engine ({stage})", "NOT_SUPPORTED",
-                   None, str(exc))

@@ -124,7 +124,8 @@ def expected(cp, cfg, stacked, io) -> dict:
     return {"y": f.y, "hy": f.hy, "cy": f.cy}
 
 
-def _errors(out: dict, ref: dict) -> dict:
+def errors(out: dict, ref: dict) -> dict:
+    """Relative error of each output (y, hy, and cy where the reference has one)."""
     return {n: relative_error(out[n], ref[n]) for n in OUTPUTS if ref.get(n) is not None}
 
 
@@ -140,15 +141,37 @@ def record(cfg: RNNConfig, config: Config, **facts) -> dict:
     return rec
 
 
-def refused(cfg, config, exc: BaseException, stage: str) -> dict:
-    """NOT_SUPPORTED (or cuBLASLt's status) from a failed call, with the library's reason."""
+def refusal(exc: BaseException, stage: str) -> dict:
+    """The facts of a failed build or forward: NOT_SUPPORTED (or cuBLASLt's status) with
+    the call, status and the library's reason, or the engine's own refusal (Unsupported)."""
     if isinstance(exc, CublasLtError):
         status = exc.status_name
-        return record(cfg, config, outcome="NOT_SUPPORTED" if status == "NOT_SUPPORTED"
-                      else "ERROR", failed_stage=stage, failed_call=exc.call,
-                      status=status, status_code=exc.code, reason=exc.reason)
-    return record(cfg, config, outcome="NOT_SUPPORTED", failed_stage=stage,
-                  failed_call="cudnn_rnn.lowbit.engine", status="NOT_SUPPORTED", reason=str(exc))
+        return dict(outcome="NOT_SUPPORTED" if status == "NOT_SUPPORTED" else "ERROR",
+                    failed_stage=stage, failed_call=exc.call, status=status,
+                    status_code=exc.code, reason=exc.reason)
+    return dict(outcome="NOT_SUPPORTED", failed_stage=stage,
+                failed_call="cudnn_rnn.lowbit.engine", status="NOT_SUPPORTED", reason=str(exc))
+
+
+def refused(cfg, config, exc: BaseException, stage: str) -> dict:
+    """A candidate's record of a failed call (:func:`refusal`)."""
+    return record(cfg, config, **refusal(exc, stage))
+
+
+def timed(cp, cfg: RNNConfig, engine: Engine, reps: int, warmup: int, budget_s: float | None,
+          graphs: bool = True) -> dict:
+    """``timings`` of plain forwards and, with ``graphs``, ``graph_timings`` of replays of
+    the forward captured and checked bit for bit (or ``graph_refused``, why not), each with
+    its TFLOPS; for a verified engine only."""
+    facts = {"timings": {"forward_inference": _rated(cfg, timing.time_call(
+        cp, engine.stream, engine.forward, reps, warmup, budget_s))}}
+    if graphs:
+        try:
+            facts["graph_timings"] = {"forward_inference": _rated(cfg, capture.time_captured(
+                engine, Engine.forward, OUTPUTS, reps, warmup, budget_s))}
+        except capture.CaptureRefused as exc:
+            facts["graph_refused"] = {"forward_inference": str(exc)}
+    return facts
 
 
 # ---------------------------------------------------------------------------- one candidate
@@ -169,7 +192,7 @@ def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict
         engine.forward()
         out = engine.outputs()
         seen = operands.seen_weights(stacked, engine.operands)
-        whole, only = _errors(out, ref_whole), _errors(out, expected(cp, cfg, seen, io))
+        whole, only = errors(out, ref_whole), errors(out, expected(cp, cfg, seen, io))
         worst = max(list(whole.values()) + list(only.values()))
         facts = {"errors": whole, "errors_seen": only, "algorithms": engine.algorithms(),
                  "scales": _scales(plan)}
@@ -177,14 +200,7 @@ def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict
             return record(cfg, config, outcome="WRONG_RESULT", duration_s=_since(started),
                           reason=f"largest relative error {worst:.3g} > bound {config.bound:g}",
                           **facts)
-        facts["timings"] = {"forward_inference": _rated(cfg, timing.time_call(
-            cp, engine.stream, engine.forward, reps, warmup, budget_s))}
-        if graphs:
-            try:
-                facts["graph_timings"] = {"forward_inference": _rated(cfg, capture.time_captured(
-                    engine, Engine.forward, OUTPUTS, reps, warmup, budget_s))}
-            except capture.CaptureRefused as exc:
-                facts["graph_refused"] = {"forward_inference": str(exc)}
+        facts.update(timed(cp, cfg, engine, reps, warmup, budget_s, graphs))
         return record(cfg, config, outcome="OK", duration_s=_since(started), **facts)
     except CublasLtError as exc:
         return refused(cfg, config, exc, "forward")
@@ -217,9 +233,8 @@ def run_configs(cfg: RNNConfig, names: list, seed: int = 0, reps: int = 20, warm
     values = draw(cfg, seed)
     cal = values["calibration"]
     up = lambda a: None if a is None else cp.asarray(a)  # noqa: E731
-    amaxes = model.calibrate(cfg, [model.Stacked(*(up(a) for a in (s.W, s.R, s.bW, s.bR, s.P)))
-                                   for s in values["stacked"]], up(cal["x"]), up(cal["hx"]),
-                             up(cal["cx"]))
+    amaxes = model.calibrate(cfg, model.moved(values["stacked"], cp), up(cal["x"]),
+                             up(cal["hx"]), up(cal["cx"]))
     ref_whole = expected(cp, cfg, values["stacked"], values["io"])
     records = [run_one(cp, cfg, c, values, amaxes, ref_whole, reps, warmup, budget_s, graphs)
                for c in configs]

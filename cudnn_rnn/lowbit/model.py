@@ -55,6 +55,12 @@ def stack(cfg: RNNConfig, params: list[LayerParams]) -> list[Stacked]:
             for p in params]
 
 
+def moved(stacked: list[Stacked], xp) -> list[Stacked]:
+    """``stacked`` as ``xp`` arrays (cupy: the float64 model then runs on the GPU)."""
+    return [Stacked(*(None if a is None else xp.asarray(a) for a in (s.W, s.R, s.bW, s.bR, s.P)))
+            for s in stacked]
+
+
 def unstack(cfg: RNNConfig, stacked: list[Stacked]) -> list[LayerParams]:
     """Inverse of :func:`stack` (biases come back as arrays, zeros where there were none),
     so stacked weights can be fed to :func:`cudnn_rnn.check.reference.forward`."""

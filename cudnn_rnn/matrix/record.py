@@ -235,6 +235,36 @@ def same_basis_ratio(a_replay: float | None, a_plain: float | None,
     return None
 
 
+def objective_ms(rec: dict, kinds: tuple, plain: bool = False) -> float | None:
+    """An objective's time (the calls ``kinds``, e.g. forward inference alone, or a training
+    step's three): the sum of each call's ranked timing (graph replays where captured, else
+    plain calls; only plain ones with ``plain``); None unless every call was timed."""
+    found = [(rec.get("timings") or {}).get(k) if plain else ranked_timing(rec, k)[0]
+             for k in kinds]
+    return None if None in found else sum(t["median_ms"] for t in found)
+
+
+def objective_basis(rec: dict, kinds: tuple) -> str | None:
+    """``graph`` when every call of the objective was captured, ``plain`` when none was,
+    else ``mixed``; the refusals are in the record's ``graph_refused``."""
+    found = {ranked_timing(rec, k)[1] for k in kinds}
+    return found.pop() if len(found) == 1 else "mixed"
+
+
+def objective_replay_ms(rec: dict, kinds: tuple) -> float | None:
+    """The objective's time in CUDA-graph replays; None unless every call was captured."""
+    return objective_ms(rec, kinds) if objective_basis(rec, kinds) == "graph" else None
+
+
+def objective_speedup(base: dict | None, rec: dict, kinds: tuple) -> float | None:
+    """The baseline's time over ``rec``'s for the objective (:func:`same_basis_ratio`;
+    replays count only where every call of the objective was captured)."""
+    if base is None:
+        return None
+    return same_basis_ratio(objective_replay_ms(base, kinds), objective_ms(base, kinds, True),
+                            objective_replay_ms(rec, kinds), objective_ms(rec, kinds, True))
+
+
 def _median(timings: dict | None, kind: str) -> float | None:
     return ((timings or {}).get(kind) or {}).get("median_ms")
 

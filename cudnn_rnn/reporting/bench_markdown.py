@@ -4,12 +4,9 @@ Only formatting: every figure comes from :func:`cudnn_rnn.reporting.bench.summar
 """
 from __future__ import annotations
 
+from cudnn_rnn.reporting.markdown import figure
 from cudnn_rnn.matrix.bench import GEMM_TARGET, fp16_target
 from cudnn_rnn.matrix.record import config_label
-
-def _f(v, fmt=".2f", none=""):
-    return none if v is None else format(v, fmt)
-
 
 def _pct(v):
     return "" if v is None else f"{100 * v:.0f}%"
@@ -68,8 +65,8 @@ def _why_below(fp16_rows: list[dict]) -> str:
 def _tol(c: dict) -> str:
     out, grad = c.get("tolerance"), c.get("gradient_tolerance")
     if grad is None or grad == out:
-        return _f(out, ".0e")
-    return f"{_f(out, '.0e')} outputs, {_f(grad, '.0e')} gradients"
+        return figure(out, ".0e")
+    return f"{figure(out, '.0e')} outputs, {figure(grad, '.0e')} gradients"
 
 
 def _provenance_lines(runs: list[dict]) -> list[str]:
@@ -107,19 +104,19 @@ def _group_table(rows: list[dict]) -> list[str]:
         if not w:
             lines.append(f"| {name} | nothing verified | | | | | | | | | |")
             continue
-        tf = f"{_f(r['speedup_tf32'])} ({r['tf32']['config']})" if r["tf32"] else "no TF32 verified"
+        tf = f"{figure(r['speedup_tf32'])} ({r['tf32']['config']})" if r["tf32"] else "no TF32 verified"
         pw = r.get("plain_winner")
-        th = (f"{_f(r['speedup_torch'])} ({r['torch_ms']:.4f}"
+        th = (f"{figure(r['speedup_torch'])} ({r['torch_ms']:.4f}"
               + (f"; ours plain: {pw['config']}" if pw and pw["config"] != w["config"] else "")
               + ")" if r["torch_ms"] else f"({r['torch_skipped']})")
         best = r.get("torch_best")
-        tb = f"{_f(r['speedup_torch_best'])} ({best['variant']})" if best else ""
+        tb = f"{figure(r['speedup_torch_best'])} ({best['variant']})" if best else ""
         gap = r.get("launch_gap") or {}
-        lg = f"{_f(gap.get('ours'))}, {_f(gap.get('torch_float16'))}" if gap else ""
+        lg = f"{figure(gap.get('ours'))}, {figure(gap.get('torch_float16'))}" if gap else ""
         timed = f"{_timing(w)}" + (" graph" if w.get("timed_as") == "graph" else "")
-        lines.append(f"| {name} | {w['config']} | {timed} | {_f(w['tflops'], '.1f')} | "
-                     f"{_pct(r['gemm_fraction'])} | {_f(r['speedup_fp32'])} | {tf} | {th} | {tb} | "
-                     f"{lg} | {_f(w['max_error'], '.1e')} (tol {_tol(w)}) |")
+        lines.append(f"| {name} | {w['config']} | {timed} | {figure(w['tflops'], '.1f')} | "
+                     f"{_pct(r['gemm_fraction'])} | {figure(r['speedup_fp32'])} | {tf} | {th} | {tb} | "
+                     f"{lg} | {figure(w['max_error'], '.1e')} (tol {_tol(w)}) |")
     lines += ["", "×TF32 uses the issue's definition: the faster verified FLOAT-data configuration with "
               "DEFAULT math (TF32 permitted) or TENSOR_OP_ALLOW_CONVERSION (FP16 conversion "
               "permitted); its column names which. ×PyTorch: `torch.nn` module, float32, `eval()`, "
@@ -336,7 +333,7 @@ def markdown(summary: dict) -> str:
     out += ["", "## Targets", ""]
     st = t["seed_vs_torch"]
     out.append(f"- Seed shape LSTM 20, 2, 512, 64: our fastest verified plain calls "
-               f"**{_f(st['measured'])}×** PyTorch's default (`eval()`, `no_grad`, float32, "
+               f"**{figure(st['measured'])}×** PyTorch's default (`eval()`, `no_grad`, float32, "
                f"eager) — "
                f"target ≥ {st['target']}×: **{'met' if st['met'] else 'not met'}**.")
     ft = t["fp16_gemm_fraction"]
@@ -349,15 +346,15 @@ def markdown(summary: dict) -> str:
         out.append(f"- Our verified winner against PyTorch's best (fastest of its float32, float16 "
                    f"and bfloat16 modules, eager or CUDA-graph-captured): at least as fast at "
                    f"{vb['at_least_as_fast']} of {vb['shapes']} shapes, ratios "
-                   f"{_f(vb['min'])}–{_f(vb['max'])}× — target ≥ 1× everywhere: "
+                   f"{figure(vb['min'])}–{figure(vb['max'])}× — target ≥ 1× everywhere: "
                    f"**{'met' if vb['met'] else 'not met'}**"
                    + ("" if vb["met"] else "; where not, see *Where PyTorch's best is faster*") + ".")
     if t.get("overhead"):
         o = t["overhead"]
-        out.append(f"- Overhead of the ctypes path: worst ratio ours / PyTorch **{_f(o['worst'], '.3f')}**, "
-                   f"median {_f(o['median'], '.3f')}" + (
+        out.append(f"- Overhead of the ctypes path: worst ratio ours / PyTorch **{figure(o['worst'], '.3f')}**, "
+                   f"median {figure(o['median'], '.3f')}" + (
                        f" (each the median over {o['processes']} processes; the worst single "
-                       f"process gave {_f(o['worst_single_process'], '.3f')})"
+                       f"process gave {figure(o['worst_single_process'], '.3f')})"
                        if o.get("processes", 1) > 1 else "") +
                    f" — target ≤ {o['target']}: **{'met' if o['met'] else 'not met'}**.")
     fp16_rows = [r for r in rows if fp16_target(r["shape"])]
@@ -374,12 +371,12 @@ def markdown(summary: dict) -> str:
             s, c, g = r["shape"], r["fp16"], r["gemm_model"] or {}
             dense = r["dense_fp16_tflops"]
             out.append(f"| LSTM {s['seq_length']}, {s['layers']}, {s['hidden']}, {s['batch']} | "
-                       f"{c['config'] if c else 'none verified'} | {_f(c and c['tflops'], '.1f')} | "
-                       f"{_pct(r['fp16_gemm_fraction'])} | {_f(g.get('input_gemm_tflops'), '.1f')} | "
-                       f"{_f(g.get('step_gemm_tflops'), '.1f')}"
+                       f"{c['config'] if c else 'none verified'} | {figure(c and c['tflops'], '.1f')} | "
+                       f"{_pct(r['fp16_gemm_fraction'])} | {figure(g.get('input_gemm_tflops'), '.1f')} | "
+                       f"{figure(g.get('step_gemm_tflops'), '.1f')}"
                        f"{_paren(_pct(g['step_gemm_tflops'] / dense if g and dense else None))} | "
-                       f"{_f(g.get('model_tflops'), '.1f')}{_paren(_pct(g.get('recurrent_share')))} | "
-                       f"{_f(g.get('fp16_over_model'))} |")
+                       f"{figure(g.get('model_tflops'), '.1f')}{_paren(_pct(g.get('recurrent_share')))} | "
+                       f"{figure(g.get('fp16_over_model'))} |")
         if not ft["met"]:
             out += ["", _why_below(fp16_rows)]
     for group in dict.fromkeys(r["group"] for r in rows):

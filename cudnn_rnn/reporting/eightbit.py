@@ -9,6 +9,7 @@ calls (:func:`cudnn_rnn.matrix.bench.candidates_ratio`, as the rest of the repor
 """
 from __future__ import annotations
 
+from cudnn_rnn.reporting.markdown import figure
 from cudnn_rnn.matrix.bench import (candidates_ratio, median_ms, plain_ms, replay_ms, verified,
                                     vs_torch_best)
 
@@ -52,10 +53,6 @@ def summarise(records: list[dict], runs: list[dict]) -> dict:
     return {"shapes": rows, "gemm_rates": rates}
 
 
-def _f(v, fmt=".2f") -> str:
-    return "" if v is None else format(v, fmt)
-
-
 def markdown(s: dict) -> str:
     """The section of bench.md; empty when no shape ran the engine."""
     if not s["shapes"]:
@@ -76,12 +73,12 @@ def markdown(s: dict) -> str:
         sh, e, c, tb = r["shape"], r["best_8bit"], r["best_16bit_cudnn"], r["torch_best"]
         out.append(f"| {sh['cell']} {sh['seq_length']}, {sh['layers']}, {sh['hidden']}, "
                    f"{sh['batch']} | {e['label'] if e else 'none verified'} | "
-                   f"{_f(median_ms(e), '.4f')} | {_f(e and e['max_error'], '.1e')} | "
-                   f"{c['config'] if c else 'none verified'} | {_f(median_ms(c), '.4f')} | "
-                   f"{_f(r['speedup_vs_cudnn16'])} | "
-                   f"{(tb['variant'] + ' ' + _f(tb['ms'], '.4f')) if tb else ''} | "
-                   f"{_f(r['speedup_vs_torch_best'])} | "
-                   f"{_f(r['engine_fp16_over_cudnn_fp16'])} |")
+                   f"{figure(median_ms(e), '.4f')} | {figure(e and e['max_error'], '.1e')} | "
+                   f"{c['config'] if c else 'none verified'} | {figure(median_ms(c), '.4f')} | "
+                   f"{figure(r['speedup_vs_cudnn16'])} | "
+                   f"{(tb['variant'] + ' ' + figure(tb['ms'], '.4f')) if tb else ''} | "
+                   f"{figure(r['speedup_vs_torch_best'])} | "
+                   f"{figure(r['engine_fp16_over_cudnn_fp16'])} |")
     refused = [(r["id"], n) for r in s["shapes"] for n in r["not_verified"]]
     if refused:
         out += ["", "Not verified or refused:", ""] + [

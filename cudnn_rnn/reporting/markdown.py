@@ -36,8 +36,9 @@ def provenance_block(prov: dict, report: dict, legacy: dict | None = None) -> st
     return _table(rows, ("", ""))
 
 
-def _fmt(x, spec=".2f"):
-    return "" if x is None else format(x, spec)
+def figure(x, spec=".2f", none=""):
+    """A number as the reports print it (``none`` where there is no figure)."""
+    return none if x is None else format(x, spec)
 
 
 def int8_section(a: dict, version: str) -> list[str]:
@@ -70,10 +71,10 @@ def int8_section(a: dict, version: str) -> list[str]:
     if alt:
         out += ["", f"**The fastest verified alternative** for the seed's RNN_RELU at 20 2 512 64 is "
                     f"`{alt['config']}`: forward training {alt['forward_training_ms']:.3f} ms, "
-                    f"{alt['tflops']:.2f} TFLOPS, **{_fmt(alt['speedup'])}x** true FP32 "
-                    f"(inference {_fmt(alt['speedup_inference'])}x), largest relative error "
+                    f"{alt['tflops']:.2f} TFLOPS, **{figure(alt['speedup'])}x** true FP32 "
+                    f"(inference {figure(alt['speedup_inference'])}x), largest relative error "
                     f"against float64 {alt['max_error']:.1e}."]
-        rows = [(cell, v["config"], f"{v['forward_training_ms']:.3f}", _fmt(v["speedup"]),
+        rows = [(cell, v["config"], f"{v['forward_training_ms']:.3f}", figure(v["speedup"]),
                  f"{v['max_error']:.1e}") for cell, v in a["alternative_per_cell"].items() if v]
         if rows:
             out += ["", "Fastest verified FP16/BF16 configuration per cell at 20 2 512 64:", "",
@@ -132,7 +133,7 @@ def tensor_op_section(sweep: dict, perf: list) -> list[str]:
     rows = []
     for r in sweep["rows"]:
         rows.append([r["cell"], r["hidden"], r["batch"], "yes" if r["multiple_of_8"] else "no"]
-                    + [_fmt((r["configs"].get(c) or {}).get("speedup")) for c in configs])
+                    + [figure((r["configs"].get(c) or {}).get("speedup")) for c in configs])
     out += ["Forward-training speed-up over true FP32 (FLOAT/FLOAT/FMA/STANDARD, same cell and "
             "shape, measured in the same run); seqLength 20, one layer. FLOAT/DEFAULT is TF32 "
             "where the GPU has it:", "",
@@ -142,8 +143,8 @@ def tensor_op_section(sweep: dict, perf: list) -> list[str]:
         out += ["", "The documented rule (cuDNN 7.5 Developer Guide 2.8.3.3: FP16 tensor-core math "
                     "for STANDARD needs hidden, input and batch sizes that are multiples of 8), "
                     "checked on each shape and its just-not-a-multiple twin:", "",
-                _table([(p["cell"], p["multiple"], _fmt(p["speedup_multiple"]), p["not_multiple"],
-                         _fmt(p["speedup_not_multiple"]),
+                _table([(p["cell"], p["multiple"], figure(p["speedup_multiple"]), p["not_multiple"],
+                         figure(p["speedup_not_multiple"]),
                          p["verdict"]) for p in perf],
                        ("cell", "multiple of 8", "x FP32", "not a multiple", "x FP32", "rule"))]
     return out + [""]
@@ -203,8 +204,8 @@ def render(result, analysis: dict, report: dict, constraints) -> str:
         best.sort(key=lambda r: (-((r.get("speedup") or {}).get("forward_training") or 0), r["id"]))
         rows = [(config_label(r), r["cell"], shape_label(r), C.fmt_ms(r),
                  fwd_tflops(r),
-                 _fmt((r.get("speedup") or {}).get("forward_training")),
-                 _fmt((r.get("speedup") or {}).get("forward_inference")),
+                 figure((r.get("speedup") or {}).get("forward_training")),
+                 figure((r.get("speedup") or {}).get("forward_inference")),
                  f"{max_error(r):.1e}") for r in best[:20]]
         out += ["## Fastest verified cells", "",
                 _table(rows, ("configuration", "cell", "TxLxHxB", "fwd train ms", "TFLOPS",

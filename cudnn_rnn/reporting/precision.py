@@ -11,15 +11,11 @@ from html import escape
 from tabulate import tabulate
 
 from cudnn_rnn.reporting.html import CSS
-from cudnn_rnn.reporting.markdown import PROVENANCE_KEYS
+from cudnn_rnn.reporting.markdown import PROVENANCE_KEYS, figure
 
 NAMES = {"fp32": "FP32 (true, FMA)", "tf32": "TF32 (FLOAT, tensor ops)", "fp16": "FP16",
          "bf16": "BF16",
          "int8": "INT8", "fp8": "FP8 E4M3"}
-
-
-def _f(x, spec):
-    return "" if x is None else format(x, spec)
 
 
 def _precision(r: dict) -> str:
@@ -42,23 +38,23 @@ def table_rows(doc: dict) -> tuple[list, list]:
                    "x FP32", "bits/char", "Δ bits/char", "top-1", "agrees with FP32",
                    "max |Δ logit|"]
         rows = [["float64 reference", "cudnn_rnn.check.reference (numpy/cupy)", "", "", "",
-                 "", _f(ref.get("bpc"), ".4f"), "", _f(ref.get("top1"), ".4f"),
-                 _f(ref.get("agreement"), ".4%"), _f(ref.get("max_dlogit"), ".2e")]]
+                 "", figure(ref.get("bpc"), ".4f"), "", figure(ref.get("top1"), ".4f"),
+                 figure(ref.get("agreement"), ".4%"), figure(ref.get("max_dlogit"), ".2e")]]
     else:
         headers = ["precision", "configuration", "ms/batch", "timed as", "µs/sequence",
                    "x FP32", "error vs float64", "error vs FP32", "max |Δ output|"]
         rows = []
     for r in s["rows"]:
-        head = [_precision(r), _config(r), _f(r["ms"], ".4f"), r["basis"] or "",
-                _f(r["us_per_sequence"], ".2f"), _f(r["speedup_fp32"], ".2f")]
+        head = [_precision(r), _config(r), figure(r["ms"], ".4f"), r["basis"] or "",
+                figure(r["us_per_sequence"], ".2f"), figure(r["speedup_fp32"], ".2f")]
         if task:
-            rows.append(head + [_f(r.get("bpc"), ".4f"), _f(r.get("dbpc_pct"), "+.4f") + " %"
+            rows.append(head + [figure(r.get("bpc"), ".4f"), figure(r.get("dbpc_pct"), "+.4f") + " %"
                                 if r.get("dbpc_pct") is not None else "",
-                                _f(r.get("top1"), ".4f"), _f(r.get("agreement"), ".4%"),
-                                _f(r.get("max_dlogit"), ".3f")])
+                                figure(r.get("top1"), ".4f"), figure(r.get("agreement"), ".4%"),
+                                figure(r.get("max_dlogit"), ".3f")])
         else:
-            rows.append(head + [_f(r.get("error_fp64"), ".2e"), _f(r.get("error_vs_fp32"), ".2e"),
-                                _f(r.get("max_doutput"), ".3e")])
+            rows.append(head + [figure(r.get("error_fp64"), ".2e"), figure(r.get("error_vs_fp32"), ".2e"),
+                                figure(r.get("max_doutput"), ".3e")])
     return headers, rows
 
 
@@ -72,7 +68,7 @@ def calibration_rows(doc: dict) -> tuple[list, list]:
     for part, cal in s["calibration"].items():
         best = min((r[key] for r in cal.values() if r.get(key) is not None), default=None)
         rows.append([part] + [("**" if cal[m].get(key) == best else "") +
-                              (_f(cal[m].get(key), "+.3f" if s["task"] else ".2e"))
+                              (figure(cal[m].get(key), "+.3f" if s["task"] else ".2e"))
                               + ("**" if cal[m].get(key) == best else "")
                               if m in cal else "not verified" for m in methods])
     return ["format/part"] + methods, rows
@@ -89,25 +85,25 @@ def answer_text(doc: dict) -> str:
     fastest = rows[a["fastest"]]
     if not s["task"]:
         return (f"{where}: the fastest verified configuration is {_precision(fastest)} "
-                f"({_config(fastest)}), {_f(fastest['speedup_fp32'], '.2f')}x true FP32, "
-                f"its outputs {_f(fastest.get('error_vs_fp32'), '.1e')} (relative) from FP32's.")
+                f"({_config(fastest)}), {figure(fastest['speedup_fp32'], '.2f')}x true FP32, "
+                f"its outputs {figure(fastest.get('error_vs_fp32'), '.1e')} (relative) from FP32's.")
     deploy = rows.get(a["deploy"]) if a["deploy"] else None
     text = [where + ":"]
     if deploy:
         text.append(f"deploy {_precision(deploy)} ({_config(deploy)}): "
-                    f"{_f(deploy['ms'], '.3f')} ms per batch of {doc['result']['source']['shape']['batch']}, "
-                    f"{_f(deploy['speedup_fp32'], '.2f')}x true FP32, at "
-                    f"{_f(deploy.get('dbpc_pct'), '+.4f')} % bits per character "
-                    f"({_f(deploy.get('agreement'), '.2%')} of its top-1 predictions equal FP32's).")
+                    f"{figure(deploy['ms'], '.3f')} ms per batch of {doc['result']['source']['shape']['batch']}, "
+                    f"{figure(deploy['speedup_fp32'], '.2f')}x true FP32, at "
+                    f"{figure(deploy.get('dbpc_pct'), '+.4f')} % bits per character "
+                    f"({figure(deploy.get('agreement'), '.2%')} of its top-1 predictions equal FP32's).")
     tied = [rows[i] for i in a.get("tied", ())]
     if deploy and tied:
         text.append("As fast within the timing spread (quartiles overlap), less accurate or "
                     "equal: " + "; ".join(f"{_precision(r)} ({_config(r)}, "
-                                          f"{_f(r.get('dbpc_pct'), '+.4f')} %)" for r in tied) + ".")
+                                          f"{figure(r.get('dbpc_pct'), '+.4f')} %)" for r in tied) + ".")
     if fastest is not deploy and fastest["id"] not in a.get("tied", ()):
         text.append(f"The fastest row, {_precision(fastest)} ({_config(fastest)}), "
-                    f"{_f(fastest['speedup_fp32'], '.2f')}x FP32, costs "
-                    f"{_f(fastest.get('dbpc_pct'), '+.4f')} % bits per character, outside "
+                    f"{figure(fastest['speedup_fp32'], '.2f')}x FP32, costs "
+                    f"{figure(fastest.get('dbpc_pct'), '+.4f')} % bits per character, outside "
                     f"its target.")
     eight = [r for r in s["rows"] if r["family"] in ("int8", "fp8") and r.get("ms")]
     sixteen = [r for r in s["rows"] if r["engine"] == "cuDNN" and r["family"] in ("fp16", "bf16")
@@ -124,7 +120,7 @@ def answer_text(doc: dict) -> str:
             continue
         best = rows.get(t["best"])
         how = f" ({_config(best)})" if best else ""
-        line = (f"{NAMES[fam]}: best {_f(t['dbpc_pct'], '+.4f')} %{how} against a target of "
+        line = (f"{NAMES[fam]}: best {figure(t['dbpc_pct'], '+.4f')} %{how} against a target of "
                 f"{t['limit_pct']:g} %, {'met' if t['met'] else 'not met'}")
         if "meeting" in t:
             n = len(t["meeting"]) + len(t["missing"])
@@ -201,7 +197,7 @@ def chart(doc: dict) -> str:
         within = r.get("dbpc_pct") is None or r["dbpc_pct"] <= (0.1 if r["family"] in ("fp16", "bf16", "tf32", "fp32") else 1.0)
         colour = "#2ca02c" if within else "#d62728"
         note = (f'{r["speedup_fp32"]:.2f}x, ' + (f'{r["dbpc_pct"]:+.3f} % bits/char'
-                if r.get("dbpc_pct") is not None else f'error {_f(r.get("error_vs_fp32"), ".1e")} vs FP32'))
+                if r.get("dbpc_pct") is not None else f'error {figure(r.get("error_vs_fp32"), ".1e")} vs FP32'))
         svg.append(f'<text x="{left - 6}" y="{y + bar - 5}" font-size="11" text-anchor="end">'
                    f'{escape(_precision(r))}</text><rect x="{left}" y="{y}" width="{w:.1f}" '
                    f'height="{bar}" fill="{colour}"><title>{escape(_config(r))}</title></rect>'
