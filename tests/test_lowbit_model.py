@@ -8,6 +8,7 @@ import pytest
 
 from cudnn_rnn.bindings.enums import DirectionMode, RNNBiasMode, RNNInputMode, RNNMode
 from cudnn_rnn.check import reference as ref
+from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import model as M
 
@@ -113,7 +114,7 @@ def _representable_relu_network():
     rng = np.random.default_rng(0)
     H, params, plans = cfg.hidden_size, [], {"input": [], "recurrent": []}
     for k in range(cfg.pseudo_layers):
-        W = _one_per_row(rng, H, ref.layer_input_size(cfg, k // cfg.dirs))
+        W = _one_per_row(rng, H, walk.layer_input_size(cfg, k // cfg.dirs))
         R = _one_per_row(rng, H, cfg.proj_size)
         bW, bR = (ACT * rng.integers(-1, 2, size=H) for _ in range(2))
         params.append(ref.LayerParams(W=[W], R=[R], bW=[bW], bR=[bR]))

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.weights import PROJECTION_ID
 
@@ -73,10 +74,6 @@ def _sigmoid(a):
     return 0.5 * (1.0 + xp.tanh(0.5 * a))
 
 
-def layer_input_size(cfg: RNNConfig, layer: int) -> int:
-    return cfg.input_size if layer == 0 else cfg.proj_size * cfg.dirs
-
-
 def random_params(cfg: RNNConfig, rng: np.random.Generator, scale: float | None = None) -> list:
     """Random weights of the shapes cuDNN uses (for tests that need no library)."""
     s = scale if scale is not None else 1.0 / np.sqrt(cfg.hidden_size)
@@ -85,18 +82,17 @@ def random_params(cfg: RNNConfig, rng: np.random.Generator, scale: float | None 
     has_w_bias = cfg.bias_mode in (RNNBiasMode.SINGLE_INP_BIAS, RNNBiasMode.DOUBLE_BIAS)
     has_r_bias = cfg.bias_mode in (RNNBiasMode.SINGLE_REC_BIAS, RNNBiasMode.DOUBLE_BIAS)
     params = []
-    for layer in range(cfg.num_layers):
-        for _direction in range(cfg.dirs):
-            skip = layer == 0 and cfg.input_mode == RNNInputMode.SKIP_INPUT
-            inp = layer_input_size(cfg, layer)
-            g = cfg.gates
-            params.append(LayerParams(
-                W=[None if skip else u(cfg.hidden_size, inp) for _ in range(g)],
-                R=[u(cfg.hidden_size, cfg.proj_size) for _ in range(g)],
-                bW=[u(cfg.hidden_size) if has_w_bias else None for _ in range(g)],
-                bR=[u(cfg.hidden_size) if has_r_bias else None for _ in range(g)],
-                P=u(cfg.proj_size, cfg.hidden_size) if cfg.linear_layers == 9 else None,
-            ))
+    for p in walk.pseudo_layers(cfg):
+        skip = p.layer == 0 and cfg.input_mode == RNNInputMode.SKIP_INPUT
+        inp = walk.layer_input_size(cfg, p.layer)
+        g = cfg.gates
+        params.append(LayerParams(
+            W=[None if skip else u(cfg.hidden_size, inp) for _ in range(g)],
+            R=[u(cfg.hidden_size, cfg.proj_size) for _ in range(g)],
+            bW=[u(cfg.hidden_size) if has_w_bias else None for _ in range(g)],
+            bR=[u(cfg.hidden_size) if has_r_bias else None for _ in range(g)],
+            P=u(cfg.proj_size, cfg.hidden_size) if cfg.linear_layers == 9 else None,
+        ))
     return params
 
 
@@ -266,20 +262,19 @@ def forward(cfg: RNNConfig, params: list, x, hx, cx=None, lengths=None) -> Forwa
     layer_in = x
     caches = []
     active = None if lengths is None else active_steps(lengths, x.shape[0], np)
-    for layer in range(cfg.num_layers):
+    for layer in walk.layers(cfg):
         outs = []
-        for d in range(cfg.dirs):
-            k = layer * cfg.dirs + d
-            xs = layer_in if d == 0 else layer_in[::-1]
-            mask = None if active is None else (active if d == 0 else active[::-1])
-            ys, hT, cT, cache = _run_direction(cfg.mode, params[k], xs, hx[k],
+        for p in layer:
+            k = p.index
+            mask = None if active is None else p.in_order(active)
+            ys, hT, cT, cache = _run_direction(cfg.mode, params[k], p.in_order(layer_in), hx[k],
                                                cx[k] if lstm else None, mask)
-            outs.append(ys if d == 0 else ys[::-1])
+            outs.append(p.in_order(ys))
             hy[k] = hT
             if lstm:
                 cy[k] = cT
             caches.append(cache)
-        layer_in = np.concatenate(outs, axis=-1)
+        layer_in = walk.joined(outs, np)
     return Forward(layer_in, hy, cy, caches)
 
 
@@ -298,19 +293,15 @@ def backward(cfg: RNNConfig, params: list, fwd: Forward, dy, dhy, dcy=None,
     dparams: list = [None] * len(params)
     d_layer_out = dy
     P = cfg.proj_size
-    for layer in reversed(range(cfg.num_layers)):
+    for layer in reversed(walk.layers(cfg)):
         d_in = None
-        for d in range(cfg.dirs):
-            k = layer * cfg.dirs + d
-            d_out = d_layer_out[..., d * P:(d + 1) * P]
-            if d == 1:
-                d_out = d_out[::-1]
-            zeros_c = None
+        for p in layer:
+            k, d = p.index, p.direction
+            d_out = p.in_order(d_layer_out[..., d * P:(d + 1) * P])
             dxs, dh0, dc0, dp = _back_direction(
                 cfg.mode, params[k], fwd.caches[k], d_out, dhy[k],
-                dcy[k] if lstm else zeros_c, (switched or {}).get(k))
-            if d == 1:
-                dxs = dxs[::-1]
+                dcy[k] if lstm else None, (switched or {}).get(k))
+            dxs = p.in_order(dxs)
             d_in = dxs if d_in is None else d_in + dxs
             dhx[k] = dh0
             if lstm:

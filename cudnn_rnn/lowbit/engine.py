@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from cudnn_rnn.bindings.enums import RNNInputMode, RNNMode
+from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import kernels
 from cudnn_rnn.lowbit.gemm import Handle, Matmul, Shape, rnn_shapes
@@ -153,10 +154,10 @@ class Engine:
         ws, stream = self.workspace, self.stream
         with stream:
             layer_in = self.x
-            for layer in range(c.num_layers):
-                out = self.y if (c.num_layers - 1 - layer) % 2 == 0 else self.between
-                for d in range(D):
-                    k = layer * D + d
+            for layer in walk.layers(c):
+                out = self.y if (c.num_layers - 1 - layer[0].layer) % 2 == 0 else self.between
+                for p in layer:
+                    k, d = p.index, p.direction
                     L = self.layers[k]
                     fmt_x, fmt_h = kernels.OPERANDS[L.px], kernels.OPERANDS[L.ph]
                     x_op = self.x_op[(fmt_x, L.W.shape[1])]
@@ -174,7 +175,7 @@ class Engine:
                     gh = self.acc_h[kernels.OUTPUT_DTYPE[L.ph]]
                     step = kernels.gates(c.mode, str(gx.dtype), str(gh.dtype), fmt_h)
                     for s in range(T):
-                        t = s if d == 0 else T - 1 - s
+                        t = p.time(s, T)
                         L.gemm_h.run(L.R.data.ptr, hq.data.ptr, gh.data.ptr, ws.data.ptr,
                                      ws.nbytes, stream.ptr)
                         step(gx, L.dqx, L.bW, gh, L.dqh, L.bR, L.h_scale, H, g * H, t * B,

@@ -25,6 +25,7 @@ import numpy as np
 
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.check.reference import LayerParams, array_module
+from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import quant
 
@@ -180,10 +181,10 @@ def _run(cfg, stacked, x, hx, cx, plan, observe):
     hy, cy = xp.empty_like(hx), (xp.empty_like(cx) if lstm else None)
     layer_in = x
     sides = {}  # the quantized weights, once per GEMM rather than once per step
-    for layer in range(cfg.num_layers):
+    for layer in walk.layers(cfg):
         outs = []
-        for d in range(cfg.dirs):
-            k = layer * cfg.dirs + d
+        for p in layer:
+            k = p.index
 
             def run_gemm(name, a, w, k=k):
                 if observe is not None:
@@ -195,13 +196,12 @@ def _run(cfg, stacked, x, hx, cx, plan, observe):
                     sides[(k, name)] = weight_side(w, scales, plan.fmt)
                 return gemm(a, w, scales, plan.fmt, sides[(k, name)])
 
-            xs = layer_in if d == 0 else layer_in[::-1]
-            ys, hy[k], c_last = _direction(cfg, stacked[k], xs, hx[k],
+            ys, hy[k], c_last = _direction(cfg, stacked[k], p.in_order(layer_in), hx[k],
                                            cx[k] if lstm else None, run_gemm)
             if lstm:
                 cy[k] = c_last
-            outs.append(ys if d == 0 else ys[::-1])
-        layer_in = xp.concatenate(outs, axis=-1)
+            outs.append(p.in_order(ys))
+        layer_in = walk.joined(outs, xp)
     return layer_in, hy, cy
 
 
