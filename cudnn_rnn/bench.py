@@ -28,7 +28,8 @@ from cudnn_rnn.matrix.bench import (BENCH_RECORD, BenchSpec, bench_shape, candid
 from cudnn_rnn.matrix.bench import best as shape_best
 from cudnn_rnn.matrix.jobs import name_of
 from cudnn_rnn.matrix.record import write_json
-from cudnn_rnn.lowbit.candidates import parse, run_in
+from cudnn_rnn.lowbit.candidates import run_in
+from cudnn_rnn.lowbit.configs import parse
 from cudnn_rnn.lowbit.gemm import rnn_shapes
 from cudnn_rnn.lowbit.rates import gemm_rates as engine_rates
 

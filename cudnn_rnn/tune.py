@@ -32,7 +32,7 @@ from cudnn_rnn.cli import BadInput, OneLineParser, enum_arg, positive_float, pos
 from cudnn_rnn.compare.pytorch import torch_job
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.timing import tflops
-from cudnn_rnn.lowbit.candidates import FAMILIES as LOWBIT_FAMILIES
+from cudnn_rnn.lowbit.configs import FAMILIES as LOWBIT_FAMILIES
 from cudnn_rnn.lowbit.candidates import run_in
 from cudnn_rnn.matrix import baseline, families
 from cudnn_rnn.matrix.families import FAMILIES

@@ -9,6 +9,7 @@ from cudnn_rnn.bindings.enums import DataType, DirectionMode, RNNMode
 from cudnn_rnn.engine import dtypes
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import candidates as C
+from cudnn_rnn.lowbit import configs
 from cudnn_rnn.lowbit import kernels, model, quant
 from cudnn_rnn.lowbit.engine import Engine, capability
 
@@ -59,7 +60,7 @@ def fp8_capable(cuda):
     return capability(cuda) >= (8, 9)
 
 
-NAMES = ["fp16"] + [c.name for c in C.EIGHT_BIT]
+NAMES = ["fp16"] + [c.name for c in configs.EIGHT_BIT]
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS, ids=lambda d: d.name[:3])

@@ -13,6 +13,7 @@ from cudnn_rnn.bindings.enums import DataType, DirectionMode, RNNInputMode, RNNM
 from cudnn_rnn.engine import dtypes
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import candidates as C
+from cudnn_rnn.lowbit import configs as K
 from cudnn_rnn.lowbit import model, operands
 from cudnn_rnn.lowbit.engine import Unsupported, check_supported
 
@@ -97,15 +98,20 @@ def test_what_the_engine_does_not_build_or_this_gpu_cannot_run(cfg, precisions, 
 
 
 def test_configs_names_labels_and_families():
-    assert [c.name for c in C.FAMILIES["any"]] == [
-        "fp32", "tf32", "fp16", "bf16", "int8/input", "int8/recurrent", "int8/both",
-        "e4m3/input", "e4m3/recurrent", "e4m3/both"]
-    assert set(C.FAMILIES) == set(tune.FAMILIES)
-    assert C.parse("int8/input").label() == "cuBLASLt GEMMs int8/input (+fp16)"
-    assert C.parse("e4m3/both").label() == "cuBLASLt GEMMs e4m3/both"
-    assert C.parse("e4m3/both").bound == C.BOUNDS["e4m3"] > C.BOUNDS["int8"] > C.BOUNDS["fp16"]
+    gemm = ["fp32", "tf32", "fp16", "bf16", "int8/input", "int8/recurrent", "int8/both",
+            "e4m3/input", "e4m3/recurrent", "e4m3/both"]
+    persistent = ["persistent:" + n for n in gemm[2:]]  # tensor cores only: no fp32, tf32
+    assert [c.name for c in K.FAMILIES["any"]] == gemm + persistent
+    assert [c.name for c in K.FAMILIES["int8"]] == gemm[4:7] + persistent[2:5]
+    assert [c.name for c in K.FAMILIES["fp16"]] == ["fp16", "persistent:fp16"]
+    assert set(K.FAMILIES) == set(tune.FAMILIES)
+    assert K.parse("int8/input").label() == "cuBLASLt GEMMs int8/input (+fp16)"
+    assert K.parse("e4m3/both").label() == "cuBLASLt GEMMs e4m3/both"
+    assert K.parse("persistent:int8/recurrent").label() == "persistent kernel int8/recurrent (+fp16)"
+    assert K.parse("persistent:bf16").engine == "persistent"
+    assert K.parse("e4m3/both").bound == K.BOUNDS["e4m3"] > K.BOUNDS["int8"] > K.BOUNDS["fp16"]
     with pytest.raises(ValueError, match="no engine configuration named 'int4'"):
-        C.parse("int4")
+        K.parse("int4")
 
 
 def test_a_failed_cublaslt_call_becomes_a_record_with_its_status():
@@ -116,13 +122,13 @@ def test_a_failed_cublaslt_call_becomes_a_record_with_its_status():
     try:
         Handle().close()
     except cublaslt.errors.CublasLtError as exc:
-        rec = C.refused(_cfg(), C.parse("int8/both"), exc, "build")
+        rec = C.refused(_cfg(), K.parse("int8/both"), exc, "build")
         assert (rec["outcome"], rec["failed_call"], rec["status"]) == (
             "ERROR", "cublasLtCreate", "NOT_INITIALIZED")
         assert rec["status_code"] == 1 and rec["reason"] and rec["id"] == "lowbit/int8/both"
     else:
         pytest.skip("a GPU is present: cublasLtCreate succeeded")
-    rec = C.refused(_cfg(), C.parse("e4m3/both"), Unsupported("fp8 needs 8.9+"), "build")
+    rec = C.refused(_cfg(), K.parse("e4m3/both"), Unsupported("fp8 needs 8.9+"), "build")
     assert (rec["outcome"], rec["status"], rec["reason"]) == ("NOT_SUPPORTED", "NOT_SUPPORTED",
                                                               "fp8 needs 8.9+")
 
@@ -134,9 +140,9 @@ def recorded():
 
 def test_the_recorded_run_verified_every_configuration_within_its_bound(recorded):
     recs = recorded["records"]
-    assert [r["config"] for r in recs] == [c.name for c in C.FAMILIES["any"]]
+    assert [r["config"] for r in recs] == [c.name for c in K.CONTROLS + K.EIGHT_BIT]
     for r in recs:
-        assert r["outcome"] == "OK" and r["bound"] == C.parse(r["config"]).bound
+        assert r["outcome"] == "OK" and r["bound"] == K.parse(r["config"]).bound
         assert max(list(r["errors"].values()) + list(r["errors_seen"].values())) <= r["bound"]
         assert r["graph_timings"]["forward_inference"]["median_ms"] > 0
     # the 8-bit part shows in the error: E4M3 above INT8 above FP16, on the same weights
@@ -163,8 +169,8 @@ def test_the_tuner_ranks_engine_candidates_with_cudnns(recorded):
 
 
 def test_not_ranked_groups_refusals_by_call_status_and_reason():
-    rec = C.refused(_cfg(), C.parse("e4m3/both"), Unsupported("fp8 needs 8.9+"), "build")
-    other = C.refused(_cfg(), C.parse("e4m3/input"), Unsupported("fp8 needs 8.9+"), "build")
+    rec = C.refused(_cfg(), K.parse("e4m3/both"), Unsupported("fp8 needs 8.9+"), "build")
+    other = C.refused(_cfg(), K.parse("e4m3/input"), Unsupported("fp8 needs 8.9+"), "build")
     s = tune.summarise([rec, other], training=False)
     text = tune.not_ranked(s)
     assert "not ranked (2)" in text

@@ -26,7 +26,7 @@ or None where the configuration did not verify):
   themselves are checked exactly at small shapes by the engine's own tests. The precision's
   error against the reference (``errors``) is what the table reports, through the task
   metric. FP16 throughout is held to the float64 reference as the tuner holds it
-  (:data:`cudnn_rnn.lowbit.candidates.BOUNDS`).
+  (:data:`cudnn_rnn.lowbit.configs.BOUNDS`).
 """
 from __future__ import annotations
 
@@ -38,16 +38,10 @@ from cudnn_rnn.check.verify import tolerances
 from cudnn_rnn.engine import capture, readback, values
 from cudnn_rnn.engine.flow import FlowResult, FlowStop, RNNFlow
 from cudnn_rnn.lowbit import model
-from cudnn_rnn.lowbit.candidates import BOUNDS, OUTPUTS, REST, errors, refusal, timed
+from cudnn_rnn.lowbit.candidates import errors, refusal, timed
+from cudnn_rnn.lowbit.configs import BOUNDS, OUTPUTS, REST, TWIN_BOUNDS
 from cudnn_rnn.lowbit.engine import Engine, Unsupported
 from cudnn_rnn.matrix.cell import outcome_of, time_cell
-
-# engine vs its float64 twin: the FP16 GEMMs beside the 8-bit ones, FP32 sums, and the
-# 8-bit codes a last-bit difference moves across a rounding boundary, which E4M3's coarse
-# grid (steps of 1/8 to 1/16 of a value) makes larger. About 3x the largest seen on the H200
-# for the shipped LSTM (INT8 4.4e-3, E4M3 2.7e-2, both GEMMs); a wrong scale, layout or
-# kernel is off by O(1).
-TWIN_BOUNDS = {"int8": 1.5e-2, "e4m3": 8e-2}
 
 
 def _failed(rec: dict, outcome: str, call: str, status: str, code, reason: str) -> dict:

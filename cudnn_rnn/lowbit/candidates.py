@@ -28,8 +28,6 @@ engine's reason), ``timings``/``graph_timings`` of ``forward_inference``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-
 import numpy as np
 
 from cudnn_rnn.bindings import cublaslt
@@ -38,57 +36,14 @@ from cudnn_rnn.check import reference
 from cudnn_rnn.check.verify import relative_error
 from cudnn_rnn.engine import capture, timing
 from cudnn_rnn.engine.config import RNNConfig
-from cudnn_rnn.engine.gpu import cupy_or_raise
-from cudnn_rnn.lowbit import model, operands
+from cudnn_rnn.engine.gpu import cuda_errors, cupy_or_raise, failed_call
+from cudnn_rnn.lowbit import model, operands, persistent
+from cudnn_rnn.lowbit.configs import ENGINE_NAMES, OUTPUTS, TWIN_BOUNDS, Config, parse
 from cudnn_rnn.lowbit.engine import Engine, Unsupported
+from cudnn_rnn.lowbit.persistent import PersistentEngine, Stalled
 from cudnn_rnn.matrix.jobs import job, name_of
 
-REST = "fp16"  # the precision of an 8-bit candidate's GEMMs that are not 8-bit
-# relative error bounds per precision (of the 8-bit part, for an 8-bit candidate): 3-5x
-# the largest the float64 host model of the same arithmetic gives on the CPU test grid
-# (INT8 1.9e-2, E4M3 5.6e-2 at T 20, L 2, H 64, B 16); FP16/BF16/TF32 as cuDNN's.
-BOUNDS = {"fp32": 1e-5, "tf32": 5e-3, "fp16": 5e-3, "bf16": 3e-2, "int8": 6e-2, "e4m3": 1.5e-1}
-OUTPUTS = ("y", "hy", "cy")
-
-
-@dataclass(frozen=True)
-class Config:
-    """One candidate of the engine: ``precision`` for every GEMM, or ``fmt`` on ``parts``
-    and :data:`REST` elsewhere."""
-    precision: str = REST
-    fmt: str | None = None
-    parts: str | None = None
-
-    @property
-    def name(self) -> str:
-        """e.g. ``fp16``, ``int8/both``, ``e4m3/input``."""
-        return self.precision if self.fmt is None else f"{self.fmt}/{self.parts}"
-
-    @property
-    def bound(self) -> float:
-        return BOUNDS[self.fmt or self.precision]
-
-    def label(self) -> str:
-        """How tables show it: ``cuBLASLt GEMMs int8/both (+fp16)``."""
-        rest = "" if self.fmt is None or self.parts == "both" else f" (+{self.precision})"
-        return f"cuBLASLt GEMMs {self.name}{rest}"
-
-
-CONTROLS = tuple(Config(p) for p in ("fp32", "tf32", "fp16", "bf16"))
-EIGHT_BIT = tuple(Config(REST, f, p) for f in model.FORMATS for p in model.PARTS)
-FAMILIES = {"fp32": CONTROLS[:1], "tf32": CONTROLS[1:2], "fp16": CONTROLS[2:3],
-            "bf16": CONTROLS[3:], "int8": EIGHT_BIT[:3], "fp8": EIGHT_BIT[3:],
-            "any": CONTROLS + EIGHT_BIT}
-
-
-def parse(name: str) -> Config:
-    """The :class:`Config` named ``name`` (as :attr:`Config.name` writes it)."""
-    for c in CONTROLS + EIGHT_BIT:
-        if c.name == name:
-            return c
-    raise ValueError(f"no engine configuration named {name!r} "
-                     f"(choose from {', '.join(c.name for c in CONTROLS + EIGHT_BIT)})")
-
+QUICK_REPS = 5  # replays that rank a persistent candidate's launch shapes before it is timed
 
 # ---------------------------------------------------------------------------- values
 def _f32(a):
@@ -133,7 +88,8 @@ def errors(out: dict, ref: dict) -> dict:
 def record(cfg: RNNConfig, config: Config, **facts) -> dict:
     """One candidate's record: its identity and shape, then ``facts`` (outcome, errors,
     timings, ...). ``id`` is unique within a shape's candidates."""
-    rec = {"id": f"lowbit/{config.name}", "engine": "cuBLASLt", "label": config.label(),
+    rec = {"id": f"lowbit/{config.name}", "engine": ENGINE_NAMES[config.engine],
+           "label": config.label(),
            "config": config.name, "precision": config.precision, "format": config.fmt,
            "parts": config.parts, "cell": cfg.mode.name, "direction": cfg.direction.name,
            "shape": cfg.as_record()["shape"], "flop": cfg.flop_count(), "bound": config.bound}
@@ -158,7 +114,7 @@ def refused(cfg, config, exc: BaseException, stage: str) -> dict:
     return record(cfg, config, **refusal(exc, stage))
 
 
-def timed(cp, cfg: RNNConfig, engine: Engine, reps: int, warmup: int, budget_s: float | None,
+def timed(cp, cfg: RNNConfig, engine, reps: int, warmup: int, budget_s: float | None,
           graphs: bool = True) -> dict:
     """``timings`` of plain forwards and, with ``graphs``, ``graph_timings`` of replays of
     the forward captured and checked bit for bit (or ``graph_refused``, why not), each with
@@ -168,44 +124,192 @@ def timed(cp, cfg: RNNConfig, engine: Engine, reps: int, warmup: int, budget_s: 
     if graphs:
         try:
             facts["graph_timings"] = {"forward_inference": _rated(cfg, capture.time_captured(
-                engine, Engine.forward, OUTPUTS, reps, warmup, budget_s))}
+                engine, _forward, OUTPUTS, reps, warmup, budget_s))}
         except capture.CaptureRefused as exc:
             facts["graph_refused"] = {"forward_inference": str(exc)}
     return facts
 
 
+def _forward(engine) -> None:
+    engine.forward()
+
+
 # ---------------------------------------------------------------------------- one candidate
-def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict,
-            reps: int, warmup: int, budget_s: float | None, graphs: bool) -> dict:
-    """Build, verify (twice), capture and time one candidate; its record."""
-    started = time.monotonic()
+def build(cfg: RNNConfig, config: Config, stacked, plan, settings=None):
+    """The engine of ``config`` (a persistent one shaped by ``settings``)."""
+    if config.engine == "persistent":
+        return PersistentEngine(cfg, stacked, config.precision, plan,
+                                settings or persistent.Settings())
+    return Engine(cfg, stacked, config.precision, plan)
+
+
+def verify(cp, cfg: RNNConfig, config: Config, engine, values: dict, ref_whole: dict,
+           twin: dict | None) -> tuple[dict, str | None]:
+    """One plain forward of ``engine`` compared with the float64 reference on the original
+    weights (``errors``: the precision's whole error) and on the weights as its GEMMs see
+    them (``errors_seen``), both within :attr:`Config.bound`; an 8-bit one also with its
+    float64 ``twin`` (the same quantized network), within :data:`TWIN_BOUNDS` and nearer
+    to it than to the unquantized reference in every output (a forward that skipped or
+    misscaled the quantization is not). (facts, None) or (facts, why it is wrong)."""
     stacked, io = values["stacked"], values["io"]
-    plan = None if config.fmt is None else model.plan(cfg, stacked, amaxes, config.fmt,
-                                                      config.parts)
+    engine.set_inputs(io["x"], io["hx"], io["cx"])
+    capture.prepare(engine, OUTPUTS)  # NaN: an output left unwritten cannot pass
+    engine.forward()
+    out = engine.outputs()
+    seen = operands.seen_weights(stacked, engine.operands)
+    whole, only = errors(out, ref_whole), errors(out, expected(cp, cfg, seen, io))
+    facts = {"errors": whole, "errors_seen": only}
+    worst = max(list(whole.values()) + list(only.values()))
+    if not worst <= config.bound:  # NaN fails too
+        return facts, f"largest relative error {worst:.3g} > bound {config.bound:g}"
+    if twin is None:
+        return facts, None
+    near = facts["errors_twin"] = errors(out, twin)
+    bound = TWIN_BOUNDS[config.fmt]
+    worst = max(near.values())
+    if not worst <= bound:
+        return facts, (f"largest relative error {worst:.3g} against its float64 twin "
+                       f"> bound {bound:g}")
+    for n in near:
+        if not near[n] < whole[n]:
+            return facts, (f"{n} is as near the unquantized reference ({whole[n]:.3g}) as "
+                           f"its quantized twin ({near[n]:.3g}): not shown to compute the "
+                           "quantized network")
+    return facts, None
+
+
+def _failure(exc: BaseException, cp, stage: str) -> dict | None:
+    """The facts of an exception an engine may raise (None: not one of them, a bug)."""
+    if isinstance(exc, (CublasLtError, Unsupported)):
+        return refusal(exc, stage)
+    if isinstance(exc, Stalled):
+        return dict(outcome="ERROR", failed_stage=stage, failed_call="persistent_rnn",
+                    status="STALLED", reason=str(exc))
+    if isinstance(exc, cuda_errors(cp)):
+        return dict(outcome="ERROR", failed_stage=stage, failed_call=failed_call(exc),
+                    status=type(exc).__name__, reason=str(exc))
+    return None
+
+
+def _attempt(cp, cfg, config, values, plan, ref_whole, twin, settings, quick: int,
+             graphs: bool) -> tuple[dict, float | None]:
+    """Build and verify one launch shape of the engine, then time ``quick`` replays
+    (plain forwards without ``graphs``): (facts, median ms, or None where not timed)."""
     try:
-        engine = Engine(cfg, stacked, config.precision, plan)
-    except (CublasLtError, Unsupported) as exc:
-        return refused(cfg, config, exc, "build")
+        engine = build(cfg, config, values["stacked"], plan, settings)
+    except BaseException as exc:
+        facts = _failure(exc, cp, "build")
+        if facts is None:
+            raise
+        return facts, None
+    facts = {}
     try:
-        engine.set_inputs(io["x"], io["hx"], io["cx"])
-        capture.prepare(engine, OUTPUTS)  # NaN: an output left unwritten cannot pass
-        engine.forward()
-        out = engine.outputs()
-        seen = operands.seen_weights(stacked, engine.operands)
-        whole, only = errors(out, ref_whole), errors(out, expected(cp, cfg, seen, io))
-        worst = max(list(whole.values()) + list(only.values()))
-        facts = {"errors": whole, "errors_seen": only, "algorithms": engine.algorithms(),
-                 "scales": _scales(plan)}
-        if not worst <= config.bound:  # NaN fails too
-            return record(cfg, config, outcome="WRONG_RESULT", duration_s=_since(started),
-                          reason=f"largest relative error {worst:.3g} > bound {config.bound:g}",
-                          **facts)
-        facts.update(timed(cp, cfg, engine, reps, warmup, budget_s, graphs))
-        return record(cfg, config, outcome="OK", duration_s=_since(started), **facts)
-    except CublasLtError as exc:
-        return refused(cfg, config, exc, "forward")
+        facts, wrong = verify(cp, cfg, config, engine, values, ref_whole, twin)
+        facts["algorithms"] = engine.algorithms()
+        if wrong:
+            return dict(facts, outcome="WRONG_RESULT", reason=wrong), None
+        if not quick:
+            return dict(facts, outcome="OK"), None
+        if graphs:
+            t = capture.time_captured(engine, _forward, OUTPUTS, quick, 1, None)
+        else:
+            t = timing.time_call(cp, engine.stream, engine.forward, quick, 1, None)
+        return dict(facts, outcome="OK"), t.median_ms
+    except capture.CaptureRefused as exc:
+        return dict(facts, outcome="OK", graph_refused={"forward_inference": str(exc)}), None
+    except BaseException as exc:
+        failed = _failure(exc, cp, "forward")
+        if failed is None:
+            raise
+        return dict(facts, **failed), None
     finally:
         engine.close()
+
+
+def choose_settings(cp, cfg, config, values, plan, ref_whole, twin, graphs: bool):
+    """The persistent kernel's launch shapes (:data:`persistent.SETTINGS`), each verified
+    and timed briefly: (the fastest verified one or None, what each gave)."""
+    tried, best = [], None
+    for settings in persistent.SETTINGS:
+        facts, ms = _attempt(cp, cfg, config, values, plan, ref_whole, twin, settings,
+                             QUICK_REPS, graphs)
+        tried.append({"settings": settings.name, "outcome": facts["outcome"], "ms": ms,
+                      "reason": facts.get("reason")})
+        if ms is not None and (best is None or ms < best[1]):
+            best = (settings, ms)
+    return (best[0] if best else None), tried
+
+
+def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict,
+            reps: int, warmup: int, budget_s: float | None, graphs: bool,
+            twin=None) -> dict:
+    """Build, verify (against the reference twice, and an 8-bit one against its twin),
+    capture and time one candidate; its record. A persistent candidate first tries each
+    launch shape and keeps the fastest verified one (``settings``, ``settings_tried``).
+    ``twin(plan)``: the plan's float64 twin outputs (computed here when not given)."""
+    started = time.monotonic()
+    stacked = values["stacked"]
+    plan = None if config.fmt is None else model.plan(cfg, stacked, amaxes, config.fmt,
+                                                      config.parts)
+    twin_out = None if plan is None else (twin or twins(cp, cfg, values))(plan)
+    extra, settings = {"scales": _scales(plan)}, None
+    if config.engine == "persistent":
+        settings, tried = choose_settings(cp, cfg, config, values, plan, ref_whole, twin_out,
+                                          graphs)
+        extra["settings_tried"] = tried
+        if settings is None:
+            return record(cfg, config, **_none_verified(tried), **extra,
+                          duration_s=_since(started))
+        extra["settings"] = settings.name
+    facts, _ = _attempt(cp, cfg, config, values, plan, ref_whole, twin_out, settings, 0, graphs)
+    facts.update(extra)
+    if facts["outcome"] != "OK":
+        return record(cfg, config, duration_s=_since(started), **facts)
+    try:
+        engine = build(cfg, config, stacked, plan, settings)
+    except BaseException as exc:
+        failed = _failure(exc, cp, "build")
+        if failed is None:
+            raise
+        return record(cfg, config, **dict(facts, **failed))
+    try:
+        engine.set_inputs(values["io"]["x"], values["io"]["hx"], values["io"]["cx"])
+        facts.update(timed(cp, cfg, engine, reps, warmup, budget_s, graphs))
+        if hasattr(engine, "check"):
+            engine.check()  # a launch that gave up a wait while timed measured nothing
+        return record(cfg, config, duration_s=_since(started), **facts)
+    except BaseException as exc:
+        failed = _failure(exc, cp, "forward")
+        if failed is None:
+            raise
+        return record(cfg, config, **dict(facts, **failed))
+    finally:
+        engine.close()
+
+
+def _none_verified(tried: list) -> dict:
+    """The facts of a persistent candidate none of whose launch shapes verified."""
+    wrong = [t for t in tried if t["outcome"] not in ("OK", "NOT_SUPPORTED")]
+    first = (wrong or tried)[0]
+    return dict(outcome=first["outcome"], failed_stage="build",
+                failed_call="cudnn_rnn.lowbit.persistent", status=first["outcome"],
+                reason="; ".join(f"{t['settings']}: {t['reason']}" for t in tried))
+
+
+def twins(cp, cfg, values):
+    """``twin(plan)``: the plan's float64 twin outputs {y, hy, cy} on the GPU, each plan's
+    computed once (the GEMM engine and the persistent kernel of one plan share it)."""
+    stacked_dev = model.moved(values["stacked"], cp)
+    io = {n: None if a is None else cp.asarray(a) for n, a in values["io"].items()}
+    cache = {}
+
+    def twin(plan):
+        key = (plan.fmt, plan.parts)
+        if key not in cache:
+            y, hy, cy = model.forward(cfg, stacked_dev, io["x"], io["hx"], io["cx"], plan)
+            cache[key] = {"y": y, "hy": hy, "cy": cy}
+        return cache[key]
+    return twin
 
 
 def _rated(cfg: RNNConfig, t: timing.Timing) -> dict:
@@ -236,8 +340,9 @@ def run_configs(cfg: RNNConfig, names: list, seed: int = 0, reps: int = 20, warm
     amaxes = model.calibrate(cfg, model.moved(values["stacked"], cp), up(cal["x"]),
                              up(cal["hx"]), up(cal["cx"]))
     ref_whole = expected(cp, cfg, values["stacked"], values["io"])
-    records = [run_one(cp, cfg, c, values, amaxes, ref_whole, reps, warmup, budget_s, graphs)
-               for c in configs]
+    twin = twins(cp, cfg, values)
+    records = [run_one(cp, cfg, c, values, amaxes, ref_whole, reps, warmup, budget_s, graphs,
+                       twin) for c in configs]
     lt = cublaslt.load()
     return {"records": records, "calibration": amaxes, "library": lt.describe()}
 

@@ -1,0 +1,254 @@
+"""How the persistent kernel divides a network among its thread blocks, what each keeps on
+chip, and when each may take its next step: decided here, on the host, in plain Python and
+numpy, so that a CPU test can check every part of it (:func:`simulate` runs the same
+partition in float64).
+
+**One launch, every pseudo-layer resident.** Each thread block (CTA) owns a *slice*: one
+pseudo-layer ``k``, a run of ``nu`` hidden units ``j0 .. j0+nu-1`` of every gate, and one
+*batch slice* ``b0 .. b0+nb-1``. It keeps the rows of its units, ``[W | R]`` (gate-major:
+row ``q*nu + u`` is gate q of unit ``j0+u``), in shared memory for the whole sequence, in
+the operand formats (``fx`` for the input part of layers above the first, ``fh`` for the
+recurrent part; layer 0's input projection is the cuBLASLt input GEMM's, computed before
+the launch). A step: stage the state (the previous layer's output at this time, then h of
+the previous step) in slabs, multiply on tensor cores, dequantize, add the input projection
+and the biases, do the gate math in FP32, write h in the formats its readers take.
+
+**Dataflow, not a lockstep barrier.** Every step's state goes to its own slot in global
+memory (never overwritten within a launch), and each (pseudo-layer, batch slice) *group*
+has one counter its CTAs increment after each step (once more after writing hx into slot
+0). A CTA waits only for what it reads: its own group's previous step, and for a layer
+above the first, the step of each direction of the layer below that produced this time.
+So layers run as a wavefront (layer 1 at time t beside layer 0 at time t+1) and a
+bidirectional layer follows the whole layer below as its data arrive. :func:`waits` writes
+these targets into a table the kernel reads; the kernel holds no schedule of its own.
+
+**Sizes.** K is counted in bytes, in 32-byte *chunks* (one ``mma.sync`` k-step: k16 in 16
+bits, k32 in 8), so every format shares one layout. The warps of a CTA split the output
+tiles (``ts`` groups of ``ntw`` n-tiles, all m-tiles each) and K (``ks`` groups of chunks),
+and the k-groups' partial sums meet in shared memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cudnn_rnn.engine import walk
+from cudnn_rnn.engine.config import RNNConfig
+
+FORMAT_BYTES = {"fp16": 2, "bf16": 2, "int8": 1, "e4m3": 1}
+CHUNK = 32  # bytes of K in one mma k-step
+SLAB = 4  # chunks a k-group stages per pipeline stage
+STAGES = 3  # the staging ring's depth
+PAD = 16  # bytes after each shared-memory row (no bank conflicts in ldmatrix)
+MAX_WAITS = 3  # counters one step waits on: its own group and at most two feeding directions
+MAX_ACC = 16  # m-tiles x n-tiles one warp accumulates (4 registers each, twice with an x part)
+MAX_NTW = 4
+
+
+class DoesNotFit(ValueError):
+    """A partition that cannot run: the message says what is short, in bytes or counts."""
+
+
+def _up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def row_bytes(features: int, fmt: str) -> int:
+    """Bytes of one row of ``features`` codes in global memory, padded to whole chunks."""
+    return _up(features * FORMAT_BYTES[fmt], CHUNK)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One CTA's share and its shared-memory layout (byte offsets)."""
+    k: int  # pseudo-layer
+    j0: int
+    nu: int
+    bs: int  # batch slice
+    b0: int
+    nb: int
+    mpad: int  # rows (gates * nu) padded to whole m-tiles of 16
+    npad: int  # batch rows padded to whole n-tiles of 8
+    ts: int  # warp groups along n
+    ks: int  # warp groups along K
+    nxc: int  # chunks of the input part (0 for layer 0)
+    nc: int  # chunks in all
+    blob: int  # where its weight rows start in the blob
+    off_dq: int
+    off_own: int
+    off_ring: int
+    smem: int  # bytes in all
+
+    @property
+    def rowb(self) -> int:
+        """A weight row's stride in shared memory (and in the blob)."""
+        return self.nc * CHUNK + PAD
+
+    def chunks(self, kg: int) -> range:
+        """The chunks k-group ``kg`` multiplies (the kernel's formula)."""
+        return range(kg * self.nc // self.ks, (kg + 1) * self.nc // self.ks)
+
+
+@dataclass
+class Partition:
+    """Every CTA's slice, the kernel's compile-time shape and the wait table."""
+    cfg: RNNConfig
+    fx: str | None  # input-part format of layers above the first (None: one layer)
+    fh: str
+    threads: int
+    batch_slices: int
+    slices: list
+    mt_max: int
+    ntw: int
+    hrowb: int  # bytes of one row of h codes
+    xrowb: int  # bytes of one row of a layer input's codes (layers above the first)
+    groups: dict = field(default_factory=dict)  # (k, bs) -> counter index
+    units: dict = field(default_factory=dict)  # k -> CTAs per batch slice
+
+    @property
+    def grid(self) -> int:
+        return len(self.slices)
+
+    @property
+    def smem(self) -> int:
+        """Dynamic shared memory every CTA asks for: the largest slice's."""
+        return max(s.smem for s in self.slices)
+
+    @property
+    def warps(self) -> int:
+        return self.threads // 32
+
+    def counter(self, k: int, bs: int) -> int:
+        return self.groups[(k, bs)]
+
+    def weight_bytes(self) -> int:
+        """Bytes of weight rows on chip in all (padding included)."""
+        return sum(s.mpad * s.rowb for s in self.slices)
+
+
+def _units(cfg: RNNConfig, ctas: int, work: list[int]) -> list[int]:
+    """CTAs per pseudo-layer (within one batch slice), in proportion to each one's work."""
+    total = sum(work)
+    return [max(1, min(cfg.hidden_size, ctas * w // total)) for w in work]
+
+
+def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_block: int,
+         ctas: int | None = None, batch_slices: int = 1, threads: int = 256) -> Partition:
+    """The partition of ``cfg`` over ``ctas`` CTAs (at most ``sm_count``: one per
+    multiprocessor, all resident) in ``batch_slices`` batch slices; :class:`DoesNotFit`
+    says why it cannot run."""
+    H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
+    ctas = sm_count if ctas is None else ctas
+    if not 1 <= ctas <= sm_count:
+        raise DoesNotFit(f"{ctas} CTAs: a persistent launch takes 1 to {sm_count} "
+                         f"(one per multiprocessor, all resident)")
+    if not 1 <= batch_slices <= B or batch_slices > ctas:
+        raise DoesNotFit(f"{batch_slices} batch slices for a batch of {B} on {ctas} CTAs")
+    if threads % 32 or not 32 <= threads <= 1024:
+        raise DoesNotFit(f"{threads} threads: a whole number of warps up to 1024")
+    pls = walk.pseudo_layers(cfg)
+    hrowb = row_bytes(H, fh)
+    xrowb = row_bytes(D * H, fx) if cfg.num_layers > 1 else 0
+    kx = [0 if p.layer == 0 else xrowb for p in pls]
+    per_slice = ctas // batch_slices
+    if per_slice < len(pls):
+        raise DoesNotFit(f"{len(pls)} pseudo-layers x {batch_slices} batch slices need at "
+                         f"least {len(pls) * batch_slices} CTAs, {ctas} given")
+    counts = _units(cfg, per_slice, [x + hrowb for x in kx])
+    nus = [_up(-(-H // u), 4) for u in counts]
+    counts = [-(-H // nu) for nu in nus]
+    warps = threads // 32
+    nb_full = -(-B // batch_slices)
+    nt_max = _up(nb_full, 8) // 8
+    ntw = max(1, -(-nt_max // warps))
+    if ntw > MAX_NTW:
+        raise DoesNotFit(f"a batch slice of {nb_full} needs {ntw} n-tiles per warp "
+                         f"with {warps} warps (at most {MAX_NTW}); slice the batch more")
+    mt_max = max(_up(g * nu, 16) // 16 for nu in nus)
+    if mt_max * ntw > MAX_ACC:
+        raise DoesNotFit(f"{mt_max} m-tiles x {ntw} n-tiles per warp exceed the {MAX_ACC} "
+                         "accumulator tiles a warp holds; use more CTAs")
+    part = Partition(cfg, fx if cfg.num_layers > 1 else None, fh, threads, batch_slices, [],
+                     mt_max, ntw, hrowb, xrowb)
+    blob = 0
+    for bs in range(batch_slices):
+        b0 = bs * nb_full
+        nb = min(nb_full, B - b0)
+        if nb <= 0:
+            raise DoesNotFit(f"batch {B} in {batch_slices} slices of {nb_full} leaves one empty")
+        for p, nu, count in zip(pls, nus, counts):
+            part.units[p.index] = count
+            part.groups[(p.index, bs)] = len(part.groups)
+            for i in range(count):
+                s = _slice(cfg, p.index, i * nu, min(nu, H - i * nu), bs, b0, nb, kx[p.index],
+                           hrowb, warps, ntw, blob)
+                blob += s.mpad * s.rowb
+                part.slices.append(s)
+    need = max(s.smem for s in part.slices)
+    if need > smem_per_block:
+        s = max(part.slices, key=lambda s: s.smem)
+        raise DoesNotFit(
+            f"a CTA needs {need} bytes of shared memory ({s.mpad * s.rowb} of weights for "
+            f"{s.nu} units of pseudo-layer {s.k}, the rest staging), the GPU gives a block "
+            f"{smem_per_block}; on-chip weights in all {part.weight_bytes()} bytes on "
+            f"{part.grid} CTAs")
+    return part
+
+
+def _slice(cfg, k, j0, nu, bs, b0, nb, kxb, hrowb, warps, ntw, blob) -> Slice:
+    mpad = _up(cfg.gates * nu, 16)
+    npad = _up(nb, 8)
+    ts = -(-(npad // 8) // ntw)
+    ks = max(1, warps // ts)
+    nxc, nc = kxb // CHUNK, (kxb + hrowb) // CHUNK
+    rowb = nc * CHUNK + PAD
+    off_dq = _up(mpad * rowb, 16)
+    off_own = off_dq + 2 * mpad * 4
+    off_ring = _up(off_own + 2 * npad * nu * 4, 16)
+    ring = STAGES * ks * npad * (SLAB * CHUNK + PAD)
+    partials = 2 * ks * mpad * npad * 4
+    return Slice(k, j0, nu, bs, b0, nb, mpad, npad, ts, ks, nxc, nc, blob, off_dq, off_own,
+                 off_ring, off_ring + max(ring, partials))
+
+
+# ---------------------------------------------------------------------------- the schedule
+def waits(part: Partition) -> np.ndarray:
+    """int32 ``(grid, T, MAX_WAITS, 2)``: before step s, CTA c waits until counter
+    ``[c, s, i, 0]`` reaches ``[c, s, i, 1]`` (counter -1: no wait). A group's counter
+    counts its CTAs' finished steps, hx's slot counting as one: slot ``s`` of h (what
+    step s reads) is whole at ``(s + 1) * units``."""
+    cfg = part.cfg
+    T = cfg.seq_length
+    pls = walk.pseudo_layers(cfg)
+    table = np.full((part.grid, T, MAX_WAITS, 2), -1, dtype=np.int32)
+    for c, sl in enumerate(part.slices):
+        p = pls[sl.k]
+        for s in range(T):
+            row = [(part.counter(sl.k, sl.bs), (s + 1) * part.units[sl.k])]
+            t = p.time(s, T)
+            for f in walk.feeders(cfg, p):  # their step at time t wrote slot step+1
+                row.append((part.counter(f.index, sl.bs), (f.step(t, T) + 2) * part.units[f.index]))
+            table[c, s, :len(row)] = row
+    return table
+
+
+# ---------------------------------------------------------------------------- the blob
+def blob(part: Partition, input_codes: list, recurrent_codes: list) -> np.ndarray:
+    """uint8: every CTA's weight rows, in its shared-memory layout, back to back.
+    ``input_codes[k]`` / ``recurrent_codes[k]``: pseudo-layer k's (gates*H, in) and
+    (gates*H, H) codes (numpy, the operand dtype; layer 0's input codes are not used)."""
+    H = part.cfg.hidden_size
+    out = np.zeros(sum(s.mpad * s.rowb for s in part.slices), dtype=np.uint8)
+    for s in part.slices:
+        rows = out[s.blob:s.blob + s.mpad * s.rowb].reshape(s.mpad, s.rowb)
+        xb = s.nxc * CHUNK
+        for r in range(part.cfg.gates * s.nu):
+            q, u = divmod(r, s.nu)
+            src = q * H + s.j0 + u
+            if xb:
+                w = np.ascontiguousarray(input_codes[s.k][src]).view(np.uint8)
+                rows[r, :w.size] = w
+            rc = np.ascontiguousarray(recurrent_codes[s.k][src]).view(np.uint8)
+            rows[r, xb:xb + rc.size] = rc
+    return out

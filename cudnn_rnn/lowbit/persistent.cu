@@ -1,0 +1,375 @@
+// The persistent RNN forward: every step of every layer in one cooperative launch, each
+// CTA's weight rows in shared memory for the whole sequence. cudnn_rnn/lowbit/partition.py
+// decides who computes what and when (the Slice and wait tables); persistent.py compiles
+// this file with NVRTC, defining:
+//   CELL     0 RNN_RELU, 1 RNN_TANH, 2 LSTM, 3 GRU;  GATES 1, 1, 4, 3
+//   FX, FH   operand formats of the input part (layers above the first) and of the
+//            recurrent part: 0 fp16, 1 bf16, 2 int8, 3 e4m3
+//   HASX     1 when some layer has an input part (more than one layer)
+//   GXINT    1 when layer 0's input GEMM (cuBLASLt, before the launch) wrote int32
+//   THREADS, MT (m-tiles per CTA at most), NTW (n-tiles per warp), SLAB, STAGES, PAD,
+//   MAXW (waits per step), SPIN_LIMIT
+// The rounding helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig) are kernels.PREAMBLE, prepended.
+
+#define WARPS (THREADS / 32)
+#define SROW (SLAB * 32 + PAD)
+#define BPE(F) ((F) < 2 ? 2 : 1)
+
+struct Layer {                 // one pseudo-layer (persistent.LAYER)
+    const float* dqx;          // (GATES*H) input part's dequantization per row
+    const float* dqh;          // (GATES*H) recurrent part's
+    const float* bW;
+    const float* bR;
+    const void* gx;            // layer 0: (T*B, GATES*H) input GEMM output; else null
+    const unsigned char* xin;  // layers above 0: (T, B, xrowb) input codes in FX
+    unsigned char* hq;         // (T+1, B, hrowb) h codes in FH, slot 0 from h0
+    const float* h0;           // (B, H)
+    const float* c0;           // (B, H), LSTM
+    float* hy;
+    float* cy;
+    unsigned char* xout0;      // the next layer's inputs (one per reader), or null
+    unsigned char* xout1;
+    float* y;                  // last layer: (T, B, D*H), else null
+    float hscale, xscale0, xscale1;
+    int layer, dir, pad;
+};
+
+struct Slice {                 // one CTA (partition.Slice)
+    long long blob;
+    int k, j0, nu, bs, b0, nb, mpad, npad, ts, ks, nxc, nc, off_dq, off_own, off_ring, pad;
+};
+
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void red_release(unsigned* p, unsigned v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void cp16(void* dst, const void* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                 :: "r"(smem_addr(dst)), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() {
+    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+}
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x2(unsigned (&r)[2], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1]) : "r"(smem_addr(p)));
+}
+
+// c += a (16 x 32 bytes of rows) * b (8 x 32 bytes of columns), in format F
+template <int F>
+__device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    if constexpr (F == 0) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    } else if constexpr (F == 1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    } else if constexpr (F == 2) {
+        int i0 = __float_as_int(c[0]), i1 = __float_as_int(c[1]);
+        int i2 = __float_as_int(c[2]), i3 = __float_as_int(c[3]);
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+r"(i0), "+r"(i1), "+r"(i2), "+r"(i3)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+        c[0] = __int_as_float(i0); c[1] = __int_as_float(i1);
+        c[2] = __int_as_float(i2); c[3] = __int_as_float(i3);
+    } else {
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+}
+
+// an accumulator register as a number (int8 accumulates int32 bits)
+template <int F> __device__ __forceinline__ float value(float acc) {
+    if constexpr (F == 2) return (float)__float_as_int(acc);
+    else return acc;
+}
+
+// v in format F with scale s (s is 1 for the 16-bit formats), the rules of kernels.FORMATS
+template <int F> __device__ __forceinline__ void put(unsigned char* p, float v, float s) {
+    if constexpr (F == 0) {
+        unsigned short h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+        *(unsigned short*)p = h;
+    } else if constexpr (F == 1) {
+        *(unsigned short*)p = lb_bf16(v);
+    } else if constexpr (F == 2) {
+        *(signed char*)p = lb_int8(v, s);
+    } else {
+        *p = lb_e4m3(v, s);
+    }
+}
+
+__device__ __forceinline__ float cell(const float (&X)[GATES], const float (&R)[GATES],
+                                      float h, float& c) {
+#if CELL == 0
+    return fmaxf(X[0] + R[0], 0.0f);
+#elif CELL == 1
+    return tanhf(X[0] + R[0]);
+#elif CELL == 2
+    const float ig = lb_sig(X[0] + R[0]), fg = lb_sig(X[1] + R[1]);
+    const float gg = tanhf(X[2] + R[2]), og = lb_sig(X[3] + R[3]);
+    c = fg * c + ig * gg;
+    return og * tanhf(c);
+#else
+    const float r = lb_sig(X[0] + R[0]), z = lb_sig(X[1] + R[1]);
+    const float n = tanhf(X[2] + r * R[2]);
+    return (1.0f - z) * n + z * h;
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slices,
+               const int* __restrict__ waits, const unsigned char* __restrict__ blob,
+               unsigned* counters, int* status, int T, int B, int H, int D, int hrowb,
+               int xrowb)
+{
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ int bail;
+    const Slice S = slices[blockIdx.x];
+    const Layer& L = layers[S.k];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int nu = S.nu, nb = S.nb, mpad = S.mpad, npad = S.npad, ks = S.ks;
+    const int nxc = S.nxc, nc = S.nc, rowb = nc * 32 + PAD, gH = GATES * H;
+    const int j0 = S.j0, b0 = S.b0;
+    unsigned char* ws = smem;
+    float* dqs = (float*)(smem + S.off_dq);       // [0, mpad) input part, [mpad, 2 mpad) recurrent
+    float* own_h = (float*)(smem + S.off_own);    // this CTA's h and c, (nb, nu)
+    float* own_c = own_h + npad * nu;
+    unsigned char* ring = smem + S.off_ring;
+    float* part = (float*)ring;                   // after the product: [2][ks][npad][mpad]
+    const int* my_waits = waits + (size_t)blockIdx.x * T * MAXW * 2;
+    unsigned* const mine = counters + my_waits[0];
+
+    // the weight rows, once for the whole sequence
+    {
+        const unsigned char* src = blob + S.blob;
+        const int n16 = mpad * rowb / 16;
+        for (int i = tid; i < n16; i += THREADS) cp16(ws + 16 * i, src + 16 * i, 16);
+        cp_commit();
+    }
+    for (int r = tid; r < mpad; r += THREADS) {
+        float dx = 0.0f, dh = 0.0f;
+        if (r < GATES * nu) {
+            const int q = r / nu, row = q * H + j0 + (r - q * nu);
+            dx = L.dqx[row];
+            dh = L.dqh[row];
+        }
+        dqs[r] = dx;
+        dqs[mpad + r] = dh;
+    }
+    for (int p = tid; p < nb * nu; p += THREADS) {  // h0 (and c0) in, h0's codes to slot 0
+        const int b = p / nu, u = p - b * nu;
+        const size_t g = (size_t)(b0 + b) * H + j0 + u;
+        const float h = L.h0[g];
+        own_h[p] = h;
+#if CELL == 2
+        own_c[p] = L.c0[g];
+#endif
+        put<FH>(L.hq + (size_t)(b0 + b) * hrowb + (size_t)(j0 + u) * BPE(FH), h, L.hscale);
+    }
+    cp_wait<0>();
+    __syncthreads();
+    if (tid == 0) {
+        __threadfence();
+        red_release(mine, 1u);
+    }
+
+    const int ng = warp % S.ts, kg = warp / S.ts;
+    const bool active = kg < ks;
+    const int c0 = kg * nc / ks, c1 = (kg + 1) * nc / ks;
+    const int span = (nc + ks - 1) / ks, nslab = (span + SLAB - 1) / SLAB;
+    const int gq = lane >> 2, gr = lane & 3;
+    const int pieces = ks * npad * SLAB * 2;
+
+    for (int s = 0; s < T; ++s) {
+        const int t = L.dir ? T - 1 - s : s;
+        if (tid == 0) {
+            int ok = 1;
+            for (int i = 0; i < MAXW && ok; ++i) {
+                const int ctr = my_waits[((size_t)s * MAXW + i) * 2];
+                if (ctr < 0) continue;
+                const unsigned target = (unsigned)my_waits[((size_t)s * MAXW + i) * 2 + 1];
+                long long spins = 0;
+                while (ld_acquire(counters + ctr) < target) {
+                    if (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status)) {
+                        ok = 0;
+                        break;
+                    }
+                }
+            }
+            if (!ok) atomicExch(status, 1);
+            bail = !ok;
+        }
+        __syncthreads();
+        if (bail) return;
+
+        const unsigned char* xsrc = HASX ? L.xin + (size_t)t * B * xrowb : nullptr;
+        const unsigned char* hsrc = L.hq + (size_t)s * B * hrowb;
+        auto load = [&](int i, int st) {
+            for (int p = tid; p < pieces; p += THREADS) {
+                const int grp = p / (npad * SLAB * 2), rem = p - grp * (npad * SLAB * 2);
+                const int n = rem / (SLAB * 2), q = rem - n * (SLAB * 2);
+                const int c = grp * nc / ks + i * SLAB + (q >> 1);
+                if (c >= (grp + 1) * nc / ks) continue;
+                const bool row = n < nb;
+                const unsigned char* src = c < nxc
+                    ? xsrc + (size_t)(b0 + (row ? n : 0)) * xrowb + c * 32 + (q & 1) * 16
+                    : hsrc + (size_t)(b0 + (row ? n : 0)) * hrowb + (c - nxc) * 32 + (q & 1) * 16;
+                cp16(ring + ((size_t)(st * ks + grp) * npad + n) * SROW + q * 16, src, row ? 16 : 0);
+            }
+        };
+
+        float acc[MT][NTW][4];
+        float xacc[MT][NTW][4];
+#pragma unroll
+        for (int m = 0; m < MT; ++m)
+#pragma unroll
+            for (int nn = 0; nn < NTW; ++nn)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc[m][nn][r] = xacc[m][nn][r] = 0.0f;
+        // the input part's sums, dequantized, set aside where the recurrent part begins
+        auto flush_x = [&]() {
+#pragma unroll
+            for (int m = 0; m < MT; ++m)
+#pragma unroll
+                for (int nn = 0; nn < NTW; ++nn)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) {
+                        const int row = m * 16 + gq + (r & 2 ? 8 : 0);
+                        xacc[m][nn][r] = row < mpad ? value<FX>(acc[m][nn][r]) * dqs[row] : 0.0f;
+                        acc[m][nn][r] = 0.0f;
+                    }
+        };
+
+#pragma unroll
+        for (int st = 0; st < STAGES - 1; ++st) {
+            if (st < nslab) load(st, st);
+            cp_commit();
+        }
+        for (int i = 0; i < nslab; ++i) {
+            if (i + STAGES - 1 < nslab) load(i + STAGES - 1, (i + STAGES - 1) % STAGES);
+            cp_commit();
+            cp_wait<STAGES - 1>();
+            __syncthreads();
+            if (active) {
+                const unsigned char* sb = ring + (size_t)((i % STAGES) * ks + kg) * npad * SROW;
+#pragma unroll
+                for (int cc = 0; cc < SLAB; ++cc) {
+                    const int c = c0 + i * SLAB + cc;
+                    if (c >= c1) break;
+                    if (HASX && c == nxc && c0 < nxc) flush_x();
+                    unsigned bf[NTW][2];
+#pragma unroll
+                    for (int nn = 0; nn < NTW; ++nn) {
+                        const int n8 = (ng * NTW + nn) * 8;
+                        if (n8 < npad)
+                            ldsm_x2(bf[nn], sb + (size_t)(n8 + (lane & 7)) * SROW + cc * 32
+                                                + ((lane >> 3) & 1) * 16);
+                    }
+#pragma unroll
+                    for (int m = 0; m < MT; ++m) {
+                        if (m * 16 >= mpad) break;
+                        unsigned af[4];
+                        ldsm_x4(af, ws + (size_t)(m * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * rowb
+                                        + c * 32 + (lane >> 4) * 16);
+#pragma unroll
+                        for (int nn = 0; nn < NTW; ++nn) {
+                            if ((ng * NTW + nn) * 8 >= npad) break;
+                            if (HASX && c < nxc) mma<FX>(acc[m][nn], af, bf[nn]);
+                            else mma<FH>(acc[m][nn], af, bf[nn]);
+                        }
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        if (active && HASX && c1 <= nxc && c0 < c1) flush_x();
+        // partial sums, dequantized, to shared memory: the staging ring is free now
+        if (active) {
+            const bool h_part = c1 > nxc;
+#pragma unroll
+            for (int m = 0; m < MT; ++m)
+#pragma unroll
+                for (int nn = 0; nn < NTW; ++nn)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) {
+                        const int row = m * 16 + gq + (r & 2 ? 8 : 0);
+                        const int col = (ng * NTW + nn) * 8 + gr * 2 + (r & 1);
+                        if (row >= mpad || col >= npad) continue;
+                        const float hv = h_part ? value<FH>(acc[m][nn][r]) * dqs[mpad + row] : 0.0f;
+                        part[((size_t)(ks + kg) * npad + col) * mpad + row] = hv;
+                        part[((size_t)kg * npad + col) * mpad + row] = HASX ? xacc[m][nn][r] : 0.0f;
+                    }
+        }
+        __syncthreads();
+
+        // the gate math: one (batch row, unit) pair per thread at a time
+        for (int p = tid; p < nb * nu; p += THREADS) {
+            const int b = p / nu, u = p - b * nu, j = j0 + u;
+            float X[GATES], R[GATES];
+#pragma unroll
+            for (int q = 0; q < GATES; ++q) {
+                const int row = q * nu + u;
+                float sx = 0.0f, sh = 0.0f;
+                for (int g2 = 0; g2 < ks; ++g2) {
+                    sx += part[((size_t)g2 * npad + b) * mpad + row];
+                    sh += part[((size_t)(ks + g2) * npad + b) * mpad + row];
+                }
+                if (L.gx) {
+                    const size_t at = (size_t)(t * B + b0 + b) * gH + q * H + j;
+#if GXINT
+                    sx = (float)((const int*)L.gx)[at] * L.dqx[q * H + j];
+#else
+                    sx = ((const float*)L.gx)[at] * L.dqx[q * H + j];
+#endif
+                }
+                X[q] = sx + L.bW[q * H + j];
+                R[q] = sh + L.bR[q * H + j];
+            }
+            float c = own_c[p];
+            const float v = cell(X, R, own_h[p], c);
+            own_h[p] = v;
+            own_c[p] = c;
+            const size_t brow = (size_t)t * B + b0 + b;
+            put<FH>(L.hq + ((size_t)(s + 1) * B + b0 + b) * hrowb + (size_t)j * BPE(FH), v,
+                    L.hscale);
+            if (L.xout0) put<FX>(L.xout0 + brow * xrowb + (size_t)(L.dir * H + j) * BPE(FX), v,
+                                 L.xscale0);
+            if (L.xout1) put<FX>(L.xout1 + brow * xrowb + (size_t)(L.dir * H + j) * BPE(FX), v,
+                                 L.xscale1);
+            if (L.y) L.y[brow * D * H + L.dir * H + j] = v;
+        }
+        __syncthreads();
+        if (tid == 0) {
+            __threadfence();
+            red_release(mine, 1u);
+        }
+    }
+    for (int p = tid; p < nb * nu; p += THREADS) {
+        const int b = p / nu, u = p - b * nu;
+        const size_t g = (size_t)(b0 + b) * H + j0 + u;
+        L.hy[g] = own_h[p];
+#if CELL == 2
+        L.cy[g] = own_c[p];
+#endif
+    }
+}

@@ -1,0 +1,331 @@
+"""The persistent engine: the whole RNN forward (inference) in one cooperative launch, each
+thread block's slice of the weights in shared memory for the whole sequence, on tensor cores
+in FP16, BF16, INT8 or FP8 E4M3.
+
+The arithmetic is the GEMM engine's (:mod:`cudnn_rnn.lowbit.engine`), so both compute one
+function and share one float64 twin (:mod:`cudnn_rnn.lowbit.model`): the same operands
+(:func:`cudnn_rnn.lowbit.operands.prepare`: codes, per-row dequantization, activation
+scales), the same input GEMM for layer 0 (cuBLASLt over all steps, before the launch), the
+same rounding rules (:data:`cudnn_rnn.lowbit.kernels.PREAMBLE`) and FP32 gate math. What
+differs is where the recurrence runs: ``persistent.cu``, one launch per forward, with the
+partition, the shared-memory layout and the wait table decided by
+:mod:`cudnn_rnn.lowbit.partition`.
+
+Refused before any launch, with the reason (:class:`~cudnn_rnn.lowbit.engine.Unsupported`):
+what the GEMM engine refuses; FP32/TF32 (no tensor-core path here); a GPU below compute
+capability 8.0 (8.9 for E4M3) or without cooperative launch; a partition that does not fit
+(:class:`~cudnn_rnn.lowbit.partition.DoesNotFit`: bytes needed against bytes available).
+The kernel guards every wait: one that would spin for seconds sets a status flag and the
+launch ends; :meth:`PersistentEngine.outputs` then raises :class:`Stalled` (a bug, never a
+measurement).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.engine import walk
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.lowbit import kernels, partition
+from cudnn_rnn.lowbit.engine import WORKSPACE_BYTES, Unsupported, capability, check_supported
+from cudnn_rnn.lowbit.gemm import Handle, Matmul, rnn_shapes
+from cudnn_rnn.lowbit.operands import EIGHT_BIT, prepare
+
+SOURCE = Path(__file__).with_name("persistent.cu")
+FORMAT_CODE = {"fp16": 0, "bf16": 1, "int8": 2, "e4m3": 3}
+CELL_CODE = {RNNMode.RNN_RELU: 0, RNNMode.RNN_TANH: 1, RNNMode.LSTM: 2, RNNMode.GRU: 3}
+# compute capability each operand format's mma.sync needs (m16n8k16 f16/bf16, m16n8k32 s8/e4m3)
+MIN_CAPABILITY = {"fp16": (8, 0), "bf16": (8, 0), "int8": (8, 0), "e4m3": (8, 9)}
+FLOAT_PRECISIONS = ("fp16", "bf16")
+SPIN_LIMIT = 1 << 24  # polls of one counter before the kernel gives up (seconds)
+# cudaDeviceAttr values (driver_types.h)
+ATTR_SM_COUNT, ATTR_COOPERATIVE, ATTR_SMEM_OPTIN = 16, 95, 97
+STATIC_SMEM = 1024  # what the kernel's own __shared__ variables may take
+
+_P = "u8"  # a device pointer
+LAYER = np.dtype([(n, _P) for n in ("dqx", "dqh", "bW", "bR", "gx", "xin", "hq", "h0", "c0",
+                                    "hy", "cy", "xout0", "xout1", "y")]
+                 + [(n, "f4") for n in ("hscale", "xscale0", "xscale1")]
+                 + [(n, "i4") for n in ("layer", "dir", "pad")], align=True)
+SLICE = np.dtype([("blob", "i8")] + [(n, "i4") for n in (
+    "k", "j0", "nu", "bs", "b0", "nb", "mpad", "npad", "ts", "ks", "nxc", "nc", "off_dq",
+    "off_own", "off_ring", "pad")], align=True)
+
+
+class Stalled(RuntimeError):
+    """A wait of the kernel gave up: the launch ended without computing the outputs."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How one launch is shaped: CTAs (None: one per multiprocessor), batch slices (each
+    CTA holds the weights of its units for one slice of the batch: more slices, fewer bytes
+    of state read per CTA and step, more weight copies on chip) and threads per CTA."""
+    ctas: int | None = None
+    batch_slices: int = 1
+    threads: int = 256
+
+    @property
+    def name(self) -> str:
+        ctas = "" if self.ctas is None else f"c{self.ctas}"
+        return f"b{self.batch_slices}{ctas}t{self.threads}"
+
+
+# what the tuner tries, in order; the first that fits and verifies is the fallback
+SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
+            Settings(batch_slices=2, threads=512))
+
+
+def formats(ops: list) -> tuple[str | None, str, str]:
+    """(input-part format of the layers above the first or None, recurrent format, layer
+    0's input GEMM precision) of prepared operands (:func:`operands.prepare`)."""
+    fh = {kernels.OPERANDS[o.recurrent.precision] for o in ops}
+    fx = {kernels.OPERANDS[o.input.precision] for o in ops[1:]}
+    if len(fh) != 1 or len(fx) > 1:
+        raise Unsupported("the persistent kernel takes one format per GEMM kind across layers")
+    return (fx.pop() if fx else None), fh.pop(), ops[0].input.precision
+
+
+def check_formats(fx: str | None, fh: str, cap: tuple[int, int]) -> None:
+    for f in {fh} | ({fx} if fx else set()):
+        if f not in FORMAT_CODE:
+            raise Unsupported(f"the persistent kernel multiplies in {', '.join(FORMAT_CODE)} "
+                              f"(tensor cores), not {f}")
+        need = MIN_CAPABILITY[f]
+        if tuple(cap) < need:
+            raise Unsupported(f"{f} mma.sync needs compute capability {need[0]}.{need[1]}+, "
+                              f"this GPU has {cap[0]}.{cap[1]}")
+
+
+def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool) -> dict:
+    """The compile-time constants of one kernel (persistent.cu's header lists them)."""
+    fx = part.fx or part.fh
+    return {"CELL": CELL_CODE[cfg.mode], "GATES": cfg.gates, "FX": FORMAT_CODE[fx],
+            "FH": FORMAT_CODE[part.fh], "HASX": int(part.fx is not None),
+            "GXINT": int(gx_int), "THREADS": part.threads, "MT": part.mt_max, "NTW": part.ntw,
+            "SLAB": partition.SLAB, "STAGES": partition.STAGES, "PAD": partition.PAD,
+            "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{SPIN_LIMIT}LL"}
+
+
+def source(consts: dict) -> str:
+    """The kernel's CUDA source with ``consts`` defined and the rounding helpers prepended."""
+    head = "".join(f"#define {k} {v}\n" for k, v in consts.items())
+    return head + kernels.PREAMBLE + SOURCE.read_text()
+
+
+def nvrtc_compile(consts: dict, arch: str) -> bytes:
+    """Compile with NVRTC for ``arch`` (e.g. "sm_90") without a GPU; the cubin, or
+    RuntimeError with NVRTC's log. (For tests and inspection; the engine compiles through
+    CuPy, which caches the module.)"""
+    from cupy_backends.cuda.libs import nvrtc
+    prog = nvrtc.createProgram(source(consts), "persistent.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, [f"--gpu-architecture={arch}", "--std=c++17"])
+        return nvrtc.getCUBIN(prog)
+    except nvrtc.NVRTCError as exc:
+        raise RuntimeError(f"NVRTC: {exc}\n{nvrtc.getProgramLog(prog)}") from None
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def device_limits(cp) -> dict:
+    """This GPU's multiprocessors, shared memory a block may take, cooperative launch."""
+    dev = cp.cuda.Device().id
+    attr = lambda a: cp.cuda.runtime.deviceGetAttribute(a, dev)  # noqa: E731
+    return {"sm_count": attr(ATTR_SM_COUNT), "cooperative": bool(attr(ATTR_COOPERATIVE)),
+            "smem_per_block": attr(ATTR_SMEM_OPTIN) - STATIC_SMEM,
+            "capability": capability(cp)}
+
+
+def check_device(cfg: RNNConfig, fx, fh, limits: dict) -> None:
+    """:class:`Unsupported` for what this GPU lacks (the refusals that need no partition)."""
+    check_supported(cfg, set(), limits["capability"])
+    check_formats(fx, fh, limits["capability"])
+    if not limits["cooperative"]:
+        raise Unsupported("this GPU has no cooperative launch: the persistent kernel needs "
+                          "every CTA resident at once")
+
+
+class PersistentEngine:
+    """An inference forward of ``cfg`` on float64 ``stacked`` weights, ``plan``'s GEMMs in
+    8 bits and the rest in ``float_precision`` (fp16 or bf16), launched as one persistent
+    kernel shaped by ``settings``. The same interface as the GEMM engine's
+    :class:`~cudnn_rnn.lowbit.engine.Engine`: :meth:`set_inputs`, :meth:`forward` (enqueued
+    on :attr:`stream`, capturable), :attr:`buf`, :meth:`outputs`, :meth:`close`."""
+
+    def __init__(self, cfg: RNNConfig, stacked, float_precision: str, plan=None,
+                 settings: Settings = Settings(), stream=None, lt=None):
+        from cudnn_rnn.engine.gpu import cupy_or_raise
+        cp = self.cp = cupy_or_raise()
+        if float_precision not in FLOAT_PRECISIONS:
+            raise Unsupported(f"the persistent kernel runs {' or '.join(FLOAT_PRECISIONS)} "
+                              f"beside 8 bits, not {float_precision}")
+        self.cfg, self.plan, self.settings = cfg, plan, settings
+        limits = self.limits = device_limits(cp)
+        check_supported(cfg, set(), limits["capability"])
+        self.operands = prepare(stacked, float_precision, plan)
+        fx, fh, gx_precision = formats(self.operands)
+        check_device(cfg, fx, fh, limits)
+        precisions = {gx_precision} | ({EIGHT_BIT[plan.fmt]} if plan is not None else set())
+        check_supported(cfg, precisions, limits["capability"])
+        try:
+            self.part = partition.plan(
+                cfg, fx, fh, sm_count=limits["sm_count"], smem_per_block=limits["smem_per_block"],
+                ctas=settings.ctas, batch_slices=settings.batch_slices, threads=settings.threads)
+        except partition.DoesNotFit as exc:
+            raise Unsupported(f"does not fit on this GPU: {exc}") from None
+        self.stream = stream or cp.cuda.Stream(non_blocking=True)
+        self.handle = Handle(lt)
+        self._matmuls: list = []
+        try:
+            self._upload(gx_precision)
+            self._compile(kernels.OUTPUT_DTYPE[gx_precision] == "int32")
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------------ set-up
+    def _upload(self, gx_precision: str) -> None:
+        cp, c, part, ops = self.cp, self.cfg, self.part, self.operands
+        T, B, H, D, g = c.seq_length, c.mini_batch, c.hidden_size, c.dirs, c.gates
+        f32 = cp.float32
+        self.x = cp.zeros(c.x_shape(), f32)
+        self.hx = cp.zeros(c.h_shape(), f32)
+        self.cx = cp.zeros(c.c_shape(), f32) if c.has_cell_state else None
+        self.y = cp.zeros((T, B, D * H), f32)
+        self.hy = cp.zeros(c.h_shape(), f32)
+        self.cy = cp.zeros(c.c_shape(), f32) if c.has_cell_state else None
+        self.buf = {n: a for n, a in (("y", self.y), ("hy", self.hy), ("cy", self.cy))
+                    if a is not None}
+        self.vectors = [{n: cp.asarray(v) for n, v in (
+            ("dqx", o.input.dq), ("dqh", o.recurrent.dq), ("bW", o.bW), ("bR", o.bR))}
+            for o in ops]
+        self.hq = [cp.zeros((T + 1) * B * part.hrowb, cp.uint8) for _ in ops]
+        pls = walk.pseudo_layers(c)
+        self.xin = {p.index: cp.zeros(T * B * part.xrowb, cp.uint8) for p in pls if p.layer > 0}
+        # layer 0's input GEMMs (cuBLASLt), as the GEMM engine runs them
+        shape = rnn_shapes(c)[0]
+        self.gx, self.first = [], []
+        out_dtype = kernels.OUTPUT_DTYPE[gx_precision]
+        fmt0 = kernels.OPERANDS[gx_precision]
+        self.x_op = cp.empty((T * B, c.input_size), kernels.FORMATS[fmt0][0])
+        self.workspace = cp.empty(WORKSPACE_BYTES, dtype=cp.uint8)
+        for p in walk.layers(c)[0]:
+            m = Matmul(gx_precision, shape, self.handle.lt)
+            self._matmuls.append(m)
+            m.choose(self.handle, WORKSPACE_BYTES)
+            self.first.append((p.index, m, cp.asarray(ops[p.index].input.codes),
+                               np.float32(ops[p.index].input.act_scale), fmt0))
+            self.gx.append(cp.empty((T * B, g * H), out_dtype))
+        table = np.zeros(len(pls), dtype=LAYER)
+        layers = walk.layers(c)
+        for p in pls:
+            row = table[p.index]
+            v = self.vectors[p.index]
+            for n in ("dqx", "dqh", "bW", "bR"):
+                row[n] = v[n].data.ptr
+            row["gx"] = self.gx[p.direction].data.ptr if p.layer == 0 else 0
+            row["xin"] = self.xin[p.index].data.ptr if p.layer > 0 else 0
+            row["hq"] = self.hq[p.index].data.ptr
+            row["h0"], row["hy"] = self.hx[p.index].data.ptr, self.hy[p.index].data.ptr
+            if self.cx is not None:
+                row["c0"], row["cy"] = self.cx[p.index].data.ptr, self.cy[p.index].data.ptr
+            readers = layers[p.layer + 1] if p.layer + 1 < c.num_layers else []
+            for i, r in enumerate(readers):
+                row[f"xout{i}"] = self.xin[r.index].data.ptr
+                row[f"xscale{i}"] = ops[r.index].input.act_scale
+            row["y"] = self.y.data.ptr if not readers else 0
+            row["hscale"] = ops[p.index].recurrent.act_scale
+            row["layer"], row["dir"] = p.layer, p.direction
+        slices = np.zeros(part.grid, dtype=SLICE)
+        for i, s in enumerate(part.slices):
+            for n in SLICE.names:
+                if n != "pad":
+                    slices[i][n] = getattr(s, n)
+        self.tables = {"layers": cp.asarray(table.view(np.uint8)),
+                       "slices": cp.asarray(slices.view(np.uint8)),
+                       "waits": cp.asarray(partition.waits(part)),
+                       "blob": cp.asarray(partition.blob(
+                           part, [o.input.codes for o in ops],
+                           [o.recurrent.codes for o in ops]))}
+        self.counters = cp.zeros(len(part.groups), cp.uint32)
+        self.status = cp.zeros(1, cp.int32)
+
+    def _compile(self, gx_int: bool) -> None:
+        consts = defines(self.cfg, self.part, gx_int)
+        self.module = self.cp.RawModule(code=source(consts), options=("--std=c++17",),
+                                        enable_cooperative_groups=True)
+        self.kernel = self.module.get_function("persistent_rnn")
+        self.kernel.max_dynamic_shared_size_bytes = self.part.smem
+        self.consts = consts
+
+    # ------------------------------------------------------------------------ use
+    def set_inputs(self, x, hx, cx=None) -> None:
+        """Upload x (T, B, input), hx (L*D, B, H) and, for LSTM, cx (as float32)."""
+        cp = self.cp
+        with self.stream:
+            self.x[...] = cp.asarray(x, dtype=cp.float32)
+            self.hx[...] = cp.asarray(hx, dtype=cp.float32)
+            if self.cx is not None:
+                self.cx[...] = cp.asarray(cx, dtype=cp.float32)
+            self.status.fill(0)
+
+    def forward(self) -> None:
+        """Enqueue the forward on :attr:`stream`: layer 0's input GEMMs, then the launch."""
+        c, stream, t = self.cfg, self.stream, self.tables
+        with stream:
+            for (k, m, w, scale, fmt), gx in zip(self.first, self.gx):
+                kernels.quantizer(fmt)(self.x, scale, self.x_op, size=self.x_op.size)
+                m.run(w.data.ptr, self.x_op.data.ptr, gx.data.ptr, self.workspace.data.ptr,
+                      self.workspace.nbytes, stream.ptr)
+            self.counters.fill(0)
+            i32 = np.int32
+            self.kernel((self.part.grid,), (self.part.threads,),
+                        (t["layers"], t["slices"], t["waits"], t["blob"], self.counters,
+                         self.status, i32(c.seq_length), i32(c.mini_batch), i32(c.hidden_size),
+                         i32(c.dirs), i32(self.part.hrowb), i32(self.part.xrowb)),
+                        shared_mem=self.part.smem)
+
+    def check(self) -> None:
+        """:class:`Stalled` if a launch since :meth:`set_inputs` gave up a wait."""
+        self.stream.synchronize()
+        if int(self.status.get()[0]):
+            raise Stalled("a wait of the persistent kernel gave up (a counter never reached "
+                          "its target): its outputs are not a result")
+
+    def outputs(self) -> dict:
+        """Copies of y, hy and (LSTM) cy after the forward; :class:`Stalled` if it gave up."""
+        with self.stream:
+            out = {n: a.copy() for n, a in self.buf.items()}
+        self.check()
+        return out
+
+    def describe(self) -> dict:
+        """The launch: grid, threads, batch slices, shared memory, weights on chip, GEMMs."""
+        p = self.part
+        return {"kernel": "persistent", "settings": self.settings.name, "grid": p.grid,
+                "threads": p.threads, "batch_slices": p.batch_slices,
+                "smem_per_cta": p.smem, "weight_bytes_on_chip": p.weight_bytes(),
+                "formats": {"input": p.fx, "recurrent": p.fh},
+                "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw}
+
+    def algorithms(self) -> list[dict]:
+        """Layer 0's input GEMM (precision, M, N, K, workspace) and the launch."""
+        out = [{"precision": m.precision, "M": m.shape.M, "N": m.shape.N, "K": m.shape.K,
+                "workspace_bytes": m.workspace_needed} for m in self._matmuls[:1]]
+        return out + [self.describe()]
+
+    def close(self) -> None:
+        for m in self._matmuls:
+            m.close()
+        self._matmuls = []
+        self.handle.close()
+
+    def __enter__(self) -> "PersistentEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

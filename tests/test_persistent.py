@@ -1,0 +1,237 @@
+"""The persistent kernel's host side, without a GPU: the partition (every unit of every
+pseudo-layer owned once per batch slice, sizes, refusals with their bytes), the wait table
+(the wavefront over layers, a bidirectional layer after the layer below), the weight blob
+and the per-CTA arithmetic, run by a numpy model of the kernel against the float64 twin,
+and the CUDA source compiled by NVRTC for sm_80 and sm_90."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from cudnn_rnn.bindings.enums import DirectionMode, RNNMode
+from cudnn_rnn.engine import walk
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.lowbit import candidates as C
+from cudnn_rnn.lowbit import model, operands, partition
+from cudnn_rnn.lowbit import persistent as P
+from cudnn_rnn.lowbit.engine import Unsupported
+
+from tests.persistent_model import Model, first_layer_projection
+
+CELLS = (RNNMode.RNN_RELU, RNNMode.RNN_TANH, RNNMode.LSTM, RNNMode.GRU)
+SMEM = 227 * 1024
+
+
+def _cfg(cell=RNNMode.LSTM, layers=2, bi=False, H=24, B=5, T=4, I=12):
+    return RNNConfig(seq_length=T, num_layers=layers, hidden_size=H, mini_batch=B,
+                     input_size=I, mode=cell,
+                     direction=DirectionMode.BIDIRECTIONAL if bi else DirectionMode.UNIDIRECTIONAL)
+
+
+def _plan(cfg, values, fmt, parts):
+    if fmt is None:
+        return None
+    cal = values["calibration"]
+    return model.plan(cfg, values["stacked"], model.calibrate(cfg, values["stacked"], **cal),
+                      fmt, parts)
+
+
+def _dq(plan, name, k, rows):
+    scales = None if plan is None else getattr(plan, name)[k]
+    if scales is None:
+        return np.ones(rows)
+    return np.broadcast_to(scales.act * np.ravel(np.asarray(scales.weight, np.float64)), (rows,))
+
+
+def _run_model(cfg, fmt=None, parts=None, float_precision="fp16", seed=3, sms=12,
+               batch_slices=1, order=0, edit=None):
+    """(the numpy model's y, hy, cy, the twin's y, hy, cy, the partition)."""
+    values = C.draw(cfg, seed)
+    stacked, io = values["stacked"], values["io"]
+    plan = _plan(cfg, values, fmt, parts)
+    ops = operands.prepare(stacked, float_precision, plan)
+    fx, fh, _ = P.formats(ops)
+    part = partition.plan(cfg, fx, fh, sm_count=sms, smem_per_block=SMEM,
+                          batch_slices=batch_slices)
+    blob = partition.blob(part, [o.input.codes for o in ops], [o.recurrent.codes for o in ops])
+    if edit:
+        edit(part, blob)
+    rows = cfg.gates * cfg.hidden_size
+    vectors = [{"dqx": _dq(plan, "input", k, rows), "dqh": _dq(plan, "recurrent", k, rows),
+                "bW": o.bW.astype(np.float64), "bR": o.bR.astype(np.float64)}
+               for k, o in enumerate(ops)]
+    seen = operands.seen_weights(stacked, ops)
+    gx0 = [g * 1.0 for g in first_layer_projection(cfg, seen, io["x"], plan)]
+    scales = {"h": [o.recurrent.act_scale for o in ops], "x": [o.input.act_scale for o in ops]}
+    m = Model(part, blob, vectors, gx0, io["hx"], io["cx"], scales)
+    got = m.run(seed=order)
+    want = model.forward(cfg, seen, io["x"], io["hx"], io["cx"], plan)
+    return got, want, part
+
+
+def _close(got, want, tol=1e-10):
+    for g, w in zip(got, want):
+        if w is None:
+            assert g is None
+            continue
+        assert np.abs(g - w).max() <= tol * max(1.0, np.abs(w).max())
+
+
+# ---------------------------------------------------------------------------- the partition
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("layers,bi", [(1, False), (2, False), (3, False), (1, True), (2, True)])
+@pytest.mark.parametrize("batch_slices", [1, 2])
+def test_every_unit_of_every_pseudo_layer_is_owned_once_per_batch_slice(cell, layers, bi,
+                                                                        batch_slices):
+    cfg = _cfg(cell, layers, bi, H=40, B=9)
+    part = partition.plan(cfg, "int8" if layers > 1 else None, "int8", sm_count=20,
+                          smem_per_block=SMEM, batch_slices=batch_slices)
+    assert part.grid <= 20
+    owned = np.zeros((cfg.pseudo_layers, cfg.mini_batch, cfg.hidden_size), int)
+    for s in part.slices:
+        owned[s.k, s.b0:s.b0 + s.nb, s.j0:s.j0 + s.nu] += 1
+        assert s.mpad % 16 == 0 and s.mpad >= cfg.gates * s.nu and s.npad % 8 == 0
+        assert s.ts * part.ntw * 8 >= s.npad and s.ts * s.ks <= part.warps
+        assert sorted(c for kg in range(s.ks) for c in s.chunks(kg)) == list(range(s.nc))
+        assert s.nxc == (0 if walk.pseudo_layers(cfg)[s.k].layer == 0 else part.xrowb // 32)
+    assert (owned == 1).all()
+
+
+def test_the_work_is_spread_by_k_and_the_sizes_say_why_a_shape_does_not_fit():
+    cfg = _cfg(RNNMode.LSTM, 2, False, H=512, B=64, T=20, I=512)
+    part = partition.plan(cfg, "fp16", "fp16", sm_count=132, smem_per_block=SMEM,
+                          batch_slices=2)
+    per_layer = [sum(1 for s in part.slices if s.k == k) for k in range(2)]
+    assert per_layer[1] > 1.5 * per_layer[0]  # layer 1 multiplies twice the K of layer 0
+    assert part.grid <= 132 and part.smem <= SMEM
+    with pytest.raises(partition.DoesNotFit, match=r"needs \d+ bytes of shared memory .* gives "
+                                                   r"a block 40000"):
+        partition.plan(cfg, "fp16", "fp16", sm_count=132, smem_per_block=40_000)
+    big = _cfg(RNNMode.LSTM, 1, False, H=2048, B=128, T=50, I=2048)
+    with pytest.raises(partition.DoesNotFit, match="shared memory"):  # 32 MB of FP16 weights
+        partition.plan(big, None, "fp16", sm_count=132, smem_per_block=SMEM)
+    fits = partition.plan(big, None, "int8", sm_count=132, smem_per_block=SMEM)
+    assert fits.weight_bytes() >= 4 * 2048 * 2048  # 16 MB of INT8 rows on chip
+    with pytest.raises(partition.DoesNotFit, match="pseudo-layers"):
+        partition.plan(_cfg(layers=3, bi=True), "fp16", "fp16", sm_count=4, smem_per_block=SMEM)
+
+
+# ---------------------------------------------------------------------------- the schedule
+def test_layers_run_as_a_wavefront_and_a_reverse_layer_waits_for_the_end_of_the_one_below():
+    uni = _cfg(RNNMode.GRU, 2, False, T=5)
+    part = partition.plan(uni, "fp16", "fp16", sm_count=8, smem_per_block=SMEM)
+    w = partition.waits(part)
+    top = next(i for i, s in enumerate(part.slices) if s.k == 1)
+    g0, g1 = part.counter(0, 0), part.counter(1, 0)
+    for s in range(5):  # layer 1 at step s: itself after step s-1, layer 0 after step s
+        assert w[top, s, 0].tolist() == [g1, (s + 1) * part.units[1]]
+        assert w[top, s, 1].tolist() == [g0, (s + 2) * part.units[0]]
+    bi = _cfg(RNNMode.GRU, 2, True, T=5)
+    part = partition.plan(bi, "fp16", "fp16", sm_count=8, smem_per_block=SMEM)
+    w = partition.waits(part)
+    fwd_top = next(i for i, s in enumerate(part.slices) if s.k == 2)
+    back = part.counter(1, 0)  # layer 0's reverse direction wrote time 0 at its last step
+    assert [back, (4 + 2) * part.units[1]] in w[fwd_top, 0].tolist()
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("layers,bi", [(1, False), (2, False), (3, False), (1, True), (2, True)])
+def test_the_model_of_the_kernel_equals_the_twin_in_fp16(cell, layers, bi):
+    got, want, part = _run_model(_cfg(cell, layers, bi), batch_slices=2 if bi else 1)
+    assert any(s.ks > 1 for s in part.slices)  # k-groups meet in the partial sums
+    _close(got, want)
+
+
+@pytest.mark.parametrize("fmt", model.FORMATS)
+@pytest.mark.parametrize("parts", model.PARTS)
+@pytest.mark.parametrize("cell", (RNNMode.LSTM, RNNMode.GRU))
+def test_the_model_of_the_kernel_equals_the_twin_in_eight_bits(fmt, parts, cell):
+    got, want, _ = _run_model(_cfg(cell, 2, True, H=40, B=9), fmt, parts, batch_slices=2)
+    _close(got, want)
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_any_order_the_waits_allow_gives_the_same_result(order):
+    cfg = _cfg(RNNMode.LSTM, 3, False)
+    got, want, _ = _run_model(cfg, "int8", "both", order=order)
+    _close(got, want)
+
+
+def test_a_wait_target_one_short_reads_an_unwritten_slot_and_one_over_deadlocks(monkeypatch):
+    from tests import persistent_model
+    cfg = _cfg(RNNMode.LSTM, 2, False)
+    real = partition.waits
+
+    def short(part):
+        w = real(part)
+        w[:, :, 1, 1] -= part.units[0]  # layer 1 no longer waits for layer 0's step
+        return w
+
+    def over(part):
+        w = real(part)
+        w[:, -1, 0, 1] += 1
+        return w
+    for broken, message in ((short, "unwritten slot"), (over, "deadlock")):
+        monkeypatch.setattr(persistent_model, "waits", broken)
+        with pytest.raises(AssertionError, match=message):
+            for order in range(8):  # some order reaches the early read
+                _run_model(cfg, order=order)
+
+
+def test_one_ctas_weights_zeroed_changes_the_result():
+    cfg = _cfg(RNNMode.LSTM, 2, False)
+
+    def zero_one(part, blob):
+        s = part.slices[len(part.slices) // 2]
+        blob[s.blob:s.blob + s.mpad * s.rowb] = 0
+    got, want, _ = _run_model(cfg, edit=zero_one)
+    assert np.abs(got[0] - want[0]).max() > 1e-3
+
+
+# ---------------------------------------------------------------------------- refusals
+def test_what_the_kernel_does_not_build_is_refused_with_the_reason():
+    cfg = _cfg()
+    limits = {"sm_count": 132, "smem_per_block": SMEM, "cooperative": True,
+              "capability": (8, 0)}
+    with pytest.raises(Unsupported, match=r"e4m3 mma.sync needs compute capability 8\.9\+"):
+        P.check_device(cfg, "e4m3", "e4m3", limits)
+    with pytest.raises(Unsupported, match="not fp32"):
+        P.check_device(cfg, None, "fp32", limits)
+    with pytest.raises(Unsupported, match="no cooperative launch"):
+        P.check_device(cfg, None, "fp16", dict(limits, cooperative=False))
+    with pytest.raises(Unsupported, match="projection"):
+        P.check_device(dataclasses.replace(cfg, proj_size=8), None, "fp16", limits)
+    with pytest.raises(Unsupported, match="equal length"):
+        P.check_device(cfg.replace(lengths="descending:1"), None, "fp16", limits)
+    P.check_device(cfg, "int8", "fp16", limits)  # INT8 and FP16 on sm_80: fine
+
+
+# ---------------------------------------------------------------------------- the source
+def _nvrtc_or_skip():
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+        nvrtc.getVersion()
+    except Exception as exc:  # no CUDA wheels with NVRTC in this environment
+        pytest.skip(f"NVRTC is not available here ({type(exc).__name__}: {exc})")
+
+
+COMPILED = [("sm_90", RNNMode.LSTM, f, f) for f in P.FORMAT_CODE] + \
+    [("sm_90", cell, "int8", "fp16") for cell in CELLS] + \
+    [("sm_80", RNNMode.GRU, f, f) for f in ("fp16", "bf16", "int8")]
+
+
+@pytest.mark.parametrize("arch,cell,fx,fh", COMPILED)
+def test_the_kernel_compiles_with_nvrtc(arch, cell, fx, fh):
+    _nvrtc_or_skip()
+    cfg = _cfg(cell, 2, True, H=64, B=16)
+    part = partition.plan(cfg, fx, fh, sm_count=132, smem_per_block=SMEM)
+    cubin = P.nvrtc_compile(P.defines(cfg, part, gx_int=fx == "int8"), arch)
+    assert cubin[:4] == b"\x7fELF"
+
+
+def test_nvrtc_refuses_e4m3_below_sm_89():
+    _nvrtc_or_skip()
+    cfg = _cfg(RNNMode.LSTM, 1, False, H=64, B=16)
+    part = partition.plan(cfg, None, "e4m3", sm_count=132, smem_per_block=SMEM)
+    with pytest.raises(RuntimeError, match="NVRTC"):
+        P.nvrtc_compile(P.defines(cfg, part, gx_int=False), "sm_80")
