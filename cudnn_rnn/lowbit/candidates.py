@@ -226,11 +226,12 @@ def _attempt(cp, cfg, config, values, plan, ref_whole, twin, settings, quick: in
         engine.close()
 
 
-def choose_settings(cp, cfg, config, values, plan, ref_whole, twin, graphs: bool):
-    """The persistent kernel's launch shapes (:data:`persistent.SETTINGS`), each verified
-    and timed briefly: (the fastest verified one or None, what each gave)."""
+def choose_settings(cp, cfg, config, values, plan, ref_whole, twin, graphs: bool,
+                    shapes=persistent.SETTINGS):
+    """The persistent kernel's launch ``shapes`` (:class:`persistent.Settings`), each
+    verified and timed briefly: (the fastest verified one or None, what each gave)."""
     tried, best = [], None
-    for settings in persistent.SETTINGS:
+    for settings in shapes:
         facts, ms = _attempt(cp, cfg, config, values, plan, ref_whole, twin, settings,
                              QUICK_REPS, graphs)
         tried.append({"settings": settings.name, "outcome": facts["outcome"], "ms": ms,
@@ -242,10 +243,11 @@ def choose_settings(cp, cfg, config, values, plan, ref_whole, twin, graphs: bool
 
 def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict,
             reps: int, warmup: int, budget_s: float | None, graphs: bool,
-            twin=None) -> dict:
+            twin=None, shapes=persistent.SETTINGS) -> dict:
     """Build, verify (against the reference twice, and an 8-bit one against its twin),
     capture and time one candidate; its record. A persistent candidate first tries each
-    launch shape and keeps the fastest verified one (``settings``, ``settings_tried``).
+    launch shape of ``shapes`` and keeps the fastest verified one (``settings``,
+    ``settings_tried``).
     ``twin(plan)``: the plan's float64 twin outputs (computed here when not given)."""
     started = time.monotonic()
     stacked = values["stacked"]
@@ -255,7 +257,7 @@ def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict
     extra, settings = {"scales": _scales(plan)}, None
     if config.engine == "persistent":
         settings, tried = choose_settings(cp, cfg, config, values, plan, ref_whole, twin_out,
-                                          graphs)
+                                          graphs, shapes)
         extra["settings_tried"] = tried
         if settings is None:
             return record(cfg, config, **_none_verified(tried), **extra,
@@ -330,9 +332,12 @@ def _scales(plan) -> dict | None:
 
 @job
 def run_configs(cfg: RNNConfig, names: list, seed: int = 0, reps: int = 20, warmup: int = 3,
-                budget_s: float | None = 0.3, graphs: bool = True) -> dict:
-    """Every configuration in ``names`` (:attr:`Config.name`) at ``cfg``'s shape: records."""
+                budget_s: float | None = 0.3, graphs: bool = True,
+                settings: list | None = None) -> dict:
+    """Every configuration in ``names`` (:attr:`Config.name`) at ``cfg``'s shape: records.
+    ``settings``: the persistent kernel's launch shapes to try, by name (None: all)."""
     cp = cupy_or_raise()
+    shapes = tuple(s for s in persistent.SETTINGS if settings is None or s.name in settings)
     configs = [parse(n) for n in names]
     values = draw(cfg, seed)
     cal = values["calibration"]
@@ -342,7 +347,7 @@ def run_configs(cfg: RNNConfig, names: list, seed: int = 0, reps: int = 20, warm
     ref_whole = expected(cp, cfg, values["stacked"], values["io"])
     twin = twins(cp, cfg, values)
     records = [run_one(cp, cfg, c, values, amaxes, ref_whole, reps, warmup, budget_s, graphs,
-                       twin) for c in configs]
+                       twin, shapes) for c in configs]
     lt = cublaslt.load()
     return {"records": records, "calibration": amaxes, "library": lt.describe()}
 

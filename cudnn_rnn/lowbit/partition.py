@@ -54,6 +54,10 @@ def _up(n: int, m: int) -> int:
     return -(-n // m) * m
 
 
+def _pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
 def row_bytes(features: int, fmt: str) -> int:
     """Bytes of one row of ``features`` codes in global memory, padded to whole chunks."""
     return _up(features * FORMAT_BYTES[fmt], CHUNK)
@@ -161,11 +165,12 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     warps = threads // 32
     nb_full = -(-B // batch_slices)
     nt_max = _up(nb_full, 8) // 8
-    ntw = max(1, -(-nt_max // warps))
+    ntw = max(min(2, nt_max), -(-nt_max // warps))  # two n-tiles share each A fragment
     if ntw > MAX_NTW:
         raise DoesNotFit(f"a batch slice of {nb_full} needs {ntw} n-tiles per warp "
                          f"with {warps} warps (at most {MAX_NTW}); slice the batch more")
-    mt_max = max(_up(g * nu, 16) // 16 for nu in nus)
+    mt_max = _pow2(max(_up(g * nu, 16) // 16 for nu in nus))  # fewer distinct kernels
+    ntw = _pow2(ntw)
     if mt_max * ntw > MAX_ACC:
         raise DoesNotFit(f"{mt_max} m-tiles x {ntw} n-tiles per warp exceed the {MAX_ACC} "
                          "accumulator tiles a warp holds; use more CTAs")

@@ -100,14 +100,15 @@ def check_formats(fx: str | None, fh: str, cap: tuple[int, int]) -> None:
                               f"this GPU has {cap[0]}.{cap[1]}")
 
 
-def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool) -> dict:
+def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
+            spin_limit: int = SPIN_LIMIT) -> dict:
     """The compile-time constants of one kernel (persistent.cu's header lists them)."""
     fx = part.fx or part.fh
     return {"CELL": CELL_CODE[cfg.mode], "GATES": cfg.gates, "FX": FORMAT_CODE[fx],
             "FH": FORMAT_CODE[part.fh], "HASX": int(part.fx is not None),
             "GXINT": int(gx_int), "THREADS": part.threads, "MT": part.mt_max, "NTW": part.ntw,
             "SLAB": partition.SLAB, "STAGES": partition.STAGES, "PAD": partition.PAD,
-            "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{SPIN_LIMIT}LL"}
+            "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL"}
 
 
 def source(consts: dict) -> str:
@@ -157,7 +158,8 @@ class PersistentEngine:
     on :attr:`stream`, capturable), :attr:`buf`, :meth:`outputs`, :meth:`close`."""
 
     def __init__(self, cfg: RNNConfig, stacked, float_precision: str, plan=None,
-                 settings: Settings = Settings(), stream=None, lt=None):
+                 settings: Settings = Settings(), stream=None, lt=None,
+                 spin_limit: int = SPIN_LIMIT):
         from cudnn_rnn.engine.gpu import cupy_or_raise
         cp = self.cp = cupy_or_raise()
         if float_precision not in FLOAT_PRECISIONS:
@@ -182,7 +184,7 @@ class PersistentEngine:
         self._matmuls: list = []
         try:
             self._upload(gx_precision)
-            self._compile(kernels.OUTPUT_DTYPE[gx_precision] == "int32")
+            self._compile(kernels.OUTPUT_DTYPE[gx_precision] == "int32", spin_limit)
         except BaseException:
             self.close()
             raise
@@ -254,8 +256,8 @@ class PersistentEngine:
         self.counters = cp.zeros(len(part.groups), cp.uint32)
         self.status = cp.zeros(1, cp.int32)
 
-    def _compile(self, gx_int: bool) -> None:
-        consts = defines(self.cfg, self.part, gx_int)
+    def _compile(self, gx_int: bool, spin_limit: int) -> None:
+        consts = defines(self.cfg, self.part, gx_int, spin_limit)
         self.module = self.cp.RawModule(code=source(consts), options=("--std=c++17",),
                                         enable_cooperative_groups=True)
         self.kernel = self.module.get_function("persistent_rnn")

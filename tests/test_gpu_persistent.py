@@ -1,0 +1,133 @@
+"""The persistent kernel on a GPU (marker ``gpu``): every cell x {uni, bi} x {1, 2, 3 layers}
+x {FP16, BF16, INT8, E4M3} verified against the float64 reference (original weights and as
+seen) and an 8-bit one against its twin, captured in a graph whose replay writes the plain
+launch's bytes; every launch shape; the same function as the GEMM engine of the same plan;
+a deliberately broken slice caught; a wait that can never be met ends the launch."""
+import numpy as np
+import pytest
+
+from cudnn_rnn.bindings.enums import DirectionMode, RNNMode
+from cudnn_rnn.check import reference
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.lowbit import candidates as C
+from cudnn_rnn.lowbit import model, persistent
+from cudnn_rnn.lowbit.engine import Engine, Unsupported, capability
+from cudnn_rnn.lowbit.persistent import PersistentEngine, Settings, Stalled
+
+pytestmark = pytest.mark.gpu
+
+NAMES = ["persistent:fp16", "persistent:bf16", "persistent:int8/both", "persistent:e4m3/both"]
+
+
+def _cfg(cell, direction, layers, seq=9, hidden=64, batch=16, input_size=48):
+    return RNNConfig(seq_length=seq, num_layers=layers, hidden_size=hidden, mini_batch=batch,
+                     input_size=input_size, mode=cell, direction=direction)
+
+
+@pytest.fixture(scope="module")
+def fp8_capable(cuda):
+    return capability(cuda) >= (8, 9)
+
+
+def _check(rec, cell, fp8_capable):
+    if rec["format"] == "e4m3" and not fp8_capable:
+        assert rec["outcome"] == "NOT_SUPPORTED" and "8.9" in rec["reason"]
+        return
+    assert rec["outcome"] == "OK", (rec["config"], rec.get("reason"), rec.get("errors"))
+    outputs = {"y", "hy", "cy"} if cell == RNNMode.LSTM else {"y", "hy"}
+    for errors in (rec["errors"], rec["errors_seen"]):
+        assert set(errors) == outputs and max(errors.values()) <= rec["bound"]
+    if rec["format"]:
+        assert max(rec["errors_twin"].values()) <= C.TWIN_BOUNDS[rec["format"]]
+        assert max(rec["errors"].values()) > 1e-4  # the 8-bit error is there
+    assert "graph_refused" not in rec, rec.get("graph_refused")
+    assert rec["graph_timings"]["forward_inference"]["median_ms"] > 0
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+@pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
+                                       DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
+@pytest.mark.parametrize("cell", list(RNNMode), ids=lambda c: c.name)
+def test_every_cell_direction_depth_and_format_verifies_and_replays(cuda, fp8_capable, cell,
+                                                                   direction, layers):
+    cfg = _cfg(cell, direction, layers)
+    result = C.run_configs(cfg, NAMES, reps=3, warmup=1, budget_s=None, settings=["b1t256"])
+    by_name = {r["config"]: r for r in result["records"]}
+    assert sorted(by_name) == sorted(NAMES)
+    for rec in by_name.values():
+        _check(rec, cell, fp8_capable)
+        if rec["outcome"] == "OK":
+            assert rec["settings"] == "b1t256"
+
+
+def test_every_launch_shape_and_mixed_formats_verify(cuda, fp8_capable):
+    cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2, seq=12, hidden=128, batch=32)
+    names = ["persistent:fp16", "persistent:int8/input", "persistent:int8/recurrent",
+             "persistent:e4m3/input"]
+    result = C.run_configs(cfg, names, reps=3, warmup=1, budget_s=None)
+    for rec in result["records"]:
+        _check(rec, RNNMode.LSTM, fp8_capable)
+        if rec["outcome"] == "OK":
+            tried = {t["settings"]: t for t in rec["settings_tried"]}
+            assert set(tried) == {s.name for s in persistent.SETTINGS}
+            assert all(t["outcome"] == "OK" and t["ms"] > 0 for t in tried.values()), tried
+
+
+@pytest.mark.parametrize("fmt", model.FORMATS)
+def test_the_persistent_kernel_computes_what_the_gemm_engine_computes(cuda, fp8_capable, fmt):
+    """The same plan on both engines: identical codes and scales, so their outputs differ
+    only by the order of FP32 sums (and the codes that moves across a rounding boundary),
+    far below the 8-bit error itself."""
+    if fmt == "e4m3" and not fp8_capable:
+        pytest.skip("FP8 needs compute capability 8.9+")
+    cfg = _cfg(RNNMode.GRU, DirectionMode.BIDIRECTIONAL, 2)
+    values = C.draw(cfg, seed=5)
+    cal, io = values["calibration"], values["io"]
+    plan = model.plan(cfg, values["stacked"], model.calibrate(cfg, values["stacked"], **cal),
+                      fmt, "both")
+    outs = []
+    for make in (lambda: Engine(cfg, values["stacked"], "fp16", plan),
+                 lambda: PersistentEngine(cfg, values["stacked"], "fp16", plan)):
+        with make() as engine:
+            engine.set_inputs(io["x"], io["hx"], io["cx"])
+            engine.forward()
+            outs.append({n: a.get() for n, a in engine.outputs().items()})
+    ref = model.forward(cfg, values["stacked"], io["x"], io["hx"], io["cx"], None)[0]
+    apart = np.linalg.norm(outs[0]["y"] - outs[1]["y"]) / np.linalg.norm(outs[0]["y"])
+    quantized = np.linalg.norm(outs[0]["y"] - ref) / np.linalg.norm(ref)
+    print(f"{fmt}: engines apart {apart:.3g}, 8-bit error {quantized:.3g}")
+    assert apart < quantized / 5
+
+
+def test_a_broken_slice_is_caught_by_the_verification(cuda):
+    cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2)
+    values = C.draw(cfg, seed=2)
+    ref = C.expected(cuda, cfg, values["stacked"], values["io"])
+    config = C.parse("persistent:fp16")
+    with PersistentEngine(cfg, values["stacked"], "fp16") as engine:
+        facts, wrong = C.verify(cuda, cfg, config, engine, values, ref, None)
+        assert wrong is None, facts
+        s = engine.part.slices[len(engine.part.slices) // 2]
+        engine.tables["blob"][s.blob:s.blob + s.mpad * s.rowb] = 0  # one CTA's weights
+        facts, wrong = C.verify(cuda, cfg, config, engine, values, ref, None)
+        assert wrong and "bound" in wrong, facts
+
+
+def test_a_wait_that_is_never_met_ends_the_launch(cuda):
+    cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2)
+    values = C.draw(cfg, seed=2)
+    with PersistentEngine(cfg, values["stacked"], "fp16", spin_limit=1 << 14) as engine:
+        waits = engine.tables["waits"]
+        waits[:, -1, 0, 1] += 1  # the last step waits for a step nobody takes
+        engine.set_inputs(values["io"]["x"], values["io"]["hx"], values["io"]["cx"])
+        engine.forward()
+        with pytest.raises(Stalled, match="gave up"):
+            engine.outputs()
+
+
+def test_what_does_not_fit_is_refused_before_any_launch(cuda):
+    big = RNNConfig(seq_length=4, num_layers=1, hidden_size=2048, mini_batch=16,
+                    mode=RNNMode.LSTM)
+    stacked = model.stack(big, reference.random_params(big, np.random.default_rng(0)))
+    with pytest.raises(Unsupported, match=r"does not fit .* bytes of shared memory"):
+        PersistentEngine(big, stacked, "fp16", settings=Settings(batch_slices=1))
