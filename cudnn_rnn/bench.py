@@ -22,7 +22,8 @@ from pathlib import Path
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
 from cudnn_rnn.compare.gemm import DENSE, gemm_rates
 from cudnn_rnn.compare.pytorch import observed_configs, torch_job
-from cudnn_rnn.matrix import provenance, runs
+from cudnn_rnn.compare.torch_fp8 import fp8_job
+from cudnn_rnn.matrix import floor, provenance, runs
 from cudnn_rnn.matrix.bench import (BENCH_RECORD, BenchSpec, bench_shape, candidate_cells,
                                     fp16_target, load_spec, read_run_file)
 from cudnn_rnn.matrix.bench import best as shape_best
@@ -31,6 +32,7 @@ from cudnn_rnn.matrix.record import write_json
 from cudnn_rnn.lowbit.candidates import run_in
 from cudnn_rnn.lowbit.configs import parse
 from cudnn_rnn.lowbit.gemm import rnn_shapes
+from cudnn_rnn.lowbit.floor import barrier_read
 from cudnn_rnn.lowbit.rates import gemm_rates as engine_rates
 
 
@@ -49,9 +51,10 @@ def _fp16_target(c) -> bool:
 
 def engine_gemm_sizes(shapes) -> list:
     """(M, N, K) of the GEMM engine's two GEMMs at each shape whose FP16 target applies
-    (input: T·B x gates·H x H; one step: B x gates·H x H), plus the seed shape's step."""
+    (input: T·B x gates·H x H; one step: B x gates·H x H), plus the seed shape's step, and
+    the dense 8192^3 the floors are computed from."""
     return sorted({(g.M, g.N, g.K) for s in shapes if _fp16_target(s.config) or s.group == "seed"
-                   for g in rnn_shapes(s.config)})
+                   for g in rnn_shapes(s.config)} | {floor.DENSE})
 
 
 def build_parser() -> OneLineParser:
@@ -122,9 +125,12 @@ def main(argv=None) -> int:
         runs.write_meta(runs_path, {"kind": "bench", "identity": identity, "runs": earlier},
                         results)
         earlier[-1]["gemm"] = worker.job(name_of(gemm_rates), {"sizes": gemm_sizes(shapes)})
-        if engine_names:  # cuBLASLt's dense rates per precision, the 8-bit ones included
+        if engine_names:  # cuBLASLt's dense rates per precision, the 8-bit ones included,
             earlier[-1]["engine_gemm"] = worker.job(name_of(engine_rates),
                                                     {"sizes": engine_gemm_sizes(shapes)})
+            # and the barrier with each state read the floors need
+            earlier[-1]["engine_floor"] = worker.job(name_of(barrier_read), {
+                "sizes": floor.sizes([_shape_dict(s.config) for s in shapes])})
         write_json(runs_path, {"kind": "bench", "identity": identity, "runs": earlier})
         todo = [s for s in shapes if s.id not in done]
         # what PyTorch asks cuDNN for at each shape, per data type: one logged child process
@@ -140,7 +146,8 @@ def main(argv=None) -> int:
                                   (name, params | {"budget_s": 0.3}), torch_cudnn[shape.id],
                                   (lambda w, c=shape.config: run_in(
                                       w, c, engine_names, args.reps, args.budget, True,
-                                      args.timeout)) if engine_names else None)
+                                      args.timeout)) if engine_names else None,
+                                  fp8_job(shape.config, args.reps) if engine_names else None)
                 results.write(rec)
                 best = shape_best(rec)
                 print(f"[{i + 1}/{len(todo)}] {shape.id:24s} {rec['duration_s']:6.1f} s  "
@@ -154,6 +161,12 @@ def main(argv=None) -> int:
     md = bench_report.write(out_dir, out_dir)
     print(f"wrote {md}" + (f" ({stopped})" if stopped else ""))
     return 0
+
+
+def _shape_dict(c) -> dict:
+    """A configuration's shape as the records write it (what :mod:`.matrix.floor` reads)."""
+    return {"cell": c.mode.name, "seq_length": c.seq_length, "layers": c.num_layers,
+            "hidden": c.hidden_size, "batch": c.mini_batch, "input": c.input_size}
 
 
 def identity_of(spec: BenchSpec, machine: dict, reps: int, budget: float) -> dict:

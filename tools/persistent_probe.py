@@ -19,12 +19,69 @@ SHAPES = "LSTM:20:2:512:64,LSTM:50:1:1024:256,LSTM:50:1:2048:128,LSTM:50:1:1024:
 NAMES = "persistent:fp16,persistent:int8/both,persistent:e4m3/both,fp16,int8/both"
 
 
+def trace(cfg, name: str, settings: str) -> dict:
+    """One traced launch of ``name`` shaped by ``settings``: per pseudo-layer, the median
+    time of each phase of a step (ns), and how long after its last producer's signal a
+    step's wait ended."""
+    import numpy as np
+    from cudnn_rnn.lowbit import candidates as C, model, partition
+    from cudnn_rnn.lowbit.persistent import PersistentEngine, SETTINGS
+    from cudnn_rnn.engine.gpu import cupy_or_raise
+    cp = cupy_or_raise()
+    config = C.parse(name)
+    values = C.draw(cfg, 0)
+    plan = None
+    if config.fmt:
+        cal = values["calibration"]
+        plan = model.plan(cfg, values["stacked"], model.calibrate(cfg, values["stacked"], **cal),
+                          config.fmt, config.parts)
+    shape = next(s for s in SETTINGS if s.name == settings)
+    with PersistentEngine(cfg, values["stacked"], config.precision, plan, shape,
+                          trace=True) as e:
+        io = values["io"]
+        e.set_inputs(io["x"], io["hx"], io["cx"])
+        for _ in range(3):
+            e.forward()
+        e.outputs()
+        tr = e.trace.get().astype(np.float64)
+        part = e.part
+    ghz = cp.cuda.runtime.deviceGetAttribute(13, 0) / 1e6  # kHz -> GHz
+    phases = ("wait", "mma", "partials", "gates", "signal")
+    out = {"settings": settings, "grid": part.grid, "smem": part.smem, "stages": part.stages,
+           "mt": part.mt_max, "ntw": part.ntw, "clock_ghz": ghz, "layers": {}}
+    w = partition.waits(part)
+    for k in range(cfg.pseudo_layers):
+        rows = [i for i, s in enumerate(part.slices) if s.k == k]
+        d = np.diff(tr[rows][:, :, :6], axis=2) / ghz  # cycles -> ns
+        med = {ph: float(np.median(d[:, 1:, i])) for i, ph in enumerate(phases)}
+        lat = []
+        for i in rows:
+            for s in range(1, cfg.seq_length):
+                last = 0.0
+                for ctr, target in w[i, s]:
+                    if ctr < 0:
+                        continue
+                    grp = [j for j, sl in enumerate(part.slices)
+                           if part.counter(sl.k, sl.bs) == ctr]
+                    step = target // part.units[part.slices[grp[0]].k] - 2
+                    if step >= 0:
+                        last = max(last, tr[grp, step, 7].max())
+                if last:
+                    lat.append(tr[i, s, 6] - last)
+        med["wake_after_last_signal"] = float(np.median(lat)) if lat else None
+        med["step_total"] = float(np.median((tr[rows, 1:, 7] - tr[rows, :-1, 7])))
+        out["layers"][k] = med
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     p.add_argument("--shapes", default=SHAPES)
     p.add_argument("--names", default=NAMES)
     p.add_argument("--settings", default=None, help="comma-separated launch shapes (all)")
+    p.add_argument("--trace", default=None,
+                   help="NAME@SETTINGS,...: also one traced launch of each, per shape")
     a = p.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -46,7 +103,16 @@ def main() -> int:
             print(f"{rec['config']:24s} {rec['outcome']:13s} replay {g.get('median_ms', 0):.4f} "
                   f"plain {pl.get('median_ms', 0):.4f} err {err:.2e} {rec.get('settings', '')} "
                   f"[{tried}] {(rec.get('reason') or '')[:300]}")
-        results.append({"shape": spec, "records": r["records"]})
+        traces = []
+        for item in (a.trace.split(",") if a.trace else []):
+            name, settings = item.split("@")
+            try:
+                t = trace(cfg, name, settings)
+            except Exception as exc:  # noqa: BLE001 - a diagnostic: say it and go on
+                t = {"error": f"{type(exc).__name__}: {exc}"}
+            traces.append({"name": name, **t})
+            print(f"trace {name}@{settings}: " + json.dumps(t, default=str))
+        results.append({"shape": spec, "records": r["records"], "traces": traces})
         (out / "persistent_probe.json").write_text(json.dumps(results, indent=1, default=str))
     return 0
 

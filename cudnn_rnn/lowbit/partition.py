@@ -39,7 +39,7 @@ from cudnn_rnn.engine.config import RNNConfig
 FORMAT_BYTES = {"fp16": 2, "bf16": 2, "int8": 1, "e4m3": 1}
 CHUNK = 32  # bytes of K in one mma k-step
 SLAB = 4  # chunks a k-group stages per pipeline stage
-STAGES = 3  # the staging ring's depth
+STAGES = (2, 6)  # the staging ring's depth: all of a step's slabs in flight where they fit
 PAD = 16  # bytes after each shared-memory row (no bank conflicts in ldmatrix)
 MAX_WAITS = 3  # counters one step waits on: its own group and at most two feeding directions
 MAX_ACC = 16  # m-tiles x n-tiles one warp accumulates (4 registers each, twice with an x part)
@@ -81,6 +81,7 @@ class Slice:
     blob: int  # where its weight rows start in the blob
     off_dq: int
     off_own: int
+    off_gx: int
     off_ring: int
     smem: int  # bytes in all
 
@@ -105,6 +106,7 @@ class Partition:
     slices: list
     mt_max: int
     ntw: int
+    stages: int
     hrowb: int  # bytes of one row of h codes
     xrowb: int  # bytes of one row of a layer input's codes (layers above the first)
     groups: dict = field(default_factory=dict)  # (k, bs) -> counter index
@@ -174,23 +176,15 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     if mt_max * ntw > MAX_ACC:
         raise DoesNotFit(f"{mt_max} m-tiles x {ntw} n-tiles per warp exceed the {MAX_ACC} "
                          "accumulator tiles a warp holds; use more CTAs")
-    part = Partition(cfg, fx if cfg.num_layers > 1 else None, fh, threads, batch_slices, [],
-                     mt_max, ntw, hrowb, xrowb)
-    blob = 0
-    for bs in range(batch_slices):
-        b0 = bs * nb_full
-        nb = min(nb_full, B - b0)
-        if nb <= 0:
-            raise DoesNotFit(f"batch {B} in {batch_slices} slices of {nb_full} leaves one empty")
-        for p, nu, count in zip(pls, nus, counts):
-            part.units[p.index] = count
-            part.groups[(p.index, bs)] = len(part.groups)
-            for i in range(count):
-                s = _slice(cfg, p.index, i * nu, min(nu, H - i * nu), bs, b0, nb, kx[p.index],
-                           hrowb, warps, ntw, blob)
-                blob += s.mpad * s.rowb
-                part.slices.append(s)
-    need = max(s.smem for s in part.slices)
+    if B - (batch_slices - 1) * nb_full <= 0:
+        raise DoesNotFit(f"batch {B} in {batch_slices} slices of {nb_full} leaves one empty")
+    for stages in range(STAGES[1], STAGES[0] - 1, -1):  # the deepest ring that fits
+        part = Partition(cfg, fx if cfg.num_layers > 1 else None, fh, threads, batch_slices,
+                         [], mt_max, ntw, stages, hrowb, xrowb)
+        _fill(part, pls, nus, counts, nb_full, kx, warps)
+        if part.smem <= smem_per_block or stages == STAGES[0]:
+            break
+    need = part.smem
     if need > smem_per_block:
         s = max(part.slices, key=lambda s: s.smem)
         raise DoesNotFit(
@@ -201,7 +195,24 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     return part
 
 
-def _slice(cfg, k, j0, nu, bs, b0, nb, kxb, hrowb, warps, ntw, blob) -> Slice:
+def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps) -> None:
+    """Every CTA's slice, batch slice by batch slice, pseudo-layer by pseudo-layer."""
+    cfg, H, B = part.cfg, part.cfg.hidden_size, part.cfg.mini_batch
+    blob = 0
+    for bs in range(part.batch_slices):
+        b0 = bs * nb_full
+        nb = min(nb_full, B - b0)
+        for p, nu, count in zip(pls, nus, counts):
+            part.units[p.index] = count
+            part.groups[(p.index, bs)] = len(part.groups)
+            for i in range(count):
+                s = _slice(cfg, p, i * nu, min(nu, H - i * nu), bs, b0, nb, kx[p.index],
+                           part.hrowb, warps, part.ntw, part.stages, blob)
+                blob += s.mpad * s.rowb
+                part.slices.append(s)
+
+
+def _slice(cfg, p, j0, nu, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob) -> Slice:
     mpad = _up(cfg.gates * nu, 16)
     npad = _up(nb, 8)
     ts = -(-(npad // 8) // ntw)
@@ -209,12 +220,14 @@ def _slice(cfg, k, j0, nu, bs, b0, nb, kxb, hrowb, warps, ntw, blob) -> Slice:
     nxc, nc = kxb // CHUNK, (kxb + hrowb) // CHUNK
     rowb = nc * CHUNK + PAD
     off_dq = _up(mpad * rowb, 16)
-    off_own = off_dq + 2 * mpad * 4
-    off_ring = _up(off_own + 2 * npad * nu * 4, 16)
-    ring = STAGES * ks * npad * (SLAB * CHUNK + PAD)
-    partials = 2 * ks * mpad * npad * 4
-    return Slice(k, j0, nu, bs, b0, nb, mpad, npad, ts, ks, nxc, nc, blob, off_dq, off_own,
-                 off_ring, off_ring + max(ring, partials))
+    off_own = off_dq + 4 * mpad * 4  # dequantization and biases per row
+    off_gx = _up(off_own + 2 * npad * nu * 4, 16)  # h and c of its units
+    gx = cfg.gates * nb * nu * 4 if p.layer == 0 else 0  # layer 0: a step's input projection
+    off_ring = _up(off_gx + gx, 16)
+    ring = stages * ks * npad * (SLAB * CHUNK + PAD)
+    partials = (2 if nxc else 1) * ks * mpad * npad * 4  # recurrent sums, input sums
+    return Slice(p.index, j0, nu, bs, b0, nb, mpad, npad, ts, ks, nxc, nc, blob, off_dq,
+                 off_own, off_gx, off_ring, off_ring + max(ring, partials))
 
 
 # ---------------------------------------------------------------------------- the schedule

@@ -8,8 +8,10 @@
 //   HASX     1 when some layer has an input part (more than one layer)
 //   GXINT    1 when layer 0's input GEMM (cuBLASLt, before the launch) wrote int32
 //   THREADS, MT (m-tiles per CTA at most), NTW (n-tiles per warp), SLAB, STAGES, PAD,
-//   MAXW (waits per step), SPIN_LIMIT
-// The rounding helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig) are kernels.PREAMBLE, prepended.
+//   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
+//   the phases of every step into trace[(cta * T + step) * 8 + i], i as MARK's below)
+// The rounding helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig) are kernels.PREAMBLE, and the
+// memory and ordering helpers are device.cuh, both prepended.
 
 #define WARPS (THREADS / 32)
 #define SROW (SLAB * 32 + PAD)
@@ -36,28 +38,9 @@ struct Layer {                 // one pseudo-layer (persistent.LAYER)
 
 struct Slice {                 // one CTA (partition.Slice)
     long long blob;
-    int k, j0, nu, bs, b0, nb, mpad, npad, ts, ks, nxc, nc, off_dq, off_own, off_ring, pad;
+    int k, j0, nu, bs, b0, nb, mpad, npad, ts, ks, nxc, nc, off_dq, off_own, off_gx, off_ring;
 };
 
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void red_release(unsigned* p, unsigned v) {
-    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void cp16(void* dst, const void* src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
-                 :: "r"(smem_addr(dst)), "l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_wait() {
-    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
-}
 __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
@@ -139,23 +122,28 @@ __device__ __forceinline__ float cell(const float (&X)[GATES], const float (&R)[
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slices,
                const int* __restrict__ waits, const unsigned char* __restrict__ blob,
-               unsigned* counters, int* status, int T, int B, int H, int D, int hrowb,
-               int xrowb)
+               unsigned* counters, int* status, long long* trace, int T, int B, int H, int D,
+               int hrowb, int xrowb)
 {
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ int bail;
     const Slice S = slices[blockIdx.x];
-    const Layer& L = layers[S.k];
+    const Layer L = layers[S.k];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int nu = S.nu, nb = S.nb, mpad = S.mpad, npad = S.npad, ks = S.ks;
     const int nxc = S.nxc, nc = S.nc, rowb = nc * 32 + PAD, gH = GATES * H;
     const int j0 = S.j0, b0 = S.b0;
     unsigned char* ws = smem;
-    float* dqs = (float*)(smem + S.off_dq);       // [0, mpad) input part, [mpad, 2 mpad) recurrent
+    // per row: dequantization of the input part (layer 0: of the input GEMM's output) and of
+    // the recurrent part, then the two biases; [4][mpad]
+    float* dqs = (float*)(smem + S.off_dq);
     float* own_h = (float*)(smem + S.off_own);    // this CTA's h and c, (nb, nu)
     float* own_c = own_h + npad * nu;
+    float* gxs = (float*)(smem + S.off_gx);       // layer 0: this step's input projection
     unsigned char* ring = smem + S.off_ring;
-    float* part = (float*)ring;                   // after the product: [2][ks][npad][mpad]
+    // after the product: the recurrent part's sums [ks][npad][mpad], then the input part's
+    float* part = (float*)ring;
+    float* part_x = part + (size_t)ks * npad * mpad;
     const int* my_waits = waits + (size_t)blockIdx.x * T * MAXW * 2;
     unsigned* const mine = counters + my_waits[0];
 
@@ -167,14 +155,18 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         cp_commit();
     }
     for (int r = tid; r < mpad; r += THREADS) {
-        float dx = 0.0f, dh = 0.0f;
+        float dx = 0.0f, dh = 0.0f, bw = 0.0f, br = 0.0f;
         if (r < GATES * nu) {
             const int q = r / nu, row = q * H + j0 + (r - q * nu);
             dx = L.dqx[row];
             dh = L.dqh[row];
+            bw = L.bW[row];
+            br = L.bR[row];
         }
         dqs[r] = dx;
         dqs[mpad + r] = dh;
+        dqs[2 * mpad + r] = bw;
+        dqs[3 * mpad + r] = br;
     }
     for (int p = tid; p < nb * nu; p += THREADS) {  // h0 (and c0) in, h0's codes to slot 0
         const int b = p / nu, u = p - b * nu;
@@ -186,12 +178,27 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
         put<FH>(L.hq + (size_t)(b0 + b) * hrowb + (size_t)(j0 + u) * BPE(FH), h, L.hscale);
     }
+    // layer 0: the input projection of step s (no recurrence in it) is fetched before the
+    // wait for step s, into gxs[q][b][u]
+    auto fetch_gx = [&](int s) {
+        if (!L.gx) return;
+        const int t = L.dir ? T - 1 - s : s;
+        for (int i = tid; i < GATES * nb * nu; i += THREADS) {
+            const int q = i / (nb * nu), p = i - q * (nb * nu), b = p / nu, u = p - b * nu;
+            cp4(gxs + i, (const float*)L.gx + (size_t)(t * B + b0 + b) * gH + q * H + j0 + u);
+        }
+    };
+    fetch_gx(0);
+    cp_commit();
     cp_wait<0>();
     __syncthreads();
-    if (tid == 0) {
-        __threadfence();
-        red_release(mine, 1u);
-    }
+    if (tid == 0) red_release(mine, 1u);
+#if TRACE
+#define MARK(i) do { if (tid == 0) trace[((size_t)blockIdx.x * T + s) * 8 + (i)] = \
+    ((i) >= 6 ? globaltimer() : clock64()); } while (0)
+#else
+#define MARK(i) do { } while (0)
+#endif
 
     const int ng = warp % S.ts, kg = warp / S.ts;
     const bool active = kg < ks;
@@ -202,6 +209,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 
     for (int s = 0; s < T; ++s) {
         const int t = L.dir ? T - 1 - s : s;
+        MARK(0);
         if (tid == 0) {
             int ok = 1;
             for (int i = 0; i < MAXW && ok; ++i) {
@@ -221,6 +229,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         }
         __syncthreads();
         if (bail) return;
+        MARK(1);
+        MARK(6);
 
         const unsigned char* xsrc = HASX ? L.xin + (size_t)t * B * xrowb : nullptr;
         const unsigned char* hsrc = L.hq + (size_t)s * B * hrowb;
@@ -302,6 +312,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             }
             __syncthreads();
         }
+        MARK(2);
         if (active && HASX && c1 <= nxc && c0 < c1) flush_x();
         // partial sums, dequantized, to shared memory: the staging ring is free now
         if (active) {
@@ -316,11 +327,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                         const int col = (ng * NTW + nn) * 8 + gr * 2 + (r & 1);
                         if (row >= mpad || col >= npad) continue;
                         const float hv = h_part ? value<FH>(acc[m][nn][r]) * dqs[mpad + row] : 0.0f;
-                        part[((size_t)(ks + kg) * npad + col) * mpad + row] = hv;
-                        part[((size_t)kg * npad + col) * mpad + row] = HASX ? xacc[m][nn][r] : 0.0f;
+                        part[((size_t)kg * npad + col) * mpad + row] = hv;
+                        if (HASX && nxc) part_x[((size_t)kg * npad + col) * mpad + row] = xacc[m][nn][r];
                     }
         }
         __syncthreads();
+        MARK(3);
 
         // the gate math: one (batch row, unit) pair per thread at a time
         for (int p = tid; p < nb * nu; p += THREADS) {
@@ -331,19 +343,18 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 const int row = q * nu + u;
                 float sx = 0.0f, sh = 0.0f;
                 for (int g2 = 0; g2 < ks; ++g2) {
-                    sx += part[((size_t)g2 * npad + b) * mpad + row];
-                    sh += part[((size_t)(ks + g2) * npad + b) * mpad + row];
+                    sh += part[((size_t)g2 * npad + b) * mpad + row];
+                    if (HASX && nxc) sx += part_x[((size_t)g2 * npad + b) * mpad + row];
                 }
                 if (L.gx) {
-                    const size_t at = (size_t)(t * B + b0 + b) * gH + q * H + j;
 #if GXINT
-                    sx = (float)((const int*)L.gx)[at] * L.dqx[q * H + j];
+                    sx = (float)__float_as_int(gxs[q * nb * nu + p]) * dqs[row];
 #else
-                    sx = ((const float*)L.gx)[at] * L.dqx[q * H + j];
+                    sx = gxs[q * nb * nu + p] * dqs[row];
 #endif
                 }
-                X[q] = sx + L.bW[q * H + j];
-                R[q] = sh + L.bR[q * H + j];
+                X[q] = sx + dqs[2 * mpad + row];
+                R[q] = sh + dqs[3 * mpad + row];
             }
             float c = own_c[p];
             const float v = cell(X, R, own_h[p], c);
@@ -358,10 +369,14 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                                  L.xscale1);
             if (L.y) L.y[brow * D * H + L.dir * H + j] = v;
         }
+        MARK(4);
         __syncthreads();
-        if (tid == 0) {
-            __threadfence();
-            red_release(mine, 1u);
+        if (tid == 0) red_release(mine, 1u);  // release: this CTA's writes before it
+        MARK(5);
+        MARK(7);
+        if (s + 1 < T) {
+            fetch_gx(s + 1);
+            cp_commit();
         }
     }
     for (int p = tid; p < nb * nu; p += THREADS) {

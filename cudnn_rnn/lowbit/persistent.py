@@ -35,6 +35,7 @@ from cudnn_rnn.lowbit.gemm import Handle, Matmul, rnn_shapes
 from cudnn_rnn.lowbit.operands import EIGHT_BIT, prepare
 
 SOURCE = Path(__file__).with_name("persistent.cu")
+HELPERS = Path(__file__).with_name("device.cuh")
 FORMAT_CODE = {"fp16": 0, "bf16": 1, "int8": 2, "e4m3": 3}
 CELL_CODE = {RNNMode.RNN_RELU: 0, RNNMode.RNN_TANH: 1, RNNMode.LSTM: 2, RNNMode.GRU: 3}
 # compute capability each operand format's mma.sync needs (m16n8k16 f16/bf16, m16n8k32 s8/e4m3)
@@ -52,7 +53,7 @@ LAYER = np.dtype([(n, _P) for n in ("dqx", "dqh", "bW", "bR", "gx", "xin", "hq",
                  + [(n, "i4") for n in ("layer", "dir", "pad")], align=True)
 SLICE = np.dtype([("blob", "i8")] + [(n, "i4") for n in (
     "k", "j0", "nu", "bs", "b0", "nb", "mpad", "npad", "ts", "ks", "nxc", "nc", "off_dq",
-    "off_own", "off_ring", "pad")], align=True)
+    "off_own", "off_gx", "off_ring")], align=True)
 
 
 class Stalled(RuntimeError):
@@ -101,20 +102,21 @@ def check_formats(fx: str | None, fh: str, cap: tuple[int, int]) -> None:
 
 
 def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
-            spin_limit: int = SPIN_LIMIT) -> dict:
+            spin_limit: int = SPIN_LIMIT, trace: bool = False) -> dict:
     """The compile-time constants of one kernel (persistent.cu's header lists them)."""
     fx = part.fx or part.fh
     return {"CELL": CELL_CODE[cfg.mode], "GATES": cfg.gates, "FX": FORMAT_CODE[fx],
             "FH": FORMAT_CODE[part.fh], "HASX": int(part.fx is not None),
             "GXINT": int(gx_int), "THREADS": part.threads, "MT": part.mt_max, "NTW": part.ntw,
-            "SLAB": partition.SLAB, "STAGES": partition.STAGES, "PAD": partition.PAD,
-            "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL"}
+            "SLAB": partition.SLAB, "STAGES": part.stages, "PAD": partition.PAD,
+            "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL",
+            "TRACE": int(trace)}
 
 
 def source(consts: dict) -> str:
     """The kernel's CUDA source with ``consts`` defined and the rounding helpers prepended."""
     head = "".join(f"#define {k} {v}\n" for k, v in consts.items())
-    return head + kernels.PREAMBLE + SOURCE.read_text()
+    return head + kernels.PREAMBLE + HELPERS.read_text() + SOURCE.read_text()
 
 
 def nvrtc_compile(consts: dict, arch: str) -> bytes:
@@ -159,7 +161,7 @@ class PersistentEngine:
 
     def __init__(self, cfg: RNNConfig, stacked, float_precision: str, plan=None,
                  settings: Settings = Settings(), stream=None, lt=None,
-                 spin_limit: int = SPIN_LIMIT):
+                 spin_limit: int = SPIN_LIMIT, trace: bool = False):
         from cudnn_rnn.engine.gpu import cupy_or_raise
         cp = self.cp = cupy_or_raise()
         if float_precision not in FLOAT_PRECISIONS:
@@ -184,7 +186,7 @@ class PersistentEngine:
         self._matmuls: list = []
         try:
             self._upload(gx_precision)
-            self._compile(kernels.OUTPUT_DTYPE[gx_precision] == "int32", spin_limit)
+            self._compile(kernels.OUTPUT_DTYPE[gx_precision] == "int32", spin_limit, trace)
         except BaseException:
             self.close()
             raise
@@ -245,8 +247,7 @@ class PersistentEngine:
         slices = np.zeros(part.grid, dtype=SLICE)
         for i, s in enumerate(part.slices):
             for n in SLICE.names:
-                if n != "pad":
-                    slices[i][n] = getattr(s, n)
+                slices[i][n] = getattr(s, n)
         self.tables = {"layers": cp.asarray(table.view(np.uint8)),
                        "slices": cp.asarray(slices.view(np.uint8)),
                        "waits": cp.asarray(partition.waits(part)),
@@ -256,8 +257,10 @@ class PersistentEngine:
         self.counters = cp.zeros(len(part.groups), cp.uint32)
         self.status = cp.zeros(1, cp.int32)
 
-    def _compile(self, gx_int: bool, spin_limit: int) -> None:
-        consts = defines(self.cfg, self.part, gx_int, spin_limit)
+    def _compile(self, gx_int: bool, spin_limit: int, trace: bool) -> None:
+        consts = defines(self.cfg, self.part, gx_int, spin_limit, trace)
+        self.trace = (self.cp.zeros((self.part.grid, self.cfg.seq_length, 8), self.cp.int64)
+                      if trace else None)
         self.module = self.cp.RawModule(code=source(consts), options=("--std=c++17",),
                                         enable_cooperative_groups=True)
         self.kernel = self.module.get_function("persistent_rnn")
@@ -287,7 +290,8 @@ class PersistentEngine:
             i32 = np.int32
             self.kernel((self.part.grid,), (self.part.threads,),
                         (t["layers"], t["slices"], t["waits"], t["blob"], self.counters,
-                         self.status, i32(c.seq_length), i32(c.mini_batch), i32(c.hidden_size),
+                         self.status, self.trace if self.trace is not None else np.uint64(0),
+                         i32(c.seq_length), i32(c.mini_batch), i32(c.hidden_size),
                          i32(c.dirs), i32(self.part.hrowb), i32(self.part.xrowb)),
                         shared_mem=self.part.smem)
 

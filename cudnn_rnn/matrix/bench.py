@@ -165,7 +165,7 @@ def compact(rec: dict, objective: str) -> dict:
 
 
 def compact_engine(rec: dict) -> dict:
-    """What the benchmark keeps of a GEMM-engine candidate's record (its forward inference)."""
+    """What the benchmark keeps of an 8-bit engine's candidate (its forward inference)."""
     k = "forward_inference"
     t, timed_as = ranked_timing(rec, k)
     seen = [v for v in (rec.get("errors_seen") or {}).values() if v is not None]
@@ -175,16 +175,18 @@ def compact_engine(rec: dict) -> dict:
             "graph_refused": (rec.get("graph_refused") or {}).get(k),
             "tflops": t.get("tflops") if t else None, "max_error": max_error(rec),
             "max_error_seen": max(seen) if seen else None, "bound": rec.get("bound"),
+            "engine": rec.get("engine"), "settings": rec.get("settings"),
             "failed_call": rec.get("failed_call"), "status": rec.get("status"),
             "reason": rec.get("reason")}
 
 
 def bench_shape(worker, shape: BenchShape, spec: BenchSpec, session: str, timeout: float,
                 torch_job: tuple[str, dict], torch_cudnn: dict | None = None,
-                engine=None) -> dict:
+                engine=None, fp8_job: tuple[str, dict] | None = None) -> dict:
     """Run one shape's candidates, then ``torch_job`` (the job that times PyTorch's
-    modules, as the command names it) and ``engine(worker)`` (the records of the GEMM
-    engine's candidates, as the command runs them); one results line. ``torch_cudnn``: the cuDNN configuration PyTorch uses per data type
+    modules, as the command names it), ``engine(worker)`` (the records of the 8-bit
+    engines' candidates, as the command runs them) and ``fp8_job`` (PyTorch's FP8 peer);
+    one results line. ``torch_cudnn``: the cuDNN configuration PyTorch uses per data type
     at this shape (as cuDNN's API log showed it), kept beside PyTorch's times."""
     started = time.perf_counter()
     cands = [compact(worker.run(c, timeout), spec.objective) for c in candidate_cells(shape, spec)]
@@ -192,6 +194,7 @@ def bench_shape(worker, shape: BenchShape, spec: BenchSpec, session: str, timeou
     engine = None if engine is None else [compact_engine(r) for r in engine(worker)]
     if torch_cudnn is not None:
         torch["cudnn"] = torch_cudnn
+    peer = None if fp8_job is None else worker.job(*fp8_job)
     verified = [c for c in cands if c["outcome"] == "OK" and c["timing"]]
     c = shape.config
     return {"id": shape.id, "outcome": "OK" if verified else "NONE_VERIFIED", "group": shape.group,
@@ -200,6 +203,7 @@ def bench_shape(worker, shape: BenchShape, spec: BenchSpec, session: str, timeou
                       "hidden": c.hidden_size, "batch": c.mini_batch, "input": c.input_size},
             "flop": c.flop_count(), "candidates": cands, "torch": torch,
             **({"engine": engine} if engine is not None else {}),
+            **({"torch_fp8": peer} if peer is not None else {}),
             "duration_s": round(time.perf_counter() - started, 3)}
 
 
@@ -247,7 +251,7 @@ ENGINE_CANDIDATE = Obj({"config": STR, "label": Opt(STR), "format": Opt(STR), "p
                         "plain_timing": Opt(FULL_TIMING), "graph_refused": Opt(STR),
                         "tflops": Opt(NUM), "max_error": Opt(NUM), "max_error_seen": Opt(NUM),
                         "bound": Opt(NUM), "failed_call": Opt(STR), "status": Opt(STR),
-                        "reason": Opt(STR)},
+                        "reason": Opt(STR), "engine": Opt(STR), "settings": Opt(STR)},
                        required={"config", "outcome", "timing", "tflops", "max_error"})
 BENCH_RECORD = Obj({
     "id": STR, "outcome": NAME, "group": STR, "session": Opt(STR), "objective": Opt(STR),
@@ -256,6 +260,7 @@ BENCH_RECORD = Obj({
                   "input": POS_INT},
                  required={"cell", "seq_length", "layers", "hidden", "batch"}),
     "flop": POS_INT, "candidates": List(CANDIDATE), "engine": Opt(List(ENGINE_CANDIDATE)),
+    "torch_fp8": Opt(Dict(ANY)),
     "torch": Opt(Obj({"ms": Opt(POS_NUM), "q1_ms": Opt(NUM), "q3_ms": Opt(NUM),
                       "skipped": Opt(STR), "cudnn": Opt(Dict(STR))})),
     "duration_s": Opt(NUM)}, required={"id", "outcome", "group", "shape", "flop", "candidates"})
@@ -265,7 +270,7 @@ RUN = Obj({"session": STR, "provenance": PROVENANCE,
                                                "tflops_q3": NUM, "compute_type": SCALAR},
                                               required={"tflops", "tflops_q1", "tflops_q3"})),
                             "skipped": Opt(STR)})),
-           "engine_gemm": Opt(Dict(ANY)),
+           "engine_gemm": Opt(Dict(ANY)), "engine_floor": Opt(Dict(ANY)),
            "spec": Opt(STR), "deadline_s": Opt(NUM), "budget_s": Opt(NUM), "reps": Opt(INT),
            "spec_shapes": Opt(List(STR)), "stopped": Opt(STR), "wall_s": Opt(NUM)},
           required={"session", "provenance"})

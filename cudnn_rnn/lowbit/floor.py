@@ -1,0 +1,59 @@
+"""What the chip allows one persistent RNN step, measured now: a barrier across every
+multiprocessor, and that barrier with every CTA reading a state of a given size from L2
+(``floor.cu``). :mod:`cudnn_rnn.matrix.floor` turns these and the dense GEMM rates into
+each benchmark shape's floor.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from cudnn_rnn.matrix.jobs import job
+
+SOURCE = Path(__file__).with_name("floor.cu")
+HELPERS = Path(__file__).with_name("device.cuh")
+THREADS = 512
+RING = 64 << 10  # shared memory the reads land in (overwritten: only the traffic counts)
+ROUNDS = 200
+
+
+def source() -> str:
+    return f"#define THREADS {THREADS}\n#define RING {RING}\n" + HELPERS.read_text() + \
+        SOURCE.read_text()
+
+
+@job
+def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5) -> dict:
+    """``{"per_round_us": {bytes: median µs of one round}, "ctas": n, "threads": ...}``:
+    a cooperative launch of one CTA per multiprocessor, ``rounds`` rounds each (barrier
+    after every CTA read ``bytes``), median over ``repeats`` launches after a warm-up."""
+    import statistics
+
+    from cudnn_rnn.engine.gpu import cupy_or_raise
+    cp = cupy_or_raise()
+    dev = cp.cuda.Device()
+    ctas = dev.attributes["MultiProcessorCount"]
+    module = cp.RawModule(code=source(), options=("--std=c++17",),
+                          enable_cooperative_groups=True)
+    kernel = module.get_function("barrier_read")
+    kernel.max_dynamic_shared_size_bytes = RING
+    biggest = max([int(b) for b in sizes] + [16])
+    state = cp.zeros(biggest, cp.uint8)
+    counter = cp.zeros(1, cp.uint32)
+    stream = cp.cuda.Stream(non_blocking=True)
+    out = {}
+    with stream:
+        for size in sorted({int(b) for b in sizes}):
+            times = []
+            for i in range(repeats + 1):
+                counter.fill(0)
+                start, end = cp.cuda.Event(), cp.cuda.Event()
+                start.record(stream)
+                kernel((ctas,), (THREADS,), (state, cp.int64(size), counter, cp.int32(rounds)),
+                       shared_mem=RING)
+                end.record(stream)
+                end.synchronize()
+                if i:  # the first launch warms up
+                    times.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / rounds)
+            out[str(size)] = round(statistics.median(times), 4)
+    return {"per_round_us": out, "ctas": ctas, "threads": THREADS, "rounds": rounds,
+            "repeats": repeats}

@@ -1,0 +1,81 @@
+"""A benchmark shape's floor: the least time this chip allows its forward (inference), from
+what the same run measured, so every speed figure can be read against it.
+
+    floor = the input GEMM at the measured dense rate
+          + rounds x max(one round's recurrent products at the measured dense rate,
+                         the measured barrier with every CTA reading the round's state)
+
+A *round* is one step of every layer that can run at once: a unidirectional stack runs as a
+wavefront (T + L - 1 rounds: layer l at step t beside layer l-1 at step t+1), a
+bidirectional one layer after layer (L x T rounds, both directions together). The state a
+CTA must read per round is the widest layer's: h (B x H) for the first layer, the layer
+below's output and h (B x (D+1)H) above it, in the operand format (2 bytes for 16-bit, 1 for
+8-bit). Only layer 0's input projection is a GEMM over all steps; above it the input
+product is part of the round (its input comes from the round before).
+
+The rates are cuBLASLt's dense (8192^3) rates per precision and the barrier-and-read times
+come from :func:`cudnn_rnn.lowbit.floor.barrier_read`, both measured in the run.
+"""
+from __future__ import annotations
+
+DENSE = (8192, 8192, 8192)
+FAMILIES = {"16-bit": ("fp16", 2), "int8": ("int8", 1), "fp8": ("fp8", 1)}
+
+
+def rounds(shape: dict) -> int:
+    T, L = shape["seq_length"], shape["layers"]
+    return L * T if shape.get("bidirectional") else T + L - 1
+
+
+def _dirs(shape: dict) -> int:
+    return 2 if shape.get("bidirectional") else 1
+
+
+def state_bytes(shape: dict, bytes_per_value: int) -> int:
+    """Bytes of state the widest layer's CTA reads in a round."""
+    H, B, D = shape["hidden"], shape["batch"], _dirs(shape)
+    k = H if shape["layers"] == 1 else (D + 1) * H
+    return B * k * bytes_per_value
+
+
+def round_flop(shape: dict, gates: int) -> int:
+    """Operations of one round's products (the recurrent ones, and the input ones above
+    the first layer): a unidirectional round has every layer, a bidirectional one layer's
+    two directions."""
+    H, B, L, D = shape["hidden"], shape["batch"], shape["layers"], _dirs(shape)
+    per_layer = [2 * gates * H * B * (H + (0 if layer == 0 else D * H)) * D for layer in range(L)]
+    return max(per_layer) if D == 2 else sum(per_layer)
+
+
+def input_flop(shape: dict, gates: int) -> int:
+    H, B, T, D = shape["hidden"], shape["batch"], shape["seq_length"], _dirs(shape)
+    return 2 * gates * H * shape.get("input", H) * T * B * D
+
+
+def dense_rate(rates: dict, precision: str) -> float | None:
+    """The dense TFLOPS of ``precision`` among a run's cuBLASLt rates (None: not measured)."""
+    r = rates.get(f"{precision} {DENSE[0]}x{DENSE[1]}x{DENSE[2]}") or {}
+    return r.get("tflops")
+
+
+def floor(shape: dict, gates: int, family: str, rates: dict, per_round_us: dict) -> dict | None:
+    """The floor of ``shape`` in ``family`` (:data:`FAMILIES`): ``{ms, input_ms, round_us,
+    rounds, bound}`` (bound: what sets each round, "state read" or "products"); None where
+    the run lacks the rate or the barrier measurement of this state size."""
+    precision, width = FAMILIES[family]
+    rate = dense_rate(rates, precision)
+    read = per_round_us.get(str(state_bytes(shape, width)))
+    if not rate or read is None:
+        return None
+    products_us = round_flop(shape, gates) / (rate * 1e12) * 1e6
+    input_ms = input_flop(shape, gates) / (rate * 1e12) * 1e3
+    n = rounds(shape)
+    round_us = max(products_us, read)
+    return {"ms": input_ms + n * round_us / 1e3, "input_ms": input_ms, "round_us": round_us,
+            "rounds": n, "bound": "state read" if read >= products_us else "products"}
+
+
+def sizes(shapes: list) -> list[int]:
+    """The state sizes (bytes) a run must measure for the floors of ``shapes`` (0: the
+    barrier alone)."""
+    return sorted({0} | {state_bytes(s, w) for s in shapes for _, w in FAMILIES.values()})
