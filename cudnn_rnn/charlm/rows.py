@@ -13,8 +13,10 @@ or None where the configuration did not verify):
   precision's whole error) are recorded; only then is it timed
   (:func:`cudnn_rnn.matrix.cell.time_cell`: CUDA-graph replays, checked bit for bit, and
   plain calls).
-* :func:`engine_row`: the GEMM engine (:mod:`cudnn_rnn.lowbit`) with a plan's GEMMs in 8
-  bits and the others in FP16, or FP16 throughout (no plan). An 8-bit configuration is
+* :func:`engine_row`: the GEMM engine (:mod:`cudnn_rnn.lowbit`), or the persistent kernel
+  (:mod:`cudnn_rnn.lowbit.persistent`: each launch shape verified, the fastest kept), with
+  a plan's GEMMs in 8 bits and the others in FP16, or FP16 throughout (no plan). An 8-bit
+  configuration is
   compared with its *twin*, the same quantized network in float64
   (:func:`cudnn_rnn.lowbit.model.forward` with the plan, on the GPU), and must be within
   :data:`TWIN_BOUNDS` of it *and*, in every output, nearer to it than to the unquantized
@@ -32,15 +34,15 @@ from __future__ import annotations
 
 import time
 
-from cudnn_rnn.bindings.cublaslt.errors import CublasLtError
 from cudnn_rnn.bindings.enums import RNNAlgo
 from cudnn_rnn.check.verify import tolerances
 from cudnn_rnn.engine import capture, readback, values
 from cudnn_rnn.engine.flow import FlowResult, FlowStop, RNNFlow
-from cudnn_rnn.lowbit import model
-from cudnn_rnn.lowbit.candidates import errors, refusal, timed
-from cudnn_rnn.lowbit.configs import BOUNDS, OUTPUTS, REST, TWIN_BOUNDS
-from cudnn_rnn.lowbit.engine import Engine, Unsupported
+from cudnn_rnn.lowbit import model, persistent
+from cudnn_rnn.lowbit.candidates import QUICK_REPS, errors, failure, timed
+from cudnn_rnn.lowbit.configs import BOUNDS, ENGINE_NAMES, ENGINES, OUTPUTS, REST, TWIN_BOUNDS
+from cudnn_rnn.lowbit.engine import Engine
+from cudnn_rnn.lowbit.persistent import PersistentEngine
 from cudnn_rnn.matrix.cell import outcome_of, time_cell
 
 
@@ -94,53 +96,121 @@ def cudnn_row(lib, handle, rnn, arrays: dict, io: dict, ref: dict, held: dict, c
 
 
 def engine_row(cfg, stacked: list, stacked_dev: list, io_dev: dict, ref: dict, fmt, parts,
-               method, amaxes, reps: int, warmup: int, budget_s: float | None):
-    """The GEMM engine with ``fmt`` on ``parts`` at thresholds ``amaxes`` (calibration
-    ``method``; weights per output channel), or FP16 throughout when ``fmt`` is None."""
+               method, amaxes, reps: int, warmup: int, budget_s: float | None,
+               engine: str = "gemm", twins: dict | None = None):
+    """``engine`` ("gemm": the GEMM engine; "persistent": the persistent kernel, its
+    fastest verified launch shape) with ``fmt`` on ``parts`` at thresholds ``amaxes``
+    (calibration ``method``; weights per output channel), or FP16 throughout when ``fmt``
+    is None. ``twins``: float64 twin outputs by plan, shared between engines."""
     name = REST if fmt is None else f"{fmt}/{parts}/{method}"
-    rec = {"id": f"lowbit/{name}", "engine": "cuBLASLt", "family": fmt or REST,
+    what = ENGINES[engine]
+    rec = {"id": f"{'lowbit' if engine == 'gemm' else engine}/{name}",
+           "engine": ENGINE_NAMES[engine], "family": fmt or REST,
            "format": fmt, "parts": parts, "calibration": method,
-           "label": f"cuBLASLt GEMMs {REST}" if fmt is None else
-           f"cuBLASLt GEMMs {fmt} {parts}" + ("" if parts == "both" else f" (+{REST})"),
+           "label": f"{what} {REST}" if fmt is None else
+           f"{what} {fmt} {parts}" + ("" if parts == "both" else f" (+{REST})"),
            "bound": BOUNDS[REST] if fmt is None else TWIN_BOUNDS[fmt],
            "verified_against": "float64 reference" if fmt is None else "float64 twin",
            "flop": cfg.flop_count()}
     started = time.monotonic()
     plan = None if fmt is None else model.plan(cfg, stacked, amaxes, fmt, parts, channel=True)
-    try:
-        engine = Engine(cfg, stacked, REST, plan)
-    except (CublasLtError, Unsupported) as exc:
-        return dict(rec, **refusal(exc, "build")), None
-    try:
-        engine.set_inputs(io_dev["x"], io_dev["hx"], io_dev.get("cx"))
-        capture.prepare(engine, OUTPUTS)
-        engine.forward()
-        out = {n: a.astype("float64") for n, a in engine.outputs().items()}
-        rec["errors"] = errors(out, ref)
-        if plan is None:
-            check = rec["errors"]
-        else:
+    twin = None
+    if plan is not None:
+        key = (fmt, parts, method)
+        twins = {} if twins is None else twins
+        if key not in twins:
             y, hy, cy = model.forward(cfg, stacked_dev, io_dev["x"], io_dev["hx"],
                                       io_dev.get("cx"), plan)
-            check = rec["errors_twin"] = errors(out, {"y": y, "hy": hy, "cy": cy})
+            twins[key] = {"y": y, "hy": hy, "cy": cy}
+        twin = twins[key]
+    shapes = [None] if engine == "gemm" else list(persistent.SETTINGS)
+    tried, best, failed = [], None, []
+    for settings in shapes:
+        facts, out, ms = _try(cfg, stacked, io_dev, ref, plan, twin, rec["bound"],
+                              rec["verified_against"], engine, settings, len(shapes) > 1)
+        if settings is not None:
+            tried.append({"settings": settings.name, "outcome": facts["outcome"], "ms": ms,
+                          "reason": facts.get("reason")})
+        if facts["outcome"] != "OK":
+            failed.append(facts)
+        elif best is None or (ms or 0) < best[2]:
+            best = (settings, facts, ms or 0, out)
+    if tried:
+        rec["settings_tried"] = tried
+    if best is None:  # a wrong result says more than a refusal
+        first = next((f for f in failed if f["outcome"] == "WRONG_RESULT"), failed[0])
+        rec.update(first)
+        if len(tried) > 1:
+            rec["reason"] = "; ".join(f"{t['settings']}: {t['reason']}" for t in tried)
+        return rec, None
+    settings, facts, _, out = best
+    rec.update(facts)
+    if settings is not None:
+        rec["settings"] = settings.name
+    with _build(cfg, stacked, plan, engine, settings) as e:
+        e.set_inputs(io_dev["x"], io_dev["hx"], io_dev.get("cx"))
+        rec.update(timed(e.cp, cfg, e, reps, warmup, budget_s))
+    rec.update(outcome="OK", duration_s=round(time.monotonic() - started, 3))
+    return rec, out
+
+
+def e_cp():
+    """cupy (an engine that failed to build leaves none to ask)."""
+    from cudnn_rnn.engine.gpu import cupy_or_raise
+    return cupy_or_raise()
+
+
+def _build(cfg, stacked, plan, engine: str, settings):
+    if engine == "persistent":
+        return PersistentEngine(cfg, stacked, REST, plan, settings)
+    return Engine(cfg, stacked, REST, plan)
+
+
+def _try(cfg, stacked, io_dev, ref, plan, twin, bound, against, engine, settings,
+         quick: bool) -> tuple[dict, dict | None, float | None]:
+    """One engine (one launch shape of the persistent kernel) built and verified: FP16
+    throughout against the reference, 8 bits against the twin within its bound and nearer
+    to it than to the reference in every output; then, with ``quick``, a few replays timed.
+    (facts, outputs or None, ms or None)."""
+    try:
+        e = _build(cfg, stacked, plan, engine, settings)
+    except BaseException as exc:
+        facts = failure(exc, e_cp(), "build")
+        if facts is None:
+            raise
+        return facts, None, None
+    try:
+        e.set_inputs(io_dev["x"], io_dev["hx"], io_dev.get("cx"))
+        capture.prepare(e, OUTPUTS)
+        e.forward()
+        out = {n: a.astype("float64") for n, a in e.outputs().items()}
+        facts = {"errors": errors(out, ref)}
+        check = facts["errors"] if plan is None else errors(out, twin)
+        if plan is not None:
+            facts["errors_twin"] = check
         worst = max(check.values())
-        if not worst <= rec["bound"]:
-            rec.update(outcome="WRONG_RESULT", reason=f"largest relative error {worst:.3g} "
-                       f"against the {rec['verified_against']} > bound {rec['bound']:g}")
-            return rec, None
-        nearer = [n for n in check if plan is not None and not check[n] < rec["errors"][n]]
+        if not worst <= bound:
+            return dict(facts, outcome="WRONG_RESULT", reason=(
+                f"largest relative error {worst:.3g} against the {against} > bound "
+                f"{bound:g}")), None, None
+        nearer = [n for n in check if plan is not None and not check[n] < facts["errors"][n]]
         if nearer:
             n = nearer[0]
-            rec.update(outcome="WRONG_RESULT", reason=(
-                f"{n} is as near the unquantized reference ({rec['errors'][n]:.3g}) as its "
-                f"quantized twin ({check[n]:.3g}): not shown to compute the quantized network"))
-            return rec, None
-        rec.update(timed(engine.cp, cfg, engine, reps, warmup, budget_s))
-        rec.update(outcome="OK", duration_s=round(time.monotonic() - started, 3))
-        return rec, out
-    except CublasLtError as exc:
-        return dict(rec, **refusal(exc, "forward")), None
+            return dict(facts, outcome="WRONG_RESULT", reason=(
+                f"{n} is as near the unquantized reference ({facts['errors'][n]:.3g}) as its "
+                f"quantized twin ({check[n]:.3g}): not shown to compute the quantized "
+                "network")), None, None
+        ms = None
+        if quick:
+            ms = capture.time_captured(e, lambda x: x.forward(), OUTPUTS, QUICK_REPS, 1,
+                                       None).median_ms
+        return dict(facts, outcome="OK"), out, ms
+    except capture.CaptureRefused as exc:
+        return dict(facts, outcome="WRONG_RESULT", reason=f"replay: {exc}"), None, None
+    except BaseException as exc:
+        failed = failure(exc, e.cp, "forward")
+        if failed is None:
+            raise
+        return failed, None, None
     finally:
-        engine.close()
-
-
+        e.close()

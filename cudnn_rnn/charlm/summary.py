@@ -6,7 +6,10 @@
 * per 8-bit format (INT8, FP8 E4M3) and quantized part (input, recurrent, both): the row
   of the best calibration method (lowest bits per character; for a user's model, lowest
   error against FP32), and in ``calibration`` every method's figure;
-* ``targets``: cuDNN's FP16 and BF16 within 0.1 % of FP32's bits per character, the best
+* the persistent kernel in FP16, and per 8-bit format and part at the calibration method
+  the GEMM engine found best (the same plan, a faster engine);
+* ``targets``: FP16 and BF16 (cuDNN's rows and the persistent kernel's) within 0.1 % of
+  FP32's bits per character, the best
   8-bit configuration of each format within 1 %, with which calibration and parts reach them;
 * ``answer``: which precision to deploy (:func:`answer`).
 """
@@ -62,12 +65,15 @@ def summarise(result: dict) -> dict:
     rows += [row(r, base, batch, task) for r in ok if r["id"] == "lowbit/fp16"]
     for fmt in FORMATS:
         for part in PARTS:
-            mine = [row(r, base, batch, task) for r in ok
-                    if r.get("format") == fmt and r.get("parts") == part]
+            mine = [row(r, base, batch, task) for r in ok if r["engine"] == "cuBLASLt"
+                    and r.get("format") == fmt and r.get("parts") == part]
             calibration[f"{fmt}/{part}"] = {r["calibration"]: r for r in mine}
             if mine:
                 rows.append(dict(min(mine, key=lambda r: (_score(r, task), METHODS.index(
                     r["calibration"]))), family=EIGHT_BIT[fmt]))
+    # the persistent kernel: FP16, and each 8-bit plan at the GEMM engine's best method
+    rows += [dict(row(r, base, batch, task), family=EIGHT_BIT.get(r.get("format"), "fp16"))
+             for r in ok if r["engine"] == "persistent"]
     failed = [{"id": r["id"], "label": r["label"], "outcome": r["outcome"],
                "call": r.get("failed_call"), "status": r.get("status"),
                "reason": r.get("reason")} for r in recs if r["outcome"] != "OK"]
@@ -83,9 +89,10 @@ def targets(rows: list, calibration: dict) -> dict:
     and for 8 bits which (part, calibration) pairs meet it."""
     out = {}
     for fam, limit in TARGETS.items():
-        # FP16 and BF16: cuDNN's rows (the engine's FP16 is its control, not a deployment)
+        # FP16 and BF16: cuDNN's and the persistent kernel's rows (the GEMM engine's FP16 is
+        # its control, not a deployment)
         mine = [r for r in rows if r["family"] == fam and r.get("dbpc_pct") is not None
-                and (fam in ("int8", "fp8") or r["engine"] == "cuDNN")]
+                and (fam in ("int8", "fp8") or r["engine"] != "cuBLASLt")]
         if not mine:
             out[fam] = {"limit_pct": limit, "met": None, "reason": "no verified row"}
             continue

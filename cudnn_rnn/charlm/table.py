@@ -17,7 +17,10 @@ calibrated on ``calibration`` or else on the inputs themselves, which the record
    calibration batch, and each method's thresholds per format
    (:mod:`cudnn_rnn.lowbit.calibration`);
 4. the GEMM engine in FP16, then INT8 and FP8 E4M3 on each part (input, recurrent, both)
-   with each calibration method (:func:`.rows.engine_row`).
+   with each calibration method (:func:`.rows.engine_row`);
+5. the persistent kernel in FP16, and on each 8-bit format and part with the calibration
+   method that gave the GEMM engine its best task metric (the two engines compute one
+   function on one plan: the same twin verifies both).
 
 Each verified record gets its metrics (:func:`metrics`); :func:`summarise` picks the rows
 the table shows.
@@ -184,6 +187,7 @@ def precision_table(spec: dict, reps: int = 20, warmup: int = 1, budget_s: float
     phases["calibration"] = round(time.monotonic() - started - sum(phases.values()), 2)
     runs = [(None, None, None)] + [(f, p, m) for f in formats for p in parts for m in methods]
     done: dict = {}
+    twins: dict = {}
     for fmt, part, method in runs:
         key = fmt and (fmt, part, _used(chosen[fmt][method], part))
         if key in done:  # another method chose the same thresholds: the same plan and run
@@ -192,13 +196,25 @@ def precision_table(spec: dict, reps: int = 20, warmup: int = 1, budget_s: float
             records.append(rec)
             continue
         rec, out = engine_row(cfg, stacked, stacked_dev, io_dev, ref, fmt, part, method,
-                              chosen[fmt][method] if fmt else None, reps, warmup, budget_s)
+                              chosen[fmt][method] if fmt else None, reps, warmup, budget_s,
+                              twins=twins)
         if out is not None:
             rec["metrics"] = metrics(src, out, base_out, cp)
         records.append(rec)
         if key:
             done[key] = rec
     phases["engine"] = round(time.monotonic() - started - sum(phases.values()), 2)
+    for fmt, part, method in [(None, None, None)] + [
+            (f, p, best_method(records, f, p)) for f in formats for p in parts]:
+        if fmt and method is None:
+            continue  # the GEMM engine verified no method of this plan
+        rec, out = engine_row(cfg, stacked, stacked_dev, io_dev, ref, fmt, part, method,
+                              chosen[fmt][method] if fmt else None, reps, warmup, budget_s,
+                              engine="persistent", twins=twins)
+        if out is not None:
+            rec["metrics"] = metrics(src, out, base_out, cp)
+        records.append(rec)
+    phases["persistent"] = round(time.monotonic() - started - sum(phases.values()), 2)
     ref_metrics = metrics(src, ref, base_out, cp)
     return {"source": {"name": src.name, "calibrated_on": src.calibrated_on,
                        "task": "next character" if src.charlm is not None else None,
@@ -210,6 +226,17 @@ def precision_table(spec: dict, reps: int = 20, warmup: int = 1, budget_s: float
             "methods": list(methods), "formats": list(formats), "parts": list(parts),
             "wall_s": round(time.monotonic() - started, 2),
             "library": lib.describe(), "cublaslt": _cublaslt()}
+
+
+def best_method(records: list, fmt: str, part: str) -> str | None:
+    """The calibration method whose GEMM-engine row of ``fmt`` on ``part`` verified with the
+    best task metric (bits per character; for a user's model, error against FP32)."""
+    mine = [r for r in records if r.get("engine") == "cuBLASLt" and r.get("format") == fmt
+            and r.get("parts") == part and r["outcome"] == "OK" and r.get("metrics")]
+    if not mine:
+        return None
+    score = lambda r: r["metrics"].get("bpc", r["metrics"].get("error_vs_fp32", 0.0))  # noqa: E731
+    return min(mine, key=lambda r: (score(r), r["calibration"]))["calibration"]
 
 
 def _cublaslt() -> dict | None:

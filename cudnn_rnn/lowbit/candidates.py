@@ -178,7 +178,7 @@ def verify(cp, cfg: RNNConfig, config: Config, engine, values: dict, ref_whole: 
     return facts, None
 
 
-def _failure(exc: BaseException, cp, stage: str) -> dict | None:
+def failure(exc: BaseException, cp, stage: str) -> dict | None:
     """The facts of an exception an engine may raise (None: not one of them, a bug)."""
     if isinstance(exc, (CublasLtError, Unsupported)):
         return refusal(exc, stage)
@@ -198,7 +198,7 @@ def _attempt(cp, cfg, config, values, plan, ref_whole, twin, settings, quick: in
     try:
         engine = build(cfg, config, values["stacked"], plan, settings)
     except BaseException as exc:
-        facts = _failure(exc, cp, "build")
+        facts = failure(exc, cp, "build")
         if facts is None:
             raise
         return facts, None
@@ -218,7 +218,7 @@ def _attempt(cp, cfg, config, values, plan, ref_whole, twin, settings, quick: in
     except capture.CaptureRefused as exc:
         return dict(facts, outcome="OK", graph_refused={"forward_inference": str(exc)}), None
     except BaseException as exc:
-        failed = _failure(exc, cp, "forward")
+        failed = failure(exc, cp, "forward")
         if failed is None:
             raise
         return dict(facts, **failed), None
@@ -270,7 +270,7 @@ def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict
     try:
         engine = build(cfg, config, stacked, plan, settings)
     except BaseException as exc:
-        failed = _failure(exc, cp, "build")
+        failed = failure(exc, cp, "build")
         if failed is None:
             raise
         return record(cfg, config, **dict(facts, **failed))
@@ -281,7 +281,7 @@ def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict
             engine.check()  # a launch that gave up a wait while timed measured nothing
         return record(cfg, config, duration_s=_since(started), **facts)
     except BaseException as exc:
-        failed = _failure(exc, cp, "forward")
+        failed = failure(exc, cp, "forward")
         if failed is None:
             raise
         return record(cfg, config, **dict(facts, **failed))
