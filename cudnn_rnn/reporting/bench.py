@@ -26,7 +26,7 @@ from cudnn_rnn.matrix.bench import (BENCH_RECORD, GEMM_TARGET, TORCH_TARGET, bes
                                     vs_torch_best)
 from cudnn_rnn.matrix.errors import BadInput, MalformedResults
 from cudnn_rnn.matrix.record import read_records, write_json
-from cudnn_rnn.reporting import eightbit
+from cudnn_rnn.reporting import eightbit, frontier
 from cudnn_rnn.reporting.bench_markdown import markdown
 
 SCHEMA = 1
@@ -201,6 +201,7 @@ def summarise(records: list[dict], runs: list[dict], overhead: dict | None = Non
         },
         "overhead": overhead,
         "eight_bit": eightbit.summarise(records, runs),
+        "frontier": frontier.summarise(records, runs),
     }
 
 
@@ -221,8 +222,9 @@ def write(run_dir: str | Path, out_dir: str | Path) -> Path:
     summary = read(run_dir)
     out = Path(out_dir)
     write_json(out / "bench.json", summary)
-    eight = eightbit.markdown(summary["eight_bit"])
-    (out / "bench.md").write_text(markdown(summary) + ("\n" + eight if eight else ""))
+    sections = [markdown(summary)] + [s for s in (eightbit.markdown(summary["eight_bit"]),
+                                                  frontier.markdown(summary["frontier"])) if s]
+    (out / "bench.md").write_text("\n".join(sections))
     return out / "bench.md"
 
 

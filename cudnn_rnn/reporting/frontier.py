@@ -1,0 +1,106 @@
+"""The benchmark's frontier: per shape, the fastest verified configuration of every engine
+(cuDNN's, the GEMM engine's, the persistent kernel's) against the best verified 16-bit cuDNN
+configuration, PyTorch's best module, PyTorch's FP8 peer (:mod:`cudnn_rnn.compare.torch_fp8`)
+and the shape's floor (:mod:`cudnn_rnn.matrix.floor`), so every figure is read against what
+the chip allows. All times are CUDA-graph replays where the candidate was captured; a ratio
+compares two medians of the same run (same process, same GPU).
+"""
+from __future__ import annotations
+
+from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.engine.config import GATES
+from cudnn_rnn.matrix import floor
+from cudnn_rnn.matrix.bench import (candidates_ratio, median_ms, replay_ms, torch_best,
+                                    verified)
+from cudnn_rnn.reporting.markdown import figure
+
+
+def _engine_ok(rec: dict) -> list[dict]:
+    return [c for c in rec.get("engine") or [] if c["outcome"] == "OK" and c.get("timing")]
+
+
+def _fastest(cands: list[dict]) -> dict | None:
+    return min(cands, key=lambda c: (median_ms(c), c["config"])) if cands else None
+
+
+def _family(c: dict) -> str:
+    """The floor a candidate is read against: its 8-bit format's, else 16-bit."""
+    return {"int8": "int8", "e4m3": "fp8"}.get(c.get("format") or "", "16-bit")
+
+
+def _name(c: dict) -> str:
+    return c.get("label") or c["config"]
+
+
+def shape_row(rec: dict, run: dict | None) -> dict:
+    """One shape's line (``run``: the run entry of the session that measured it)."""
+    sh = rec["shape"]
+    cudnn16 = _fastest([c for c in verified(rec)
+                        if c["config"].split("/")[0] in ("HALF", "BFLOAT16")])
+    everyone = verified(rec) + _engine_ok(rec)
+    best = _fastest(everyone)
+    persistent = _fastest([c for c in _engine_ok(rec) if c.get("engine") == "persistent"])
+    rates = ((run or {}).get("engine_gemm") or {}).get("rates") or {}
+    reads = ((run or {}).get("engine_floor") or {}).get("per_round_us") or {}
+    gates = GATES[RNNMode[sh["cell"]]]
+    floors = {f: floor.floor(sh, gates, f, rates, reads) for f in floor.FAMILIES}
+    tb = torch_best(rec.get("torch"), graph=True)
+    peer = rec.get("torch_fp8") or {}
+
+    def over(c):
+        f = floors.get(_family(c)) if c else None
+        return median_ms(c) / f["ms"] if c and f else None
+    return {"id": rec["id"], "shape": sh, "best": best, "best_vs_floor": over(best),
+            "persistent": persistent, "persistent_vs_floor": over(persistent),
+            "best_16bit_cudnn": cudnn16, "floors": floors,
+            "speedup_vs_cudnn16": candidates_ratio(cudnn16, best),
+            "persistent_vs_cudnn16": candidates_ratio(cudnn16, persistent),
+            "torch_best": tb, "speedup_vs_torch_best":
+                tb["ms"] / replay_ms(best) if tb and replay_ms(best) else None,
+            "torch_fp8": peer, "speedup_vs_torch_fp8":
+                peer["ms"] / replay_ms(best) if peer.get("ms") and replay_ms(best) else None}
+
+
+def summarise(records: list[dict], runs: list[dict]) -> dict:
+    by_session = {r["session"]: r for r in runs}
+    return {"shapes": [shape_row(r, by_session.get(r.get("session"))) for r in records
+                       if "engine" in r]}
+
+
+def _floor_text(f: dict | None) -> str:
+    return "" if not f else f"{f['ms']:.4f} ({f['bound']})"
+
+
+def markdown(s: dict) -> str:
+    """The section of bench.md; empty when no shape ran the 8-bit engines."""
+    if not s["shapes"]:
+        return ""
+    out = ["## Every engine against the floor", "",
+           "Per shape, the fastest verified configuration of all (cuDNN's, the GEMM engine's, "
+           "the persistent kernel's) and the persistent kernel's best, each against the "
+           "shape's floor in its precision: layer 0's input GEMM at the measured dense rate "
+           "plus, per round (T + L - 1 for a unidirectional stack), the larger of the round's "
+           "products at the dense rate and the measured barrier with every CTA reading the "
+           "round's state (16-bit or 8-bit); '(state read)' or '(products)' says which sets "
+           "it. PyTorch's FP8 peer is torch._scaled_mm E4M3 GEMMs with torch.compile'd gate "
+           "math in a CUDA graph, verified against float64 like every candidate. Times are "
+           "graph replays (ms).", "",
+           "| shape | fastest verified | ms | x floor | persistent kernel | ms | x floor | "
+           "x best 16-bit cuDNN | floor 16-bit | floor 8-bit (INT8) | PyTorch's best | "
+           "x it | PyTorch FP8 peer | x it |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in s["shapes"]:
+        sh, b, p, tb, peer = (r["shape"], r["best"], r["persistent"], r["torch_best"],
+                              r["torch_fp8"])
+        out.append(
+            f"| {sh['cell']} {sh['seq_length']}, {sh['layers']}, {sh['hidden']}, "
+            f"{sh['batch']} | {_name(b) if b else 'none verified'} | "
+            f"{figure(median_ms(b), '.4f')} | {figure(r['best_vs_floor'])} | "
+            f"{_name(p) if p else 'none verified'} | {figure(median_ms(p), '.4f')} | "
+            f"{figure(r['persistent_vs_floor'])} | {figure(r['persistent_vs_cudnn16'])} | "
+            f"{_floor_text(r['floors']['16-bit'])} | {_floor_text(r['floors']['int8'])} | "
+            f"{(tb['variant'] + ' ' + figure(tb['ms'], '.4f')) if tb else ''} | "
+            f"{figure(r['speedup_vs_torch_best'])} | "
+            f"{figure(peer.get('ms'), '.4f') if peer.get('ms') else peer.get('skipped', '')} | "
+            f"{figure(r['speedup_vs_torch_fp8'])} |")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,66 @@
+"""The floor of a benchmark shape from a run's measurements (matrix/floor.py), and the
+frontier section that reads every engine against it (reporting/frontier.py)."""
+import pytest
+
+from cudnn_rnn.matrix import floor
+from cudnn_rnn.reporting import frontier
+
+SEED = {"cell": "LSTM", "seq_length": 20, "layers": 2, "hidden": 512, "batch": 64, "input": 512}
+WIDE = {"cell": "LSTM", "seq_length": 50, "layers": 1, "hidden": 2048, "batch": 128, "input": 2048}
+DENSE = "8192x8192x8192"
+RATES = {f"fp16 {DENSE}": {"tflops": 800.0}, f"int8 {DENSE}": {"tflops": 1600.0},
+         f"fp8 {DENSE}": {"tflops": 1500.0}}
+
+
+def test_rounds_and_state_follow_the_wavefront():
+    assert floor.rounds(SEED) == 21 and floor.rounds(dict(SEED, bidirectional=True)) == 40
+    # layer 1 reads layer 0's output and its own h: 2 x 512 per batch row
+    assert floor.state_bytes(SEED, 2) == 64 * 1024 * 2
+    assert floor.state_bytes(WIDE, 1) == 128 * 2048
+    assert floor.round_flop(SEED, 4) == 2 * 4 * 512 * 64 * (512 + 1024)
+    assert floor.input_flop(SEED, 4) == 2 * 4 * 512 * 512 * 20 * 64
+    assert floor.sizes([SEED]) == [0, 64 * 1024, 64 * 1024 * 2]
+
+
+def test_the_floor_is_the_larger_of_products_and_state_read_per_round():
+    reads = {str(floor.state_bytes(SEED, 2)): 2.6, str(floor.state_bytes(SEED, 1)): 1.9}
+    f16 = floor.floor(SEED, 4, "16-bit", RATES, reads)
+    products_us = floor.round_flop(SEED, 4) / 800e12 * 1e6
+    assert products_us < 2.6 and f16["bound"] == "state read"
+    assert f16["ms"] == pytest.approx(floor.input_flop(SEED, 4) / 800e12 * 1e3 + 21 * 2.6e-3)
+    f8 = floor.floor(SEED, 4, "int8", RATES, reads)
+    assert f8["ms"] < f16["ms"] and f8["round_us"] == 1.9
+    slow = floor.floor(SEED, 4, "16-bit", {f"fp16 {DENSE}": {"tflops": 1.0}}, reads)
+    assert slow["bound"] == "products"
+    assert floor.floor(SEED, 4, "16-bit", RATES, {}) is None  # the size was not measured
+    assert floor.floor(SEED, 4, "16-bit", {}, reads) is None
+
+
+def _cand(config, ms, **kw):
+    t = {"median_ms": ms, "q1_ms": ms, "q3_ms": ms, "reps": 5}
+    return {"config": config, "outcome": "OK", "timing": t, "timed_as": "graph", **kw}
+
+
+def test_the_frontier_reads_the_fastest_of_every_engine_against_its_floor():
+    reads = {str(b): 2.0 for b in floor.sizes([SEED])}
+    run = {"session": "s", "engine_gemm": {"rates": RATES}, "engine_floor": {"per_round_us": reads}}
+    rec = {"id": "LSTM/T20L2H512B64", "session": "s", "shape": SEED,
+           "candidates": [_cand("HALF/FLOAT/TENSOR_OP/STANDARD", 0.20)],
+           "engine": [_cand("fp16", 0.28, label="cuBLASLt GEMMs fp16", engine="cuBLASLt"),
+                      _cand("persistent:int8/both", 0.08, label="persistent kernel int8/both",
+                            engine="persistent", format="int8")],
+           "torch": {"variants": {"float16 graph": {"ms": 0.201}}},
+           "torch_fp8": {"ms": 0.5}}
+    s = frontier.summarise([rec], [run])
+    row = s["shapes"][0]
+    assert row["best"]["config"] == "persistent:int8/both"
+    f8 = floor.floor(SEED, 4, "int8", RATES, reads)["ms"]
+    assert row["best_vs_floor"] == pytest.approx(0.08 / f8)
+    assert row["speedup_vs_cudnn16"] == pytest.approx(0.20 / 0.08)
+    assert row["speedup_vs_torch_best"] == pytest.approx(0.201 / 0.08)
+    assert row["speedup_vs_torch_fp8"] == pytest.approx(0.5 / 0.08)
+    text = frontier.markdown(s)
+    assert "persistent kernel int8/both" in text and "(state read)" in text
+    without = {k: v for k, v in rec.items() if k != "engine"}  # a run before the engines
+    assert frontier.summarise([without], [run])["shapes"] == []
+    assert frontier.markdown({"shapes": []}) == ""
