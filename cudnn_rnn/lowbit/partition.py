@@ -171,7 +171,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     if ntw > MAX_NTW:
         raise DoesNotFit(f"a batch slice of {nb_full} needs {ntw} n-tiles per warp "
                          f"with {warps} warps (at most {MAX_NTW}); slice the batch more")
-    mt_max = _pow2(max(_up(g * nu, 16) // 16 for nu in nus))  # fewer distinct kernels
+    mt_max = max(_up(g * nu, 16) // 16 for nu in nus)
     ntw = _pow2(ntw)
     if mt_max * ntw > MAX_ACC:
         raise DoesNotFit(f"{mt_max} m-tiles x {ntw} n-tiles per warp exceed the {MAX_ACC} "

@@ -119,6 +119,20 @@ __device__ __forceinline__ float cell(const float (&X)[GATES], const float (&R)[
 #endif
 }
 
+// (batch row, unit) pairs of a CTA, p = b * nu + u, visited THREADS apart from tid without
+// a division in the loop: for (Pairs it(tid, nu); it.p < n; it.next()) ...
+struct Pairs {
+    int p, b, u, db, du, nu;
+    __device__ __forceinline__ Pairs(int tid, int nu_) : p(tid), b(tid / nu_), u(tid % nu_),
+        db(THREADS / nu_), du(THREADS % nu_), nu(nu_) {}
+    __device__ __forceinline__ void next() {
+        p += THREADS;
+        b += db;
+        u += du;
+        if (u >= nu) { u -= nu; ++b; }
+    }
+};
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slices,
                const int* __restrict__ waits, const unsigned char* __restrict__ blob,
@@ -143,18 +157,20 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     unsigned char* ring = smem + S.off_ring;
     // after the product: the recurrent part's sums [ks][npad][mpad], then the input part's
     float* part = (float*)ring;
-    float* part_x = part + (size_t)ks * npad * mpad;
-    const int* my_waits = waits + (size_t)blockIdx.x * T * MAXW * 2;
+    float* part_x = part + (unsigned)ks * npad * mpad;
+    const int* my_waits = waits + (unsigned)blockIdx.x * T * MAXW * 2;
     unsigned* const mine = counters + my_waits[0];
 
     // the weight rows, once for the whole sequence
     {
         const unsigned char* src = blob + S.blob;
         const int n16 = mpad * rowb / 16;
+#pragma unroll 1
         for (int i = tid; i < n16; i += THREADS) cp16(ws + 16 * i, src + 16 * i, 16);
         cp_commit();
     }
-    for (int r = tid; r < mpad; r += THREADS) {
+#pragma unroll 1
+    for (int r = tid; r < mpad; r += THREADS) {  // once: a division is no cost here
         float dx = 0.0f, dh = 0.0f, bw = 0.0f, br = 0.0f;
         if (r < GATES * nu) {
             const int q = r / nu, row = q * H + j0 + (r - q * nu);
@@ -168,25 +184,28 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         dqs[2 * mpad + r] = bw;
         dqs[3 * mpad + r] = br;
     }
-    for (int p = tid; p < nb * nu; p += THREADS) {  // h0 (and c0) in, h0's codes to slot 0
-        const int b = p / nu, u = p - b * nu;
-        const size_t g = (size_t)(b0 + b) * H + j0 + u;
+#pragma unroll 1
+    for (Pairs it(tid, nu); it.p < nb * nu; it.next()) {  // h0, c0 in; h0's codes to slot 0
+        const unsigned g = (unsigned)(b0 + it.b) * H + j0 + it.u;
         const float h = L.h0[g];
-        own_h[p] = h;
+        own_h[it.p] = h;
 #if CELL == 2
-        own_c[p] = L.c0[g];
+        own_c[it.p] = L.c0[g];
 #endif
-        put<FH>(L.hq + (size_t)(b0 + b) * hrowb + (size_t)(j0 + u) * BPE(FH), h, L.hscale);
+        put<FH>(L.hq + (unsigned)(b0 + it.b) * hrowb + (unsigned)(j0 + it.u) * BPE(FH), h,
+                L.hscale);
     }
     // layer 0: the input projection of step s (no recurrence in it) is fetched before the
     // wait for step s, into gxs[q][b][u]
     auto fetch_gx = [&](int s) {
         if (!L.gx) return;
         const int t = L.dir ? T - 1 - s : s;
-        for (int i = tid; i < GATES * nb * nu; i += THREADS) {
-            const int q = i / (nb * nu), p = i - q * (nb * nu), b = p / nu, u = p - b * nu;
-            cp4(gxs + i, (const float*)L.gx + (size_t)(t * B + b0 + b) * gH + q * H + j0 + u);
-        }
+        const float* src = (const float*)L.gx + (unsigned)(t * B + b0) * gH + j0;
+#pragma unroll 1
+        for (Pairs it(tid, nu); it.p < nb * nu; it.next())
+#pragma unroll
+            for (int q = 0; q < GATES; ++q)
+                cp4(gxs + q * nb * nu + it.p, src + (unsigned)it.b * gH + q * H + it.u);
     };
     fetch_gx(0);
     cp_commit();
@@ -194,7 +213,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     __syncthreads();
     if (tid == 0) red_release(mine, 1u);
 #if TRACE
-#define MARK(i) do { if (tid == 0) trace[((size_t)blockIdx.x * T + s) * 8 + (i)] = \
+#define MARK(i) do { if (tid == 0) trace[((unsigned)blockIdx.x * T + s) * 8 + (i)] = \
     ((i) >= 6 ? globaltimer() : clock64()); } while (0)
 #else
 #define MARK(i) do { } while (0)
@@ -205,17 +224,24 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     const int c0 = kg * nc / ks, c1 = (kg + 1) * nc / ks;
     const int span = (nc + ks - 1) / ks, nslab = (span + SLAB - 1) / SLAB;
     const int gq = lane >> 2, gr = lane & 3;
-    const int pieces = ks * npad * SLAB * 2;
+    // staging: thread tid copies 16-byte piece (tid & 7) of rows tid/8, tid/8 + THREADS/8, ...
+    // of every k-group's slab (SLAB * 32 = 128 bytes a row); each group's first chunk in
+    // shared memory, so the loop divides nothing
+    const int piece = tid & (SLAB * 2 - 1), prow = tid / (SLAB * 2);
+    __shared__ int first[WARPS + 1];  // k-group g multiplies chunks first[g] .. first[g+1]-1
+    if (tid <= ks) first[tid] = tid * nc / ks;
+    __syncthreads();
 
+#pragma unroll 1
     for (int s = 0; s < T; ++s) {
         const int t = L.dir ? T - 1 - s : s;
         MARK(0);
         if (tid == 0) {
             int ok = 1;
             for (int i = 0; i < MAXW && ok; ++i) {
-                const int ctr = my_waits[((size_t)s * MAXW + i) * 2];
+                const int ctr = my_waits[((unsigned)s * MAXW + i) * 2];
                 if (ctr < 0) continue;
-                const unsigned target = (unsigned)my_waits[((size_t)s * MAXW + i) * 2 + 1];
+                const unsigned target = (unsigned)my_waits[((unsigned)s * MAXW + i) * 2 + 1];
                 long long spins = 0;
                 while (ld_acquire(counters + ctr) < target) {
                     if (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status)) {
@@ -232,19 +258,23 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         MARK(1);
         MARK(6);
 
-        const unsigned char* xsrc = HASX ? L.xin + (size_t)t * B * xrowb : nullptr;
-        const unsigned char* hsrc = L.hq + (size_t)s * B * hrowb;
+        const unsigned char* xsrc = HASX ? L.xin + (unsigned)(t * B) * xrowb : nullptr;
+        const unsigned char* hsrc = L.hq + (unsigned)(s * B) * hrowb;
         auto load = [&](int i, int st) {
-            for (int p = tid; p < pieces; p += THREADS) {
-                const int grp = p / (npad * SLAB * 2), rem = p - grp * (npad * SLAB * 2);
-                const int n = rem / (SLAB * 2), q = rem - n * (SLAB * 2);
-                const int c = grp * nc / ks + i * SLAB + (q >> 1);
-                if (c >= (grp + 1) * nc / ks) continue;
-                const bool row = n < nb;
-                const unsigned char* src = c < nxc
-                    ? xsrc + (size_t)(b0 + (row ? n : 0)) * xrowb + c * 32 + (q & 1) * 16
-                    : hsrc + (size_t)(b0 + (row ? n : 0)) * hrowb + (c - nxc) * 32 + (q & 1) * 16;
-                cp16(ring + ((size_t)(st * ks + grp) * npad + n) * SROW + q * 16, src, row ? 16 : 0);
+#pragma unroll 1
+            for (int grp = 0; grp < ks; ++grp) {
+                const int c = first[grp] + i * SLAB + (piece >> 1);
+                if (c >= first[grp + 1]) continue;
+                const unsigned at = c < nxc ? (unsigned)c * 32 : (unsigned)(c - nxc) * 32;
+                const unsigned char* base = (c < nxc ? xsrc + at : hsrc + at) + (piece & 1) * 16;
+                const unsigned rowb_src = c < nxc ? xrowb : hrowb;
+                unsigned char* dst = ring + (unsigned)(st * ks + grp) * npad * SROW + piece * 16;
+#pragma unroll 1
+                for (int n = prow; n < npad; n += THREADS / (SLAB * 2)) {
+                    const bool real = n < nb;
+                    cp16(dst + n * SROW, base + (unsigned)(b0 + (real ? n : 0)) * rowb_src,
+                         real ? 16 : 0);
+                }
             }
         };
 
@@ -270,19 +300,20 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                     }
         };
 
-#pragma unroll
+#pragma unroll 1
         for (int st = 0; st < STAGES - 1; ++st) {
             if (st < nslab) load(st, st);
             cp_commit();
         }
+#pragma unroll 1
         for (int i = 0; i < nslab; ++i) {
             if (i + STAGES - 1 < nslab) load(i + STAGES - 1, (i + STAGES - 1) % STAGES);
             cp_commit();
             cp_wait<STAGES - 1>();
             __syncthreads();
             if (active) {
-                const unsigned char* sb = ring + (size_t)((i % STAGES) * ks + kg) * npad * SROW;
-#pragma unroll
+                const unsigned char* sb = ring + (unsigned)((i % STAGES) * ks + kg) * npad * SROW;
+#pragma unroll 1
                 for (int cc = 0; cc < SLAB; ++cc) {
                     const int c = c0 + i * SLAB + cc;
                     if (c >= c1) break;
@@ -292,19 +323,20 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                     for (int nn = 0; nn < NTW; ++nn) {
                         const int n8 = (ng * NTW + nn) * 8;
                         if (n8 < npad)
-                            ldsm_x2(bf[nn], sb + (size_t)(n8 + (lane & 7)) * SROW + cc * 32
+                            ldsm_x2(bf[nn], sb + (unsigned)(n8 + (lane & 7)) * SROW + cc * 32
                                                 + ((lane >> 3) & 1) * 16);
                     }
 #pragma unroll
                     for (int m = 0; m < MT; ++m) {
                         if (m * 16 >= mpad) break;
                         unsigned af[4];
-                        ldsm_x4(af, ws + (size_t)(m * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * rowb
+                        ldsm_x4(af, ws + (unsigned)(m * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * rowb
                                         + c * 32 + (lane >> 4) * 16);
 #pragma unroll
                         for (int nn = 0; nn < NTW; ++nn) {
                             if ((ng * NTW + nn) * 8 >= npad) break;
-                            if (HASX && c < nxc) mma<FX>(acc[m][nn], af, bf[nn]);
+                            if constexpr (FX == FH) mma<FH>(acc[m][nn], af, bf[nn]);
+                            else if (HASX && c < nxc) mma<FX>(acc[m][nn], af, bf[nn]);
                             else mma<FH>(acc[m][nn], af, bf[nn]);
                         }
                     }
@@ -327,24 +359,26 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                         const int col = (ng * NTW + nn) * 8 + gr * 2 + (r & 1);
                         if (row >= mpad || col >= npad) continue;
                         const float hv = h_part ? value<FH>(acc[m][nn][r]) * dqs[mpad + row] : 0.0f;
-                        part[((size_t)kg * npad + col) * mpad + row] = hv;
-                        if (HASX && nxc) part_x[((size_t)kg * npad + col) * mpad + row] = xacc[m][nn][r];
+                        part[((unsigned)kg * npad + col) * mpad + row] = hv;
+                        if (HASX && nxc) part_x[((unsigned)kg * npad + col) * mpad + row] = xacc[m][nn][r];
                     }
         }
         __syncthreads();
         MARK(3);
 
         // the gate math: one (batch row, unit) pair per thread at a time
-        for (int p = tid; p < nb * nu; p += THREADS) {
-            const int b = p / nu, u = p - b * nu, j = j0 + u;
+#pragma unroll 1
+        for (Pairs it(tid, nu); it.p < nb * nu; it.next()) {
+            const int p = it.p, b = it.b, u = it.u, j = j0 + u;
             float X[GATES], R[GATES];
 #pragma unroll
             for (int q = 0; q < GATES; ++q) {
                 const int row = q * nu + u;
                 float sx = 0.0f, sh = 0.0f;
+#pragma unroll 1
                 for (int g2 = 0; g2 < ks; ++g2) {
-                    sh += part[((size_t)g2 * npad + b) * mpad + row];
-                    if (HASX && nxc) sx += part_x[((size_t)g2 * npad + b) * mpad + row];
+                    sh += part[((unsigned)g2 * npad + b) * mpad + row];
+                    if (HASX && nxc) sx += part_x[((unsigned)g2 * npad + b) * mpad + row];
                 }
                 if (L.gx) {
 #if GXINT
@@ -360,12 +394,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             const float v = cell(X, R, own_h[p], c);
             own_h[p] = v;
             own_c[p] = c;
-            const size_t brow = (size_t)t * B + b0 + b;
-            put<FH>(L.hq + ((size_t)(s + 1) * B + b0 + b) * hrowb + (size_t)j * BPE(FH), v,
+            const unsigned brow = (unsigned)(t * B + b0 + b);
+            put<FH>(L.hq + (unsigned)((s + 1) * B + b0 + b) * hrowb + (unsigned)j * BPE(FH), v,
                     L.hscale);
-            if (L.xout0) put<FX>(L.xout0 + brow * xrowb + (size_t)(L.dir * H + j) * BPE(FX), v,
+            if (L.xout0) put<FX>(L.xout0 + brow * xrowb + (unsigned)(L.dir * H + j) * BPE(FX), v,
                                  L.xscale0);
-            if (L.xout1) put<FX>(L.xout1 + brow * xrowb + (size_t)(L.dir * H + j) * BPE(FX), v,
+            if (L.xout1) put<FX>(L.xout1 + brow * xrowb + (unsigned)(L.dir * H + j) * BPE(FX), v,
                                  L.xscale1);
             if (L.y) L.y[brow * D * H + L.dir * H + j] = v;
         }
@@ -379,12 +413,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             cp_commit();
         }
     }
-    for (int p = tid; p < nb * nu; p += THREADS) {
-        const int b = p / nu, u = p - b * nu;
-        const size_t g = (size_t)(b0 + b) * H + j0 + u;
-        L.hy[g] = own_h[p];
+#pragma unroll 1
+    for (Pairs it(tid, nu); it.p < nb * nu; it.next()) {
+        const unsigned g = (unsigned)(b0 + it.b) * H + j0 + it.u;
+        L.hy[g] = own_h[it.p];
 #if CELL == 2
-        L.cy[g] = own_c[p];
+        L.cy[g] = own_c[it.p];
 #endif
     }
 }
