@@ -131,3 +131,11 @@ def test_what_does_not_fit_is_refused_before_any_launch(cuda):
     stacked = model.stack(big, reference.random_params(big, np.random.default_rng(0)))
     with pytest.raises(Unsupported, match=r"does not fit .* bytes of shared memory"):
         PersistentEngine(big, stacked, "fp16", settings=Settings(batch_slices=1))
+
+
+def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
+    from cudnn_rnn.lowbit.floor import barrier_read
+    r = barrier_read([0, 1 << 20], rounds=50, repeats=2)
+    alone, read = r["per_round_us"]["0"], r["per_round_us"][str(1 << 20)]
+    assert 0.1 < alone < 50 and r["ctas"] == cuda.cuda.Device().attributes["MultiProcessorCount"]
+    assert read > alone  # every CTA reading 1 MB from L2 costs more than the barrier alone
