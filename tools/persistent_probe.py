@@ -54,6 +54,7 @@ def trace(cfg, name: str, settings: str) -> dict:
         rows = [i for i, s in enumerate(part.slices) if s.k == k]
         d = np.diff(tr[rows][:, :, :6], axis=2) / ghz  # cycles -> ns
         med = {ph: float(np.median(d[:, 1:, i])) for i, ph in enumerate(phases)}
+        med["first_slab_ready"] = float(np.median((tr[rows][:, 1:, 8] - tr[rows][:, 1:, 1]) / ghz))
         lat = []
         for i in rows:
             for s in range(1, cfg.seq_length):

@@ -9,7 +9,7 @@
 //   GXINT    1 when layer 0's input GEMM (cuBLASLt, before the launch) wrote int32
 //   THREADS, MT (m-tiles per CTA at most), NTW (n-tiles per warp), SLAB, STAGES, PAD,
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
-//   the phases of every step into trace[(cta * T + step) * 8 + i], i as MARK's below)
+//   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig) are kernels.PREAMBLE, and the
 // memory and ordering helpers are device.cuh, both prepended.
 
@@ -213,8 +213,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     __syncthreads();
     if (tid == 0) red_release(mine, 1u);
 #if TRACE
-#define MARK(i) do { if (tid == 0) trace[((unsigned)blockIdx.x * T + s) * 8 + (i)] = \
-    ((i) >= 6 ? globaltimer() : clock64()); } while (0)
+#define MARK(i) do { if (tid == 0) trace[((unsigned)blockIdx.x * T + s) * 12 + (i)] = \
+    ((i) == 6 || (i) == 7 ? globaltimer() : clock64()); } while (0)
 #else
 #define MARK(i) do { } while (0)
 #endif
@@ -311,6 +311,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             cp_commit();
             cp_wait<STAGES - 1>();
             __syncthreads();
+            if (i == 0) MARK(8);
             if (active) {
                 const unsigned char* sb = ring + (unsigned)((i % STAGES) * ks + kg) * npad * SROW;
 #pragma unroll 1
@@ -349,6 +350,14 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         // partial sums, dequantized, to shared memory: the staging ring is free now
         if (active) {
             const bool h_part = c1 > nxc;
+            float dq[MT][2];  // this thread's rows' factors, read before any store
+#pragma unroll
+            for (int m = 0; m < MT; ++m)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int row = m * 16 + gq + 8 * h;
+                    dq[m][h] = h_part && row < mpad ? dqs[mpad + row] : 0.0f;
+                }
 #pragma unroll
             for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -358,9 +367,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                         const int row = m * 16 + gq + (r & 2 ? 8 : 0);
                         const int col = (ng * NTW + nn) * 8 + gr * 2 + (r & 1);
                         if (row >= mpad || col >= npad) continue;
-                        const float hv = h_part ? value<FH>(acc[m][nn][r]) * dqs[mpad + row] : 0.0f;
-                        part[((unsigned)kg * npad + col) * mpad + row] = hv;
-                        if (HASX && nxc) part_x[((unsigned)kg * npad + col) * mpad + row] = xacc[m][nn][r];
+                        const unsigned at = ((unsigned)kg * npad + col) * mpad + row;
+                        part[at] = value<FH>(acc[m][nn][r]) * dq[m][r >> 1];
+                        if (HASX && nxc) part_x[at] = xacc[m][nn][r];
                     }
         }
         __syncthreads();
@@ -375,8 +384,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             for (int q = 0; q < GATES; ++q) {
                 const int row = q * nu + u;
                 float sx = 0.0f, sh = 0.0f;
-#pragma unroll 1
-                for (int g2 = 0; g2 < ks; ++g2) {
+#pragma unroll
+                for (int g2 = 0; g2 < WARPS; ++g2) {  // all loads in flight at once
+                    if (g2 >= ks) break;
                     sh += part[((unsigned)g2 * npad + b) * mpad + row];
                     if (HASX && nxc) sx += part_x[((unsigned)g2 * npad + b) * mpad + row];
                 }

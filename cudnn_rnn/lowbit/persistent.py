@@ -259,7 +259,7 @@ class PersistentEngine:
 
     def _compile(self, gx_int: bool, spin_limit: int, trace: bool) -> None:
         consts = defines(self.cfg, self.part, gx_int, spin_limit, trace)
-        self.trace = (self.cp.zeros((self.part.grid, self.cfg.seq_length, 8), self.cp.int64)
+        self.trace = (self.cp.zeros((self.part.grid, self.cfg.seq_length, 12), self.cp.int64)
                       if trace else None)
         self.module = self.cp.RawModule(code=source(consts), options=("--std=c++17",),
                                         enable_cooperative_groups=True)
