@@ -236,7 +236,8 @@ def best_method(records: list, fmt: str, part: str) -> str | None:
     if not mine:
         return None
     score = lambda r: r["metrics"].get("bpc", r["metrics"].get("error_vs_fp32", 0.0))  # noqa: E731
-    return min(mine, key=lambda r: (score(r), r["calibration"]))["calibration"]
+    return min(mine, key=lambda r: (score(r), calibration.METHODS.index(r["calibration"])))[
+        "calibration"]
 
 
 def _cublaslt() -> dict | None:

@@ -18,11 +18,14 @@ NAMES = {"fp32": "FP32 (true, FMA)", "tf32": "TF32 (FLOAT, tensor ops)", "fp16":
          "int8": "INT8", "fp8": "FP8 E4M3"}
 
 
+ENGINE_NOTES = {"cuBLASLt": " (engine)", "persistent": " (persistent)"}
+
+
 def _precision(r: dict) -> str:
     name = NAMES.get(r["family"], r["family"])
-    if r["engine"] == "cuBLASLt" and r.get("calibration"):
+    if r["engine"] != "cuDNN" and r.get("calibration"):
         return f"{name} {r['parts']}"
-    return name + (" (engine)" if r["engine"] == "cuBLASLt" else "")
+    return name + ENGINE_NOTES.get(r["engine"], "")
 
 
 def _config(r: dict) -> str:
@@ -143,8 +146,9 @@ def markdown(doc: dict) -> str:
            f"where captured (else plain calls) of the RNN forward alone; x FP32 compares "
            f"like with like (replays with replays) and is measured in the same run. Every row "
            f"verified before it was timed: cuDNN against the float64 reference, the 8-bit "
-           f"engine against its float64 twin (the same quantized network), within the bound "
-           f"in the JSON. The TF32 row is FLOAT data with DEFAULT, TENSOR_OP or "
+           f"engines (cuBLASLt GEMMs, the persistent kernel) against their float64 twin (the "
+           f"same quantized network), within the bound in the JSON; a persistent kernel's "
+           f"8-bit row runs the calibration method the GEMM engine did best with. The TF32 row is FLOAT data with DEFAULT, TENSOR_OP or "
            f"TENSOR_OP_ALLOW_CONVERSION math, the last of which lets cuDNN compute in FP16. "
            f"8-bit rows: activations per tensor (calibrated on {src['calibrated_on']}), "
            f"weights per output channel, the other GEMMs in FP16; each shows the calibration "
