@@ -38,4 +38,14 @@ def pytest_report_header(config):
     info = gpu.device_info()
     gpu_text = (f"GPU {info['gpu']} cc {info['compute_capability']}" if info.get("gpu")
                 else f"no GPU ({info.get('reason')})")
-    return [text, gpu_text, f"CUDNN_RNN_NO_GPU={os.environ.get('CUDNN_RNN_NO_GPU', '')}"]
+    if os.environ.get("CUDNN_RNN_NO_GPU"):
+        gpu_text += f" (CUDNN_RNN_NO_GPU={os.environ['CUDNN_RNN_NO_GPU']})"
+    return [text, gpu_text]
+
+
+def pytest_configure(config):
+    """The GPU suite asked for by name (``-m gpu``, ``make test-gpu``) on a machine without a
+    usable GPU fails in one line, rather than passing with every test skipped."""
+    marks = config.getoption("markexpr", "") or ""
+    if marks.replace(" ", "") == "gpu" and not gpu.available():
+        raise pytest.UsageError(f"the GPU suite needs a usable GPU: {gpu.unavailable_reason()}")

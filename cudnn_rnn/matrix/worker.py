@@ -370,14 +370,15 @@ class Worker:
             self._drop(wait_s=30)
         return result
 
-    def close(self) -> None:
+    def close(self, wait_s: float = 10.0) -> None:
+        """Ask the worker to end, and kill it if it has not within ``wait_s`` (busy on a cell)."""
         if self.alive and self.conn is not None:
             try:
                 self.conn.send(None)
             except (OSError, BrokenPipeError):
                 pass
         if self.proc is not None:
-            self._drop(counted=False, wait_s=10)
+            self._drop(counted=False, wait_s=wait_s)
 
 
 def _setup(info: dict) -> tuple:
