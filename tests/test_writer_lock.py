@@ -31,9 +31,9 @@ HOLDER = ("import sys; from cudnn_rnn.matrix import writer_lock; "
 
 
 def files(folder: Path) -> dict:
-    """The run's files (the lock file says who holds it: not part of the run)."""
+    """The run's files (the info file says who holds the lock, here the test: not the run's)."""
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())
-            if p.is_file() and p.name != writer_lock.LOCK_FILE}
+            if p.is_file() and p.name != writer_lock.INFO_FILE}
 
 
 def wait_for(predicate, what: str, proc=None, limit_s: float = 300.0):

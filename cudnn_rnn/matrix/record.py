@@ -252,9 +252,6 @@ def read_records(path: str | Path, schema=RECORD, what: str = "probe record"
                                    "again with gzip -n") from None
     good = data.rfind(b"\n") + 1
     lines = data[:good].split(b"\n")[:-1]
-    if good < len(data) and writer_lock.other_writer(p.parent) is None:
-        print(f"cudnn-rnn: {p}: line {len(lines) + 1} is torn (the run was cut mid-write); "
-              "that record is left out", file=sys.stderr)
     records = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -271,6 +268,9 @@ def read_records(path: str | Path, schema=RECORD, what: str = "probe record"
         if wrong:
             raise MalformedResults(f"{p}: line {number} is not a {what} ({wrong})")
         records.append(rec)
+    if good < len(data) and writer_lock.other_writer(p.parent) is None:
+        print(f"cudnn-rnn: {p}: line {len(lines) + 1} is torn (the run was cut mid-write); "
+              "that record is left out", file=sys.stderr)
     return records, good
 
 
@@ -289,7 +289,7 @@ class ResultsFile:
     def __init__(self, path: str | Path, resume: bool, schema=RECORD, what: str = "probe record"):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        writer_lock.hold(self.path.parent)
+        writer_lock.hold(self.path.parent, tell=False)
         self.schema, self.what = schema, what
         try:
             existing, good = read_records(self.path, schema, what) if resume else ([], 0)
@@ -297,6 +297,7 @@ class ResultsFile:
                 with open(self.path, "r+b") as fh:
                     fh.truncate(good)
             self._fh = open(self.path, "a" if resume else "w", encoding="utf-8")
+            writer_lock.announce(self.path.parent)  # what a refused second writer names
         except BaseException:
             writer_lock.release(self.path.parent)
             raise

@@ -85,14 +85,14 @@ def open_run(records: Path, meta: Path, identity: dict, overwrite: bool, read_me
 
     First it takes the folder's writer lock (:mod:`.writer_lock`) for the rest of the
     command: a run another process writes now is refused before anything is read or written."""
-    writer_lock.hold(records.parent)
-    recorded_any = (records.exists() and (records.is_dir() or records.stat().st_size)) \
-        or meta.exists()
     kept = committed_records(records.parent)
     if overwrite and kept and not force:
         raise BadInput(f"{records.parent} holds committed records ({', '.join(kept[:2])}): "
                        "--overwrite would replace them; add --force to do so anyway, or "
                        "give another --out")
+    writer_lock.hold(records.parent, tell=False)  # said when its records are opened
+    recorded_any = (records.exists() and (records.is_dir() or records.stat().st_size)) \
+        or meta.exists()
     if not recorded_any or overwrite:
         return False, None
     recorded = read_meta(meta)

@@ -12,13 +12,20 @@ h1{font-size:22px}h2{font-size:18px;margin-top:28px}h3{font-size:15px;margin:18p
 table{border-collapse:collapse;margin:6px 0 12px}
 td,th{border:1px solid #c9d1d9;padding:3px 6px;font-size:12px;white-space:nowrap}
 th{background:#f3f5f7}
+td.ok{background:#d8f3dc}td.ok-fast{background:#95d5b2}td.ok-slow{background:#e9f5db}
+td.ns{background:#e5e7eb;color:#4b5563}td.bp{background:#fde2c4}td.wrong{background:#f8b4b4}
+td.crash{background:#374151;color:#fff}td.skip{background:#f3f4f6;color:#6b7280}
+td.other{background:#fef3c7}td.none{background:#fff}
+.legend span{display:inline-block;padding:2px 8px;margin:2px;border:1px solid #c9d1d9}
+.prov td:first-child{font-weight:600}
+"""
+# matrix.html's own: each outcome's colour on grid cells and legend entries alike
+MATRIX_CSS = CSS + """
 .ok{background:#d8f3dc}.ok-fast{background:#95d5b2}.ok-slow{background:#e9f5db}
 .ns{background:#e5e7eb;color:#4b5563}.bp{background:#fde2c4}.wrong{background:#f8b4b4}
 .crash{background:#374151;color:#fff}.desc{background:#dbeafe;color:#1e3a8a}
 .other{background:#fef3c7}.none{background:#fff}
-.legend span{display:inline-block;padding:2px 8px;margin:2px;border:1px solid #c9d1d9;
-white-space:normal;max-width:60em}
-code{font-size:12px}details{margin:4px 0 12px}
+.legend span{white-space:normal;max-width:60em}code{font-size:12px}details{margin:4px 0 12px}
 """
 
 
@@ -136,7 +143,7 @@ def render(result, analysis: dict, report: dict, md: str | None = None) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>cuDNN RNN support matrix: {escape(result.label)}</title>
-<style>{CSS}</style></head><body>
+<style>{MATRIX_CSS}</style></head><body>
 {chr(10).join(b for b in body if b)}
 </body></html>
 """
