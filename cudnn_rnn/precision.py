@@ -27,7 +27,7 @@ from cudnn_rnn.charlm.summary import summarise
 from cudnn_rnn.charlm.table import load_source, precision_table
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
 from cudnn_rnn.lowbit.calibration import METHODS
-from cudnn_rnn.matrix import provenance, runs, writer_lock
+from cudnn_rnn.matrix import provenance, runs, warmup, writer_lock
 from cudnn_rnn.matrix.jobs import name_of
 from cudnn_rnn.reporting import precision as report
 
@@ -96,6 +96,10 @@ def main(argv=None) -> int:
             raise NoGPU(f"the precision table needs a CUDA GPU: {info['device'].get('reason')}")
         folder = _folder(out_root, info, job, name)
         writer_lock.hold(folder)  # one table at a time in a folder, refused before the GPU work
+        said = warmup.warm("precision-" + runs.content_key(spec)[:8], info["device"],
+                           rehearsals(job))
+        if said:
+            print(said, file=sys.stderr)
         result = worker.job(name_of(precision_table), job, timeout=args.timeout)
     finally:
         worker.close()
@@ -113,6 +117,18 @@ def main(argv=None) -> int:
     print(report.markdown(doc))
     print(f"written: {folder / stem}.md, .json, .html")
     return 0 if doc["summary"]["rows"] else 1
+
+
+REHEARSAL_SIZE = (16, 8)  # (seq, batch): the table's work, on little data
+
+
+def rehearsals(job: dict) -> list:
+    """The table's work on a small batch, one 8-bit format and part per process: CuPy's
+    kernels then compile side by side before the table (:mod:`cudnn_rnn.matrix.warmup`)."""
+    from cudnn_rnn.lowbit import model
+    small = dict(job, spec=dict(job["spec"], size=REHEARSAL_SIZE), reps=1, budget_s=0.001)
+    return [(name_of(precision_table), dict(small, formats=(fmt,), parts=(part,)))
+            for fmt in model.FORMATS for part in model.PARTS]
 
 
 def _folder(out_root: Path | None, info: dict, job: dict, name: str) -> Path:

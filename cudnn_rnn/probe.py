@@ -23,7 +23,7 @@ from tabulate import tabulate
 
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
 from cudnn_rnn.matrix import (baseline, cells, provenance, runs, spec as specs, variants,
-                              writer_lock)
+                              warmup, writer_lock)
 from cudnn_rnn.matrix.progress import Progress
 from cudnn_rnn.matrix.record import (RUN_SCHEMA, TIMED_KINDS, add_speedup, max_error,
                                      ranked_timing, write_json)
@@ -148,12 +148,15 @@ def main(argv=None) -> int:
         print(f"{len(cells)} cells in spec {spec.name!r} ({spec.path})")
         return 0
     out = runs.output_dir(args.out) if args.out is not None else None
-    # cells that differ only in math, precision or algorithm draw the same values: keep
-    # the last few sets (a data type's four cells, twice over) instead of drawing again
+    # cells that differ only in math, precision or algorithm draw the same values and share
+    # one float64 reference (matrix/references.py): keep the last few sets of values (a data
+    # type's four cells, twice over) and every reference the device budget holds (a layout
+    # variant comes long after the cells whose reference it shares)
     options = {"reps": args.reps, "variant_reps": min(args.variant_reps, args.reps),
                "variant_kinds": args.variant_kinds,
                "time": not args.no_time, "no_device": args.no_device,
-               "graphs": not args.no_graphs, "reuse_values": True, "values_cache_size": 8}
+               "graphs": not args.no_graphs, "reuse_values": True, "values_cache_size": 8,
+               "reference_cache_size": 512, "reference_device_bytes": "auto"}
     worker, info = start_worker(args.cudnn, options)
     try:
         return _run(args, argv, spec, cells, out, worker, info)
@@ -209,6 +212,11 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
             "legacy_symbols": info["symbols"]["legacy"], "seed_replay": info.get("seed_replay"),
             "sessions": sessions, "complete": False}
     runs.write_meta(meta_path, meta, results)
+    if info["device_stages"] and todo:  # before the first timed call: compile side by side
+        said = warmup.warm(f"probe-{spec.name}", dev_info,
+                           warmup.cell_tasks(todo, args.cudnn, not args.no_graphs))
+        if said:
+            print(said)
     # the bar counts what will run: a variant leaves it when its base is refused
     progress = Progress(len(cells) - not_to_run, done=recorded_n)
     waiting = variants.by_base(todo)

@@ -74,6 +74,17 @@ def failed_call(exc: BaseException) -> str:
     return "cudaMalloc" if type(exc).__name__ == "OutOfMemoryError" else "cuda"
 
 
+def held_bytes(arrays) -> int:
+    """GPU memory that ``arrays`` hold as CuPy's pool counts it (each allocation once, at its
+    rounded size; views share their base's); numpy arrays hold none."""
+    found = {}
+    for a in arrays:
+        mem = getattr(getattr(a, "data", None), "mem", None)
+        if mem is not None and type(a).__module__.startswith("cupy"):
+            found[id(mem)] = int(mem.size)
+    return sum(found.values())
+
+
 def available() -> bool:
     return _probe()[0] is not None
 
