@@ -170,3 +170,14 @@ def test_the_makefile_says_where_make_precision_writes():
     assert "python -m cudnn_rnn.precision` alone" in text
     doc = json.dumps(text)  # the README names the make target that writes results/
     assert doc and "make precision" in (ROOT / "README.md").read_text()
+
+
+def test_the_committed_runs_and_the_full_run_report_into_two_folders():
+    """``report results/nvidia-h200/9.19.0`` and ``make report
+    RESULTS=results/nvidia-h200/9.19.0/full``: two runs, two folders."""
+    from cudnn_rnn.reporting import load
+    from cudnn_rnn.reporting.matrix import run_name
+    seed = run_name(load.load(ROOT / "results" / "nvidia-h200" / "9.19.0"))
+    full = run_name(load.load(ROOT / "results" / "nvidia-h200" / "9.19.0" / "full"))
+    assert seed.startswith("nvidia-h200-9.19.0-default+seed_int8-")
+    assert full.startswith("nvidia-h200-9.19.0-full-") and seed != full
