@@ -130,11 +130,16 @@ def describe(info: dict | None) -> str:
 
 
 def _try(fd: int, kind: int) -> bool:
+    """Whether the lock is now this process's: False only when another process has it (a
+    file system that cannot lock a folder at all, such as some network mounts, excludes
+    nobody rather than refusing every run)."""
     try:
         fcntl.flock(fd, kind | fcntl.LOCK_NB)
-        return True
     except BlockingIOError:
         return False
+    except OSError:
+        pass
+    return True
 
 
 def _info(folder: Path) -> dict:
