@@ -39,6 +39,7 @@ $(VENV)/.installed-$(EXTRA): setup.cfg pyproject.toml
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The GPU suite; on a machine without a usable GPU it fails in one line (tests/conftest.py).
 test-gpu: $(STAMP)
 	$(PY) -m pytest -m gpu $(PYTEST_ARGS)
 
@@ -60,10 +61,12 @@ bench: $(STAMP)
 model: $(STAMP)
 	$(PY) -m cudnn_rnn.train --out cudnn_rnn/data/charlm $(TRAIN_ARGS)
 
-# The precision table of both shipped models (results/<gpu>/<cudnn>/precision*.md/.json/.html).
+# The precision table of both shipped models, written into results/<gpu>/<cudnn>/
+# (precision*.md/.json/.html: the committed tables; `python -m cudnn_rnn.precision` alone
+# writes into this machine's run folder under runs/).
 precision: $(STAMP)
-	$(PY) -m cudnn_rnn.precision $(PRECISION_ARGS)
-	$(PY) -m cudnn_rnn.precision --model gru $(PRECISION_ARGS)
+	$(PY) -m cudnn_rnn.precision --out results $(PRECISION_ARGS)
+	$(PY) -m cudnn_rnn.precision --model gru --out results $(PRECISION_ARGS)
 
 example: $(STAMP)
 	$(PY) -m cudnn_rnn.example 20 2 512 64 2
@@ -72,7 +75,8 @@ clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
 	@echo "(runs/ and reports/ hold this machine's runs and reports; remove them by hand)"
 
-# The report of a probe run: make report RESULTS=<run folder or .jsonl> (into reports/).
+# The report of a probe run: make report RESULTS=<run folder or .jsonl> (into a folder of
+# reports/ named after the run: two runs' reports never share one).
 report: $(STAMP)
 	@test -n "$(RESULTS)" || { echo "make report: name the run, e.g. make report RESULTS=results/nvidia-h200/9.19.0" >&2; exit 2; }
 	$(PY) -m cudnn_rnn.report $(RESULTS)

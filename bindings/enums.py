@@ -14,23 +14,31 @@ from __future__ import annotations
 import enum
 
 
+END_MARKER = "COUNT"  # a C enum's count of its values (CUDNN_RNN_ALGO_COUNT): not a value
+
+
 class CEnum(enum.IntEnum):
     """An IntEnum that knows the C typedef and name prefix it mirrors."""
 
     @classmethod
+    def choices(cls) -> list:
+        """The members a user may choose: all but the enum's end marker (:data:`END_MARKER`)."""
+        return [m for m in cls if m.name != END_MARKER]
+
+    @classmethod
     def parse(cls, text: str | int) -> "CEnum":
-        """Accept a member name (with or without the C prefix, any case) or a value."""
+        """Accept a member name (with or without the C prefix, any case) or a value, of
+        :meth:`choices` only: the end marker is the header's count, not a value to pass."""
         if isinstance(text, int) or (isinstance(text, str) and text.strip().lstrip("-").isdigit()):
-            return cls(int(text))
-        key = text.strip().upper()
-        prefix = cls.C_PREFIX  # type: ignore[attr-defined]
-        if key.startswith(prefix):
-            key = key[len(prefix):]
-        try:
-            return cls[key]
-        except KeyError:
-            names = ", ".join(m.name for m in cls)
-            raise ValueError(f"unknown {cls.C_NAME} value {text!r} (choose from {names})") from None
+            member = cls(int(text))
+        else:
+            key = text.strip().upper()
+            prefix = cls.C_PREFIX  # type: ignore[attr-defined]
+            member = cls.__members__.get(key[len(prefix):] if key.startswith(prefix) else key)
+        if member is None or member not in cls.choices():
+            names = ", ".join(m.name for m in cls.choices())
+            raise ValueError(f"unknown {cls.C_NAME} value {text!r} (choose from {names})")
+        return member
 
 
 def _c(name: str, prefix: str):

@@ -41,4 +41,26 @@ def _mount_bindings() -> None:
         raise
 
 
+
+REQUIRED = ("numpy", "tabulate")  # setup.cfg's install_requires, by the names they import as
+
+
+def _refuse_without_requirements() -> None:
+    """``python -m cudnn_rnn.X`` from a Python that lacks the packages this project installs:
+    one line saying what to do and exit 2, before an import fails with a traceback. (While
+    ``-m`` looks for the module, which imports this package first, ``sys.argv[0]`` is
+    ``"-m"``, as Python documents; importing the package from a program checks nothing.)"""
+    if _sys.argv[:1] != ["-m"]:
+        return
+    missing = [name for name in REQUIRED if _util.find_spec(name) is None]
+    if missing:
+        _sys.stderr.write(
+            f"cudnn_rnn: error: this Python ({_sys.executable}) lacks {' and '.join(missing)}: "
+            "run the commands with the project's environment (make install creates .venv: "
+            ".venv/bin/python -m cudnn_rnn..., or . .venv/bin/activate first), or install the "
+            "project into this Python: pip install -e '.[cuda12]'\n")
+        raise SystemExit(2)
+
+
+_refuse_without_requirements()
 _mount_bindings()

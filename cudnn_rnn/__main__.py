@@ -46,7 +46,14 @@ def cli(argv=None) -> int:
         print(f"cudnn-rnn: error: unknown command {name!r} (choose from "
               f"{', '.join(MODULES)}; see: cudnn-rnn --help)", file=sys.stderr)
         return 2
-    return importlib.import_module(MODULES[name]).cli(rest)
+    try:
+        module = importlib.import_module(MODULES[name])
+    except ModuleNotFoundError as exc:  # a package this project installs is not here
+        print(f"cudnn-rnn: error: this Python ({sys.executable}) lacks {exc.name}: install the "
+              "project into it (pip install -e '.[cuda12]', or make install for .venv)",
+              file=sys.stderr)
+        return 2
+    return module.cli(rest)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ folder (what ``make bench`` writes at its end), into ``reports/`` or ``--out``. 
 writes into ``DIR``."""
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 
@@ -17,7 +18,8 @@ def build_parser() -> OneLineParser:
     p = OneLineParser(prog="cudnn_rnn.bench_report", description=__doc__.splitlines()[0])
     p.add_argument("directory", help="a folder holding bench.jsonl and bench.run.json")
     p.add_argument("--out", default=None,
-                   help="output folder (default reports/<gpu>-<cudnn>-bench/)")
+                   help="output folder (default reports/<gpu>-<cudnn>-bench-<key>/, the key of "
+                        "the records read)")
     return p
 
 
@@ -31,8 +33,9 @@ def main(argv=None) -> int:
     if args.out is None:
         runs = read_run_file(d / "bench.run.json")["runs"]
         p0 = runs[0]["provenance"] if runs else {}
-        out = output_dir(report_dir(folder_name(p0.get("gpu"), p0.get("cudnn_version"))
-                                    + "-bench"))
+        key = hashlib.sha256((d / "bench.jsonl").read_bytes()).hexdigest()[:8]
+        out = output_dir(report_dir(f"{folder_name(p0.get('gpu'), p0.get('cudnn_version'))}"
+                                    f"-bench-{key}"))  # another run, another folder
     else:
         out = output_dir(args.out)
     print(write(d, out))

@@ -7,13 +7,16 @@ shape (seq, batch, input), optionally ``--calibration`` another such batch) runs
 cuDNN configuration of FP32, TF32, FP16 and BF16 and in the 8-bit GEMM engine (INT8 and FP8
 E4M3 on each part, with each calibration method), each verified before it is timed
 (:mod:`cudnn_rnn.charlm.table`). Printed, and written as ``precision[-NAME].md``, ``.json``
-and ``.html`` into ``OUT/<gpu>/<cudnn version>/`` (``--out``, default ``results``): one row
+and ``.html`` into this machine's run folder (``runs/<gpu>-cudnn<version>-<key>/precision-<key>/``,
+see :mod:`cudnn_rnn.matrix.runs`), or into ``OUT/<gpu>/<cudnn version>/`` with ``--out OUT``
+(``make precision`` gives ``--out results``, for the committed tables): one row
 per precision (time per batch and per sequence, speed-up over true FP32, bits per
 character, top-1 accuracy, agreement with FP32's predictions, largest change of a logit),
 every calibration method's figure, and which precision to deploy.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -24,7 +27,7 @@ from cudnn_rnn.charlm.summary import summarise
 from cudnn_rnn.charlm.table import load_source, precision_table
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
 from cudnn_rnn.lowbit.calibration import METHODS
-from cudnn_rnn.matrix import provenance
+from cudnn_rnn.matrix import provenance, runs, warmup, writer_lock
 from cudnn_rnn.matrix.jobs import name_of
 from cudnn_rnn.reporting import precision as report
 
@@ -43,7 +46,9 @@ def build_parser() -> OneLineParser:
                    help="the nonlinearity of a plain torch.nn.RNN's weights (default tanh)")
     p.add_argument("--methods", default=",".join(METHODS),
                    help=f"calibration methods, comma-separated (default {','.join(METHODS)})")
-    p.add_argument("--out", default="results", help="results root (default results)")
+    p.add_argument("--out", default=None,
+                   help="write into OUT/<gpu>/<cudnn version>/ (default: this machine's run "
+                        "folder under runs/)")
     p.add_argument("--name", help="the files' name after precision- (default: gru for the "
                    "shipped GRU, user-STEM for --weights STEM.pt; none for the shipped LSTM)")
     p.add_argument("--reps", type=positive_int, default=20, help="most timed calls per measurement")
@@ -79,18 +84,23 @@ def main(argv=None) -> int:
     if name and not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise BadInput(f"--name {name!r}: use letters, digits, '-', '_' or '.'")
     load_source(spec)  # a bad file is one line and exit 2 before any GPU work
-    out_root = Path(args.out)
-    if out_root.exists() and not out_root.is_dir():
+    out_root = Path(args.out) if args.out is not None else None
+    if out_root is not None and out_root.exists() and not out_root.is_dir():
         raise BadInput(f"--out {out_root} is a file; give a folder")
     from cudnn_rnn.engine.gpu import NoGPU
     from cudnn_rnn.matrix.worker import start_worker
+    job = {"spec": spec, "reps": args.reps, "budget_s": args.budget, "methods": methods}
     worker, info = start_worker(args.cudnn, {"reps": args.reps, "time": True})
     try:
         if not info["device_stages"]:
             raise NoGPU(f"the precision table needs a CUDA GPU: {info['device'].get('reason')}")
-        result = worker.job(name_of(precision_table), {
-            "spec": spec, "reps": args.reps, "budget_s": args.budget, "methods": methods},
-            timeout=args.timeout)
+        folder = _folder(out_root, info, job, name)
+        writer_lock.hold(folder)  # one table at a time in a folder, refused before the GPU work
+        said = warmup.warm("precision-" + runs.content_key(spec)[:8], info["device"],
+                           rehearsals(job))
+        if said:
+            print(said, file=sys.stderr)
+        result = worker.job(name_of(precision_table), job, timeout=args.timeout)
     finally:
         worker.close()
     if "records" not in result:
@@ -100,8 +110,6 @@ def main(argv=None) -> int:
     prov = provenance.collect(info["library"] | {"cublaslt": (result.get("cublaslt") or {})},
                               info["device"], provenance.command("cudnn_rnn.precision", argv))
     doc = {"summary": summarise(result), "result": result, "provenance": prov}
-    folder = out_root / provenance.slug(prov["gpu"]) / str(prov["cudnn_version"])
-    folder.mkdir(parents=True, exist_ok=True)
     stem = "precision" + (f"-{name}" if name else "")
     (folder / f"{stem}.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     (folder / f"{stem}.md").write_text(report.markdown(doc))
@@ -109,6 +117,36 @@ def main(argv=None) -> int:
     print(report.markdown(doc))
     print(f"written: {folder / stem}.md, .json, .html")
     return 0 if doc["summary"]["rows"] else 1
+
+
+REHEARSAL_SIZE = (16, 8)  # (seq, batch): the table's work, on little data
+
+
+def rehearsals(job: dict) -> list:
+    """The table's work on a small batch, one 8-bit format and part per process: CuPy's
+    kernels then compile side by side before the table (:mod:`cudnn_rnn.matrix.warmup`)."""
+    from cudnn_rnn.lowbit import model
+    small = dict(job, spec=dict(job["spec"], size=REHEARSAL_SIZE), reps=1, budget_s=0.001)
+    return [(name_of(precision_table), dict(small, formats=(fmt,), parts=(part,)))
+            for fmt in model.FORMATS for part in model.PARTS]
+
+
+def _folder(out_root: Path | None, info: dict, job: dict, name: str) -> Path:
+    """Where the table goes: ``OUT/<gpu>/<cudnn version>/``, or by default this machine's
+    run folder of this table (its model, settings and name: another table, another folder)."""
+    if out_root is not None:
+        lib = info["library"]
+        return runs.output_dir(out_root / provenance.slug(info["device"].get("gpu"))
+                               / str(lib.get("cudnn_version")), "--out")
+    machine = runs.machine_identity(info["library"], info["device"], info["device_stages"])
+    key = runs.content_key([job, name, _content(job["spec"])])[:8]
+    return runs.output_dir(runs.machine_dir(machine) / f"precision-{key}", "the run folder")
+
+
+def _content(spec: dict) -> list:
+    """SHA-256 of each file the table reads (a model retrained is another table)."""
+    return [hashlib.sha256(Path(v).read_bytes()).hexdigest() if Path(v).is_file() else v
+            for v in spec.values() if isinstance(v, str)]
 
 
 def cli(argv=None) -> int:

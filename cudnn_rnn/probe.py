@@ -22,7 +22,8 @@ from collections import Counter
 from tabulate import tabulate
 
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
-from cudnn_rnn.matrix import baseline, cells, provenance, runs, spec as specs, variants
+from cudnn_rnn.matrix import (baseline, cells, provenance, runs, spec as specs, variants,
+                              warmup, writer_lock)
 from cudnn_rnn.matrix.progress import Progress
 from cudnn_rnn.matrix.record import (RUN_SCHEMA, TIMED_KINDS, add_speedup, max_error,
                                      ranked_timing, write_json)
@@ -138,6 +139,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.resume and args.overwrite:
         raise BadInput("--resume and --overwrite exclude each other")
+    if args.list and args.report:
+        raise BadInput("--list runs nothing, so there is no run to --report: drop one of them")
     spec, cells = plan(args)
     if args.list:
         rows = [(i + 1, c.block, "baseline" if c.implicit else "", c.id) for i, c in enumerate(cells)]
@@ -145,17 +148,21 @@ def main(argv=None) -> int:
         print(f"{len(cells)} cells in spec {spec.name!r} ({spec.path})")
         return 0
     out = runs.output_dir(args.out) if args.out is not None else None
-    # cells that differ only in math, precision or algorithm draw the same values: keep
-    # the last few sets (a data type's four cells, twice over) instead of drawing again
+    # cells that differ only in math, precision or algorithm draw the same values and share
+    # one float64 reference (matrix/references.py): keep the last few sets of values (a data
+    # type's four cells, twice over) and every reference the device budget holds (a layout
+    # variant comes long after the cells whose reference it shares)
     options = {"reps": args.reps, "variant_reps": min(args.variant_reps, args.reps),
                "variant_kinds": args.variant_kinds,
                "time": not args.no_time, "no_device": args.no_device,
-               "graphs": not args.no_graphs, "reuse_values": True, "values_cache_size": 8}
+               "graphs": not args.no_graphs, "reuse_values": True, "values_cache_size": 8,
+               "reference_cache_size": 512, "reference_device_bytes": "auto"}
     worker, info = start_worker(args.cudnn, options)
     try:
         return _run(args, argv, spec, cells, out, worker, info)
     finally:
         worker.close()
+        writer_lock.release_all()  # the run folder's, taken by runs.open_run
 
 
 def _run(args, argv, spec, cells, out, worker, info) -> int:
@@ -169,7 +176,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     path = out_dir / f"{spec.name}.jsonl"
     meta_path = path.with_suffix(".run.json")
     resume, recorded = runs.open_run(path, meta_path, identity, args.overwrite,
-                                     runs.read_json_dict)
+                                     runs.read_json_dict, force=args.force)
     results = runs.open_records(path, resume)
     done = {r["id"]: r for r in results.existing}
     # a variant whose base is recorded without passing the RNN descriptor never runs
@@ -205,21 +212,30 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
             "legacy_symbols": info["symbols"]["legacy"], "seed_replay": info.get("seed_replay"),
             "sessions": sessions, "complete": False}
     runs.write_meta(meta_path, meta, results)
-    progress = Progress(len(cells), done=len(cells) - len(todo))
+    if info["device_stages"] and todo:  # before the first timed call: compile side by side
+        said = warmup.warm(f"probe-{spec.name}", dev_info,
+                           warmup.cell_tasks(todo, args.cudnn, not args.no_graphs))
+        if said:
+            print(said)
+    # the bar counts what will run: a variant leaves it when its base is refused
+    progress = Progress(len(cells) - not_to_run, done=recorded_n)
+    waiting = variants.by_base(todo)
     started = time.monotonic()
     interrupted = False
     try:
         for cell in todo:
             if variants.gated_out(cell, done):  # its base did not pass the RNN descriptor
-                progress.update("not run (base refused)")
                 continue
             rec = worker.run(cell, args.timeout)
             add_speedup(rec, done)
             done[rec["id"]] = rec
             results.write(rec)
             progress.update(rec["outcome"])
+            if waiting.get(rec["id"]) and variants.gated_out(waiting[rec["id"]][0], done):
+                progress.leave_out(len(waiting[rec["id"]]))
     except KeyboardInterrupt:
         interrupted = True
+        worker.close(wait_s=0)  # the cell it was on is lost either way: do not wait for it
     finally:
         results.close()
         progress.finish()

@@ -3,7 +3,8 @@
 Turns probe results (a run's folder or its ``.jsonl``; several are merged) into
 ``matrix.md`` (tables and the answers in words), ``summary.json`` (the same,
 machine-readable, with a schema version) and ``matrix.html`` (one self-contained page),
-written to ``--out`` or by default to ``reports/<gpu>-<cudnn>/``. ``--diff A B``
+written to ``--out`` or by default to ``reports/<gpu>-<cudnn>-<specs>-<key>/`` (the key: of the
+records read, so the reports of two runs never share a folder). ``--diff A B``
 compares two result sets and writes ``<A>__vs__<B>.md`` (and ``.json``) to ``--out`` or
 ``reports/diff/``. Reading never writes beside the results read: a committed run in
 ``results/`` stays as it is unless ``--out`` names its folder.
@@ -16,7 +17,9 @@ import sys
 from cudnn_rnn.matrix import provenance, runs
 from cudnn_rnn.cli import BadInput, OneLineParser, run_main
 from cudnn_rnn.reporting import analysis, diff as diffing, load
-from cudnn_rnn.reporting.matrix import SCHEMA_VERSION, name, report_info, write_report
+from cudnn_rnn.reporting.markdown import outcomes_line
+from cudnn_rnn.reporting.matrix import (SCHEMA_VERSION, name, report_info, run_name,
+                                       write_report)
 
 
 def main(argv=None) -> int:
@@ -24,7 +27,8 @@ def main(argv=None) -> int:
     p.add_argument("results", nargs="*", help="probe runs: their folders or .jsonl files")
     p.add_argument("--diff", nargs=2, metavar=("A", "B"), help="compare two result sets")
     p.add_argument("--out", default=None,
-                   help="output folder (default reports/<gpu>-<cudnn>/, or reports/diff/)")
+                   help="output folder (default reports/<gpu>-<cudnn>-<specs>-<key>/, or "
+                        "reports/diff/)")
     args = p.parse_args(argv)
     command_line = provenance.command("cudnn_rnn.report", argv)
     if args.diff:
@@ -44,10 +48,11 @@ def main(argv=None) -> int:
     if not args.results:
         raise BadInput("give the probe results to report on (a run's folder or its .jsonl file)")
     result = load.load(*args.results)
-    out_dir = runs.output_dir(args.out if args.out is not None else runs.report_dir(name(result)))
+    out_dir = runs.output_dir(args.out if args.out is not None else runs.report_dir(
+        run_name(result)))
     written = write_report(result, out_dir, command_line)
     counts = analysis.counts(result.records)
-    print(f"{len(result.records)} cells ({', '.join(f'{k} {v}' for k, v in counts.items())}) -> "
+    print(f"{len(result.records)} cells ({outcomes_line(counts)}) -> "
           f"{', '.join(str(w) for w in written)}")
     return 0
 

@@ -21,12 +21,28 @@ def lib():
         pytest.fail(f"libcudnn is required for the tests: {exc}")
 
 
+NO_GPU = "no usable GPU: "
+
+
 @pytest.fixture(scope="session")
 def cuda(lib):
     """cupy, when a usable GPU is present; otherwise the test is skipped with the reason."""
     if not gpu.available():
-        pytest.skip(f"no usable GPU: {gpu.unavailable_reason()}")
+        pytest.skip(NO_GPU + gpu.unavailable_reason())
     return gpu.cupy_or_raise()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Every test skipped for want of a GPU is reported at the one place that skips it, so
+    the summary says why in one line (with their count), not once per test."""
+    outcome = yield
+    report = outcome.get_result()
+    where = report.longrepr
+    if report.skipped and isinstance(where, tuple) and str(where[2]).startswith(
+            ("Skipped: " + NO_GPU, NO_GPU)):
+        report.longrepr = ("tests/conftest.py", cuda.__wrapped__.__code__.co_firstlineno
+                           if hasattr(cuda, "__wrapped__") else 0, where[2])
 
 
 def pytest_report_header(config):
@@ -38,4 +54,14 @@ def pytest_report_header(config):
     info = gpu.device_info()
     gpu_text = (f"GPU {info['gpu']} cc {info['compute_capability']}" if info.get("gpu")
                 else f"no GPU ({info.get('reason')})")
-    return [text, gpu_text, f"CUDNN_RNN_NO_GPU={os.environ.get('CUDNN_RNN_NO_GPU', '')}"]
+    if os.environ.get("CUDNN_RNN_NO_GPU"):
+        gpu_text += f" (CUDNN_RNN_NO_GPU={os.environ['CUDNN_RNN_NO_GPU']})"
+    return [text, gpu_text]
+
+
+def pytest_configure(config):
+    """The GPU suite asked for by name (``-m gpu``, ``make test-gpu``) on a machine without a
+    usable GPU fails in one line, rather than passing with every test skipped."""
+    marks = config.getoption("markexpr", "") or ""
+    if marks.replace(" ", "") == "gpu" and not gpu.available():
+        raise pytest.UsageError(f"the GPU suite needs a usable GPU: {gpu.unavailable_reason()}")

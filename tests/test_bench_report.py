@@ -84,7 +84,8 @@ def test_cli_rebuilds_the_report_without_touching_the_run(tmp_path):
     home = tmp_path / "home"
     proc = run("cudnn_rnn.bench_report", str(d), CUDNN_RNN_HOME=str(home))
     assert proc.returncode == 0, proc.stderr
-    assert (home / "reports" / "nvidia-h200-9.19.0-bench" / "bench.md").read_text() == md
+    written = list((home / "reports").glob("nvidia-h200-9.19.0-bench-*/bench.md"))
+    assert len(written) == 1 and written[0].read_text() == md  # the folder names the run
     assert {f.name: f.read_bytes() for f in d.iterdir()} == before
     assert_one_line_exit_2(run("cudnn_rnn.bench_report", str(tmp_path)), "no bench.jsonl")
 

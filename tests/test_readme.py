@@ -93,3 +93,22 @@ def test_readme_command_works_as_printed_on_a_fresh_clone(clone, command):
         if command.startswith("make matrix"):
             assert (runs[0].parent / "matrix.md").is_file()
             assert "report of this run: " + str(runs[0].parent / "matrix.md") in proc.stdout
+
+
+def test_the_readme_says_how_to_reach_the_installed_commands():
+    text = (ROOT / "README.md").read_text()
+    setup = text.split("### Where runs and reports go")[0]
+    assert ". .venv/bin/activate" in setup and ".venv/bin/python -m cudnn_rnn" in setup
+    assert ".venv/bin/cudnn-rnn" in setup
+
+
+def test_make_matrix_from_a_python_without_the_packages_says_what_to_install(clone):
+    """``make matrix VENV=`` with a Python that lacks numpy and tabulate (``-S``: no
+    site-packages): one line saying what to do, exit 2, nothing written."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MAKEFLAGS")}
+    proc = subprocess.run(["make", "matrix", "VENV=", f"SYSTEM_PYTHON={sys.executable} -S"],
+                          cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    ours = [x for x in proc.stderr.splitlines() if not x.startswith("make")]
+    assert proc.returncode != 0 and len(ours) == 1, proc.stderr
+    assert "lacks numpy and tabulate" in ours[0] and ".venv" in ours[0] and "Traceback" not in ours[0]
+    assert not (clone / "runs").exists() or not list((clone / "runs").rglob("*.jsonl"))

@@ -11,6 +11,11 @@ FIX = Path(__file__).parent / "fixtures"
 QUICK = ("--cell", "GRU", "--dtype", "INT8,FLOAT", "--math-type", "DEFAULT")
 
 
+def run_files(folder):
+    """A run folder's files, every byte (a refused writer writes nothing, not even its name)."""
+    return {f.name: f.read_bytes() for f in folder.iterdir()}
+
+
 def probe(home, *args, **env):
     return run("cudnn_rnn.probe", *args, CUDNN_RNN_NO_GPU="1", CUDNN_RNN_HOME=str(home), **env)
 
@@ -34,14 +39,14 @@ def test_this_machines_run_continues_in_its_own_folder(tmp_path):
     meta = json.loads((other / "default.run.json").read_text())
     meta["identity"]["machine"]["driver_version"] = "999.1"
     (other / "default.run.json").write_text(json.dumps(meta))
-    kept = {f.name: f.read_bytes() for f in other.iterdir()}
+    kept = run_files(other)
     more = probe(tmp_path, "--cell", "GRU,LSTM", "--dtype", "INT8,FLOAT", "--math-type", "DEFAULT")
     assert more.returncode == 0, more.stderr
     assert f" {n} already recorded" in more.stdout
     told = [x for x in more.stdout.splitlines() if x.startswith("not resumed, left as they are")]
     assert len(told) == 1 and "0badcafe" in told[0] and "driver_version '999.1' there" in told[0]
     assert "this machine's run is continued" in told[0]
-    assert {f.name: f.read_bytes() for f in other.iterdir()} == kept  # left as it is
+    assert run_files(other) == kept  # left as it is
     ids = [json.loads(x)["id"] for x in path.read_text().splitlines()]
     assert len(ids) == len(set(ids)) > n
     meta = json.loads(path.with_suffix(".run.json").read_text())
@@ -79,11 +84,11 @@ def test_an_edited_spec_starts_a_new_run_beside_the_old_one(tmp_path):
 def test_a_run_of_another_setup_is_never_resumed(tmp_path):
     out = tmp_path / "out"
     shutil.copytree(FIX / "h200-919", out)
-    before = {f.name: f.read_bytes() for f in out.iterdir()}
+    before = run_files(out)
     proc = probe(tmp_path, "--out", str(out), *QUICK)
     assert_one_line_exit_2(proc, "is not resumed: it is a run of another setup",
                            "carries no identity")
-    assert {f.name: f.read_bytes() for f in out.iterdir()} == before
+    assert run_files(out) == before
 
 
 def test_other_settings_run_in_their_own_folder_and_are_refused_at_a_given_out(tmp_path):
@@ -93,10 +98,10 @@ def test_other_settings_run_in_their_own_folder_and_are_refused_at_a_given_out(t
     assert len(folders) == 2
     out = tmp_path / "out"
     assert probe(tmp_path, "--out", str(out), "--no-time", *QUICK).returncode == 0
-    before = {f.name: f.read_bytes() for f in out.iterdir()}
+    before = run_files(out)
     proc = probe(tmp_path, "--out", str(out), *QUICK)
     assert_one_line_exit_2(proc, "setting time False there, True here")
-    assert {f.name: f.read_bytes() for f in out.iterdir()} == before
+    assert run_files(out) == before
 
 
 def test_differences_name_each_part_of_the_identity():

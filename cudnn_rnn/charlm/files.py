@@ -22,17 +22,21 @@ _SAFE_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "BF16":
 _HEADER_MAX = 100 << 20
 
 
-def _existing(path) -> Path:
+def _existing(path, what: str) -> Path:
+    """``path`` as a file that is there; a folder or nothing is :class:`BadModel` saying
+    what to give instead (``what``)."""
     p = Path(path)
+    if p.is_dir():
+        raise BadModel(f"{p} is a directory; give {what}")
     if not p.is_file():
-        raise BadModel(f"{p}: no such file")
+        raise BadModel(f"{p}: no such file (give {what})")
     return p
 
 
 def read_weights(path, keep: tuple = ()) -> dict:
     """The tensors of a weights file by name, as float32/float64 numpy arrays (entries
     named in ``keep`` are returned as stored, whatever their type)."""
-    p = _existing(path)
+    p = _existing(path, f"the file of a state_dict ({', '.join(WEIGHT_SUFFIXES)})")
     suffix = p.suffix.lower()
     if suffix not in WEIGHT_SUFFIXES:
         raise BadModel(f"{p}: give a state_dict as {', '.join(WEIGHT_SUFFIXES)}")
@@ -111,7 +115,7 @@ def _torch(p: Path) -> dict:
 
 def read_inputs(path) -> np.ndarray:
     """A ``.npy`` array of inputs, (T, B, input) float, finite."""
-    p = _existing(path)
+    p = _existing(path, "a .npy file of shape (seq, batch, input)")
     if p.suffix.lower() != ".npy":
         raise BadModel(f"{p}: give the input batch as a .npy array of shape (seq, batch, input)")
     with p.open("rb") as fh:

@@ -64,13 +64,16 @@ class Source:
 
 
 def load_source(spec: dict) -> Source:
-    """The model and batch ``spec`` names (see the module docstring); BadModel if wrong."""
+    """The model and batch ``spec`` names (see the module docstring); BadModel if wrong.
+    ``spec["size"]`` (seq, batch), when given, cuts the batches to that (a rehearsal's,
+    :mod:`cudnn_rnn.matrix.warmup`: the same work on little data)."""
+    size = spec.get("size")
     if "model" in spec:
         m = network.load(spec["model"])
-        inputs, targets = corpus.batch(network.slice_codes("heldout"), network.EVAL_SEQ,
-                                       network.EVAL_BATCH)
-        cal, _ = corpus.batch(network.slice_codes("calibration"), CALIBRATION_SEQ,
-                              CALIBRATION_BATCH)
+        inputs, targets = corpus.batch(network.slice_codes("heldout"),
+                                       *(size or (network.EVAL_SEQ, network.EVAL_BATCH)))
+        cal, _ = corpus.batch(network.slice_codes("calibration"),
+                              *(size or (CALIBRATION_SEQ, CALIBRATION_BATCH)))
         return Source(f"{m.meta.get('cell', 'model')} character model", m.rnn,
                       network.embed(m, inputs), network.embed(m, cal),
                       "calibration.txt (training text)", m, targets)
@@ -80,6 +83,8 @@ def load_source(spec: dict) -> Source:
     x = files.read_inputs(spec["inputs"]).astype(np.float64)
     cal = x if not spec.get("calibration") else \
         files.read_inputs(spec["calibration"]).astype(np.float64)
+    if size:
+        x, cal = x[:size[0], :size[1]], cal[:size[0], :size[1]]
     for what, a in (("inputs", x), ("calibration", cal)):
         if a.shape[2] != rnn.input_size:
             raise statedict.BadModel(f"{spec.get(what) or spec['inputs']}: the {what} batch has "

@@ -58,8 +58,9 @@ def _xp(*arrays):
     return reference.array_module(next((a for a in arrays if a is not None), None))
 
 
-def relative_error(out, ref) -> float:
-    """‖out − ref‖ / ‖ref‖ in float64 (on the GPU when either is a cupy array)."""
+def relative_error(out, ref, scale: float | None = None) -> float:
+    """‖out − ref‖ / ‖ref‖ in float64 (on the GPU when either is a cupy array); ``scale``:
+    ‖ref‖ when already known (:class:`Expected` keeps it)."""
     xp = reference.array_module(out)
     if xp is np:
         xp = reference.array_module(ref)
@@ -69,7 +70,7 @@ def relative_error(out, ref) -> float:
         raise ValueError(f"shape mismatch {out.shape} vs {ref.shape}")
     if not bool(xp.all(xp.isfinite(out))):
         return float("inf")
-    scale = float(xp.linalg.norm(ref))
+    scale = float(xp.linalg.norm(ref)) if scale is None else scale
     diff = float(xp.linalg.norm(out - ref))
     return diff / scale if scale > 0 else diff
 
@@ -171,36 +172,70 @@ def _without_padded_dx(cfg: RNNConfig, outputs: dict) -> tuple[dict, dict]:
     return dict(outputs, dx=xp.where(running, dx, 0.0)), seen
 
 
-def compare_with(cfg: RNNConfig, expected_pair, outputs: dict) -> Verification:
-    """Like :func:`compare`, for an already evaluated ``(forward, gradients)`` pair."""
-    fwd, grads = expected_pair
+@dataclass
+class Expected:
+    """A reference evaluated once, ready for every cell that holds its values (cells that
+    differ only in math type, math precision or algorithm): each output by the name of the
+    buffer it is compared with, the weight gradients flattened in the order of their keys,
+    and each one's norm (its relative error's denominator), where the reference ran."""
+    outputs: dict  # y, hy, cy, dx, dhx, dcx, and y_inf, hy_inf, cy_inf (the same arrays)
+    dw_keys: list = field(default_factory=list)  # (pseudo_layer, lin_id, kind), sorted
+    dw: object = None  # every weight gradient, raveled and concatenated in dw_keys' order
+    norms: dict = field(default_factory=dict)  # name (and "dw") -> ‖reference‖
+
+    def arrays(self) -> list:
+        """Each array once (the inference outputs are the training ones)."""
+        found = {id(a): a for a in [*self.outputs.values(), self.dw] if a is not None}
+        return list(found.values())
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in self.arrays())
+
+
+def prepare(cfg: RNNConfig, pair) -> Expected:
+    """An evaluated ``(forward, gradients)`` pair as :class:`Expected` (norms included)."""
+    fwd, grads = pair
     ref = {"y": fwd.y, "hy": fwd.hy, "y_inf": fwd.y, "hy_inf": fwd.hy}
     if fwd.cy is not None:
         ref.update(cy=fwd.cy, cy_inf=fwd.cy)
+    out = Expected(ref)
     if grads is not None:
         ref.update(dx=grads.dx, dhx=grads.dhx)
         if grads.dcx is not None:
             ref["dcx"] = grads.dcx
+        want = reference.arrays_from_params(cfg, grads.dparams)
+        out.dw_keys = sorted(want)
+        out.dw = _xp(*want.values()).concatenate([want[k].ravel() for k in out.dw_keys])
+    norms = {}
+    for name, a in [*ref.items(), ("dw", out.dw)]:
+        if a is not None:
+            xp = reference.array_module(a)
+            norms[id(a)] = norms.get(id(a)) or float(xp.linalg.norm(xp.asarray(a, xp.float64)))
+            out.norms[name] = norms[id(a)]
+    return out
+
+
+def compare_with(cfg: RNNConfig, expected_pair, outputs: dict) -> Verification:
+    """Like :func:`compare`, for an already evaluated ``(forward, gradients)`` pair or its
+    :class:`Expected` form."""
+    e = expected_pair if isinstance(expected_pair, Expected) else prepare(cfg, expected_pair)
     errors, nonfinite, padding = {}, {}, {}
     if not cfg.equal_lengths and "dx" in outputs:
         outputs, padding = _without_padded_dx(cfg, outputs)
         if cfg.layout == RNNDataLayout.SEQ_MAJOR_PACKED:
             padding = {}  # a packed dx has no padding: the zeros there are the unpacking's
-    for name, value in ref.items():
+    for name, value in e.outputs.items():
         if name in outputs:
-            errors[name] = relative_error(outputs[name], value)
+            errors[name] = relative_error(outputs[name], value, e.norms.get(name))
             nonfinite[name] = _nonfinite(outputs[name])
-    if grads is not None and "dw" in outputs:
-        want = reference.arrays_from_params(cfg, grads.dparams)
+    if e.dw is not None and "dw" in outputs:
         got = outputs["dw"]
-        keys = sorted(want)
-        missing = [k for k in keys if k not in got]
+        missing = [k for k in e.dw_keys if k not in got]
         if missing:
             raise ValueError(f"dw lacks {missing[:3]}")
-        xg, xw = _xp(*got.values()), _xp(*want.values())
-        flat_got = xg.concatenate([got[k].ravel() for k in keys])
-        flat_want = xw.concatenate([want[k].ravel() for k in keys])
-        errors["dw"] = relative_error(flat_got, flat_want)
+        flat_got = _xp(*got.values()).concatenate([got[k].ravel() for k in e.dw_keys])
+        errors["dw"] = relative_error(flat_got, e.dw, e.norms.get("dw"))
         nonfinite["dw"] = _nonfinite(flat_got)
     tol, grad_tol = tolerances(cfg)
     return Verification(errors, tol, grad_tol, nonfinite, padding)

@@ -1,11 +1,10 @@
 """NVIDIA's RNN_example (the v8-API sample, ``RNN_v8.0``), stage by stage.
 
-A :class:`RNNFlow` owns every cuDNN object and device buffer of one run and
-walks :data:`STAGES` in the sample's order. Each stage is one method that either
-completes or raises; :meth:`RNNFlow.run` stops at the first failing stage and
-records which call failed, with which status and cuDNN's reason. No later call
-ever runs on outputs a failed call did not write — the seed's bogus
-out-of-memory came from allocating a size that a failed query never set.
+A :class:`RNNFlow` owns every cuDNN object and device buffer of one run and walks
+:data:`STAGES` in the sample's order. Each stage is one method that either completes or
+raises; :meth:`RNNFlow.run` stops at the first failing stage and records which call failed,
+with which status and cuDNN's reason. No later call runs on outputs a failed call did not
+write (the seed's bogus out-of-memory came from a size that a failed query never set).
 
 Without a GPU only the descriptor stages run (they need no handle): the
 dropout descriptor is created but not set, and the RNN, data and state
@@ -165,10 +164,12 @@ class RNNFlow:
 
     # ------------------------------------------------------------------ running
     def run(self, until: str | None = None) -> FlowResult:
-        """Walk the stages in order; stop at the first failure or after ``until``."""
+        """Walk the stages in order, on from where an earlier call stopped; stop at the
+        first failure or after ``until``."""
         res = self.result
         for name in STAGES:
-            if name == "build_dynamic" and self.cfg.algo != RNNAlgo.PERSIST_DYNAMIC:
+            if name in res.reached or res.failure is not None or (
+                    name == "build_dynamic" and self.cfg.algo != RNNAlgo.PERSIST_DYNAMIC):
                 continue
             if not self.device and name not in DESCRIPTOR_STAGES:
                 res.skipped.append(name)

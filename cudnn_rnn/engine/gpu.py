@@ -8,6 +8,7 @@ Set ``CUDNN_RNN_NO_GPU=1`` to behave as on a machine without a GPU.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 from functools import lru_cache
 
@@ -16,18 +17,35 @@ class NoGPU(RuntimeError):
     """Device stages need a CUDA GPU; the message says why there is none."""
 
 
+DRIVER_LIBRARY = "libcuda.so.1"  # the NVIDIA driver's CUDA library: no driver, no such file
+
+
+def driver_missing() -> str | None:
+    """Why no NVIDIA driver is there (its CUDA library does not load), or None if it is.
+    Without one, CUDA's own words ("driver version is insufficient") would send a user to
+    upgrade a driver they do not have."""
+    try:
+        ctypes.CDLL(DRIVER_LIBRARY)
+    except OSError:
+        return f"no NVIDIA driver found ({DRIVER_LIBRARY} cannot be loaded)"
+    return None
+
+
 @lru_cache(maxsize=1)
 def _probe() -> tuple[object | None, str | None]:
     if os.environ.get("CUDNN_RNN_NO_GPU"):
         return None, "CUDNN_RNN_NO_GPU is set"
+    missing = driver_missing()
+    if missing:
+        return None, missing
     try:
         import cupy
     except Exception as exc:  # ImportError, or a broken CUDA install
         return None, f"cupy is not importable ({type(exc).__name__}: {exc})"
     try:
         count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:
-        return None, f"no CUDA driver or device ({exc})"
+    except Exception as exc:  # a driver is there: CUDA's own words say what is wrong
+        return None, f"no usable CUDA device ({exc})"
     if count < 1:
         return None, "no CUDA device"
     return cupy, None
@@ -54,6 +72,17 @@ def failed_call(exc: BaseException) -> str:
     """The call to name in a record for CuPy's CUDA error ``exc``: an out-of-memory error
     comes from an allocation (cudaMalloc); any other from a CUDA call CuPy does not name."""
     return "cudaMalloc" if type(exc).__name__ == "OutOfMemoryError" else "cuda"
+
+
+def held_bytes(arrays) -> int:
+    """GPU memory that ``arrays`` hold as CuPy's pool counts it (each allocation once, at its
+    rounded size; views share their base's); numpy arrays hold none."""
+    found = {}
+    for a in arrays:
+        mem = getattr(getattr(a, "data", None), "mem", None)
+        if mem is not None and type(a).__module__.startswith("cupy"):
+            found[id(mem)] = int(mem.size)
+    return sum(found.values())
 
 
 def available() -> bool:

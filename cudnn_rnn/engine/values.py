@@ -14,6 +14,7 @@ from collections import OrderedDict
 import numpy as np
 
 from cudnn_rnn.engine import dtypes
+from cudnn_rnn.engine.gpu import held_bytes
 from cudnn_rnn.engine.config import RNNConfig
 
 INITS = ("sample", "random")
@@ -62,9 +63,9 @@ class HostValues:
         return None
 
     def on_device(self) -> int:
-        """Bytes of GPU memory the kept sets hold (their weights, where drawn on a GPU)."""
-        return sum(a.nbytes for v, _n in self._items.values() for a in _arrays(v)
-                   if type(a).__module__.startswith("cupy"))
+        """Bytes of GPU memory the kept sets hold (their weights, where drawn on a GPU), as
+        CuPy's memory pool counts them."""
+        return held_bytes(a for v, _n in self._items.values() for a in _arrays(v))
 
     def put(self, key, value: dict) -> None:
         nbytes = sum(a.nbytes for a in _arrays(value))

@@ -16,19 +16,19 @@ speed-ups against the FP32 baseline are added by the runner, which has every cel
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 
 import numpy as np
 
 from cudnn_rnn.bindings.enums import ForwardMode, StatusV9, status_category
-from cudnn_rnn.check import kinks, reference
-from cudnn_rnn.check.verify import compare_with, expected, to_host
+from cudnn_rnn.check import kinks
+from cudnn_rnn.check.verify import compare_with
 from cudnn_rnn.bindings.errors import CudnnError
 from cudnn_rnn.engine import capture, readback, timing
 from cudnn_rnn.engine.gpu import cuda_errors
 from cudnn_rnn.engine.flow import FlowResult, RNNFlow
-from cudnn_rnn.engine.values import HostValues, values_key
+from cudnn_rnn.engine.values import HostValues
 from cudnn_rnn.matrix.record import Record
+from cudnn_rnn.matrix.references import ReferenceCache
 
 # Each timed call: its name, the call, and the outputs it writes (checked bit for bit
 # between a plain call and a replay of its CUDA graph).
@@ -56,63 +56,6 @@ def outcome_of(result: FlowResult, version_number: int) -> str:
     return f.status
 
 
-class ReferenceCache:
-    """Reference results shared by cells whose device inputs are the same values.
-
-    The flow draws its random inputs and weights from ``seed`` in a fixed order over
-    the weight entries cuDNN reports, then rounds them to the data type; so the data
-    type, the seed, the structural axes and the reported weight layout determine
-    every value. Cells that differ only in math type, math precision or algorithm
-    therefore share one float64 evaluation. Only results of at most ``max_bytes``
-    are kept, on the host, so the device memory in use stays flat between cells.
-    """
-
-    def __init__(self, size: int = 16, max_bytes: int = 64 << 20, device_bytes: int = 0):
-        self.size = size
-        self.max_bytes = max_bytes
-        self.device_bytes = device_bytes  # results this large may stay on the GPU
-        self._items: OrderedDict = OrderedDict()  # key -> (value, bytes held on the GPU)
-        self.hits = self.misses = 0
-
-    @staticmethod
-    def key(flow: RNNFlow) -> tuple:
-        """The reference depends on the values only
-        (:func:`~cudnn_rnn.engine.values.values_key`)."""
-        return values_key(flow.cfg, flow.entries, flow.init, flow.seed)
-
-    def get(self, flow: RNNFlow, xp=np):
-        k = self.key(flow)
-        if k in self._items:
-            self.hits += 1
-            self._items.move_to_end(k)
-            return self._items[k][0]
-        self.misses += 1
-        value = expected(flow.cfg, flow.host, xp, keep_on_device=True)
-        nbytes = _nbytes(value)
-        if xp is not np and nbytes <= self.device_bytes:
-            self._items[k] = (value, nbytes)
-        elif nbytes <= self.max_bytes:
-            value = to_host(value)
-            self._items[k] = (value, 0)
-        while self._items and (len(self._items) > self.size or self.on_device() > self.device_bytes):
-            self._items.popitem(last=False)
-        return value
-
-    def on_device(self) -> int:
-        return sum(n for _v, n in self._items.values())
-
-
-def _arrays(pair):
-    fwd, grads = pair
-    out = [fwd.y, fwd.hy, fwd.cy, grads.dx, grads.dhx, grads.dcx]
-    out += reference.flat_params(grads.dparams)
-    return [a for a in out if a is not None]
-
-
-def _nbytes(pair) -> int:
-    return sum(int(a.nbytes) for a in _arrays(pair))
-
-
 def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_it: bool = True,
              cache: ReferenceCache | None = None, seed: int = 1234,
              values: HostValues | None = None, kinds: tuple | None = None,
@@ -130,31 +73,53 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
     started = time.perf_counter()
     cfg = cell.config
     rec = Record.of(cell, lib.version_string, lib.resolved_path)
+    cache = cache or ReferenceCache(1)
     with RNNFlow(cfg, lib, device=device, init="random", seed=seed, values=values,
                  handle=handle) as flow:
-        result = flow.run()
-        rec.add_flow(result)
-        outcome = outcome_of(result, lib.version_number)
-        if outcome is None:
-            t0 = time.perf_counter()
-            on_gpu = flow.cp is not None
-            xp = flow.cp if on_gpu else np
-            got = readback.outputs(flow, on_gpu)
-            check = compare_with(cfg, (cache or ReferenceCache(1)).get(flow, xp), got)
-            if kinks.applies(cfg, check):  # ReLU gradients: allow cuDNN its side of zero
-                check = kinks.recheck(cfg, flow.host, got, check, xp)
-            passed = rec.add_check(check)
-            del got
-            rec.phase_s["verify"] = round(time.perf_counter() - t0, 4)
-            outcome = "OK" if passed else "WRONG_RESULT"
-            if passed and time_it:
-                t0 = time.perf_counter()
-                rec.timings, rec.graph_timings, rec.graph_refused = time_cell(
-                    flow, reps, warmup, kinds, budget_s, graphs)
-                rec.phase_s["time"] = round(time.perf_counter() - t0, 4)
-        rec.outcome = outcome
+        try:
+            result = run_stages(flow, cache)
+            rec.add_flow(result)
+            rec.outcome = outcome_of(result, lib.version_number)
+            if rec.outcome is None:
+                verify_and_time(rec, flow, cache, reps, warmup, time_it, kinds, budget_s, graphs)
+        finally:
+            cache.finish()  # a reference begun for a cell that failed: done before the next
     rec.duration_s = round(time.perf_counter() - started, 4)
     return rec
+
+
+def verify_and_time(rec: Record, flow: RNNFlow, cache: ReferenceCache, reps: int, warmup: int,
+                    time_it: bool, kinds, budget_s, graphs: bool) -> None:
+    """Compare a cell that passed every stage with its reference (its outcome: OK or
+    WRONG_RESULT); time a verified one (after its reference is finished, whoever began it)."""
+    cfg = flow.cfg
+    t0 = time.perf_counter()
+    on_gpu = flow.cp is not None
+    xp = flow.cp if on_gpu else np
+    got = readback.outputs(flow, on_gpu)
+    check = compare_with(cfg, cache.get(flow, xp), got)
+    if kinks.applies(cfg, check):  # ReLU gradients: allow cuDNN its side of zero
+        check = kinks.recheck(cfg, flow.host, got, check, xp)
+    passed = rec.add_check(check)
+    del got
+    rec.phase_s["verify"] = round(time.perf_counter() - t0, 4)
+    rec.outcome = "OK" if passed else "WRONG_RESULT"
+    if passed and time_it:
+        t0 = time.perf_counter()
+        rec.timings, rec.graph_timings, rec.graph_refused = time_cell(
+            flow, reps, warmup, kinds, budget_s, graphs)
+        rec.phase_s["time"] = round(time.perf_counter() - t0, 4)
+
+
+def run_stages(flow: RNNFlow, cache: ReferenceCache) -> FlowResult:
+    """The flow's stages; with a GPU, the reference of the flow's values begins in a thread as
+    soon as they are drawn (its ``weights`` stage), beside the device stages after it."""
+    if flow.cp is None:
+        return flow.run()
+    result = flow.run(until="weights")
+    if result.failure is None and "weights" in result.reached:
+        cache.start(flow, flow.cp)
+    return flow.run()
 
 
 def healthy(flow, exc: BaseException) -> None:

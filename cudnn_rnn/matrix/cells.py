@@ -84,7 +84,7 @@ def parse_value(axis: str, value, where: str):
     try:
         return enum_cls.parse(value)
     except (ValueError, KeyError):
-        names = ", ".join(m.short if hasattr(m, "short") else m.name for m in enum_cls)
+        names = ", ".join(m.short if hasattr(m, "short") else m.name for m in enum_cls.choices())
         raise SpecError(f"{where}: unknown {axis} value {value!r} (known: {names})") from None
 
 

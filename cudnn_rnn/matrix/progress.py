@@ -1,4 +1,4 @@
-"""A one-line progress bar on stderr: counts per outcome and an ETA."""
+"""A one-line progress bar on stderr: the cells that will run, counts per outcome, an ETA."""
 from __future__ import annotations
 
 import sys
@@ -29,6 +29,12 @@ class Progress:
             self._last = now
             self.render()
 
+    def leave_out(self, cells: int) -> None:
+        """Count ``cells`` fewer to run (variants whose base was refused: they never run)."""
+        self.total -= cells
+        if cells and self.done == self.total:
+            self.render()
+
     def line(self) -> str:
         elapsed = time.monotonic() - self.started
         rate = self._new / elapsed if elapsed > 0 else 0.0
@@ -38,9 +44,9 @@ class Progress:
         filled = int(width * self.done / self.total) if self.total else width
         bar = "#" * filled + "." * (width - filled)
         counts = " ".join(f"{k} {self.counts.get(k, 0)}" for k in SHOWN)
-        other = sum(v for k, v in self.counts.items() if k not in SHOWN)
+        counts += "".join(f" {k} {v}" for k, v in sorted(self.counts.items()) if k not in SHOWN)
         eta_text = "--:--" if eta == float("inf") else f"{int(eta // 60):d}:{int(eta % 60):02d}"
-        return (f"[{bar}] {self.done}/{self.total} | {counts} other {other} | "
+        return (f"[{bar}] {self.done}/{self.total} | {counts} | "
                 f"{rate:.1f} cells/s ETA {eta_text}")
 
     def render(self) -> None:

@@ -9,10 +9,11 @@ without it was written by cudnn-rnn 0.2 or earlier (schema 1, the same keys less
 
 Files are JSON Lines, safe against kill -9: each record is one ``write`` of a complete
 line followed by ``flush``, so a killed run leaves at most one torn last line;
-:func:`read_records` drops it (and :class:`ResultsFile` truncates it away before
-appending). ``fsync`` runs at most every :data:`FSYNC_INTERVAL_S` seconds and on close,
-which bounds what a machine crash (not a process kill) can lose without making thousands
-of descriptor-only cells wait on the disk.
+:func:`read_records` leaves it out and says so in one line on stderr (not while another
+process writes the run: its last line may be unfinished, see :mod:`.writer_lock`), and
+:class:`ResultsFile` truncates it away before appending. ``fsync`` runs at most every
+:data:`FSYNC_INTERVAL_S` seconds and on close, which bounds what a machine crash (not a
+process kill) can lose without making thousands of descriptor-only cells wait on the disk.
 
 A run committed to ``results/`` may keep its records gzipped (``<spec>.jsonl.gz``, made
 with ``gzip -n``; a grown matrix's 12 MB of records take 0.5 MB): :func:`read_records`
@@ -23,23 +24,26 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import zlib
 import os
+import sys
 import time
 import traceback
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cudnn_rnn.matrix import baseline
+from cudnn_rnn.matrix import writer_lock
 from cudnn_rnn.matrix.errors import MalformedResults
 from cudnn_rnn.matrix.jsontypes import (ANY, BOOL, INT, NAME, NON_NEG_INT, NUM, POS_INT,
                                         POS_NUM, STR, Dict, List, Obj, Opt, problem)
+# re-exported: the speeds read from a record live in .speed; their callers import them here
+from cudnn_rnn.matrix.speed import (TIMED_KINDS, add_speedup, objective_basis,  # noqa: F401
+                                    objective_ms, objective_replay_ms, objective_speedup,
+                                    ranked_timing, same_basis_ratio)
 
-SCHEMA = 4  # of each record; 2 added "schema" itself (0.3.0), 3 the graph timings (0.4.0),
-           # 4 "lengths"
+SCHEMA = 4  # of each record; 2 added "schema" (0.3.0), 3 graph timings (0.4.0), 4 "lengths"
 RUN_SCHEMA = 2  # of <spec>.run.json; 2 added the run's identity
 FSYNC_INTERVAL_S = 0.5
-TIMED_KINDS = ("forward_inference", "forward_training", "backward_data", "backward_weights")
 LOST = ("CRASH", "TIMEOUT", "ERROR")  # outcomes of a cell whose worker could not finish it
 
 TIMING = Obj({"median_ms": POS_NUM, "tflops": NUM, "min_ms": NUM, "max_ms": NUM, "q1_ms": NUM,
@@ -212,85 +216,6 @@ def _consistent(rec: dict, where: str) -> str | None:
     return None
 
 
-# --- reading a record (its JSON form) -------------------------------------------------------
-def ranked_timing(rec: dict, kind: str) -> tuple[dict | None, str | None]:
-    """The timing a record is ranked by for ``kind``, and which it is: the replays of the
-    call's CUDA graph (``"graph"``) where it was captured, else the plain calls
-    (``"plain"``); (None, None) when the call was not timed."""
-    g = (rec.get("graph_timings") or {}).get(kind)
-    if g:
-        return g, "graph"
-    t = (rec.get("timings") or {}).get(kind)
-    return (t, "plain") if t else (None, None)
-
-
-def same_basis_ratio(a_replay: float | None, a_plain: float | None,
-                     b_replay: float | None, b_plain: float | None) -> float | None:
-    """a's time over b's: replays over replays where both sides were captured, else plain
-    calls over plain calls, never one over the other; None where neither pair exists."""
-    if a_replay and b_replay:
-        return a_replay / b_replay
-    if a_plain and b_plain:
-        return a_plain / b_plain
-    return None
-
-
-def objective_ms(rec: dict, kinds: tuple, plain: bool = False) -> float | None:
-    """An objective's time (the calls ``kinds``, e.g. forward inference alone, or a training
-    step's three): the sum of each call's ranked timing (graph replays where captured, else
-    plain calls; only plain ones with ``plain``); None unless every call was timed."""
-    found = [(rec.get("timings") or {}).get(k) if plain else ranked_timing(rec, k)[0]
-             for k in kinds]
-    return None if None in found else sum(t["median_ms"] for t in found)
-
-
-def objective_basis(rec: dict, kinds: tuple) -> str | None:
-    """``graph`` when every call of the objective was captured, ``plain`` when none was,
-    else ``mixed``; the refusals are in the record's ``graph_refused``."""
-    found = {ranked_timing(rec, k)[1] for k in kinds}
-    return found.pop() if len(found) == 1 else "mixed"
-
-
-def objective_replay_ms(rec: dict, kinds: tuple) -> float | None:
-    """The objective's time in CUDA-graph replays; None unless every call was captured."""
-    return objective_ms(rec, kinds) if objective_basis(rec, kinds) == "graph" else None
-
-
-def objective_speedup(base: dict | None, rec: dict, kinds: tuple) -> float | None:
-    """The baseline's time over ``rec``'s for the objective (:func:`same_basis_ratio`;
-    replays count only where every call of the objective was captured)."""
-    if base is None:
-        return None
-    return same_basis_ratio(objective_replay_ms(base, kinds), objective_ms(base, kinds, True),
-                            objective_replay_ms(rec, kinds), objective_ms(rec, kinds, True))
-
-
-def _median(timings: dict | None, kind: str) -> float | None:
-    return ((timings or {}).get(kind) or {}).get("median_ms")
-
-
-def add_speedup(rec: dict, by_id: dict) -> None:
-    """Speed-up of a timed record over its FP32 baseline, when that was timed in this run
-    (``by_id``: this run's records so far; a baseline is its own, at 1.0), per call by
-    :func:`same_basis_ratio`."""
-    if not rec.get("timings"):
-        return
-    base_id = baseline.id_of(rec["id"])
-    rec["baseline_id"] = base_id
-    base = rec if base_id == rec["id"] else by_id.get(base_id)
-    if not base or not base.get("timings"):
-        rec["speedup"] = None
-        return
-    out = {}
-    for k in TIMED_KINDS:
-        ratio = same_basis_ratio(_median(base.get("graph_timings"), k),
-                                 _median(base.get("timings"), k),
-                                 _median(rec.get("graph_timings"), k), _median(rec.get("timings"), k))
-        if ratio is not None:
-            out[k] = round(ratio, 4)
-    rec["speedup"] = out
-
-
 def max_error(rec: dict) -> float | None:
     """The largest relative error of any output or gradient (None if not verified)."""
     errs = [v for v in (rec.get("errors") or {}).values() if v is not None]
@@ -308,7 +233,7 @@ def read_records(path: str | Path, schema=RECORD, what: str = "probe record"
 
     Every line that ends in a newline must be a record of ``schema`` (a
     :mod:`.jsontypes` check); bytes after the last newline are the torn tail of a
-    killed run and are ignored.
+    killed run: left out, with one line on stderr naming the file and the line.
     """
     p = Path(path)
     if not p.exists():
@@ -326,8 +251,9 @@ def read_records(path: str | Path, schema=RECORD, what: str = "probe record"
             raise MalformedResults(f"{p} is not a whole gzip file ({exc}); gzip the .jsonl "
                                    "again with gzip -n") from None
     good = data.rfind(b"\n") + 1
+    lines = data[:good].split(b"\n")[:-1]
     records = []
-    for number, line in enumerate(data[:good].split(b"\n")[:-1], start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -342,6 +268,9 @@ def read_records(path: str | Path, schema=RECORD, what: str = "probe record"
         if wrong:
             raise MalformedResults(f"{p}: line {number} is not a {what} ({wrong})")
         records.append(rec)
+    if good < len(data) and writer_lock.other_writer(p.parent) is None:
+        print(f"cudnn-rnn: {p}: line {len(lines) + 1} is torn (the run was cut mid-write); "
+              "that record is left out", file=sys.stderr)
     return records, good
 
 
@@ -354,19 +283,25 @@ def run_file(records_path: str | Path) -> Path:
 
 class ResultsFile:
     """Append-only writer of records (of ``schema``: each is checked before it is written,
-    so a file never holds a line its reader would refuse)."""
+    so a file never holds a line its reader would refuse), holding its folder's writer lock
+    (:mod:`.writer_lock`) from before it reads or truncates anything until it is closed."""
 
     def __init__(self, path: str | Path, resume: bool, schema=RECORD, what: str = "probe record"):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        writer_lock.hold(self.path.parent, tell=False)
         self.schema, self.what = schema, what
-        existing, good = read_records(self.path, schema, what) if resume else ([], 0)
-        if resume and self.path.exists() and self.path.stat().st_size != good:
-            with open(self.path, "r+b") as fh:
-                fh.truncate(good)
-        self.existing = existing
-        self._fh = open(self.path, "a" if resume else "w", encoding="utf-8")
-        self._last_sync = time.monotonic()
+        try:
+            existing, good = read_records(self.path, schema, what) if resume else ([], 0)
+            if resume and self.path.exists() and self.path.stat().st_size != good:
+                with open(self.path, "r+b") as fh:
+                    fh.truncate(good)
+            self._fh = open(self.path, "a" if resume else "w", encoding="utf-8")
+            writer_lock.announce(self.path.parent)  # what a refused second writer names
+        except BaseException:
+            writer_lock.release(self.path.parent)
+            raise
+        self.existing, self._last_sync = existing, time.monotonic()
 
     def write(self, record: dict) -> None:
         wrong = problem(record, self.schema, "the record")
@@ -383,6 +318,7 @@ class ResultsFile:
             self._fh.flush()
             os.fsync(self._fh.fileno())
             self._fh.close()
+            writer_lock.release(self.path.parent)
 
     def __enter__(self):
         return self

@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 
 from cudnn_rnn import __version__
+from cudnn_rnn.matrix import writer_lock
 from cudnn_rnn.matrix.errors import BadInput
 from cudnn_rnn.matrix.provenance import ROOT, slug
 from cudnn_rnn.matrix.record import run_file
@@ -73,13 +74,23 @@ def run_dir(identity: dict) -> Path:
     return machine_dir(identity["machine"]) / f"{identity['spec']}-{key}"
 
 
-def open_run(records: Path, meta: Path, identity: dict, overwrite: bool, read_meta
-             ) -> tuple[bool, dict | None]:
+def open_run(records: Path, meta: Path, identity: dict, overwrite: bool, read_meta,
+             force: bool = False) -> tuple[bool, dict | None]:
     """Whether the run recorded in ``records`` (with its ``meta`` file) continues:
     ``(resume, recorded meta)``. Nothing recorded yet, or ``overwrite``: a new run. A run of
     this identity: it continues. Anything else (another setup, or a meta file whose identity
     cannot be read) is refused with :class:`BadInput` naming the first difference, and is
-    left as it is. ``read_meta(path)`` returns the meta file's dict, or None."""
+    left as it is. ``read_meta(path)`` returns the meta file's dict, or None. ``overwrite``
+    of a folder holding committed records (:func:`committed_records`) needs ``force`` too.
+
+    First it takes the folder's writer lock (:mod:`.writer_lock`) for the rest of the
+    command: a run another process writes now is refused before anything is read or written."""
+    kept = committed_records(records.parent)
+    if overwrite and kept and not force:
+        raise BadInput(f"{records.parent} holds committed records ({', '.join(kept[:2])}): "
+                       "--overwrite would replace them; add --force to do so anyway, or "
+                       "give another --out")
+    writer_lock.hold(records.parent, tell=False)  # said when its records are opened
     recorded_any = (records.exists() and (records.is_dir() or records.stat().st_size)) \
         or meta.exists()
     if not recorded_any or overwrite:
@@ -92,6 +103,17 @@ def open_run(records: Path, meta: Path, identity: dict, overwrite: bool, read_me
                        " it is kept as it is: pass --out DIR for a new run, or --overwrite to "
                        "replace it")
     return True, recorded
+
+
+def committed_records(folder: Path) -> list[str]:
+    """The records in ``folder`` that belong to the committed runs: any ``*.jsonl`` or
+    archived ``*.jsonl.gz`` in the checkout's ``results/`` (by name, sorted)."""
+    results = (ROOT / "results").resolve()
+    where = Path(folder).resolve()
+    if where != results and results not in where.parents:
+        return []
+    return sorted(f.name for f in [*where.glob("*.jsonl"), *where.glob("*.jsonl.gz")]
+                  if f.is_file())
 
 
 def open_records(path: Path, resume: bool, **kwargs):
@@ -161,6 +183,9 @@ def add_options(parser, records: str) -> None:
                         help="continue this setup's run (the default; a run of another setup "
                              "is refused)")
     parser.add_argument("--overwrite", action="store_true", help=f"start {records} afresh")
+    parser.add_argument("--force", action="store_true",
+                        help="with --overwrite: replace even the committed records of a "
+                             "folder in results/")
 
 
 def output_dir(path: str | Path, flag: str = "--out") -> Path:

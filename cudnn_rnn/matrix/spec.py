@@ -45,7 +45,6 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from cudnn_rnn.bindings.enums import RNNAlgo
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.matrix import baseline
 from cudnn_rnn.matrix.cells import AXES, AXIS_DEFAULTS, Cell, SpecError, parse_value
@@ -192,8 +191,6 @@ def from_dict(data: dict, where: str = "<spec>") -> Spec:
         block_cells = []
         for combo in itertools.product(*(axes[a] for a in AXES), shapes):
             values = dict(zip(list(AXES) + ["shape"], combo))
-            if values["algo"] == RNNAlgo.COUNT:
-                raise SpecError(f"{bwhere}: COUNT is not an algorithm")
             s = values["shape"]
             try:
                 cfg = RNNConfig(

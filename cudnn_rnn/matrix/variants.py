@@ -78,3 +78,12 @@ def gated_out(cell: Cell, done: dict) -> bool:
     run (e.g. filtered out) runs."""
     base = done.get(cell.base) if cell.base else None
     return bool(base) and GATE_STAGE not in (base.get("stages") or [])
+
+
+def by_base(cells: list) -> dict:
+    """The variants among ``cells`` by the id of the cell each varies."""
+    out: dict = {}
+    for cell in cells:
+        if cell.base:
+            out.setdefault(cell.base, []).append(cell)
+    return out

@@ -1,26 +1,25 @@
 """Cells run in a separate worker process, so one that kills it cannot kill the matrix.
 
-The supervisor (:class:`Worker`) sends one cell at a time over a pipe. The worker first
-acknowledges the cell (``("started", id)``), then runs it and answers
-``("record", record, exiting)``. The acknowledgement is what ties a death to a cell: a
-worker that dies *before* acknowledging never started the cell, which then goes to a
-fresh worker; one that dies after it died on that cell, which is recorded as CRASH with
-the signal or exit status. If no record arrives within the per-cell timeout the worker
-is killed and the cell recorded as TIMEOUT.
+The supervisor (:class:`Worker`) sends one cell at a time over a pipe; the worker
+acknowledges it (``("started", id)``), runs it and answers ``("record", record, exiting)``.
+The acknowledgement ties a death to a cell: a worker that dies before it never started the
+cell, which goes to a fresh worker; one that dies after it died on that cell (CRASH, with
+the signal or exit status). With no record within the per-cell timeout the worker is killed
+and the cell is TIMEOUT.
 
 A worker retires after a cell whose outcome leaves its state in doubt, and says so with
-``exiting``: a CRASH (a CUDA error, which may be sticky: the context is checked after
-every cell on a GPU) or an ERROR (an exception of this tool's own code, recorded with its
-type and message: a bug to report, not a cuDNN outcome). The supervisor then waits for
-that process to end, so the next cell always starts in a live worker. Workers are
-started with ``spawn``: the parent never touches CUDA, the worker owns the only context.
+``exiting``: a CRASH (a CUDA error, which may be sticky: the context is checked after every
+cell on a GPU) or an ERROR (an exception of this tool's own code, recorded with its type and
+message: a bug to report, not a cuDNN outcome). The supervisor then waits for that process
+to end, so the next cell always starts in a live worker. Workers are started with ``spawn``:
+the parent never touches CUDA, the worker owns the only context.
 
 ``CUDNN_RNN_FAULT`` is a test hook that injects faults into the worker, each before or
 inside the cell whose id contains TEXT: ``crash:TEXT`` (SIGSEGV), ``abort:TEXT``,
 ``hang:TEXT`` (sleep forever), ``raise:TEXT`` (an exception inside the cell's run),
-``cuda:TEXT`` (a kernel that writes through a null pointer: a sticky CUDA error, on a
-GPU), ``exit:TEXT`` (the first worker exits between cells, before acknowledging TEXT),
-and ``slow:SECONDS`` (sleep before every cell).
+``cuda:TEXT`` (a kernel that writes through a null pointer: a sticky CUDA error, on a GPU),
+``exit:TEXT`` (the first worker exits between cells, before acknowledging TEXT), and
+``slow:SECONDS`` (sleep before every cell).
 """
 from __future__ import annotations
 
@@ -90,7 +89,8 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         from cudnn_rnn.engine.descriptors import Handle, live_objects
         from cudnn_rnn.engine.values import HostValues
         from cudnn_rnn.matrix import jobs
-        from cudnn_rnn.matrix.cell import ReferenceCache, run_cell
+        from cudnn_rnn.matrix.cell import run_cell
+        from cudnn_rnn.matrix.references import ReferenceCache
         from cudnn_rnn.matrix.record import Record
         from cudnn_rnn.matrix.seed_replay import replay
         lib = bindings.load(cudnn_path)
@@ -102,7 +102,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         missing = type(exc).__name__ == "LibraryNotFound"
         conn.send(("failed", f"{exc}" if missing else f"{type(exc).__name__}: {exc}", missing))
         return
-    cache = ReferenceCache(device_bytes=int(options.get("reference_device_bytes", 0)))
+    cache = ReferenceCache.for_worker(options)
     values = (HostValues(size=options.get("values_cache_size", 2))
               if options.get("reuse_values") else None)
     cupy = pool = handle = None
@@ -161,11 +161,11 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
                 rec.context_lost(f"the CUDA context is in error after this cell: {lost}")
         exiting = rec.outcome in ("CRASH", "ERROR")
         handle = _kept(handle, rec, exiting, bindings.errors.CudnnError)
-        # what the cell left alive (the worker's own handle is not the cell's)
-        # device memory in use after the cell, less the drawn weights kept for the next
+        # what the cell left alive (not the worker's handle, weights and references kept)
+        kept = cache.on_device() + (values.on_device() if values is not None else 0)
         rec.add_worker(live_objects() - (handle is not None),
-                       int(pool.used_bytes()) - (values.on_device() if values is not None else 0)
-                       if pool is not None and not exiting else None, os.getpid())
+                       int(pool.used_bytes()) - kept if pool is not None and not exiting else None,
+                       os.getpid())
         conn.send(("record", rec.as_json(), exiting))
         if exiting:
             return  # the next cell gets a fresh process
@@ -370,14 +370,15 @@ class Worker:
             self._drop(wait_s=30)
         return result
 
-    def close(self) -> None:
+    def close(self, wait_s: float = 10.0) -> None:
+        """Ask the worker to end, and kill it if it has not within ``wait_s`` (busy on a cell)."""
         if self.alive and self.conn is not None:
             try:
                 self.conn.send(None)
             except (OSError, BrokenPipeError):
                 pass
         if self.proc is not None:
-            self._drop(counted=False, wait_s=10)
+            self._drop(counted=False, wait_s=wait_s)
 
 
 def _setup(info: dict) -> tuple:

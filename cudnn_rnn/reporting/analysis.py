@@ -60,8 +60,11 @@ def shape_label(rec: dict) -> str:
 
 def fastest(records: list, *, cell: str | None = None, data_types=None, sample_only=True,
             kind: str = "forward_training") -> dict | None:
+    """The fastest verified cell of the product (not a variant: those change an axis of the
+    seed's configuration, and time only the variant calls), at the sample's shape unless
+    ``sample_only`` is False."""
     pool = [r for r in records if r["outcome"] == "OK" and fwd_ms(r, kind) is not None
-            and (cell is None or r["cell"] == cell)
+            and not r.get("varies") and (cell is None or r["cell"] == cell)
             and (data_types is None or r["data_type"] in data_types)
             and (not sample_only or is_sample_shape(r))]
     return min(pool, key=lambda r: (fwd_ms(r, kind), r["id"])) if pool else None

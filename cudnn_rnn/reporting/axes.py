@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from cudnn_rnn.matrix.record import config_label
+from cudnn_rnn.reporting.grid import outcome_words
 
 WORKS = ("OK", "SKIPPED")  # SKIPPED: every descriptor stage passed, no GPU to go further
 
@@ -35,14 +36,16 @@ def cause_text(group: dict) -> str:
 
 
 def outcomes_text(outcomes: dict) -> str:
-    """Outcome counts as the reports show them: ``NOT_SUPPORTED 48, OK 192``."""
-    return ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+    """Outcome counts as the reports show them: ``NOT_SUPPORTED 48, OK 192`` (SKIPPED as
+    :func:`~.grid.outcome_words` names it)."""
+    return ", ".join(f"{outcome_words(k)} {v}" for k, v in sorted(outcomes.items()))
 
 
 def value_of(rec: dict, axis: str) -> str:
     """How a variant's value on ``axis`` is shown."""
     if axis == "layers":
-        return f"{rec['shape']['layers']} layers"
+        n = rec["shape"]["layers"]
+        return f"{n} layer" + ("s" if n != 1 else "")
     if axis == "proj_size":  # a record without projection holds projSize = hiddenSize
         proj = rec.get("proj_size")
         return "none" if proj in (None, rec["shape"]["hidden"]) else f"projection {proj}"
@@ -99,6 +102,7 @@ def markdown(rows: list) -> list[str]:
         out.append(f"| {r['axis']} | {r['value']} | {r['variants']} | "
                    f"{outcomes_text(r['outcomes'])} | "
                    f"{r['broken_count']} | {len(r['fixed'])} |")
+    out.append("")
     for r in rows:
         for g in r["broken"]:
             algos = ", ".join(f"{a} {n}" for a, n in sorted(g["by_algo"].items()))

@@ -1,11 +1,12 @@
-"""How one record is shown in a grid: short text, long text, colour class."""
+"""How one record is shown in a grid: short text, long text, colour class; and a data type's
+grid that one refusal covers whole, said once."""
 from __future__ import annotations
 
 from cudnn_rnn.matrix.record import max_error, ranked_timing
 from cudnn_rnn.reporting.analysis import fwd_ms
 
 SHORT_STATUS = {"NOT_SUPPORTED": "NS", "BAD_PARAM": "BP", "WRONG_RESULT": "WRONG", "CRASH": "CRASH",
-                "TIMEOUT": "TIMEOUT", "SKIPPED": "skip", "INTERNAL_ERROR": "IE",
+                "TIMEOUT": "TIMEOUT", "SKIPPED": "desc OK", "INTERNAL_ERROR": "IE",
                 "EXECUTION_FAILED": "EF", "HOST_ERROR": "HOST"}
 SHORT_CALL = {
     "cudnnSetRNNDescriptor_v8": "SetRNN", "cudnnSetRNNDataDescriptor": "SetData",
@@ -29,12 +30,41 @@ LEGEND = [
                  "BwdD/BwdW cudnnRNNBackwardData_v8/Weights_v8"),
     ("`WRONG`", "every call succeeded but the numbers are outside the stated tolerance; "
                 "no speed is claimed"),
-    ("`skip`", "descriptor stages passed; device stages not run (no GPU)"),
+    ("`desc OK`", "passed the descriptor stages (device stages not run on this machine)"),
     ("`CRASH` / `TIMEOUT`", "the worker process died or hung on this cell, or the cell left "
                             "the CUDA context in error"),
     ("`ERROR`", "this tool's own code raised on this cell (a bug to report, not a cuDNN "
                 "outcome)"),
 ]
+
+
+LEGEND_CLASS = ("ok-fast", "ns", "bp", "wrong", "desc", "crash", "crash")  # LEGEND's colours
+# what an outcome is called in a report, where its name alone would mislead
+OUTCOME_WORDS = {"SKIPPED": "passed the descriptor stages"}
+DESCRIPTOR_ONLY = "device stages not run on this machine"
+
+
+def outcome_words(outcome: str) -> str:
+    """An outcome as the reports name it (SKIPPED: passed the descriptor stages)."""
+    return OUTCOME_WORDS.get(outcome, outcome)
+
+
+def one_refusal(records: list, data_type: str) -> dict | None:
+    """The refusal every cell of ``data_type``'s grid got, when one covers it whole (the
+    same outcome, call, status and reason: INT8 and FP8 on cuDNN 9), else None; its
+    ``text`` says it once in place of the grid."""
+    rows, cols, index = grid(records, data_type)
+    causes = {(r["outcome"], r.get("failed_call"), r.get("status"), r.get("reason"))
+              for r in index.values()}
+    if len(causes) != 1 or len(index) < 2:
+        return None
+    outcome, call, status, reason = causes.pop()
+    if outcome in ("OK", "SKIPPED", "WRONG_RESULT") or not call:
+        return None
+    text = (f"All {len(index)} cells ({len(rows)} math precision x math type rows, {len(cols)} "
+            f"algorithm x cell columns) are refused by `{call}` with `CUDNN_STATUS_{status}`"
+            + (f": `{reason}`." if reason else " (cuDNN logs no reason)."))
+    return {"call": call, "status": status, "reason": reason, "cells": len(index), "text": text}
 
 
 def short(rec: dict | None) -> str:
@@ -55,7 +85,9 @@ def short(rec: dict | None) -> str:
 
 
 def long(rec: dict) -> str:
-    lines = [rec["id"], f"outcome: {rec['outcome']}"]
+    o = rec["outcome"]
+    lines = [rec["id"], "outcome: " + (f"{outcome_words(o)} ({DESCRIPTOR_ONLY})"
+                                        if o in OUTCOME_WORDS else o)]
     if rec.get("failed_call"):
         lines.append(f"failed: {rec['failed_call']} -> CUDNN_STATUS_{rec.get('status')} "
                      f"({rec.get('status_code')})")
@@ -84,7 +116,7 @@ def css_class(rec: dict | None) -> str:
     if o == "OK":
         sp = (rec.get("speedup") or {}).get("forward_training") or 1.0
         return "ok-fast" if sp >= 1.5 else "ok" if sp >= 0.9 else "ok-slow"
-    return {"NOT_SUPPORTED": "ns", "BAD_PARAM": "bp", "WRONG_RESULT": "wrong", "SKIPPED": "skip",
+    return {"NOT_SUPPORTED": "ns", "BAD_PARAM": "bp", "WRONG_RESULT": "wrong", "SKIPPED": "desc",
             "CRASH": "crash", "TIMEOUT": "crash", "ERROR": "crash"}.get(o, "other")
 
 

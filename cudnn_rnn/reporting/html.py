@@ -3,10 +3,8 @@ from __future__ import annotations
 
 from html import escape
 
-from cudnn_rnn.reporting import grid as C
-from cudnn_rnn.reporting.axes import cause_text, outcomes_text
+from cudnn_rnn.reporting import constraints as cons, grid as C, markdown, mdhtml
 from cudnn_rnn.reporting.load import is_sample_shape
-from cudnn_rnn.reporting.markdown import PROVENANCE_KEYS
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1b1f24}
@@ -20,6 +18,14 @@ td.crash{background:#374151;color:#fff}td.skip{background:#f3f4f6;color:#6b7280}
 td.other{background:#fef3c7}td.none{background:#fff}
 .legend span{display:inline-block;padding:2px 8px;margin:2px;border:1px solid #c9d1d9}
 .prov td:first-child{font-weight:600}
+"""
+# matrix.html's own: each outcome's colour on grid cells and legend entries alike
+MATRIX_CSS = CSS + """
+.ok{background:#d8f3dc}.ok-fast{background:#95d5b2}.ok-slow{background:#e9f5db}
+.ns{background:#e5e7eb;color:#4b5563}.bp{background:#fde2c4}.wrong{background:#f8b4b4}
+.crash{background:#374151;color:#fff}.desc{background:#dbeafe;color:#1e3a8a}
+.other{background:#fef3c7}.none{background:#fff}
+.legend span{white-space:normal;max-width:60em}code{font-size:12px}details{margin:4px 0 12px}
 """
 
 
@@ -35,57 +41,17 @@ def grids(records: list) -> str:
     parts = []
     for dt in C.data_types(sample):
         rows, cols, index = C.grid(sample, dt)
-        head = "".join(f"<th>{escape(a)}<br>{escape(c)}</th>" for a, c in cols)
+        head = "".join(f"<th>{escape(a)} <br>{escape(c)}</th>" for a, c in cols)
         body = "".join(
             f"<tr><th>{escape(p)} / {escape(m)}</th>"
             + "".join(_cell(index.get((p, m, a, c))) for a, c in cols) + "</tr>" for p, m in rows)
-        parts.append(f"<h3>{escape(dt)}</h3><table><tr><th>prec / math</th>{head}</tr>{body}</table>")
+        table = f"<table><tr><th>prec / math</th>{head}</tr>{body}</table>"
+        refused = C.one_refusal(sample, dt)
+        if refused:  # said once; the grid stays one click away, each cell with its hover text
+            table = (f"<p>{mdhtml.inline(refused['text'])}</p><details><summary>the "
+                     f"{refused['cells']} cells</summary>{table}</details>")
+        parts.append(f"<h3>{escape(dt)}</h3>{table}")
     return "".join(parts)
-
-
-def product_tables(rows: list, wrong_groups: list) -> str:
-    """Every axis value across a product run, and the wrong results (:mod:`.product`)."""
-    out = ""
-    if rows:
-        body = "".join(
-            f"<tr><td>{escape(r['axis'])}</td><td>{escape(r['value'])}</td><td>{r['cells']}</td>"
-            f"<td>{escape(outcomes_text(r['outcomes']))}</td><td>"
-            + "<br>".join(escape(f"{cause_text(c)}: {c['count']}") for c in r["causes"])
-            + "</td></tr>" for r in rows)
-        out += ("<h2>Every axis value across the run</h2><table><tr><th>axis</th><th>value</th>"
-                f"<th>cells</th><th>outcomes</th><th>most common causes</th></tr>{body}</table>")
-    if wrong_groups:
-        body = "".join(
-            f"<tr><td>{escape(g['configuration'])}</td><td>{escape(g['cell'])}</td>"
-            f"<td>{escape(g['direction'])}</td><td>{g['count']}</td><td>{escape(g['outside'])}</td>"
-            f"<td>{escape(', '.join(f'{k} {v:.1e}' for k, v in sorted(g['largest_errors'].items())))}"
-            f"</td><td><code>{escape(g['example'])}</code></td></tr>" for g in wrong_groups)
-        out += ("<h2>Wrong results</h2><p>Every call returned SUCCESS, but the numbers did not "
-                "match the float64 reference within the stated tolerance.</p><table><tr>"
-                "<th>configuration</th><th>cell</th><th>direction</th><th>cells</th>"
-                f"<th>outside tolerance</th><th>largest errors</th><th>example</th></tr>{body}"
-                "</table>")
-    return out
-
-
-def axes_table(rows: list) -> str:
-    """Every other axis, one at a time (:mod:`.axes`): what each value broke, and why."""
-    if not rows:
-        return ""
-    body = "".join(
-        f"<tr><td>{escape(r['axis'])}</td><td>{escape(r['value'])}</td><td>{r['variants']}</td>"
-        f"<td>{escape(outcomes_text(r['outcomes']))}</td>"
-        f"<td>{r['broken_count']}</td><td>{len(r['fixed'])}</td><td>"
-        + "<br>".join(escape(f"{cause_text(g)}: {g['count']} ("
-                             + ", ".join(f"{a} {n}" for a, n in sorted(g['by_algo'].items()))
-                             + ")") for g in r["broken"])
-        + "</td></tr>" for r in rows)
-    return ("<h2>Every other axis, one at a time</h2><p>Each combination that got past "
-            "cudnnSetRNNDescriptor_v8, with one other axis changed. Broke: the combination worked "
-            "and the variant did not; fixed: the reverse (only a combination refused later, or "
-            "wrong, can show it).</p><table><tr><th>axis</th><th>value</th>"
-            "<th>variants</th><th>outcomes</th><th>broke</th><th>fixed</th><th>why (count by "
-            f"algorithm)</th></tr>{body}</table>")
 
 
 def other_cells(records: list) -> str:
@@ -143,44 +109,41 @@ def sweep_chart(sweep: dict) -> str:
     return "".join(svg) + f'<div class="legend">{legend}</div>'
 
 
-def render(result, analysis: dict, report: dict) -> str:
-    prov = result.provenance
-    prov_rows = "".join(f"<tr><td>{escape(label)}</td><td>{escape(str(prov[k]))}</td></tr>"
-                        for k, label in PROVENANCE_KEYS if prov.get(k))
-    prov_rows += (f"<tr><td>report</td><td>{escape(report['command'])} @ {escape(report['commit'])}"
-                  f", {escape(report['date'])}</td></tr>")
-    counts = ", ".join(f"{escape(k)} {v}" for k, v in analysis["counts"].items())
-    legend = "".join(f'<span class="{cls}" style="background:inherit"><b>{escape(k.replace("`", ""))}</b> '
-                     f'{escape(v)}</span>' for (k, v), cls in zip(C.LEGEND, ["ok"] * len(C.LEGEND)))
-    a = analysis["int8"]
-    seed = a.get("seed_cell") or {}
-    alt = a.get("alternative") or {}
-    int8 = (f"<p><b>INT8:</b> {a['ran']} of {a['cells']} INT8 cells ran. The seed's configuration "
-            f"stops at <code>{escape(str(seed.get('failed_call')))}</code> with "
-            f"<code>CUDNN_STATUS_{escape(str(seed.get('status')))}</code>"
-            + (f" ({escape(seed['reason'])})" if seed.get("reason") else " (cuDNN logs no reason)")
-            + ".</p>")
-    if alt:
-        speedup = "" if alt["speedup"] is None else f"{alt['speedup']:.2f}x FP32, "
-        int8 += (f"<p>Fastest verified alternative: <code>{escape(alt['config'])}</code>, "
-                 f"{speedup}max error {alt['max_error']:.1e}.</p>")
-    findings = "".join(f"<li>{escape(f)}</li>" for f in analysis["sweep"]["findings"])
+def legend() -> str:
+    """The grid's legend, each entry in its cell's colour."""
+    return '<p>Legend:</p><div class="legend">' + "".join(
+        f'<span class="{cls}"><b>{escape(k.replace("`", ""))}</b>: {mdhtml.inline(v)}</span>'
+        for (k, v), cls in zip(C.LEGEND, C.LEGEND_CLASS)) + "</div>"
+
+
+def support_matrix(title: str, records: list) -> str:
+    """The section of the grids: its heading, the coloured legend and one grid per data type."""
+    return (f"<h2>{escape(title)}</h2><p>One table per data type: rows math precision x math "
+            "type, columns algorithm x cell. Hover a cell for the failing call and cuDNN's "
+            "reason, or the timings and error.</p>" + legend() + grids(records))
+
+
+def render(result, analysis: dict, report: dict, md: str | None = None) -> str:
+    """matrix.html: every section of matrix.md (``md``, rendered here when not given), the
+    grids in colour with a hover text per cell, the sweep as a chart, and every other shape's
+    cells."""
+    if md is None:
+        md = markdown.render(result, analysis, report, cons.load())
+    body = []
+    for title, text in mdhtml.sections(md):
+        if title.startswith("The support matrix at the sample's shape"):
+            body.append(support_matrix(title, result.records))
+        elif title == "Why no tensor-op speed-up?":
+            heading, _, rest = text.partition("\n")
+            body.append(mdhtml.to_html(heading) + sweep_chart(analysis["sweep"])
+                        + mdhtml.to_html(rest))
+        else:
+            body.append(mdhtml.to_html(text))
+    body.append(other_cells(result.records))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>cuDNN RNN support matrix: {escape(result.label)}</title>
-<style>{CSS}</style></head><body>
-<h1>cuDNN RNN support matrix: {escape(result.label)}</h1>
-<p>{len(result.records)} cells. Outcomes: {counts}. Hover a cell for the failing call and
-cuDNN's reason, or the timings and error.</p>
-<table class="prov">{prov_rows}</table>
-<h2>Can this RNN run in INT8?</h2>{int8}
-<h2>Speed-up over FP32 across the shape sweep (forward training)</h2>
-{sweep_chart(analysis["sweep"])}
-<ul>{findings}</ul>
-<h2>The support matrix at 20 2 512 64</h2><div class="legend">{legend}</div>
-{grids(result.records)}
-{axes_table(analysis["axes"])}
-{product_tables(analysis["product"], analysis["wrong"])}
-{other_cells(result.records)}
+<style>{MATRIX_CSS}</style></head><body>
+{chr(10).join(b for b in body if b)}
 </body></html>
 """

@@ -66,12 +66,24 @@ def _jsonl_files(path: Path) -> list[Path]:
     if path.is_dir():
         files = [f for f in sorted([*path.glob("*.jsonl"), *path.glob("*.jsonl.gz")])
                  if f.is_file() and _is_probe_run(f)]
+        if not files and (path / "bench.jsonl").is_file():
+            raise BadInput(f"{path} holds a benchmark (bench.jsonl), not probe results: its "
+                           f"report is python -m cudnn_rnn.bench_report {path}")
         if not files:
             raise BadInput(f"{path} holds no probe results (<spec>.jsonl beside <spec>.run.json)")
         return files
     if not path.exists():
         raise BadInput(f"{path} does not exist (give a probe run's folder or its .jsonl file)")
+    if not _is_probe_run(path):
+        raise BadInput(f"{path} is a benchmark's records, not a probe run's: their report is "
+                       f"python -m cudnn_rnn.bench_report {path.parent}")
     return [path]
+
+
+def spec_name(path) -> str:
+    """The spec a records file belongs to, by its name (``default`` for default.jsonl.gz)."""
+    name = Path(path).name
+    return name[:-len(".gz")].rsplit(".", 1)[0] if name.endswith(".gz") else Path(name).stem
 
 
 def read_meta(jsonl: Path) -> dict | None:

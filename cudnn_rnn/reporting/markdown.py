@@ -41,11 +41,18 @@ def figure(x, spec=".2f", none=""):
     return none if x is None else format(x, spec)
 
 
+def outcomes_line(counts: dict) -> str:
+    """The outcome counts of a run in words (a descriptor-only cell says what it passed)."""
+    return ", ".join(f"{C.outcome_words(k)}" + (f" ({C.DESCRIPTOR_ONLY})" if k in C.OUTCOME_WORDS
+                                                 else "") + f" {v}" for k, v in counts.items())
+
+
 def int8_section(a: dict, version: str) -> list[str]:
+    """Can the seed's RNN run in INT8; nothing for a result set without INT8 cells."""
+    if a["cells"] == 0:
+        return []
     out = ["## Can this RNN run in INT8?", ""]
     seed = a["seed_cell"]
-    if a["cells"] == 0:
-        return out + ["This result set has no INT8 cell.", ""]
     if a["ran"] == 0:
         stop = a["where_int8_stops"][0] if a["where_int8_stops"] else None
         verdict = (f"**No.** On cuDNN {version}, every one of the {a['cells']} INT8 cells is refused"
@@ -71,9 +78,10 @@ def int8_section(a: dict, version: str) -> list[str]:
     if alt:
         out += ["", f"**The fastest verified alternative** for the seed's RNN_RELU at 20 2 512 64 is "
                     f"`{alt['config']}`: forward training {alt['forward_training_ms']:.3f} ms, "
-                    f"{alt['tflops']:.2f} TFLOPS, **{figure(alt['speedup'])}x** true FP32 "
-                    f"(inference {figure(alt['speedup_inference'])}x), largest relative error "
-                    f"against float64 {alt['max_error']:.1e}."]
+                    f"{alt['tflops']:.2f} TFLOPS, **{figure(alt['speedup'])}x** true FP32"
+                    + (f" (inference {figure(alt['speedup_inference'])}x)"
+                       if alt["speedup_inference"] is not None else "")
+                    + f", largest relative error against float64 {alt['max_error']:.1e}."]
         rows = [(cell, v["config"], f"{v['forward_training_ms']:.3f}", figure(v["speedup"]),
                  f"{v['max_error']:.1e}") for cell, v in a["alternative_per_cell"].items() if v]
         if rows:
@@ -125,10 +133,10 @@ def _replay_note(s: dict) -> str:
 
 
 def tensor_op_section(sweep: dict, perf: list) -> list[str]:
-    out = ["## Why no tensor-op speed-up?", ""]
+    """The shape sweep's speed-ups; nothing for a result set without a timed sweep."""
     if not sweep["rows"]:
-        return out + ["This result set has no timed shape sweep (no GPU, or the sweep was "
-                      "filtered out).", ""]
+        return []
+    out = ["## Why no tensor-op speed-up?", ""]
     configs = sweep["configs"]
     rows = []
     for r in sweep["rows"]:
@@ -152,11 +160,17 @@ def tensor_op_section(sweep: dict, perf: list) -> list[str]:
 
 def data_type_tables(records: list) -> list[str]:
     sample = [r for r in records if is_sample_shape(r) and not r.get("varies")]
+    if not sample:
+        return []
     out = ["## The support matrix at the sample's shape (20 2 512 64)", "",
            "One table per data type: rows math precision x math type, columns algorithm x cell.",
            "", "Legend:", ""]
     out += [f"- {k}: {v}" for k, v in C.LEGEND] + [""]
     for dt in C.data_types(sample):
+        refused = C.one_refusal(sample, dt)
+        if refused:  # one line, not a grid repeating it in every cell
+            out += [f"### {dt}", "", refused["text"], ""]
+            continue
         rows, cols, index = C.grid(sample, dt)
         table = [[f"{p} / {m}"] + [C.short(index.get((p, m, a, c))) for a, c in cols]
                  for p, m in rows]
@@ -187,7 +201,7 @@ def render(result, analysis: dict, report: dict, constraints) -> str:
     counts = analysis["counts"]
     out = [f"# cuDNN RNN support matrix: {result.label}", "",
            f"{len(result.records)} cells from `{', '.join(report['sources'])}`. Outcomes: "
-           + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".", "",
+           + outcomes_line(counts) + ".", "",
            "FLOP count (NVIDIA RNN_example's): matrices-per-cell (2 RELU/TANH, 8 LSTM, 6 GRU) x 2 x "
            "directions x hidden^2 x seqLength x miniBatch x layers per pass. Times are medians of "
            "CUDA-event timed calls after warm-up; a cell is timed only after its outputs and "

@@ -1,6 +1,7 @@
 """The support-matrix report of a result set: ``matrix.md``, ``matrix.html``, ``summary.json``."""
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -45,6 +46,17 @@ def name(result: load.ResultSet) -> str:
                                   or result.records[0].get("cudnn_version"))
 
 
+def run_name(result: load.ResultSet) -> str:
+    """The default report folder of a result set: :func:`name`, its specs and a key of the
+    records read (``nvidia-h200-9.19.0-default+seed_int8-1a2b3c4d``), so reports of
+    different runs never share a folder, and the report of one run replaces only its own."""
+    specs = "+".join(dict.fromkeys(load.spec_name(p) for p in result.paths))
+    digest = hashlib.sha256()
+    for path in result.paths:
+        digest.update(Path(path).read_bytes())
+    return f"{name(result)}-{specs}-{digest.hexdigest()[:8]}"
+
+
 def write_report(result: load.ResultSet, out_dir: Path, command_line: str) -> list[Path]:
     """Write the three files into ``out_dir`` (which must exist); returns their paths.
     ``command_line`` is the command that made them (:func:`.provenance.command`)."""
@@ -52,8 +64,9 @@ def write_report(result: load.ResultSet, out_dir: Path, command_line: str) -> li
     info = report_info(command_line, result.paths)
     a = analyse(result, rules)
     md, page, js = (out_dir / f for f in FILES)
-    md.write_text(markdown.render(result, a, info, rules))
-    page.write_text(html.render(result, a, info))
+    text = markdown.render(result, a, info, rules)
+    md.write_text(text)
+    page.write_text(html.render(result, a, info, text))
     cells = sorted((compact(r) for r in result.records), key=lambda r: r["id"])
     summary = {"schema_version": SCHEMA_VERSION, "provenance": result.provenance, "report": info,
                "counts": a["counts"], "int8": a["int8"], "tensor_op_sweep": a["sweep"],

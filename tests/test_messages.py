@@ -1,0 +1,183 @@
+"""Messages that say what to do (issue 25): no driver, a Python without the packages, a
+folder given for a file, a benchmark given to the probe's report, --list with --report, the
+enum's end marker, the progress bar's count, the GPU suite without a GPU, committed records
+and --overwrite, and where the precision table and reports go."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cudnn_rnn.bindings.enums import RNNAlgo
+from cudnn_rnn.engine import gpu
+from cudnn_rnn.matrix import runs
+from cudnn_rnn.matrix.progress import Progress
+
+from .test_cli import assert_one_line_exit_2, run
+from .test_probe_cli import probe, records
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures"
+
+
+def test_without_a_driver_it_says_no_nvidia_driver_found():
+    """This machine has no NVIDIA driver: no CUDA sentence about an insufficient driver."""
+    if not gpu.driver_missing():
+        pytest.skip("an NVIDIA driver is installed here")
+    proc = run("cudnn_rnn.example", "20", "2", "512", "64", "0")
+    assert_one_line_exit_2(proc, "no NVIDIA driver found")
+    assert "insufficient" not in proc.stderr
+    listed = probe(Path("/nonexistent-never-written"), "--list", "--cell", "GRU", "--dtype", "INT8")
+    assert listed.returncode == 0
+    for line in subprocess.run([sys.executable, "-m", "pytest", "--co", "-q",
+                                "tests/test_messages.py"], cwd=ROOT, capture_output=True,
+                               text=True).stdout.splitlines()[:3]:
+        assert "insufficient" not in line and line.strip() != "CUDNN_RNN_NO_GPU="
+
+
+def test_the_test_header_shows_no_empty_setting():
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "tests/test_messages.py",
+                           "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "CUDNN_RNN_NO_GPU"})
+    assert "CUDNN_RNN_NO_GPU=" not in proc.stdout and "insufficient" not in proc.stdout
+
+
+def test_the_gpu_suite_without_a_gpu_fails_in_one_line():
+    if gpu.available():
+        pytest.skip("a GPU is here")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q",
+                           "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    out = [x for x in (proc.stdout + proc.stderr).splitlines() if x.strip()]
+    assert proc.returncode != 0 and len(out) == 1, out
+    assert "the GPU suite needs a usable GPU" in out[0]
+
+
+@pytest.mark.parametrize("module", ["cudnn_rnn.probe", "cudnn_rnn.report", "cudnn_rnn.tune",
+                                    "cudnn_rnn.bench", "cudnn_rnn"])
+def test_a_python_without_the_packages_says_what_to_install(module):
+    """``python -S`` leaves site-packages out: numpy and tabulate are missing."""
+    proc = subprocess.run([sys.executable, "-S", "-m", module, "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert_one_line_exit_2(proc, "lacks numpy and tabulate", ".venv", "pip install")
+
+
+def test_list_with_report_is_refused(tmp_path):
+    proc = probe(tmp_path / "o", "--list", "--report", "--cell", "GRU")
+    assert_one_line_exit_2(proc, "--list", "--report")
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_algorithm_end_marker_is_no_choice(tmp_path):
+    assert RNNAlgo.COUNT not in RNNAlgo.choices() and len(RNNAlgo.choices()) == 4
+    for value in ("COUNT", "CUDNN_RNN_ALGO_COUNT", "4"):
+        with pytest.raises(ValueError) as info:
+            RNNAlgo.parse(value)
+        assert "COUNT" not in str(info.value).split("choose from")[1]
+    proc = probe(tmp_path / "o", "--algo", "COUNT", "--list")
+    assert_one_line_exit_2(proc, "STANDARD, PERSIST_STATIC, PERSIST_DYNAMIC, PERSIST_STATIC_SMALL_H")
+    assert "COUNT)" not in proc.stderr and ", COUNT" not in proc.stderr
+    proc = run("cudnn_rnn.example", "20", "2", "512", "64", "0", "--algo", "COUNT")
+    assert_one_line_exit_2(proc, "unknown cudnnRNNAlgo_t value 'COUNT'")
+    assert ", COUNT" not in proc.stderr
+
+
+def test_the_progress_bar_counts_the_cells_that_will_run(tmp_path):
+    bar = Progress(10, stream=open(os.devnull, "w"))
+    bar.update("NOT_SUPPORTED")
+    bar.leave_out(6)  # the variants of a refused cell never run
+    assert bar.total == 4 and "1/4" in bar.line() and "other" not in bar.line()
+    proc = probe(tmp_path, "--cell", "GRU", "--dtype", "INT8,FLOAT", "--math-type", "DEFAULT")
+    assert proc.returncode == 0, proc.stderr
+    recorded = len(records(tmp_path / "default.jsonl"))
+    shown = re.findall(r"\] (\d+)/(\d+) \|", proc.stderr)
+    assert shown and shown[-1] == (str(recorded), str(recorded)), (shown, recorded)
+    assert all(int(total) >= recorded for _, total in shown)
+    assert "SKIPPED" in proc.stderr.splitlines()[-1] and "other" not in proc.stderr
+
+
+def test_weights_given_as_a_directory_say_so(tmp_path):
+    proc = run("cudnn_rnn.precision", "--weights", str(tmp_path), "--inputs",
+               str(FIX / "torch-rnn" / "gru-inputs.npy"), "--out", str(tmp_path / "o"))
+    assert_one_line_exit_2(proc, f"{tmp_path} is a directory", ".pt", ".safetensors", ".npz")
+    proc = run("cudnn_rnn.precision", "--weights", str(FIX / "torch-rnn" / "gru.npz"),
+               "--inputs", str(tmp_path), "--out", str(tmp_path / "o"))
+    assert_one_line_exit_2(proc, f"{tmp_path} is a directory", ".npy")
+    assert not (tmp_path / "o").exists()
+
+
+def test_report_of_a_benchmark_points_to_bench_report(tmp_path):
+    proc = run("cudnn_rnn.report", str(FIX / "bench-h200-919"), "--out", str(tmp_path / "o"))
+    assert_one_line_exit_2(proc, "python -m cudnn_rnn.bench_report")
+    proc = run("cudnn_rnn.report", str(FIX / "bench-h200-919" / "bench.jsonl"),
+               "--out", str(tmp_path / "o"))
+    assert_one_line_exit_2(proc, "python -m cudnn_rnn.bench_report")
+    assert not (tmp_path / "o").exists()
+
+
+def test_reports_of_two_runs_never_share_a_folder(tmp_path):
+    home = {"CUDNN_RNN_HOME": str(tmp_path)}
+    for source in ("h200-919", "h200-914", "h200-919"):
+        assert run("cudnn_rnn.report", str(FIX / source), **home).returncode == 0
+    folders = sorted(p.name for p in (tmp_path / "reports").iterdir())
+    assert len(folders) == 2, folders  # the same run again replaces only its own report
+    assert all(re.fullmatch(r"nvidia-h200-9\.1[49]\.0-default-[0-9a-f]{8}", f) for f in folders)
+    both = tmp_path / "both"
+    shutil.copytree(FIX / "h200-919", both)
+    shutil.copy(FIX / "refused-h200-919" / "default.jsonl", both / "other.jsonl")
+    assert run("cudnn_rnn.report", str(both), **home).returncode == 0
+    assert any("-default+other-" in p.name for p in (tmp_path / "reports").iterdir())
+
+
+def test_an_overwrite_of_committed_records_needs_force(tmp_path, monkeypatch):
+    """The checkout's results/ holds committed runs: --overwrite alone is refused."""
+    committed = ROOT / "results" / "no-gpu" / "9.28.0"
+    before = {p.name: p.read_bytes() for p in committed.iterdir()}
+    proc = probe(committed, "--overwrite", "--cell", "GRU", "--dtype", "INT8")
+    assert_one_line_exit_2(proc, "holds committed records", "default.jsonl.gz", "--force")
+    assert {p.name: p.read_bytes() for p in committed.iterdir() if p.name in before} == before
+    assert set(p.name for p in committed.iterdir()) == set(before)  # not even a lock file
+    assert runs.committed_records(committed) == ["default.jsonl.gz", "seed_int8.jsonl"]
+    assert runs.committed_records(tmp_path) == []
+
+
+def test_the_precision_tables_default_folder_is_a_run_folder(tmp_path, monkeypatch):
+    from cudnn_rnn import precision
+    monkeypatch.setenv("CUDNN_RNN_HOME", str(tmp_path))
+    info = {"library": {"cudnn_version": "9.19.0", "library_path": "/x/libcudnn.so.9"},
+            "device": {"gpu": "NVIDIA H200", "compute_capability": "9.0",
+                       "driver_version": "580"}, "device_stages": True}
+    job = {"spec": {"model": str(ROOT / "cudnn_rnn" / "data" / "charlm" / "lstm.npz")},
+           "reps": 20, "budget_s": 0.1, "methods": ("max",)}
+    folder = precision._folder(None, info, job, "")
+    assert folder.parent.parent == tmp_path / "runs" and folder.name.startswith("precision-")
+    assert precision._folder(None, info, dict(job, reps=5), "") != folder
+    assert precision._folder(None, info, job, "gru") != folder
+    given = precision._folder(tmp_path / "out", info, job, "")
+    assert given == tmp_path / "out" / "nvidia-h200" / "9.19.0"
+    assert not (ROOT / "results" / "nvidia-h200" / "9.19.0" / ".writer.lock").exists()
+
+
+def test_the_makefile_says_where_make_precision_writes():
+    text = (ROOT / "Makefile").read_text()
+    rule = text.split("\nprecision:")[1].split("\n\n")[0]
+    assert rule.count("--out results") == 2
+    assert "python -m cudnn_rnn.precision` alone" in text
+    doc = json.dumps(text)  # the README names the make target that writes results/
+    assert doc and "make precision" in (ROOT / "README.md").read_text()
+
+
+def test_the_committed_runs_and_the_full_run_report_into_two_folders():
+    """``report results/nvidia-h200/9.19.0`` and ``make report
+    RESULTS=results/nvidia-h200/9.19.0/full``: two runs, two folders."""
+    from cudnn_rnn.reporting import load
+    from cudnn_rnn.reporting.matrix import run_name
+    seed = run_name(load.load(ROOT / "results" / "nvidia-h200" / "9.19.0"))
+    full = run_name(load.load(ROOT / "results" / "nvidia-h200" / "9.19.0" / "full"))
+    assert seed.startswith("nvidia-h200-9.19.0-default+seed_int8-")
+    assert full.startswith("nvidia-h200-9.19.0-full-") and seed != full

@@ -1,0 +1,72 @@
+"""CuPy's kernels compiled ahead by rehearsals in parallel processes (matrix/warmup.py): what
+is rehearsed, that the rehearsals really run in spawned processes, and that a marker skips
+them the next time. Without a GPU a cell's rehearsal fails (no device), which is reported
+and leaves no marker; the GPU machine measures what the rehearsal saves."""
+import numpy as np
+import pytest
+
+from cudnn_rnn import probe, precision
+from cudnn_rnn.charlm import network
+from cudnn_rnn.charlm.table import load_source
+from cudnn_rnn.matrix import warmup
+from cudnn_rnn.matrix.jobs import name_of
+
+DEVICE = {"gpu": "NVIDIA H200", "compute_capability": "9.0", "cupy": "14.2.0",
+          "cuda_runtime_cupy": "13.2"}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path / "kernels"))
+    return tmp_path / "kernels"
+
+
+def plan(*args):
+    return probe.plan(probe.build_parser().parse_args(list(args)))[1]
+
+
+def test_the_probe_rehearses_one_cell_per_data_type_cell_and_axis_value():
+    cells = plan("--dtype", "FLOAT,HALF", "--cell", "LSTM,GRU")
+    tasks = warmup.cell_tasks(cells, None, True)
+    chosen = [c for _name, params in tasks for c in params["cells"]]
+    assert {name for name, _ in tasks} == {name_of(warmup.rehearse_cells)}
+    assert 1 <= len(tasks) <= warmup.MAX_PROCESSES and len(chosen) <= 48
+    assert all(c.config.algo.name == "STANDARD" for c in chosen)
+    kinds = {(c.config.data_type.name, c.config.mode.name, c.axis) for c in chosen}
+    assert {("FLOAT", "LSTM", None), ("HALF", "GRU", None), ("FLOAT", "GRU", "direction")} <= kinds
+    assert len({c.id for c in chosen}) == len(chosen)
+
+
+def test_rehearsals_run_in_spawned_processes_and_a_marker_skips_them_next_time(cache):
+    empty = [(name_of(warmup.rehearse_cells), {"cells": [], "cudnn_path": None,
+                                               "graphs": True})] * 2
+    said = warmup.warm("test", DEVICE, empty)
+    assert said.startswith("CuPy's kernels compiled ahead: 2 rehearsals")
+    assert warmup.marker("test", DEVICE).is_file()
+    assert warmup.warm("test", DEVICE, empty) is None  # done before: nothing runs
+    assert warmup.warm("test", dict(DEVICE, cupy="15.0.0"), empty) is not None  # another CuPy
+
+
+def test_a_failed_rehearsal_is_said_and_leaves_no_marker(cache, monkeypatch):
+    monkeypatch.setenv("CUDNN_RNN_NO_GPU", "1")
+    tasks = warmup.cell_tasks(plan("--dtype", "FLOAT", "--cell", "GRU", "--math-type", "FMA",
+                                   "--algo", "STANDARD"), None, True)
+    said = warmup.warm("cells", DEVICE, tasks[:1])
+    assert "1 of 1 rehearsals failed" in said and "NoGPU" in said
+    assert not warmup.marker("cells", DEVICE).exists()
+
+
+def test_the_precision_table_rehearses_each_8bit_format_and_part_on_a_small_batch():
+    job = {"spec": {"model": str(network.shipped("lstm"))}, "reps": 20, "budget_s": 0.1,
+           "methods": ("max", "mse")}
+    tasks = precision.rehearsals(job)
+    assert len(tasks) == 6 and {(p["formats"], p["parts"]) for _n, p in tasks} == {
+        ((f,), (p,)) for f in ("int8", "e4m3") for p in ("input", "recurrent", "both")}
+    params = tasks[0][1]
+    assert params["reps"] == 1 and params["methods"] == ("max", "mse")
+    src = load_source(params["spec"])
+    assert src.x.shape[:2] == precision.REHEARSAL_SIZE
+    assert src.x_calibration.shape[:2] == precision.REHEARSAL_SIZE
+    full = load_source(job["spec"])
+    assert full.x.shape[:2] == (network.EVAL_SEQ, network.EVAL_BATCH)
+    np.testing.assert_array_equal(src.x[:, 0], full.x[:16, 0])  # the same text, less of it
