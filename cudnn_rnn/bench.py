@@ -110,7 +110,7 @@ def main(argv=None) -> int:
         out_dir = out or runs.output_dir(runs.run_dir(identity), "the run folder")
         path, runs_path = out_dir / "bench.jsonl", out_dir / "bench.run.json"
         resume, recorded = runs.open_run(path, runs_path, identity, args.overwrite,
-                                         _run_file_or_none)
+                                         _run_file_or_none, force=args.force)
         results = runs.open_records(path, resume, schema=BENCH_RECORD,
                                     what="benchmark record")
         done = {r["id"] for r in results.existing}
