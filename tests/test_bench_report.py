@@ -119,3 +119,11 @@ def test_where_pytorchs_best_is_faster_the_report_names_its_cudnn_configuration(
     rec["torch"]["variants"][f"{dtype} eager"]["ms"] = ms(win) * 2
     assert report.shape_row(rec, runs[0])["behind_torch_best"] is None
     assert report.summarise([rec], runs)["targets"]["winner_vs_torch_best"]["met"] is True
+
+
+@pytest.mark.parametrize("run", ["9.19.0", "9.19.0/lowbit"])
+def test_the_committed_benchmark_reports_regenerate_as_committed(tmp_path, run):
+    """Every line of bench.md (bench_markdown's sections and the 8-bit one) from the
+    committed records, as committed."""
+    d = Path(__file__).resolve().parent.parent / "results" / "nvidia-h200" / run
+    assert report.write(d, tmp_path).read_text() == (d / "bench.md").read_text()
