@@ -280,13 +280,15 @@ def verdict(row: dict) -> str:
 
 
 def gpu_column(m: Mutation, gpu: bool) -> str:
+    """The GPU tests listed for ``m``: run with --gpu (so among the failures), else named."""
     if not m.gpu:
         return "none listed"
-    return ("ran (above)" if gpu else "not run: ") + ("" if gpu else "<br>".join(m.gpu))
+    return "ran (above)" if gpu else "not run: " + "<br>".join(m.gpu)
 
 
 def table(rows: list[dict], gpu: bool = False) -> str:
-    lines = ["| mistake | file | caught by (failed) | GPU tests (--gpu) |", "|---|---|---|---|"]
+    lines = ["| mistake | file | caught by (failed) | GPU tests (--gpu) |",
+             "|---|---|---|---|"]
     lines += [f"| {r['mutation'].mistake} | `{r['mutation'].path}` | {verdict(r)} | "
               f"{gpu_column(r['mutation'], gpu)} |" for r in rows]
     return "\n".join(lines)
