@@ -19,8 +19,8 @@ calibrated on ``calibration`` or else on the inputs themselves, which the record
 4. the GEMM engine in FP16, then INT8 and FP8 E4M3 on each part (input, recurrent, both)
    with each calibration method (:func:`.rows.engine_row`).
 
-Each verified record gets its metrics (:func:`metrics`); :func:`summarise` picks the rows
-the table shows.
+Each verified record gets its metrics (:func:`metrics`); :func:`.summary.summarise` picks
+the rows the table shows.
 """
 from __future__ import annotations
 
