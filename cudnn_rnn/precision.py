@@ -23,9 +23,11 @@ from cudnn_rnn.charlm import network
 from cudnn_rnn.charlm.summary import summarise
 from cudnn_rnn.charlm.table import load_source, precision_table
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
+from cudnn_rnn.engine.gpu import NoGPU
 from cudnn_rnn.lowbit.calibration import METHODS
 from cudnn_rnn.matrix import provenance
 from cudnn_rnn.matrix.jobs import name_of
+from cudnn_rnn.matrix.worker import start_worker
 from cudnn_rnn.reporting import precision as report
 
 SHIPPED = ("lstm", "gru")
@@ -82,8 +84,6 @@ def main(argv=None) -> int:
     out_root = Path(args.out)
     if out_root.exists() and not out_root.is_dir():
         raise BadInput(f"--out {out_root} is a file; give a folder")
-    from cudnn_rnn.engine.gpu import NoGPU
-    from cudnn_rnn.matrix.worker import start_worker
     worker, info = start_worker(args.cudnn, {"reps": args.reps, "time": True})
     try:
         if not info["device_stages"]:

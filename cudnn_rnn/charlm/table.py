@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cudnn_rnn import bindings
+from cudnn_rnn.bindings import cublaslt
 from cudnn_rnn.charlm import corpus, files, network, statedict
 from cudnn_rnn.charlm.rows import cudnn_row, engine_row
 from cudnn_rnn.check import reference
@@ -213,7 +214,6 @@ def precision_table(spec: dict, reps: int = 20, warmup: int = 1, budget_s: float
 
 
 def _cublaslt() -> dict | None:
-    from cudnn_rnn.bindings import cublaslt
     try:
         return cublaslt.load().describe()
     except Exception as exc:  # the engine's rows then carry the same failure
