@@ -258,11 +258,11 @@ def _shape_row(r: dict) -> str:
     if not r["winner"]:
         nothing = [shape_name(r["shape"]), "nothing verified"]
         return row(nothing) + " |" * (len(SHAPE_COLUMNS) - len(nothing))
-    return row([cell(r) for _title, cell in SHAPE_COLUMNS])
+    return row([cell(r) for _heading, cell in SHAPE_COLUMNS])
 
 
 def _group_table(rows: list[dict]) -> list[str]:
-    return (header([title for title, _cell in SHAPE_COLUMNS]) + [_shape_row(r) for r in rows]
+    return (header([heading for heading, _cell in SHAPE_COLUMNS]) + [_shape_row(r) for r in rows]
             + ["", SHAPES_NOTE])
 
 
