@@ -262,8 +262,8 @@ def _shape_row(r: dict) -> str:
 
 
 def _group_table(rows: list[dict]) -> list[str]:
-    return (header([heading for heading, _cell in SHAPE_COLUMNS]) + [_shape_row(r) for r in rows]
-            + ["", SHAPES_NOTE])
+    headings = [heading for heading, _cell in SHAPE_COLUMNS]
+    return header(headings) + [_shape_row(r) for r in rows] + ["", SHAPES_NOTE]
 
 
 def _table_order(r: dict) -> tuple:
