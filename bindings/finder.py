@@ -60,7 +60,7 @@ def pathfinder_candidate(libname: str) -> Candidate | None:
     """cuda-pathfinder's answer for ``libname`` ("cudnn", "cublasLt"), if it is installed
     and finds one (it loads the library into the process as it looks)."""
     try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
+        from cuda.pathfinder import load_nvidia_dynamic_lib  # optional: may not be installed
     except Exception:
         return None
     try:

@@ -67,7 +67,7 @@ def _preload_siblings(shim: str) -> None:
 def _preload_cublaslt() -> str | None:
     """Best effort: the STANDARD algorithm dlopens cuBLASLt at run time."""
     try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
+        from cuda.pathfinder import load_nvidia_dynamic_lib  # optional: may not be installed
         return load_nvidia_dynamic_lib("cublasLt").abs_path
     except Exception:
         return None

@@ -21,6 +21,7 @@ from cudnn_rnn.bindings.enums import (DataType, DirectionMode, MathType, RNNAlgo
                             RNNDataLayout, RNNInputMode)
 
 from cudnn_rnn.engine import gpu, timing
+from cudnn_rnn.check.verify import compare
 from cudnn_rnn.cli import BadInput, OneLineParser, enum_arg, positive_int, run_main
 from cudnn_rnn.engine.config import SAMPLE_MODES, RNNConfig
 from cudnn_rnn.engine import readback
@@ -123,7 +124,6 @@ def main(argv=None) -> int:
         sums = readback.checksums(flow)
         verification = None
         if args.verify:
-            from cudnn_rnn.check.verify import compare
             verification = compare(cfg, flow.host, readback.outputs(flow))
         cp, stream = flow.cp, flow.stream
         t_fwd = timing.time_call(cp, stream, lambda: flow.forward(bindings.enums.ForwardMode.TRAINING),

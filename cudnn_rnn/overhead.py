@@ -19,12 +19,20 @@ import json
 import statistics
 import sys
 
+from tabulate import tabulate
+
+from cudnn_rnn.bench import default_run_dir
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_int, run_main
 from cudnn_rnn.compare.overhead import TARGET, measure_pair, merge_processes
+from cudnn_rnn.compare.pytorch import observe
 from cudnn_rnn.engine.config import RNNConfig
-from cudnn_rnn.matrix import provenance
+from cudnn_rnn.engine.gpu import NoGPU
+from cudnn_rnn.matrix import provenance, runs
 from cudnn_rnn.matrix.jobs import name_of
+from cudnn_rnn.matrix.record import config_label, write_json
+from cudnn_rnn.matrix.worker import start_worker
+from cudnn_rnn.reporting import bench as bench_report
 
 # float16 at the seed shape for every cell: where PyTorch's best (its float16 module,
 # captured) beat the bench's winner on the same configuration, this is the same call
@@ -80,9 +88,6 @@ def build_parser() -> OneLineParser:
 def _measure_in_one_process(args, requests: list[dict], observed: list[dict] | None):
     """One fresh worker process measures every pair; returns (rows, observed, worker info).
     PyTorch is observed (once) by the first process, after it has found a GPU."""
-    from cudnn_rnn.engine.gpu import NoGPU
-    from cudnn_rnn.compare.pytorch import observe
-    from cudnn_rnn.matrix.worker import start_worker
     worker, info = start_worker(args.cudnn, {"reps": args.reps})
     try:
         if not info["device_stages"]:
@@ -111,7 +116,6 @@ def _measure_in_one_process(args, requests: list[dict], observed: list[dict] | N
 def run(args, command_line: str) -> dict:
     """Observe PyTorch, then measure each pair in ``args.processes`` fresh worker processes,
     one after the other; returns the report dict."""
-    from cudnn_rnn.matrix import runs
     shapes = args.shape or [parse_shape(s) for s in DEFAULT_SHAPES]
     modes = {"inference": [False], "training": [True], "both": [False, True]}[args.mode]
     requests = [dict(s, training=t) for s in shapes for t in modes]
@@ -131,8 +135,6 @@ def run(args, command_line: str) -> dict:
 
 
 def table(report: dict) -> str:
-    from tabulate import tabulate
-    from cudnn_rnn.matrix.record import config_label
     rows = []
     for r in report["rows"]:
         s = r["shape"]
@@ -160,14 +162,10 @@ def _f3(v) -> str:
 
 
 def main(argv=None) -> int:
-    from cudnn_rnn.matrix import runs
-    from cudnn_rnn.reporting import bench as bench_report
-    from cudnn_rnn.matrix.record import write_json
     args = build_parser().parse_args(argv)
     out = runs.output_dir(args.out) if args.out is not None else None
     report = run(args, provenance.command("cudnn_rnn.overhead", argv))
     if args.save and out is None:
-        from cudnn_rnn.bench import default_run_dir
         out = runs.output_dir(default_run_dir(report["machine"]), "the run folder")
     if out is not None:
         write_json(out / "overhead.json", report)

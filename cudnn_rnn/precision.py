@@ -26,9 +26,11 @@ from cudnn_rnn.charlm import network
 from cudnn_rnn.charlm.summary import summarise
 from cudnn_rnn.charlm.table import load_source, precision_table
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
+from cudnn_rnn.engine.gpu import NoGPU
 from cudnn_rnn.lowbit.calibration import METHODS
 from cudnn_rnn.matrix import provenance, runs, warmup, writer_lock
 from cudnn_rnn.matrix.jobs import name_of
+from cudnn_rnn.matrix.worker import start_worker
 from cudnn_rnn.reporting import precision as report
 
 SHIPPED = ("lstm", "gru")
@@ -87,8 +89,6 @@ def main(argv=None) -> int:
     out_root = Path(args.out) if args.out is not None else None
     if out_root is not None and out_root.exists() and not out_root.is_dir():
         raise BadInput(f"--out {out_root} is a file; give a folder")
-    from cudnn_rnn.engine.gpu import NoGPU
-    from cudnn_rnn.matrix.worker import start_worker
     job = {"spec": spec, "reps": args.reps, "budget_s": args.budget, "methods": methods}
     worker, info = start_worker(args.cudnn, {"reps": args.reps, "time": True})
     try:

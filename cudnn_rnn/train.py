@@ -20,11 +20,15 @@ import sys
 import time
 from pathlib import Path
 
-
+from cudnn_rnn import bindings
 from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.bindings.errors import CudnnError
 from cudnn_rnn.charlm import corpus, network
 from cudnn_rnn.charlm.network import EVAL_BATCH, EVAL_SEQ
+from cudnn_rnn.charlm.train import TrainingFailed, train
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
+from cudnn_rnn.engine.gpu import cupy_or_raise, device_info
+from cudnn_rnn.matrix import provenance
 
 CELLS = {"lstm": RNNMode.LSTM, "gru": RNNMode.GRU}
 CALIBRATION_BATCH = 64
@@ -57,9 +61,6 @@ def stretches(text: str, count: int, length: int) -> str:
 
 
 def _provenance(command: str) -> dict:
-    from cudnn_rnn import bindings
-    from cudnn_rnn.engine.gpu import device_info
-    from cudnn_rnn.matrix import provenance
     return provenance.collect(bindings.load().describe(), device_info(), command)
 
 
@@ -68,7 +69,6 @@ def main(argv=None) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out} is a file; give a folder")
-    from cudnn_rnn.engine.gpu import cupy_or_raise
     cp = cupy_or_raise()
     try:
         text = corpus.load()
@@ -76,15 +76,12 @@ def main(argv=None) -> int:
         calibration = stretches(text.train, CALIBRATION_BATCH, EVAL_SEQ + 1)
     except ValueError as exc:
         raise BadInput(f"this interpreter's standard library cannot be the corpus: {exc}") from None
-    from cudnn_rnn.matrix.provenance import command
-    cmd = command("cudnn_rnn.train", argv)
+    cmd = provenance.command("cudnn_rnn.train", argv)
     made = {}
     for name in (CELLS if args.cell == "all" else [args.cell]):
         try:
             made[name] = _train_one(cp, name, args, text, heldout, cmd)
         except Exception as exc:  # noqa: BLE001 - reported in one line, nothing written
-            from cudnn_rnn.bindings.errors import CudnnError
-            from cudnn_rnn.charlm.train import TrainingFailed
             if not isinstance(exc, (TrainingFailed, CudnnError, cp.cuda.memory.OutOfMemoryError)):
                 raise
             print(f"cudnn_rnn.train: {name} did not train: {exc}; nothing was written",
@@ -103,7 +100,6 @@ def main(argv=None) -> int:
 
 def _train_one(cp, name: str, args, text, heldout: str, cmd: str) -> tuple:
     """One cell trained and evaluated: (the model with its meta, the log's lines)."""
-    from cudnn_rnn.charlm.train import train
     inputs, targets = corpus.batch(corpus.encode(heldout), EVAL_SEQ, EVAL_BATCH)
     prov = _provenance(cmd)
     settings = {k: getattr(args, k) for k in ("layers", "hidden", "embed", "seq", "batch",

@@ -120,3 +120,28 @@ def test_where_pytorchs_best_is_faster_the_report_names_its_cudnn_configuration(
     rec["torch"]["variants"][f"{dtype} eager"]["ms"] = ms(win) * 2
     assert report.shape_row(rec, runs[0])["behind_torch_best"] is None
     assert report.summarise([rec], runs)["targets"]["winner_vs_torch_best"]["met"] is True
+
+
+@pytest.mark.parametrize("run", ["9.19.0", "9.19.0/lowbit"])
+def test_the_committed_benchmark_reports_regenerate_as_committed(tmp_path, run):
+    """Every line of bench.md (bench_markdown's sections and the 8-bit one) from the
+    committed records, as committed."""
+    d = Path(__file__).resolve().parent.parent / "results" / "nvidia-h200" / run
+    assert report.write(d, tmp_path).read_text() == (d / "bench.md").read_text()
+
+
+def test_the_fp16_explanation_divides_each_step_rate_by_its_own_shapes_dense_rate():
+    """A shape below the FP16 target without a GEMM model beside one with a model (each
+    shape's dense rate is its own run's): the step GEMM's share is the modelled shape's."""
+    from cudnn_rnn.reporting.bench_markdown import _why_below
+    shape = {"cell": "LSTM", "layers": 2, "hidden": 2048, "batch": 128}
+    rows = [{"shape": dict(shape, seq_length=25), "fp16_gemm_fraction": 0.3,
+             "gemm_model": None, "dense_fp16_tflops": 800.0},
+            {"shape": dict(shape, seq_length=50), "fp16_gemm_fraction": 0.4,
+             "dense_fp16_tflops": 500.0,
+             "gemm_model": {"step_gemm_tflops": 100.0, "recurrent_share": 0.8,
+                            "fp16_over_model": 1.2}}]
+    text = _why_below(rows)
+    assert "Why 2048/128/25, 2048/128/50 (hidden/batch/seq) stay below 50%" in text
+    assert "one step's GEMM reaches 20% of the dense rate" in text
+    assert "the steps are 80% of the GEMM-only model's time. cuDNN runs 1.20×" in text

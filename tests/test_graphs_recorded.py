@@ -146,7 +146,7 @@ def test_where_the_overhead_check_ran_the_same_call_the_report_cites_it(bench):
     moved to the shape in question) says what the same call took on both sides."""
     import copy
     import json
-    from cudnn_rnn.reporting import bench_markdown
+    from cudnn_rnn.reporting import bench_pytorch
     row = next(r for r in bench["shapes"] if r["behind_torch_best"])
     s = row["shape"]
     recorded = json.loads((FIX / "overhead" / "overhead-7444781.json").read_text())
@@ -155,10 +155,10 @@ def test_where_the_overhead_check_ran_the_same_call_the_report_cites_it(bench):
                              hidden=s["hidden"], batch=s["batch"], dtype="float16")
     measured["training_mode"] = False
     measured["captured"] = {"ours_ms": 0.2, "torch_ms": 0.19, "ratio": 1.05}
-    lines = bench_markdown._behind([row], {"target": recorded["target"], "rows": [measured]})
+    lines = bench_pytorch.behind([row], {"target": recorded["target"], "rows": [measured]})
     assert f"ours / PyTorch's {measured['ratio']:.3f} plain, 1.050 CUDA-graph-captured" in lines[0]
     nothing = {"target": recorded["target"], "rows": []}
-    assert "ran PyTorch's own call" not in bench_markdown._behind([row], nothing)[0]
+    assert "ran PyTorch's own call" not in bench_pytorch.behind([row], nothing)[0]
 
 
 def test_a_same_configuration_gap_that_the_side_by_side_check_does_not_see_is_put_down_to_timing(
@@ -170,7 +170,7 @@ def test_a_same_configuration_gap_that_the_side_by_side_check_does_not_see_is_pu
     does not."""
     import copy
     import json
-    from cudnn_rnn.reporting import bench_markdown
+    from cudnn_rnn.reporting import bench_pytorch
     overhead = json.loads((FIX / "overhead" / "overhead-6272c89.json").read_text())
     cited = 0
     for r in bench["shapes"]:
@@ -178,8 +178,8 @@ def test_a_same_configuration_gap_that_the_side_by_side_check_does_not_see_is_pu
         if not b or b["same_config_ms"] is None:
             continue
         (q1, q3), (t1, t3) = b["same_config_q"], b["torch_q"]
-        line = bench_markdown._behind([r], overhead)[0]
-        row = bench_markdown._same_call(r, b, overhead)
+        line = bench_pytorch.behind([r], overhead)[0]
+        row = bench_pytorch.same_call(r, b, overhead)
         apart = not (q1 <= t3 and t1 <= q3)
         parity = row is not None and row["captured"]["ratio"] <= overhead["target"]
         assert ("not in the call" in line) == (apart and parity)
@@ -189,5 +189,5 @@ def test_a_same_configuration_gap_that_the_side_by_side_check_does_not_see_is_pu
             slower = copy.deepcopy(overhead)
             next(x for x in slower["rows"] if x["shape"] == row["shape"]
                  and not x.get("training_mode"))["captured"]["ratio"] = overhead["target"] + 0.02
-            assert "not in the call" not in bench_markdown._behind([r], slower)[0]
+            assert "not in the call" not in bench_pytorch.behind([r], slower)[0]
     assert cited >= 3  # the RNN_RELU, RNN_TANH and GRU seed shapes were measured side by side

@@ -76,44 +76,44 @@ def test_a_pair_skipped_in_any_process_is_not_reported_as_measured(two_processes
 
 
 def test_the_bench_report_says_what_the_range_is(two_processes):
-    from cudnn_rnn.reporting import bench_markdown as report
+    from cudnn_rnn.reporting import bench_overhead as report
     rows = measuring.merge_processes(two_processes)
     ratios = [r["ratio"] for r in rows]
     multi = {"target": 1.03, "processes": 2, "rounds": 7, "rows": rows,
              "worst_ratio": max(ratios), "median_ratio": 1.0,
              "worst_single_process": max(p["ratio"] for r in rows for p in r["processes"]),
              "provenance": {}}
-    text = "\n".join(report._overhead_lines(multi))
+    text = "\n".join(report.overhead_lines(multi))
     assert "median over 2 fresh processes" in text and "range over processes" in text
     single = json.loads(RUNS[1].read_text())
-    text = "\n".join(report._overhead_lines(single))
+    text = "\n".join(report.overhead_lines(single))
     assert "one process" in text and "range over rounds" in text
     assert "the same as PyTorch's on every measured row" in text  # its arguments all matched
 
 
 def test_the_host_ahead_ratio_is_reported_and_marked_when_the_host_fell_behind():
-    from cudnn_rnn.reporting import bench_markdown as report
+    from cudnn_rnn.reporting import bench_overhead as report
     recorded = json.loads((FIXTURES / "overhead" / "overhead-7444781.json").read_text())
     queued = [r["queued_ratio"] for r in recorded["rows"]]
-    text = "\n".join(report._overhead_lines(recorded))
+    text = "\n".join(report.overhead_lines(recorded))
     assert f"Host-ahead ratios span {min(queued):.3f}–{max(queued):.3f}" in text
     assert "median over 3 fresh processes" in text and "(host fell behind)" not in text
     row = recorded["rows"][0]
     behind = dict(row, queued=dict(row["queued"], host_ahead=False))
-    assert report._host_ahead(behind) == f"{row['queued_ratio']:.3f} (host fell behind)"
+    assert report.host_ahead(behind) == f"{row['queued_ratio']:.3f} (host fell behind)"
 
 
 def test_graph_captured_pairs_are_reported_and_refusals_say_why():
-    from cudnn_rnn.reporting import bench_markdown as report
+    from cudnn_rnn.reporting import bench_overhead as report
     recorded = json.loads((FIXTURES / "overhead" / "overhead-7444781.json").read_text())
     rows = [r for r in recorded["rows"] if "ratio" in r]
     rows[0]["captured"] = {"ours_ms": 0.2, "torch_ms": 0.25, "ratio": 0.8}
     rows[1]["captured"] = {"skipped": "ours: CUDA ended the capture: X"}
-    text = "\n".join(report._overhead_lines(recorded))
+    text = "\n".join(report.overhead_lines(recorded))
     s = rows[0]["shape"]
     assert f"{s['cell']} {s['hidden']}/{s['batch']} {s['dtype']}" in text and " 0.800" in text
     assert "not captured: " in text and "CUDA ended the capture: X" in text
-    assert "CUDA-graph-captured" not in "\n".join(report._overhead_lines(
+    assert "CUDA-graph-captured" not in "\n".join(report.overhead_lines(
         json.loads((FIXTURES / "overhead" / "overhead-7444781.json").read_text())))
 
 

@@ -96,7 +96,7 @@ def _safetensors(p: Path) -> dict:
 
 def _torch(p: Path) -> dict:
     try:
-        import torch
+        import torch  # optional and heavy: only a .pt file needs PyTorch
     except ImportError:
         raise BadModel(f"{p}: reading .pt needs PyTorch, which is not importable here; "
                        f"save the state_dict as .safetensors or .npz") from None

@@ -22,8 +22,8 @@ calibrated on ``calibration`` or else on the inputs themselves, which the record
    method that gave the GEMM engine its best task metric (the two engines compute one
    function on one plan: the same twin verifies both).
 
-Each verified record gets its metrics (:func:`metrics`); :func:`summarise` picks the rows
-the table shows.
+Each verified record gets its metrics (:func:`metrics`); :func:`.summary.summarise` picks
+the rows the table shows.
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cudnn_rnn import bindings
+from cudnn_rnn.bindings import cublaslt
 from cudnn_rnn.charlm import corpus, files, network, statedict
 from cudnn_rnn.charlm.rows import cudnn_row, engine_row
 from cudnn_rnn.check import reference
@@ -246,7 +247,6 @@ def best_method(records: list, fmt: str, part: str) -> str | None:
 
 
 def _cublaslt() -> dict | None:
-    from cudnn_rnn.bindings import cublaslt
     try:
         return cublaslt.load().describe()
     except Exception as exc:  # the engine's rows then carry the same failure

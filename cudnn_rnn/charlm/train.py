@@ -80,7 +80,7 @@ def train(cell: RNNMode, train_codes: np.ndarray, *, layers: int, hidden: int, e
 
 def _loop(cp, flow, cfg, train_codes, *, vocab, steps, lr, clip, seed, log, log_every):
     """The steps; (log rows, (embedding, decoder weight, decoder bias) on the GPU)."""
-    import cupyx  # importable wherever cupy is
+    import cupyx  # here: this module is imported without a GPU; cupyx comes with cupy
 
     T, B, E, H = cfg.seq_length, cfg.mini_batch, cfg.input_size, cfg.hidden_size
     space = flow.sizes["weight_space"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.bindings.enums import RNNBiasMode, RNNInputMode, RNNMode
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.weights import PROJECTION_ID
@@ -64,7 +64,7 @@ class Gradients:
 def array_module(a):
     """numpy, or cupy for a cupy array: the reference runs in float64 on either."""
     if type(a).__module__.split(".")[0] == "cupy":
-        import cupy
+        import cupy  # here, not at the top: already imported wherever a cupy array exists
         return cupy
     return np
 
@@ -77,7 +77,6 @@ def _sigmoid(a):
 def random_params(cfg: RNNConfig, rng: np.random.Generator, scale: float | None = None) -> list:
     """Random weights of the shapes cuDNN uses (for tests that need no library)."""
     s = scale if scale is not None else 1.0 / np.sqrt(cfg.hidden_size)
-    from cudnn_rnn.bindings.enums import RNNBiasMode, RNNInputMode
     u = lambda *shape: rng.uniform(-s, s, size=shape)  # noqa: E731
     has_w_bias = cfg.bias_mode in (RNNBiasMode.SINGLE_INP_BIAS, RNNBiasMode.DOUBLE_BIAS)
     has_r_bias = cfg.bias_mode in (RNNBiasMode.SINGLE_REC_BIAS, RNNBiasMode.DOUBLE_BIAS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cudnn_rnn.engine.timing import tflops
+from cudnn_rnn.engine.timing import tflops, time_call
 from cudnn_rnn.matrix.jobs import job
 
 DENSE = ({"dtype": "float16", "m": 8192, "n": 8192, "k": 8192},
@@ -20,8 +20,7 @@ DENSE = ({"dtype": "float16", "m": 8192, "n": 8192, "k": 8192},
 def gemm_rate(dtype: str = "float16", m: int = 8192, n: int = 8192, k: int = 8192,
               reps: int = 20, warmup: int = 3) -> dict:
     """TFLOPS of one (``m`` × ``k``) · (``k`` × ``n``) matmul (2mnk floating-point operations)."""
-    import cupy as cp
-    from cudnn_rnn.engine.timing import time_call
+    import cupy as cp  # here: this module is imported, as a worker job, without a GPU
     rng = cp.random.default_rng(0)
     a = (rng.random((m, k), dtype=cp.float32) * 2 - 1).astype(dtype)
     b = (rng.random((k, n), dtype=cp.float32) * 2 - 1).astype(dtype)
@@ -38,7 +37,7 @@ def gemm_rate(dtype: str = "float16", m: int = 8192, n: int = 8192, k: int = 819
 
 def _compute_type(cp, dtype: str):
     try:
-        from cupy._core import _routines_linalg as linalg
+        from cupy._core import _routines_linalg as linalg  # CuPy's private helper, if any
         code = linalg.get_compute_type(np.dtype(dtype))
         names = {getattr(linalg, n): n for n in dir(linalg) if n.startswith("COMPUTE_TYPE_")}
         return names.get(code, code)

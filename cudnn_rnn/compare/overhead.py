@@ -12,10 +12,17 @@ from __future__ import annotations
 import statistics
 import time
 
+from cudnn_rnn import bindings
 from cudnn_rnn.bindings.enums import (DataType, DirectionMode, ForwardMode, MathType, RNNAlgo,
                                       RNNBiasMode, RNNDataLayout, RNNInputMode, RNNMode)
+from cudnn_rnn.bindings.errors import CudnnError
 from cudnn_rnn.bindings.library import mapped_paths
+from cudnn_rnn.check.verify import compare_with, expected
+from cudnn_rnn.compare.pytorch import DTYPES, build, graph_of, step_fn
+from cudnn_rnn.engine import capture, readback, timing
 from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.engine.flow import RNNFlow
+from cudnn_rnn.engine.gpu import cuda_errors
 from cudnn_rnn.matrix.jobs import job
 
 TARGET = 1.03  # ours / PyTorch's time on the same configuration, at most
@@ -82,13 +89,8 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
                  budget_s: float = 0.3) -> dict:  # pragma: no cover - needs a GPU and torch
     """Ours and PyTorch's time for the same cuDNN configuration (runs in the worker, whose
     libcudnn is the one already loaded)."""
-    import cupy as cp
-    import torch
-    from cudnn_rnn import bindings
-    from cudnn_rnn.check.verify import compare_with, expected
-    from cudnn_rnn.compare.pytorch import DTYPES, build, step_fn
-    from cudnn_rnn.engine import readback
-    from cudnn_rnn.engine.flow import RNNFlow
+    import cupy as cp  # here, not at the top: the parent imports this module without a GPU
+    import torch  # and without PyTorch
     lib = bindings.loaded() or bindings.load()  # the worker's, whatever --cudnn named
     cfg = config_from_settings(shape, settings)
     mode = ForwardMode[settings["fwdMode"]]
@@ -152,10 +154,6 @@ def _captured_pair(cp, flow, ours, theirs, reps: int, budget_s: float) -> dict:
     """Both sides as a user who captures them deploys them: each call in a CUDA graph
     (ours checked bit for bit against its plain call), replays timed on the same stream;
     ``{"skipped": why}`` when either side cannot be captured."""
-    from cudnn_rnn.compare.pytorch import graph_of
-    from cudnn_rnn.engine import capture
-    from cudnn_rnn.bindings.errors import CudnnError
-    from cudnn_rnn.engine.gpu import cuda_errors
     try:
         graph = capture.capture(flow, lambda f: ours())
         capture.check_replay(flow, lambda f: ours(), graph, capture.FORWARD_OUTPUTS)
@@ -176,7 +174,6 @@ def _captured_pair(cp, flow, ours, theirs, reps: int, budget_s: float) -> dict:
 def _alternating(cp, stream, ours, theirs, rounds: int, reps: int, budget_s: float) -> list:
     """(ours, theirs) :class:`~cudnn_rnn.engine.timing.Timing` per round, timed on one
     stream with the same method; which side goes first alternates, so drift cancels."""
-    from cudnn_rnn.engine import timing
     out = []
     for i in range(rounds):
         first, second = (ours, theirs) if i % 2 == 0 else (theirs, ours)

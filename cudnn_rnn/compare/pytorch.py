@@ -24,8 +24,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from cudnn_rnn.bindings.enums import DataType, DirectionMode, ForwardMode, MathType, RNNMode
 from cudnn_rnn.bindings.library import mapped_paths
+from cudnn_rnn.compare import apilog
+from cudnn_rnn.engine import timing
 from cudnn_rnn.matrix.jobs import job, name_of
+
+# torch and cupy are imported inside the functions that use them: PyTorch is optional and
+# heavy, cupy needs a GPU, and this module is imported without either (the tuner, reports)
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout
 MODULES = {"LSTM": ("LSTM", {}), "GRU": ("GRU", {}), "RNN_TANH": ("RNN", {"nonlinearity": "tanh"}),
@@ -90,7 +96,6 @@ def time_step(step, reps: int = 20, warmup: int = 3, budget_s: float | None = 1.
     CuPy's events), so PyTorch's side of a ratio is timed by the very code that times ours."""
     import cupy as cp
     import torch
-    from cudnn_rnn.engine import timing
     stream = cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
     return timing.time_call(cp, stream, step, reps, warmup, budget_s, min_reps).as_record()
 
@@ -193,7 +198,6 @@ def observe(requests: list[dict], timeout: float = 300.0) -> list[dict]:
     """The cuDNN settings of PyTorch's ``cudnnRNNForward`` for each request (keys of
     :func:`build` plus ``training``), from cuDNN's API log of one child process. Each
     result is :func:`.apilog.rnn_forward_settings` with enum names, or ``{"skipped": why}``."""
-    from cudnn_rnn.compare import apilog
     why = unavailable()
     if why:
         return [{"skipped": why} for _ in requests]
@@ -229,7 +233,6 @@ def observe(requests: list[dict], timeout: float = 300.0) -> list[dict]:
 
 def settings_label(settings: dict) -> str:
     """An observed configuration as DATA/PREC/MATH/ALGO (the records' names)."""
-    from cudnn_rnn.bindings.enums import MathType
     return (f"{settings['dataType']}/{settings['mathPrec']}/"
             f"{MathType[settings['mathMode']].short}/{settings['algo']}")
 
@@ -251,8 +254,6 @@ def observed_configs(configs: list) -> list[dict]:
 def _last_matching(forwards, req: dict) -> dict | None:
     """The settings of the last logged forward made for ``req``: same cell, sizes, layers,
     direction, data type, input dims and forward mode."""
-    from cudnn_rnn.bindings.enums import DataType, DirectionMode, ForwardMode, RNNMode
-    from cudnn_rnn.compare import apilog
     want_dtype = {v: k for k, v in DTYPES.items()}[req.get("dtype", "float32")]
     want = {"cellMode": RNNMode[req["cell"]], "hiddenSize": req["hidden"],
             "numLayers": req["layers"], "inputSize": req["input_size"],

@@ -55,7 +55,7 @@ def sequence_lengths(text: str, seq_length: int, mini_batch: int) -> tuple[int, 
     if kind == "random" and len(nums) == 2:
         low, seed = nums
         _check_length(low, seq_length, text)
-        import numpy as np
+        import numpy as np  # here: the probe's parent expands specs without loading numpy
         return tuple(int(v) for v in np.random.default_rng(seed).integers(
             low, seq_length + 1, size=mini_batch))
     if kind == "list" and nums:

@@ -79,7 +79,7 @@ def encode(values: np.ndarray, dt: DataType) -> np.ndarray:
     exactly a float64 too, so the bits are the same, in a fraction of the time. A cupy
     array is encoded on the GPU (these four types; any other through the host)."""
     if type(values).__module__.split(".")[0] == "cupy":
-        import cupy
+        import cupy  # here, not at the top: already imported wherever a cupy array exists
         if dt not in (DataType.FLOAT, DataType.DOUBLE, DataType.HALF, DataType.BFLOAT16):
             return cupy.asarray(encode(cupy.asnumpy(values), dt))
         return _encode_float(values, dt, cupy)
@@ -123,7 +123,7 @@ def decode(bits, dt: DataType):
     """Stored bits of ``dt`` → float64; a cupy array is decoded on the GPU."""
     xp = np
     if type(bits).__module__.split(".")[0] == "cupy":
-        import cupy as xp
+        import cupy as xp  # here: already imported wherever a cupy array exists
     bits = xp.asarray(bits)
     if dt in _NUMPY:
         return bits.astype(xp.float64)

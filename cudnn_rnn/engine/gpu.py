@@ -39,7 +39,7 @@ def _probe() -> tuple[object | None, str | None]:
     if missing:
         return None, missing
     try:
-        import cupy
+        import cupy  # here, once: whether it imports is what this function finds out
     except Exception as exc:  # ImportError, or a broken CUDA install
         return None, f"cupy is not importable ({type(exc).__name__}: {exc})"
     try:

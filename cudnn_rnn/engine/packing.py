@@ -8,6 +8,8 @@ is the dense (T, B, features) array itself.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 SEQUENCE_BUFFERS = ("x", "y", "dx", "dy", "y_inf")  # the (T, B, features) buffers
@@ -34,6 +36,5 @@ def unpack(rows, lengths, seq_length: int, fill: float = 0.0):
 
 
 def _xp(a):
-    import sys
-    cupy = sys.modules.get("cupy")
+    cupy = sys.modules.get("cupy")  # cupy's module only where cupy is loaded already
     return cupy.get_array_module(a) if cupy is not None else np

@@ -6,7 +6,7 @@ A pseudo-layer's input GEMM and recurrent GEMM each run in one precision of
 :class:`~cudnn_rnn.lowbit.model.QuantPlan` quantizes that GEMM ("int8", or "fp8" for
 E4M3), else the engine's float precision. Weights are converted here, once, by the host
 rules of :mod:`cudnn_rnn.lowbit.quant` (so the codes are exactly those the float64 model
-uses), and :attr:`Operands.seen` keeps, in float64, the weights as that GEMM sees them:
+uses), and :attr:`Operand.seen` keeps, in float64, the weights as that GEMM sees them:
 the reference run on :func:`seen_weights` isolates the error of rounding the activations.
 """
 from __future__ import annotations

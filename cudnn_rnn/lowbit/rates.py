@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from cudnn_rnn.bindings.cublaslt.errors import CublasLtError
 from cudnn_rnn.engine import timing
+from cudnn_rnn.engine.gpu import cupy_or_raise
 from cudnn_rnn.lowbit import kernels
 from cudnn_rnn.lowbit.gemm import Handle, Matmul, Shape
 from cudnn_rnn.matrix.jobs import job
@@ -42,7 +43,6 @@ def gemm_rate(cp, handle: Handle, precision: str, shape: Shape, reps: int, warmu
 def gemm_rates(sizes: list, precisions=PRECISIONS, reps: int = 30, warmup: int = 3) -> dict:
     """``{"rates": {"int8 MxNxK": rate or {"refused": ...}}, "library": ...}`` for every
     (M, N, K) of ``sizes`` (``out (M, N) = a (M, K) @ w.T``) and every precision."""
-    from cudnn_rnn.engine.gpu import cupy_or_raise
     cp = cupy_or_raise()
     handle = Handle()
     rates = {}

@@ -27,5 +27,5 @@ def is_baseline(rec: dict) -> bool:
 
 def id_of(cell_id: str) -> str:
     """The id of the baseline of the cell with id ``cell_id`` (the first four fields of a
-    cell id are :data:`AXES`, see :func:`cudnn_rnn.matrix.spec.cell_id`)."""
+    cell id are :data:`AXES`, see :func:`cudnn_rnn.matrix.cells.cell_id`)."""
     return "/".join(NAMES + tuple(cell_id.split("/")[len(NAMES):]))

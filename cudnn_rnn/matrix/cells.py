@@ -33,7 +33,8 @@ class Cell:
     block: str
     implicit: bool = False  # added only as the FP32 baseline of another cell
     # a variant: the id of the cell it varies, which must pass the descriptor stage for
-    # this one to run (see :func:`gated_out`); None for a cell of the block's product
+    # this one to run (see :func:`cudnn_rnn.matrix.variants.gated_out`); None for a cell
+    # of the block's product
     base: str | None = None
     axis: str | None = None  # a variant: the axis in which it differs from its base
 

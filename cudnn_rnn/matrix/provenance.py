@@ -66,7 +66,7 @@ def collect(library: dict, device: dict, command_line: str) -> dict:
     """One provenance block from the worker's library and device descriptions and the
     command line (:func:`command`)."""
     try:
-        import numpy
+        import numpy  # here: the probe's parent loads numpy only to name its version
         numpy_version = numpy.__version__
     except Exception:  # pragma: no cover
         numpy_version = None

@@ -121,7 +121,7 @@ class Record:
     # --- building ----------------------------------------------------------------------
     @classmethod
     def of(cls, cell, cudnn_version: str | None, library_path: str | None) -> "Record":
-        """The record of ``cell`` (a :class:`~cudnn_rnn.matrix.spec.Cell`) before it runs."""
+        """The record of ``cell`` (a :class:`~cudnn_rnn.matrix.cells.Cell`) before it runs."""
         cfg = cell.config
         varies = {"base": cell.base, "axis": cell.axis} if cell.base else None
         return cls(id=cell.id, block=cell.block, implicit=cell.implicit, **cfg.as_record(),

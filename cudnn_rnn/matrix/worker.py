@@ -27,6 +27,7 @@ import multiprocessing as mp
 import os
 import signal
 import time
+# project modules are imported in the functions that use them: see _worker_main's try
 
 FAULT_ENV = "CUDNN_RNN_FAULT"
 ACK_TIMEOUT_S = 60.0  # an idle worker acknowledges a cell at once; longer means it is gone
@@ -83,7 +84,7 @@ def _context_error(cupy) -> str | None:
 
 def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pragma: no cover - runs in the child
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when to stop
-    try:
+    try:  # imports too: a spawned worker reports a broken install over the pipe, in one line
         from cudnn_rnn import bindings
         from cudnn_rnn.engine import gpu
         from cudnn_rnn.engine.descriptors import Handle, live_objects
@@ -107,7 +108,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
               if options.get("reuse_values") else None)
     cupy = pool = handle = None
     if device:
-        import cupy
+        import cupy  # only where there is a GPU
         pool = cupy.get_default_memory_pool()
     cuda_errors = gpu.cuda_errors(cupy)
     info = {"cudnn_version": lib.version_string, "library_path": lib.describe()["library_path"]}

@@ -59,7 +59,7 @@ def run_name(result: load.ResultSet) -> str:
 
 def write_report(result: load.ResultSet, out_dir: Path, command_line: str) -> list[Path]:
     """Write the three files into ``out_dir`` (which must exist); returns their paths.
-    ``command_line`` is the command that made them (:func:`.provenance.command`)."""
+    ``command_line`` is the command that made them (:func:`cudnn_rnn.matrix.provenance.command`)."""
     rules = cons.load()
     info = report_info(command_line, result.paths)
     a = analyse(result, rules)

@@ -1,0 +1,120 @@
+"""One candidate of the GEMM engine, verified, captured and timed (lowbit.candidates.run_one)
+without a GPU: the engine is replaced, where run_one builds it, by its arithmetic on the
+host (tests/host_twin.HostEngine); the records, bounds, verification and capture check
+are the real ones. The engine on the GPU is tests/test_gpu_lowbit.py's."""
+import numpy as np
+import pytest
+
+from cudnn_rnn.bindings.enums import DirectionMode, RNNInputMode, RNNMode
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.lowbit import candidates as C
+from cudnn_rnn.lowbit import model
+
+from .host_twin import HOST_CUPY, HostEngine
+
+CFG = RNNConfig(seq_length=5, num_layers=2, hidden_size=16, mini_batch=4, input_size=8,
+                mode=RNNMode.LSTM, direction=DirectionMode.BIDIRECTIONAL)
+
+
+def _inputs(cfg, seed=2):
+    """run_one's arguments but the configuration: values, calibration, the reference."""
+    values = C.draw(cfg, seed)
+    cal = values["calibration"]
+    amaxes = model.calibrate(cfg, values["stacked"], cal["x"], cal["hx"], cal["cx"])
+    return values, amaxes, C.expected(HOST_CUPY, cfg, values["stacked"], values["io"])
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    return _inputs(CFG)
+
+
+@pytest.fixture
+def engines(monkeypatch):
+    """Every engine run_one builds is ``HostEngine`` (or the class a test sets), kept here."""
+    built = []
+
+    def install(cls=HostEngine):
+        def build(*args, **kw):
+            built.append(cls(*args, **kw))
+            return built[-1]
+        build.forward = cls.forward  # run_one captures Engine.forward
+        monkeypatch.setattr(C, "Engine", build)
+        return built
+    return install
+
+
+def _run(cfg, name, inputs, graphs=True):
+    values, amaxes, ref = inputs
+    return C.run_one(HOST_CUPY, cfg, C.parse(name), values, amaxes, ref, reps=3, warmup=1,
+                     budget_s=None, graphs=graphs)
+
+
+def test_errors_are_relative_norms_of_the_outputs_the_reference_has():
+    rng = np.random.default_rng(0)
+    ref = {"y": rng.standard_normal((3, 2, 4)), "hy": rng.standard_normal((2, 2, 4)),
+           "cy": None}
+    out = {"y": ref["y"] * 1.01, "hy": ref["hy"] + 0.1, "cy": np.ones(1)}
+    got = C.errors(out, ref)
+    assert set(got) == {"y", "hy"}
+    assert got["y"] == pytest.approx(0.01, rel=1e-9)
+    assert got["hy"] == pytest.approx(0.1 * np.sqrt(16) / np.linalg.norm(ref["hy"]), rel=1e-9)
+    assert C.errors(ref, ref) == {"y": 0.0, "hy": 0.0}
+
+
+@pytest.mark.parametrize("name", [c.name for c in C.FAMILIES["any"]])
+def test_a_faithful_engine_verifies_twice_and_is_timed_plain_and_replayed(engines, inputs,
+                                                                          name):
+    built = engines()
+    rec = _run(CFG, name, inputs)
+    assert rec["outcome"] == "OK", rec.get("reason")
+    assert rec["id"] == f"lowbit/{name}" and rec["bound"] == C.parse(name).bound
+    for errors in (rec["errors"], rec["errors_seen"]):
+        assert set(errors) == {"y", "hy", "cy"}
+        assert 0 < max(errors.values()) <= rec["bound"]
+    if rec["format"]:  # the 8-bit rounding shows (an engine that skipped it would be tighter)
+        assert max(rec["errors"].values()) > 1e-4
+    assert rec["graph_timings"]["forward_inference"]["reps"] == 3
+    assert rec["timings"]["forward_inference"]["median_ms"] > 0
+    assert "graph_refused" not in rec and built[-1].closed
+
+
+class NoBias(HostEngine):
+    """An engine that forgets the biases."""
+
+    def __init__(self, cfg, stacked, *args, **kw):
+        super().__init__(cfg, stacked, *args, **kw)
+        self.weights = [model.Stacked(s.W, s.R, 0 * s.bW, 0 * s.bR, s.P) for s in self.weights]
+
+
+class Silent(HostEngine):
+    """An engine whose forward writes nothing."""
+
+    def compute(self):
+        pass
+
+
+@pytest.mark.parametrize("engine, name", [(NoBias, "fp16"), (NoBias, "int8/both"),
+                                          (Silent, "fp32")])
+def test_an_engine_that_computes_wrongly_is_a_wrong_result_and_not_timed(engines, inputs,
+                                                                        engine, name):
+    built = engines(engine)
+    rec = _run(CFG, name, inputs)
+    assert rec["outcome"] == "WRONG_RESULT" and "> bound" in rec["reason"]
+    assert max(rec["errors"].values()) > rec["bound"]
+    assert "timings" not in rec and "graph_timings" not in rec and built[-1].closed
+
+
+def test_a_configuration_the_engine_does_not_build_is_refused_at_build(engines):
+    engines()
+    cfg = CFG.replace(input_mode=RNNInputMode.SKIP_INPUT, input_size=16)
+    rec = _run(cfg, "fp16", _inputs(cfg))
+    assert (rec["outcome"], rec["failed_stage"], rec["status"]) == (
+        "NOT_SUPPORTED", "build", "NOT_SUPPORTED")
+    assert "SKIP_INPUT" in rec["reason"]
+
+
+def test_without_graphs_only_plain_calls_are_timed(engines, inputs):
+    engines()
+    rec = _run(CFG, "int8/recurrent", inputs, graphs=False)
+    assert rec["outcome"] == "OK" and "graph_timings" not in rec and "graph_refused" not in rec
