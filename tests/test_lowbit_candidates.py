@@ -8,6 +8,7 @@ import pytest
 from cudnn_rnn.bindings.enums import DirectionMode, RNNInputMode, RNNMode
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import candidates as C
+from cudnn_rnn.lowbit import configs as K
 from cudnn_rnn.lowbit import model
 
 from .host_twin import HOST_CUPY, HostEngine
@@ -38,15 +39,18 @@ def engines(monkeypatch):
         def build(*args, **kw):
             built.append(cls(*args, **kw))
             return built[-1]
-        build.forward = cls.forward  # run_one captures Engine.forward
+
+        def build_persistent(cfg, stacked, precision, plan=None, settings=None):
+            return build(cfg, stacked, precision, plan)  # one launch shape is another's twin
         monkeypatch.setattr(C, "Engine", build)
+        monkeypatch.setattr(C, "PersistentEngine", build_persistent)
         return built
     return install
 
 
 def _run(cfg, name, inputs, graphs=True):
     values, amaxes, ref = inputs
-    return C.run_one(HOST_CUPY, cfg, C.parse(name), values, amaxes, ref, reps=3, warmup=1,
+    return C.run_one(HOST_CUPY, cfg, K.parse(name), values, amaxes, ref, reps=3, warmup=1,
                      budget_s=None, graphs=graphs)
 
 
@@ -62,13 +66,18 @@ def test_errors_are_relative_norms_of_the_outputs_the_reference_has():
     assert C.errors(ref, ref) == {"y": 0.0, "hy": 0.0}
 
 
-@pytest.mark.parametrize("name", [c.name for c in C.FAMILIES["any"]])
+@pytest.mark.parametrize("name", [c.name for c in K.FAMILIES["any"]])
 def test_a_faithful_engine_verifies_twice_and_is_timed_plain_and_replayed(engines, inputs,
                                                                           name):
     built = engines()
     rec = _run(CFG, name, inputs)
     assert rec["outcome"] == "OK", rec.get("reason")
-    assert rec["id"] == f"lowbit/{name}" and rec["bound"] == C.parse(name).bound
+    assert rec["id"] == f"lowbit/{name}" and rec["bound"] == K.parse(name).bound
+    if K.parse(name).engine == "persistent":  # every launch shape verified, the fastest kept
+        assert rec["settings"] in {t["settings"] for t in rec["settings_tried"]}
+        assert all(t["outcome"] == "OK" for t in rec["settings_tried"])
+    if rec["format"]:  # and the quantized twin is nearer than the unquantized reference
+        assert all(rec["errors_twin"][n] < rec["errors"][n] for n in rec["errors_twin"])
     for errors in (rec["errors"], rec["errors_seen"]):
         assert set(errors) == {"y", "hy", "cy"}
         assert 0 < max(errors.values()) <= rec["bound"]

@@ -27,7 +27,6 @@ import multiprocessing as mp
 import os
 import signal
 import time
-# project modules are imported in the functions that use them: see _worker_main's try
 
 FAULT_ENV = "CUDNN_RNN_FAULT"
 ACK_TIMEOUT_S = 60.0  # an idle worker acknowledges a cell at once; longer means it is gone
