@@ -90,7 +90,7 @@ def _elapsed_ms(start: HostEvent, end: HostEvent) -> float:
 
 
 HOST_CUPY = SimpleNamespace(
-    asarray=np.asarray, array_equal=np.array_equal, float32=np.float32,
+    asarray=np.asarray, array_equal=np.array_equal, float32=np.float32, uint8=np.uint8,
     cuda=SimpleNamespace(Event=HostEvent, get_elapsed_time=_elapsed_ms,
                          runtime=SimpleNamespace(CUDARuntimeError=HostCudaError),
                          driver=SimpleNamespace(CUDADriverError=HostCudaError),

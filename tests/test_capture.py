@@ -136,3 +136,23 @@ def test_a_capture_cuda_invalidates_is_refused():
     flow.stream.end_capture = invalidate
     with pytest.raises(capture.CaptureRefused, match="CUDA ended the capture"):
         capture.capture(flow, write)
+
+
+def test_prepare_poisons_float_outputs_with_nan_bytes_and_replays_compare_bytes():
+    """The 8-bit engines' outputs are float32: the poison is NaN (0xFF bytes), not the value
+    255, and a replay that writes the same bytes, NaN included, equals the plain call."""
+    from cudnn_rnn.engine import capture
+    from tests.host_twin import HOST_CUPY, HostStream
+
+    class Flow:
+        cp, stream = HOST_CUPY, HostStream()
+        buf = {"y": np.zeros(4, np.float32), "dw": np.ones(2, np.float32)}
+    flow = Flow()
+    capture.prepare(flow, ["y", "dw"])
+    assert np.isnan(flow.buf["y"]).all() and (flow.buf["y"].view(np.uint8) == 0xFF).all()
+    assert (flow.buf["dw"] == 0).all()
+    same = {"y": flow.buf["y"].copy()}
+    assert capture._differ(flow, same, {"y": flow.buf["y"].copy()}) == []
+    other = flow.buf["y"].copy()
+    other[0] = 0.0
+    assert capture._differ(flow, same, {"y": other}) == ["y"]
