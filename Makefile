@@ -1,7 +1,7 @@
 # Two commands do all the set-up: `make matrix` and `make test`.
 #
-# By default a virtual environment in .venv gets the project and its CUDA 12
-# dependencies. On a machine that already has them and no internet (the H200
+# By default a virtual environment in .venv gets the project, its CUDA 12 dependencies, the
+# test packages and matplotlib for the reports' charts (the reports extra). On a machine that already has them and no internet (the H200
 # image: cupy-cuda13x + nvidia-cudnn-cu13), skip the venv with
 #     make test VENV=        (or make matrix VENV=)
 # which uses $(SYSTEM_PYTHON) as it is and installs nothing.
@@ -26,14 +26,14 @@ endif
 
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: install test test-gpu matrix report bench example model precision clean
+.PHONY: install test test-gpu matrix report bench example model precision rerender clean
 
 install: $(STAMP)
 
 $(VENV)/.installed-$(EXTRA): setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -e '.[$(EXTRA),test]'
+	$(VENV)/bin/python -m pip install --quiet -e '.[$(EXTRA),test,reports]'
 	touch $@
 
 test: $(STAMP)
@@ -80,3 +80,16 @@ clean:
 report: $(STAMP)
 	@test -n "$(RESULTS)" || { echo "make report: name the run, e.g. make report RESULTS=results/nvidia-h200/9.19.0" >&2; exit 2; }
 	$(PY) -m cudnn_rnn.report $(RESULTS)
+
+# The committed reports under results/, rendered again from their committed records by the
+# report renderers (no GPU; records are read, never written): the matrix reports, the
+# benchmark reports and the precision tables, each with its chart. The README's chart is
+# results/nvidia-h200/9.19.0/persistent/bench.png. The diffs under results/diff/ have no
+# chart and are left as they are; results/*/*/full/ is reported by make report.
+MATRIX_RESULTS := results/nvidia-h200/9.19.0 results/nvidia-h200/9.14.0 results/no-gpu/9.28.0
+BENCH_RESULTS := results/nvidia-h200/9.19.0 results/nvidia-h200/9.19.0/lowbit \
+	results/nvidia-h200/9.19.0/persistent
+rerender: $(STAMP)
+	for d in $(MATRIX_RESULTS); do $(PY) -m cudnn_rnn.report $$d --out $$d || exit 1; done
+	for d in $(BENCH_RESULTS); do $(PY) -m cudnn_rnn.bench_report $$d --out $$d || exit 1; done
+	for f in results/*/*/precision*.json; do $(PY) -m cudnn_rnn.precision --render $$f --out results || exit 1; done

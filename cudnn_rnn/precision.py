@@ -9,7 +9,8 @@ E4M3 on each part, with each calibration method), each verified before it is tim
 (:mod:`cudnn_rnn.charlm.table`). Printed, and written as ``precision[-NAME].md``, ``.json``
 and ``.html`` into this machine's run folder (``runs/<gpu>-cudnn<version>-<key>/precision-<key>/``,
 see :mod:`cudnn_rnn.matrix.runs`), or into ``OUT/<gpu>/<cudnn version>/`` with ``--out OUT``
-(``make precision`` gives ``--out results``, for the committed tables): one row
+(``make precision`` gives ``--out results``, for the committed tables; ``--render JSON``
+renders a recorded table again, without a GPU): one row
 per precision (time per batch and per sequence, speed-up over true FP32, bits per
 character, top-1 accuracy, agreement with FP32's predictions, largest change of a logit),
 every calibration method's figure, and which precision to deploy.
@@ -59,7 +60,33 @@ def build_parser() -> OneLineParser:
     p.add_argument("--cudnn", default=None, help="the libcudnn to load")
     p.add_argument("--timeout", type=positive_float, default=900.0,
                    help="seconds for the whole table before giving up")
+    p.add_argument("--render", metavar="JSON",
+                   help="no GPU: render a recorded table (its precision*.json) again, as .md, "
+                        ".html and .png, into reports/ (or OUT/<gpu>/<cudnn version>/ with "
+                        "--out); the JSON is read, never written")
     return p
+
+
+def render(args) -> int:
+    """``--render JSON``: the table's report from its recorded JSON, no GPU and no worker."""
+    src = Path(args.render)
+    try:
+        doc = json.loads(src.read_text())
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"--render {src}: not a readable JSON file ({exc})") from None
+    if not isinstance(doc, dict) or not {"summary", "result", "provenance"} <= set(doc):
+        raise BadInput(f"--render {src}: not a precision table (python -m cudnn_rnn.precision "
+                       "writes one as precision*.json)")
+    prov = doc["provenance"]
+    where = (provenance.slug(prov.get("gpu")), str(prov.get("cudnn_version")))
+    if args.out is not None:
+        folder = runs.output_dir(Path(args.out) / where[0] / where[1], "--out")
+    else:  # another table, another folder: the key of the JSON read
+        key = hashlib.sha256(src.read_bytes()).hexdigest()[:8]
+        folder = runs.output_dir(runs.report_dir(f"{where[0]}-{where[1]}-{src.stem}-{key}"))
+    written = report.write(doc, folder, src.stem)
+    print(f"written: {', '.join(str(w) for w in written)}")
+    return 0
 
 
 def _spec(args) -> tuple[dict, str]:
@@ -77,6 +104,8 @@ def _spec(args) -> tuple[dict, str]:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.render:
+        return render(args)
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
@@ -112,10 +141,9 @@ def main(argv=None) -> int:
     doc = {"summary": summarise(result), "result": result, "provenance": prov}
     stem = "precision" + (f"-{name}" if name else "")
     (folder / f"{stem}.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    (folder / f"{stem}.md").write_text(report.markdown(doc))
-    (folder / f"{stem}.html").write_text(report.html(doc))
-    print(report.markdown(doc))
-    print(f"written: {folder / stem}.md, .json, .html")
+    written = report.write(doc, folder, stem)
+    print(written[0].read_text())
+    print(f"written: {folder / stem}.json, " + ", ".join(w.suffix for w in written))
     return 0 if doc["summary"]["rows"] else 1
 
 

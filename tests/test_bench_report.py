@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 
 from cudnn_rnn.matrix import bench as benchdata
-from cudnn_rnn.reporting import bench as report
+from cudnn_rnn.reporting import bench as report, charts
 from cudnn_rnn.matrix.record import read_records
 
+from . import committed
 from .test_cli import assert_one_line_exit_2, run
 
 FIX = Path(__file__).parent / "fixtures" / "bench-h200-919"
@@ -122,12 +123,20 @@ def test_where_pytorchs_best_is_faster_the_report_names_its_cudnn_configuration(
     assert report.summarise([rec], runs)["targets"]["winner_vs_torch_best"]["met"] is True
 
 
-@pytest.mark.parametrize("run", ["9.19.0", "9.19.0/lowbit"])
+@pytest.mark.parametrize("run", ["9.19.0", "9.19.0/lowbit", "9.19.0/persistent"])
 def test_the_committed_benchmark_reports_regenerate_as_committed(tmp_path, run):
-    """Every line of bench.md (bench_markdown's sections and the 8-bit one) from the
-    committed records, as committed."""
+    """Every line of bench.md (bench_markdown's sections, the 8-bit one, the floor's) and of
+    bench.json from the committed records, as committed; the chart beside it is there and
+    linked (its pixels are matplotlib's: tests/committed.py)."""
     d = Path(__file__).resolve().parent.parent / "results" / "nvidia-h200" / run
-    assert report.write(d, tmp_path).read_text() == (d / "bench.md").read_text()
+    md = (d / "bench.md").read_text()
+    assert report.write(d, tmp_path).read_text() == committed.markdown_as_here(md)
+    assert json.loads((tmp_path / "bench.json").read_text()) == json.loads(
+        (d / "bench.json").read_text())
+    assert "](bench.png)" in md and (d / "bench.png").is_file()
+    if charts.available():
+        assert committed.png_size((tmp_path / "bench.png").read_bytes()) == committed.png_size(
+            (d / "bench.png").read_bytes())
 
 
 def test_the_fp16_explanation_divides_each_step_rate_by_its_own_shapes_dense_rate():

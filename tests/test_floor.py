@@ -63,4 +63,6 @@ def test_the_frontier_reads_the_fastest_of_every_engine_against_its_floor():
     assert "persistent kernel int8/both" in text and "(state read)" in text
     without = {k: v for k, v in rec.items() if k != "engine"}  # a run before the engines
     assert frontier.summarise([without], [run])["shapes"] == []
+    unmeasured = {k: v for k, v in run.items() if k != "engine_floor"}  # ... before the floor
+    assert frontier.summarise([rec], [unmeasured])["shapes"] == []
     assert frontier.markdown({"shapes": []}) == ""

@@ -8,7 +8,9 @@ import pytest
 from cudnn_rnn.charlm import network
 from cudnn_rnn.charlm.summary import TARGETS, summarise
 from cudnn_rnn.lowbit.calibration import METHODS
-from cudnn_rnn.reporting import precision as report
+from cudnn_rnn.reporting import charts, precision as report
+
+from . import committed
 
 ROOT = Path(__file__).resolve().parent.parent
 FOUND = sorted((ROOT / "results").glob("*/*/precision*.json"))
@@ -24,11 +26,24 @@ def doc(request):
     return request.param, json.loads(request.param.read_text())
 
 
-def test_the_report_is_rendered_from_the_records(doc):
+def test_the_report_is_rendered_from_the_records(doc, tmp_path):
+    """The committed .md, .html and .png are what :func:`report.write` makes of the JSON
+    (the chart compared as tests/committed.py says)."""
     path, d = doc
     assert summarise(d["result"]) == d["summary"]
-    assert path.with_suffix(".md").read_text() == report.markdown(d)
-    assert path.with_suffix(".html").read_text() == report.html(d)
+    written = report.write(d, tmp_path, path.stem)
+    fresh = {p.suffix: p for p in written}
+    assert fresh[".md"].read_text() == committed.markdown_as_here(path.with_suffix(".md").read_text())
+    page, now = path.with_suffix(".html").read_text(), fresh[".html"].read_text()
+    assert committed.page_without_chart(page) == committed.page_without_chart(now)
+    png = path.with_suffix(".png")
+    assert f"]({png.name})" in path.with_suffix(".md").read_text() and png.is_file()
+    if charts.available():
+        assert committed.chart_words(page) == committed.chart_words(now)
+        assert committed.png_size(png.read_bytes()) == committed.png_size(fresh[".png"].read_bytes())
+        # one bar per timed row, each with the row's id
+        timed = [r for r in d["summary"]["rows"] if r["speedup_fp32"] is not None]
+        assert now.count('id="row-') == len(timed) == page.count('id="row-')
 
 
 def test_every_row_was_verified_and_its_figures_agree(doc):

@@ -1,14 +1,17 @@
 """Reports rendered from recorded real runs (tests/fixtures: cut from real probe runs)."""
 import json
 import random
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from cudnn_rnn.reporting import matrix as report
-from cudnn_rnn.reporting import analysis, constraints as cons, diff as diffing, html, load, markdown
+from cudnn_rnn.reporting import (analysis, charts, constraints as cons, diff as diffing, html,
+                                 load, markdown)
 
+from . import committed
 from .test_cli import assert_one_line_exit_2, run
 
 FIX = Path(__file__).resolve().parent / "fixtures"
@@ -66,12 +69,16 @@ def test_html_parses_is_self_contained_and_contains_every_cell(h919):
     parser.feed(page)
     parser.close()
     assert sorted(parser.ids) == sorted(r["id"] for r in h919.records)
-    assert {"svg", "table", "style"} <= parser.tags
-    assert "<script" not in page and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert {"table", "style"} <= parser.tags
+    assert ("svg" in parser.tags) == charts.available()  # the sweep's chart, inline
+    # namespace names (xmlns, xmlns:xlink) identify, they are never fetched
+    assert "<script" not in page and "http://" not in re.sub(r'xmlns(:\w+)?="[^"]*"', "", page)
 
 
-def test_write_report_produces_the_three_files(h919, tmp_path):
-    report.write_report(h919, tmp_path, "python -m cudnn_rnn.report")
+def test_write_report_produces_the_three_files_and_the_chart(h919, tmp_path):
+    written = report.write_report(h919, tmp_path, "python -m cudnn_rnn.report")
+    assert [p.name for p in written] == ["matrix.md", "matrix.html", "summary.json"] + (
+        ["matrix.png"] if charts.available() else [])
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["schema_version"] == report.SCHEMA_VERSION
     assert len(summary["cells"]) == len(h919.records)
@@ -176,3 +183,31 @@ def test_a_torn_gzip_archive_exits_2_saying_what_to_do(tmp_path, cut):
     (tmp_path / "default.jsonl.gz").write_bytes(whole[:cut])
     assert_one_line_exit_2(run("cudnn_rnn.report", str(tmp_path), "--out", str(tmp_path / "o")),
                            "is not a whole gzip file")
+
+
+@pytest.mark.parametrize("run", ["nvidia-h200/9.19.0", "nvidia-h200/9.14.0", "no-gpu/9.28.0"])
+def test_the_committed_matrix_reports_regenerate_as_committed(tmp_path, monkeypatch, run):
+    """matrix.md, matrix.html and summary.json from the committed records, as committed, but
+    for the rows naming the command, commit and date that rendered them and the chart's
+    drawing (tests/committed.py); matrix.png is there exactly where matrix.md links it."""
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(root)  # the report names its sources as given: results/...
+    d = Path("results") / run
+    result = load.load(d)
+    report.write_report(result, tmp_path, f"python -m cudnn_rnn.report results/{run} "
+                                          f"--out results/{run}")
+    md = (d / "matrix.md").read_text()
+    assert committed.without_report_rows((tmp_path / "matrix.md").read_text()) == \
+        committed.without_report_rows(committed.markdown_as_here(md))
+    page, now = (d / "matrix.html").read_text(), (tmp_path / "matrix.html").read_text()
+    assert committed.without_report_rows(committed.page_without_chart(now)) == \
+        committed.without_report_rows(committed.page_without_chart(page))
+    summary, fresh = (json.loads((f / "summary.json").read_text()) for f in (d, tmp_path))
+    assert {k: v for k, v in summary.items() if k != "report"} == \
+        {k: v for k, v in fresh.items() if k != "report"}
+    assert ("](matrix.png)" in md) == (d / "matrix.png").is_file() == bool(
+        summary["tensor_op_sweep"]["rows"])
+    if charts.available() and (d / "matrix.png").is_file():
+        assert committed.chart_words(now) == committed.chart_words(page)
+        assert committed.png_size((d / "matrix.png").read_bytes()) == committed.png_size(
+            (tmp_path / "matrix.png").read_bytes())

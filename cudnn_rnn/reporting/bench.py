@@ -1,4 +1,5 @@
-"""The benchmark report: ``bench.json`` and ``bench.md`` from ``bench.jsonl`` + ``bench.run.json``
+"""The benchmark report: ``bench.json``, ``bench.md`` and its chart (:mod:`.bench_chart`) from
+``bench.jsonl`` + ``bench.run.json``
 (and ``overhead.json`` when the overhead check has written one beside them).
 
 Pure functions over recorded data: nothing here runs cuDNN, so the report can be rebuilt
@@ -26,7 +27,7 @@ from cudnn_rnn.matrix.bench import (BENCH_RECORD, GEMM_TARGET, TORCH_TARGET, bes
                                     vs_torch_best)
 from cudnn_rnn.matrix.errors import BadInput, MalformedResults
 from cudnn_rnn.matrix.record import read_records, write_json
-from cudnn_rnn.reporting import eightbit, frontier
+from cudnn_rnn.reporting import bench_chart, eightbit, frontier
 from cudnn_rnn.reporting.bench_markdown import markdown
 
 SCHEMA = 1
@@ -218,13 +219,21 @@ def read(run_dir: str | Path) -> dict:
 
 
 def write(run_dir: str | Path, out_dir: str | Path) -> Path:
-    """``bench.json`` and ``bench.md`` in ``out_dir`` from what is recorded in ``run_dir``."""
+    """``bench.json``, ``bench.md`` and its chart ``bench.png`` (with matplotlib) in
+    ``out_dir`` from what is recorded in ``run_dir``."""
     summary = read(run_dir)
     out = Path(out_dir)
     write_json(out / "bench.json", summary)
-    sections = [markdown(summary)] + [s for s in (eightbit.markdown(summary["eight_bit"]),
-                                                  frontier.markdown(summary["frontier"])) if s]
+    chart = bench_chart.draw(summary)
+    sections = [markdown(summary, bench_chart.line(summary, chart))] + [
+        s for s in (eightbit.markdown(summary["eight_bit"]),
+                    frontier.markdown(summary["frontier"])) if s]
     (out / "bench.md").write_text("\n".join(sections))
+    png = out / bench_chart.CHART
+    if chart:
+        png.write_bytes(chart.png())
+    else:  # a chart from an earlier rendering would be one bench.md no longer links
+        png.unlink(missing_ok=True)
     return out / "bench.md"
 
 

@@ -342,10 +342,11 @@ SECTIONS = (_provenance, _targets, _fp16_section, _groups, bench_pytorch.section
             bench_overhead.section, _refused_section, _not_run_section)
 
 
-def markdown(summary: dict) -> str:
-    """``bench.md``: the title and the opening paragraph, then :data:`SECTIONS`, each after
-    a blank line."""
-    out = _title(summary)
+def markdown(summary: dict, chart: str = "") -> str:
+    """``bench.md``: the title and the opening paragraph, the ``chart``'s line if given
+    (:func:`cudnn_rnn.reporting.bench_chart.line`), then :data:`SECTIONS`, each after a
+    blank line."""
+    out = _title(summary) + (["", chart] if chart else [])
     for section in SECTIONS:
         out += _blank_before(section(summary))
     return "\n".join(out) + "\n"

@@ -28,12 +28,15 @@ def shape_row(rec: dict) -> dict | None:
         return None
     ok = _engine_ok(rec)
     eight = _fastest([c for c in ok if c.get("format")])
+    # the GEMM engine's own (a record before the persistent kernel names no engine)
+    eight_gemm = _fastest([c for c in ok if c.get("format") and c.get("engine") != "persistent"])
     cudnn16 = _fastest([c for c in verified(rec)
                         if c["config"].split("/")[0] in ("HALF", "BFLOAT16")])
     cudnn_fp16 = _fastest([c for c in verified(rec) if c["config"].startswith("HALF/")])
     engine_fp16 = next((c for c in ok if c["config"] == "fp16"), None)
     vs_torch, tb = vs_torch_best(rec.get("torch"), replay_ms(eight), plain_ms(eight))
-    return {"id": rec["id"], "shape": rec["shape"], "best_8bit": eight, "best_16bit_cudnn": cudnn16,
+    return {"id": rec["id"], "shape": rec["shape"], "best_8bit": eight,
+            "best_8bit_gemm": eight_gemm, "best_16bit_cudnn": cudnn16,
             "speedup_vs_cudnn16": candidates_ratio(cudnn16, eight),
             "torch_best": tb, "speedup_vs_torch_best": vs_torch,
             "engine_fp16_over_cudnn_fp16": candidates_ratio(engine_fp16, cudnn_fp16),

@@ -62,9 +62,13 @@ def shape_row(rec: dict, run: dict | None) -> dict:
 
 
 def summarise(records: list[dict], runs: list[dict]) -> dict:
+    """The shapes that ran the 8-bit engines in a session that measured the floor; a run
+    before the floor (and the persistent kernel) has none: its rows would read every
+    engine against nothing and call a kernel that never ran 'none verified'."""
     by_session = {r["session"]: r for r in runs}
-    return {"shapes": [shape_row(r, by_session.get(r.get("session"))) for r in records
-                       if "engine" in r]}
+    measured = [(r, by_session.get(r.get("session"))) for r in records if "engine" in r]
+    return {"shapes": [shape_row(r, run) for r, run in measured
+                       if (run or {}).get("engine_floor")]}
 
 
 def _floor_text(f: dict | None) -> str:

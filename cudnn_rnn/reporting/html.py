@@ -1,9 +1,10 @@
-"""matrix.html: one self-contained page (inline CSS and SVG, no script, no network)."""
+"""matrix.html: one self-contained page (inline CSS and SVG, no script, no network), and
+the sweep's chart that matrix.md links and matrix.html carries inline (:mod:`.charts`)."""
 from __future__ import annotations
 
 from html import escape
 
-from cudnn_rnn.reporting import constraints as cons, grid as C, markdown, mdhtml
+from cudnn_rnn.reporting import charts, constraints as cons, grid as C, markdown, mdhtml
 from cudnn_rnn.reporting.load import is_sample_shape
 
 CSS = """
@@ -12,6 +13,7 @@ h1{font-size:22px}h2{font-size:18px;margin-top:28px}h3{font-size:15px;margin:18p
 table{border-collapse:collapse;margin:6px 0 12px}
 td,th{border:1px solid #c9d1d9;padding:3px 6px;font-size:12px;white-space:nowrap}
 th{background:#f3f5f7}
+pre{white-space:pre-wrap}
 td.ok{background:#d8f3dc}td.ok-fast{background:#95d5b2}td.ok-slow{background:#e9f5db}
 td.ns{background:#e5e7eb;color:#4b5563}td.bp{background:#fde2c4}td.wrong{background:#f8b4b4}
 td.crash{background:#374151;color:#fff}td.skip{background:#f3f4f6;color:#6b7280}
@@ -68,45 +70,38 @@ def other_cells(records: list) -> str:
             f"<th>result</th></tr>{rows}</table>")
 
 
-def sweep_chart(sweep: dict) -> str:
-    """Grouped bars of forward-training speed-up over FP32, one group per (cell, shape)."""
-    rows, configs = sweep["rows"], [c for c in sweep["configs"] if not c.endswith("/FMA/STANDARD")]
+CHART = "matrix.png"  # the sweep's chart beside matrix.md; inline SVG in matrix.html
+
+
+def sweep_chart(sweep: dict) -> charts.Chart | None:
+    """Forward-training speed-up over true FP32 per configuration, one group of bars per
+    (cell, hidden, batch) of the shape sweep; None without a timed sweep or matplotlib."""
+    rows = sweep["rows"]
+    configs = [c for c in sweep["configs"] if not c.endswith("/FMA/STANDARD")]
     if not rows or not configs:
-        return "<p>No timed shape sweep in this result set.</p>"
-    colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
-    values = [(r["configs"].get(c) or {}).get("speedup") or 0 for r in rows for c in configs]
-    top = max(values + [1.0]) * 1.1
-    bar, gap, height, left = 11, 14, 220, 40
-    group_w = bar * len(configs) + gap
-    width = left + group_w * len(rows) + 20
-    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 90}" '
-           f'role="img" aria-label="speed-up over FP32 across the shape sweep">']
-    for tick in range(0, int(top) + 1):
-        y = height - tick / top * height + 10
-        svg.append(f'<line x1="{left}" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e7eb"/>'
-                   f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{tick}x</text>')
-    y1 = height - 1 / top * height + 10
-    svg.append(f'<line x1="{left}" x2="{width - 10}" y1="{y1:.1f}" y2="{y1:.1f}" stroke="#6b7280" '
-               'stroke-dasharray="4 3"/>')
-    for gi, r in enumerate(rows):
-        x0 = left + gi * group_w + gap / 2
-        for ci, c in enumerate(configs):
+        return None
+    groups = [f"{r['cell']} hidden {r['hidden']}, batch {r['batch']}" for r in rows]
+    values, notes = {}, {}
+    for g, r in zip(groups, rows):
+        for c in configs:
             v = (r["configs"].get(c) or {}).get("speedup")
-            if v is None:
-                continue
-            h = v / top * height
-            svg.append(f'<rect x="{x0 + ci * bar:.1f}" y="{height - h + 10:.1f}" width="{bar - 1}" '
-                       f'height="{h:.1f}" fill="{colours[ci % len(colours)]}"><title>'
-                       f'{escape(r["cell"])} hidden {r["hidden"]} batch {r["batch"]}: {escape(c)} '
-                       f'{v:.2f}x FP32</title></rect>')
-        label = f'{r["cell"][:4]} {r["hidden"]}x{r["batch"]}'
-        svg.append(f'<text x="{x0 + group_w / 2 - gap / 2:.1f}" y="{height + 24}" font-size="10" '
-                   f'text-anchor="end" transform="rotate(-40 {x0 + group_w / 2 - gap / 2:.1f} '
-                   f'{height + 24})">{escape(label)}</text>')
-    svg.append("</svg>")
-    legend = "".join(f'<span style="border-left:12px solid {colours[i % len(colours)]}">{escape(c)}</span>'
-                     for i, c in enumerate(configs))
-    return "".join(svg) + f'<div class="legend">{legend}</div>'
+            values[(g, c)] = v
+            notes[(g, c)] = f"{v:.2f}x" if v is not None else ""
+    return charts.bars(
+        groups, configs, values, notes=notes, ref=(1.0, "1x true FP32 (FLOAT/FLOAT/FMA/STANDARD)"),
+        title="Forward-training speed-up over true FP32 (same cell and shape, same run); "
+              "seqLength 20, one layer",
+        xlabel="x true FP32 (forward training)",
+        alt="Forward-training speed-up over true FP32 of each configuration across the shape "
+            "sweep")
+
+
+def chart_line(sweep: dict, chart: charts.Chart | None) -> str:
+    """matrix.md's line for the chart: its image, the one line saying it was left out, or
+    nothing for a result set without a timed sweep."""
+    if not sweep["rows"]:
+        return ""
+    return chart.markdown(CHART) if chart else charts.LEFT_OUT
 
 
 def legend() -> str:
@@ -123,22 +118,22 @@ def support_matrix(title: str, records: list) -> str:
             "reason, or the timings and error.</p>" + legend() + grids(records))
 
 
-def render(result, analysis: dict, report: dict, md: str | None = None) -> str:
-    """matrix.html: every section of matrix.md (``md``, rendered here when not given), the
-    grids in colour with a hover text per cell, the sweep as a chart, and every other shape's
-    cells."""
+def render(result, analysis: dict, report: dict, md: str | None = None,
+           chart: charts.Chart | None = None) -> str:
+    """matrix.html: every section of matrix.md (``md``; rendered here, with the sweep's
+    chart, when not given), the grids in colour with a hover text per cell, the sweep's
+    ``chart`` inline where matrix.md links it, and every other shape's cells."""
     if md is None:
-        md = markdown.render(result, analysis, report, cons.load())
+        chart = sweep_chart(analysis["sweep"])
+        md = markdown.render(result, analysis, report, cons.load(),
+                             chart_line(analysis["sweep"], chart))
+    figures = {CHART: chart.svg()} if chart else {}
     body = []
     for title, text in mdhtml.sections(md):
         if title.startswith("The support matrix at the sample's shape"):
             body.append(support_matrix(title, result.records))
-        elif title == "Why no tensor-op speed-up?":
-            heading, _, rest = text.partition("\n")
-            body.append(mdhtml.to_html(heading) + sweep_chart(analysis["sweep"])
-                        + mdhtml.to_html(rest))
         else:
-            body.append(mdhtml.to_html(text))
+            body.append(mdhtml.to_html(text, figures))
     body.append(other_cells(result.records))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

@@ -132,11 +132,12 @@ def _replay_note(s: dict) -> str:
     return s.get("reason") or ""
 
 
-def tensor_op_section(sweep: dict, perf: list) -> list[str]:
-    """The shape sweep's speed-ups; nothing for a result set without a timed sweep."""
+def tensor_op_section(sweep: dict, perf: list, chart: str = "") -> list[str]:
+    """The shape sweep's speed-ups; nothing for a result set without a timed sweep.
+    ``chart``: the line of its chart (:func:`cudnn_rnn.reporting.html.chart_line`), if any."""
     if not sweep["rows"]:
         return []
-    out = ["## Why no tensor-op speed-up?", ""]
+    out = ["## Why no tensor-op speed-up?", ""] + ([chart, ""] if chart else [])
     configs = sweep["configs"]
     rows = []
     for r in sweep["rows"]:
@@ -195,7 +196,8 @@ def contradictions_section(groups: list, constraints) -> list[str]:
     return out + [""]
 
 
-def render(result, analysis: dict, report: dict, constraints) -> str:
+def render(result, analysis: dict, report: dict, constraints, chart: str = "") -> str:
+    """matrix.md; ``chart``: the sweep chart's line (its image, or that it was left out)."""
     prov = result.provenance
     version = prov.get("cudnn_version") or result.records[0].get("cudnn_version")
     counts = analysis["counts"]
@@ -208,7 +210,7 @@ def render(result, analysis: dict, report: dict, constraints) -> str:
            "gradients matched the float64 reference within the tolerance of its precision.", "",
            "## Provenance", "", provenance_block(prov, report, result.meta.get("legacy_symbols")), ""]
     out += int8_section(analysis["int8"], version)
-    out += tensor_op_section(analysis["sweep"], analysis["performance_rule"])
+    out += tensor_op_section(analysis["sweep"], analysis["performance_rule"], chart)
     out += data_type_tables(result.records)
     out += axes.markdown(analysis["axes"])
     out += product.markdown(analysis["product"], analysis["wrong"])

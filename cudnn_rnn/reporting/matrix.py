@@ -1,4 +1,5 @@
-"""The support-matrix report of a result set: ``matrix.md``, ``matrix.html``, ``summary.json``."""
+"""The support-matrix report of a result set: ``matrix.md``, ``matrix.html``, ``summary.json``
+and, where the set has a timed shape sweep, its chart ``matrix.png`` (:mod:`.charts`)."""
 from __future__ import annotations
 
 import hashlib
@@ -58,15 +59,22 @@ def run_name(result: load.ResultSet) -> str:
 
 
 def write_report(result: load.ResultSet, out_dir: Path, command_line: str) -> list[Path]:
-    """Write the three files into ``out_dir`` (which must exist); returns their paths.
+    """Write the report into ``out_dir`` (which must exist): the three files and the chart
+    where there is one; returns their paths.
     ``command_line`` is the command that made them (:func:`cudnn_rnn.matrix.provenance.command`)."""
     rules = cons.load()
     info = report_info(command_line, result.paths)
     a = analyse(result, rules)
     md, page, js = (out_dir / f for f in FILES)
-    text = markdown.render(result, a, info, rules)
+    chart = html.sweep_chart(a["sweep"])
+    text = markdown.render(result, a, info, rules, html.chart_line(a["sweep"], chart))
     md.write_text(text)
-    page.write_text(html.render(result, a, info, text))
+    png = out_dir / html.CHART
+    if chart:
+        png.write_bytes(chart.png())
+    else:  # a chart from an earlier rendering would be one matrix.md no longer links
+        png.unlink(missing_ok=True)
+    page.write_text(html.render(result, a, info, text, chart))
     cells = sorted((compact(r) for r in result.records), key=lambda r: r["id"])
     summary = {"schema_version": SCHEMA_VERSION, "provenance": result.provenance, "report": info,
                "counts": a["counts"], "int8": a["int8"], "tensor_op_sweep": a["sweep"],
@@ -75,4 +83,4 @@ def write_report(result: load.ResultSet, out_dir: Path, command_line: str) -> li
                                           "contradictions": a["contradiction_groups"]},
                "constraints_sources": rules.sources, "cells": cells}
     js.write_text(json.dumps(summary, sort_keys=True, default=list, separators=(",", ":")) + "\n")
-    return [md, page, js]
+    return [md, page, js] + ([png] if chart else [])

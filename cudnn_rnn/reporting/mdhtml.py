@@ -1,8 +1,9 @@
 """The markdown the reports write, as HTML: so a page carries every section its markdown does.
 
 Only what :mod:`.markdown` and its helpers write is understood: ``#``-``###`` headings,
-paragraphs, ``- `` lists, GitHub pipe tables (tabulate's ``github`` format), and inline
-```code```, ``**bold**`` and ``*emphasis*``. Everything is escaped first.
+paragraphs, ``- `` lists, GitHub pipe tables (tabulate's ``github`` format), a chart's
+line ``![what it shows](file.png)`` (replaced by the page's inline copy of that chart), and
+inline ```code```, ``**bold**`` and ``*emphasis*``. Everything is escaped first.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from html import escape
 INLINE = ((re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
           (re.compile(r"\*\*(.+?)\*\*"), r"<b>\1</b>"),
           (re.compile(r"(?<![*\w])\*(?!\s)([^*]+?)\*(?![*\w])"), r"<i>\1</i>"))
+IMAGE = re.compile(r"^!\[(?P<alt>[^\]]*)\]\((?P<file>[^)\s]+)\)$")
 SEPARATOR = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?$")
 
 
@@ -51,10 +53,18 @@ def blocks(text: str) -> list[tuple[str, list[str]]]:
     return [(k, lines) for k, lines in out if k != "blank"]
 
 
-def to_html(text: str) -> str:
-    """The markdown ``text`` as HTML (see the module docstring for what it understands)."""
+def to_html(text: str, figures: dict | None = None) -> str:
+    """The markdown ``text`` as HTML (see the module docstring for what it understands);
+    ``figures`` maps a chart's file name to its inline HTML (an ``<svg>``): the page
+    carries the chart itself, never a link to a file beside it."""
     parts = []
     for kind, lines in blocks(text):
+        image = IMAGE.match(lines[0].strip()) if kind == "para" and len(lines) == 1 else None
+        if image:
+            inline_copy = (figures or {}).get(image["file"])
+            parts.append(f"<figure>{inline_copy}</figure>" if inline_copy
+                         else f"<p>{inline(image['alt'])}</p>")
+            continue
         if kind == "heading":
             level = len(lines[0]) - len(lines[0].lstrip("#"))
             parts.append(f"<h{level}>{inline(lines[0][level:].strip())}</h{level}>")

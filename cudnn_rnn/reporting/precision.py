@@ -2,14 +2,18 @@
 
 The JSON (written by ``python -m cudnn_rnn.precision``) holds the job's records, the
 summary (:mod:`cudnn_rnn.charlm.summary`: which rows, targets, the answer) and provenance;
-this module only renders it. The page is self-contained (inline CSS and SVG).
+this module only renders it: ``precision[-NAME].md``, its chart ``.png`` beside it and the
+``.html`` page, self-contained (inline CSS, the chart as inline SVG), by :func:`write`.
 """
 from __future__ import annotations
 
+import re
 from html import escape
+from pathlib import Path
 
 from tabulate import tabulate
 
+from cudnn_rnn.reporting import charts
 from cudnn_rnn.reporting.html import CSS
 from cudnn_rnn.reporting.markdown import PROVENANCE_KEYS, figure
 
@@ -134,7 +138,8 @@ def answer_text(doc: dict) -> str:
     return "\n".join(f"- {t}" if i else t for i, t in enumerate(text))
 
 
-def markdown(doc: dict) -> str:
+def markdown(doc: dict, chart: str = "") -> str:
+    """precision.md; ``chart``: the chart's line (:func:`chart_line`), put under the opening."""
     res, s = doc["result"], doc["summary"]
     src = res["source"]
     shape = src["shape"]
@@ -154,7 +159,7 @@ def markdown(doc: dict) -> str:
            f"weights per output channel, the other GEMMs in FP16; each shows the calibration "
            f"method that did best on the batch the table is measured on (chosen there, so "
            f"its figure is the best of six; every method's figure is in the calibration "
-           f"table).", "",
+           f"table).", ""] + ([chart, ""] if chart else []) + [
            tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True), "",
            "## Calibration", "",
            ("Δ bits per character against FP32 (%)" if s["task"] else
@@ -180,38 +185,64 @@ def markdown(doc: dict) -> str:
     return "\n".join(out)
 
 
-def chart(doc: dict) -> str:
-    """Speed-up over FP32 per row (bars), labelled with Δ bits/char (or error vs FP32)."""
-    s = doc["summary"]
-    rows = [r for r in s["rows"] if r.get("speedup_fp32") is not None]
+def _target(r: dict) -> float:
+    return 0.1 if r["family"] in ("fp16", "bf16", "tf32", "fp32") else 1.0
+
+
+def _chart_label(r: dict) -> str:
+    """A row's name on the chart: its precision, and for an 8-bit row also its engine
+    (the table tells them apart by the configuration column)."""
+    name = _precision(r)
+    return name + ENGINE_NOTES.get(r["engine"], "") if r.get("calibration") else name
+
+
+def chart(doc: dict) -> charts.Chart | None:
+    """Speed-up over true FP32 per row (bars; green within the precision's accuracy
+    target, red outside it), each labelled with its Δ bits/char (or its error against
+    FP32); None without a timed row or without matplotlib."""
+    rows = [r for r in doc["summary"]["rows"] if r.get("speedup_fp32") is not None]
     if not rows:
-        return "<p>No timed row.</p>"
-    top = max(r["speedup_fp32"] for r in rows + [{"speedup_fp32": 1.0}]) * 1.15
-    left, bar, width = 230, 18, 640
-    height = len(rows) * (bar + 6) + 30
-    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 160}" height="{height}" '
-           f'role="img" aria-label="speed-up over true FP32 per precision">']
-    x1 = left + width / top
-    svg.append(f'<line x1="{x1:.1f}" x2="{x1:.1f}" y1="0" y2="{height - 20}" stroke="#6b7280" '
-               f'stroke-dasharray="4 3"/><text x="{x1:.1f}" y="{height - 6}" font-size="10" '
-               f'text-anchor="middle">1x FP32</text>')
-    for i, r in enumerate(rows):
-        y = 8 + i * (bar + 6)
-        w = r["speedup_fp32"] / top * width
-        within = r.get("dbpc_pct") is None or r["dbpc_pct"] <= (0.1 if r["family"] in ("fp16", "bf16", "tf32", "fp32") else 1.0)
-        colour = "#2ca02c" if within else "#d62728"
-        note = (f'{r["speedup_fp32"]:.2f}x, ' + (f'{r["dbpc_pct"]:+.3f} % bits/char'
-                if r.get("dbpc_pct") is not None else f'error {figure(r.get("error_vs_fp32"), ".1e")} vs FP32'))
-        svg.append(f'<text x="{left - 6}" y="{y + bar - 5}" font-size="11" text-anchor="end">'
-                   f'{escape(_precision(r))}</text><rect x="{left}" y="{y}" width="{w:.1f}" '
-                   f'height="{bar}" fill="{colour}"><title>{escape(_config(r))}</title></rect>'
-                   f'<text x="{left + w + 4:.1f}" y="{y + bar - 5}" font-size="11">{escape(note)}</text>')
-    svg.append("</svg>")
-    return "".join(svg)
+        return None
+    within, outside = "within its accuracy target", "outside its accuracy target"
+    values, notes, ids, groups = {}, {}, {}, []
+    for r in rows:
+        g = _chart_label(r)
+        while g in groups:  # two rows of one name stay two bars
+            g += " "
+        groups.append(g)
+        ok = r.get("dbpc_pct") is None or r["dbpc_pct"] <= _target(r)
+        key = (g, within if ok else outside)
+        values[key] = r["speedup_fp32"]
+        notes[key] = f'{r["speedup_fp32"]:.2f}x, ' + (
+            f'{r["dbpc_pct"]:+.3f} % bits/char' if r.get("dbpc_pct") is not None
+            else f'error {figure(r.get("error_vs_fp32"), ".1e")} vs FP32')
+        ids[key] = "row-" + re.sub(r"[^A-Za-z0-9_.-]", "-", r["id"])
+    name = doc["result"]["source"]["name"]
+    return charts.bars(
+        groups, [within, outside], values, colours={within: "#2ca02c", outside: "#d62728"},
+        notes=notes, ids=ids, side_by_side=False, ref=(1.0, "1x true FP32"),
+        title=f"{name}: speed-up over true FP32 per precision (graph replays, same run)",
+        xlabel="x true FP32 (forward, time per batch)",
+        alt=f"Speed-up over true FP32 of each precision of the {name}, green within its "
+            "accuracy target")
 
 
-def html(doc: dict) -> str:
+def chart_line(doc: dict, chart_: charts.Chart | None, file_name: str) -> str:
+    """The markdown's line for the chart (its image, or that it was left out); nothing
+    for a table without a timed row."""
+    if not any(r.get("speedup_fp32") is not None for r in doc["summary"]["rows"]):
+        return ""
+    return chart_.markdown(file_name) if chart_ else charts.LEFT_OUT
+
+
+def html(doc: dict, chart_: charts.Chart | None = None) -> str:
+    """The page: the chart inline (``chart_``, drawn here when not given; without
+    matplotlib the one line saying it was left out), the tables, the answer and the
+    provenance."""
     headers, rows = table_rows(doc)
+    chart_ = chart_ or chart(doc)
+    line = chart_line(doc, None, "") or "No timed row."
+    drawn = chart_.svg() if chart_ else f"<p>{escape(line)}</p>"
     ch, cr = calibration_rows(doc)
     def tab(h, rs):
         return ("<table><tr>" + "".join(f"<th>{escape(x)}</th>" for x in h) + "</tr>" +
@@ -224,6 +255,20 @@ def html(doc: dict) -> str:
             f"{escape(name)}</title><style>{CSS}</style></head><body>"
             f"<h1>Precision table: {escape(name)}</h1>"
             f"<h2>Speed-up over true FP32 (green: within the precision's accuracy target)</h2>"
-            f"{chart(doc)}<h2>Table</h2>{tab(headers, rows)}<h2>Calibration</h2>{tab(ch, cr)}"
+            f"{drawn}<h2>Table</h2>{tab(headers, rows)}<h2>Calibration</h2>{tab(ch, cr)}"
             f"<h2>The answer</h2><pre>{escape(answer_text(doc))}</pre>"
             f"<h2>Provenance</h2><table class='prov'>{prov}</table></body></html>")
+
+
+def write(doc: dict, folder: Path, stem: str) -> list[Path]:
+    """``stem``.md, .html and (with matplotlib) .png of the table ``doc`` in ``folder``; the
+    JSON is the caller's. Returns the paths written."""
+    drawn = chart(doc)
+    md, page, png = (folder / f"{stem}{ext}" for ext in (".md", ".html", ".png"))
+    md.write_text(markdown(doc, chart_line(doc, drawn, png.name)))
+    page.write_text(html(doc, drawn))
+    if drawn:
+        png.write_bytes(drawn.png())
+    else:  # a chart from an earlier rendering would be one the markdown no longer links
+        png.unlink(missing_ok=True)
+    return [md, page] + ([png] if drawn else [])
