@@ -116,6 +116,13 @@ def test_the_work_is_spread_by_k_and_the_sizes_say_why_a_shape_does_not_fit():
         partition.plan(_cfg(layers=3, bi=True), "fp16", "fp16", sm_count=4, smem_per_block=SMEM)
 
 
+def test_a_shape_beyond_the_kernels_32_bit_offsets_is_refused_with_the_bytes():
+    long = _cfg(RNNMode.LSTM, 1, False, H=4096, B=512, T=1000, I=64)  # 33.5 GB of projections
+    with pytest.raises(partition.DoesNotFit, match=r"input projection's values: \d+ bytes, "
+                                                   r"beyond the kernel's 32-bit offsets"):
+        partition.plan(long, None, "int8", sm_count=132, smem_per_block=SMEM)
+
+
 # ---------------------------------------------------------------------------- the schedule
 def test_layers_run_as_a_wavefront_and_a_reverse_layer_waits_for_the_end_of_the_one_below():
     uni = _cfg(RNNMode.GRU, 2, False, T=5)

@@ -58,6 +58,49 @@ def capability(cp) -> tuple[int, int]:
     return int(cc[:-1]), int(cc[-1])
 
 
+class Forward:
+    """What both 8-bit engines share: x, hx, cx in and y, hy, cy out (cupy float32, set by
+    :meth:`_io`), the outputs by name in :attr:`buf` (what
+    :mod:`cudnn_rnn.engine.capture` checks), uploads and copies on :attr:`stream`."""
+
+    def _io(self) -> None:
+        cp, c = self.cp, self.cfg
+        f32 = cp.float32
+        self.x = cp.zeros(c.x_shape(), f32)
+        self.hx = cp.zeros(c.h_shape(), f32)
+        self.cx = cp.zeros(c.c_shape(), f32) if c.has_cell_state else None
+        self.y = cp.zeros(c.y_shape(), f32)
+        self.hy = cp.zeros(c.h_shape(), f32)
+        self.cy = cp.zeros(c.c_shape(), f32) if c.has_cell_state else None
+        self.buf = {n: a for n, a in (("y", self.y), ("hy", self.hy), ("cy", self.cy))
+                    if a is not None}
+
+    def set_inputs(self, x, hx, cx=None) -> None:
+        """Upload x (T, B, input), hx (L*D, B, H) and, for LSTM, cx (as float32)."""
+        cp = self.cp
+        with self.stream:
+            self.x[...] = cp.asarray(x, dtype=cp.float32)
+            self.hx[...] = cp.asarray(hx, dtype=cp.float32)
+            if self.cx is not None:
+                self.cx[...] = cp.asarray(cx, dtype=cp.float32)
+
+    def outputs(self) -> dict:
+        """Copies of y, hy and (LSTM) cy, made on the stream after the forward."""
+        with self.stream:
+            out = {n: a.copy() for n, a in self.buf.items()}
+        self.stream.synchronize()
+        return out
+
+    def close(self) -> None:
+        """Release what the engine holds outside CuPy's pool."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class _Layer:
     """One pseudo-layer on the device: weights, factors, biases and its two GEMMs."""
 
@@ -73,7 +116,7 @@ class _Layer:
         self.gemm_h = matmul(self.ph, h_shape)
 
 
-class Engine:
+class Engine(Forward):
     """An inference forward of ``cfg`` on float64 ``stacked`` weights (see
     :mod:`cudnn_rnn.lowbit.model`): ``plan``'s GEMMs in 8 bits, the others in
     ``float_precision``. :meth:`set_inputs` uploads x, hx, cx; :meth:`forward` enqueues
@@ -116,15 +159,8 @@ class Engine:
         cp, c = self.cp, self.cfg
         T, B, H, g, D = c.seq_length, c.mini_batch, c.hidden_size, c.gates, c.dirs
         f32 = cp.float32
-        self.x = cp.zeros(c.x_shape(), f32)
-        self.hx = cp.zeros(c.h_shape(), f32)
-        self.cx = cp.zeros(c.c_shape(), f32) if c.has_cell_state else None
-        self.y = cp.zeros((T, B, D * H), f32)
+        self._io()
         self.between = cp.zeros((T, B, D * H), f32) if c.num_layers > 1 else None
-        self.hy = cp.zeros(c.h_shape(), f32)
-        self.cy = cp.zeros(c.c_shape(), f32) if c.has_cell_state else None
-        self.buf = {n: a for n, a in (("y", self.y), ("hy", self.hy), ("cy", self.cy))
-                    if a is not None}
         self.no_c = cp.zeros(1, f32)
         self.acc_x, self.acc_h, self.x_op, self.h_op = {}, {}, {}, {}
         for L in self.layers:
@@ -138,14 +174,6 @@ class Engine:
             fmt = kernels.OPERANDS[L.ph]
             if fmt not in self.h_op:
                 self.h_op[fmt] = cp.empty((B, H), kernels.FORMATS[fmt][0])
-
-    def set_inputs(self, x, hx, cx=None) -> None:
-        """Upload x (T, B, input), hx (L*D, B, H) and, for LSTM, cx (as float32)."""
-        with self.stream:
-            self.x[...] = self.cp.asarray(x, dtype=self.cp.float32)
-            self.hx[...] = self.cp.asarray(hx, dtype=self.cp.float32)
-            if self.cx is not None:
-                self.cx[...] = self.cp.asarray(cx, dtype=self.cp.float32)
 
     def forward(self) -> None:
         """Enqueue the whole forward on :attr:`stream` (no synchronisation)."""
@@ -182,13 +210,6 @@ class Engine:
                              t * B * D * H + d * H, D * H, h, cc, out, hq, size=B * H)
                 layer_in = out
 
-    def outputs(self) -> dict:
-        """Copies of y, hy and (LSTM) cy, made on the stream after the forward."""
-        with self.stream:
-            out = {n: a.copy() for n, a in self.buf.items()}
-        self.stream.synchronize()
-        return out
-
     def algorithms(self) -> list[dict]:
         """Each distinct GEMM: precision, M, N, K and the workspace its algorithm takes."""
         return [{"precision": p, "M": s.M, "N": s.N, "K": s.K,
@@ -199,9 +220,3 @@ class Engine:
             m.close()
         self._matmuls = {}
         self.handle.close()
-
-    def __enter__(self) -> "Engine":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

@@ -156,6 +156,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     pls = walk.pseudo_layers(cfg)
     hrowb = row_bytes(H, fh)
     xrowb = row_bytes(D * H, fx) if cfg.num_layers > 1 else 0
+    _offsets_fit(cfg, hrowb, xrowb)
     kx = [0 if p.layer == 0 else xrowb for p in pls]
     per_slice = ctas // batch_slices
     if per_slice < len(pls):
@@ -193,6 +194,21 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
             f"{smem_per_block}; on-chip weights in all {part.weight_bytes()} bytes on "
             f"{part.grid} CTAs")
     return part
+
+
+OFFSET_LIMIT = 2 ** 31  # the kernel indexes its buffers with 32-bit offsets
+
+
+def _offsets_fit(cfg: RNNConfig, hrowb: int, xrowb: int) -> None:
+    """:class:`DoesNotFit` where a buffer the kernel indexes is too large for its offsets."""
+    T, B = cfg.seq_length, cfg.mini_batch
+    sizes = {"the input projection's values": T * B * cfg.gates * cfg.hidden_size * 4,
+             "h's slots (bytes)": (T + 1) * B * hrowb, "a layer input's codes": T * B * xrowb,
+             "y's values": T * B * cfg.dirs * cfg.hidden_size * 4}
+    for what, n in sizes.items():
+        if n >= OFFSET_LIMIT:
+            raise DoesNotFit(f"{what}: {n} bytes, beyond the kernel's 32-bit offsets "
+                             f"({OFFSET_LIMIT}); run fewer steps or a smaller batch per call")
 
 
 def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps) -> None:

@@ -30,7 +30,8 @@ from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import kernels, partition
-from cudnn_rnn.lowbit.engine import WORKSPACE_BYTES, Unsupported, capability, check_supported
+from cudnn_rnn.lowbit.engine import (WORKSPACE_BYTES, Forward, Unsupported, capability,
+                                     check_supported)
 from cudnn_rnn.lowbit.gemm import Handle, Matmul, rnn_shapes
 from cudnn_rnn.lowbit.operands import EIGHT_BIT, prepare
 
@@ -152,7 +153,7 @@ def check_device(cfg: RNNConfig, fx, fh, limits: dict) -> None:
                           "every CTA resident at once")
 
 
-class PersistentEngine:
+class PersistentEngine(Forward):
     """An inference forward of ``cfg`` on float64 ``stacked`` weights, ``plan``'s GEMMs in
     8 bits and the rest in ``float_precision`` (fp16 or bf16), launched as one persistent
     kernel shaped by ``settings``. The same interface as the GEMM engine's
@@ -194,16 +195,8 @@ class PersistentEngine:
     # ------------------------------------------------------------------------ set-up
     def _upload(self, gx_precision: str) -> None:
         cp, c, part, ops = self.cp, self.cfg, self.part, self.operands
-        T, B, H, D, g = c.seq_length, c.mini_batch, c.hidden_size, c.dirs, c.gates
-        f32 = cp.float32
-        self.x = cp.zeros(c.x_shape(), f32)
-        self.hx = cp.zeros(c.h_shape(), f32)
-        self.cx = cp.zeros(c.c_shape(), f32) if c.has_cell_state else None
-        self.y = cp.zeros((T, B, D * H), f32)
-        self.hy = cp.zeros(c.h_shape(), f32)
-        self.cy = cp.zeros(c.c_shape(), f32) if c.has_cell_state else None
-        self.buf = {n: a for n, a in (("y", self.y), ("hy", self.hy), ("cy", self.cy))
-                    if a is not None}
+        T, B, H, g = c.seq_length, c.mini_batch, c.hidden_size, c.gates
+        self._io()
         self.vectors = [{n: cp.asarray(v) for n, v in (
             ("dqx", o.input.dq), ("dqh", o.recurrent.dq), ("bW", o.bW), ("bR", o.bR))}
             for o in ops]
@@ -269,13 +262,9 @@ class PersistentEngine:
 
     # ------------------------------------------------------------------------ use
     def set_inputs(self, x, hx, cx=None) -> None:
-        """Upload x (T, B, input), hx (L*D, B, H) and, for LSTM, cx (as float32)."""
-        cp = self.cp
+        """Upload the inputs (:meth:`Forward.set_inputs`) and clear the kernel's status."""
+        super().set_inputs(x, hx, cx)
         with self.stream:
-            self.x[...] = cp.asarray(x, dtype=cp.float32)
-            self.hx[...] = cp.asarray(hx, dtype=cp.float32)
-            if self.cx is not None:
-                self.cx[...] = cp.asarray(cx, dtype=cp.float32)
             self.status.fill(0)
 
     def forward(self) -> None:
@@ -304,8 +293,7 @@ class PersistentEngine:
 
     def outputs(self) -> dict:
         """Copies of y, hy and (LSTM) cy after the forward; :class:`Stalled` if it gave up."""
-        with self.stream:
-            out = {n: a.copy() for n, a in self.buf.items()}
+        out = super().outputs()
         self.check()
         return out
 
@@ -329,9 +317,3 @@ class PersistentEngine:
             m.close()
         self._matmuls = []
         self.handle.close()
-
-    def __enter__(self) -> "PersistentEngine":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
