@@ -1,7 +1,8 @@
-"""Every command the README shows works as printed on a fresh clone (CPU: descriptor stages).
+"""Every command the README and its pages in docs/ show works as printed on a fresh clone
+(CPU: descriptor stages, reports).
 
-The README's commands are the lines of its indented code blocks that start with
-``python -m`` or ``make``. Each runs in a fresh copy of the checkout (its tracked and
+The commands are the lines of their indented code blocks that start with ``python -m`` or
+``make``. Each runs in a fresh copy of the checkout (its tracked and
 not-ignored files, committed anew, so ``git status`` there starts clean), on its own:
 ``runs/`` and ``reports/`` are emptied before each. Commands that need a GPU must say so in
 one line and exit 2; the rest must exit 0. After each, ``git status --porcelain`` in the
@@ -20,19 +21,25 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-NEEDS_GPU = re.compile(r"^(python -m cudnn_rnn\.(example|tune|bench|overhead|precision|train)\b(?!.*--list)"
-                       r"|make (bench|example|model|precision)\b)")
+NEEDS_GPU = re.compile(r"^(python -m cudnn_rnn\.(example|tune|bench|overhead|precision|train)\b"
+                       r"(?!.*(--list|--render))|make (bench|example|model|precision)\b)")
+PAGES = ("README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")))
 IGNORED = (".git", ".venv", "runs", "reports", "__pycache__", ".pytest_cache", ".hypothesis",
            "build", ".whl", ".device", "_scratch")
 
 
-def readme_commands() -> list[str]:
+def commands(page: str) -> list[str]:
     out = []
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in (ROOT / page).read_text().splitlines():
         text = line.strip()
         if line.startswith("    ") and text.startswith(("python -m ", "make ")):
             out.append(text.split(" #")[0].strip())
-    return list(dict.fromkeys(out))
+    return out
+
+
+def readme_commands() -> list[str]:
+    """The commands of the README and of every page of docs/, each once."""
+    return list(dict.fromkeys(c for page in PAGES for c in commands(page)))
 
 
 def fresh_copy(dest: Path) -> Path:
@@ -59,9 +66,27 @@ def clone(tmp_path_factory):
 
 
 def test_the_readme_shows_the_commands_this_test_runs():
+    assert commands("README.md")[:2] == ["make matrix", "make test"]  # the two set-up commands
     found = readme_commands()
-    assert "make matrix" in found and "make test" in found and "python -m cudnn_rnn.probe" in found
+    assert "python -m cudnn_rnn.probe" in found
     assert any(c.startswith("python -m cudnn_rnn.report ") for c in found)
+    assert any("--render" in c for c in found)  # a CPU command of a GPU-only module
+    assert len(PAGES) >= 10
+
+
+def test_the_readme_is_a_front_door_with_a_link_to_every_page():
+    """At most 200 lines; every page of docs/ linked from it; every link of the README and
+    of the pages to a file of the checkout resolves; its chart is a committed PNG."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    for page in PAGES[1:]:
+        assert f"]({page})" in text, page
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", (ROOT / page).read_text()):
+            if "://" not in target:
+                assert (ROOT / page).parent.joinpath(target).resolve().exists(), (page, target)
+    chart = re.search(r"!\[[^\]]*\]\(([^)]+\.png)\)", text).group(1)
+    assert (ROOT / chart).is_file() and chart.startswith("results/")
 
 
 @pytest.mark.parametrize("command", [c for c in readme_commands() if c != "make test"])
@@ -97,7 +122,7 @@ def test_readme_command_works_as_printed_on_a_fresh_clone(clone, command):
 
 def test_the_readme_says_how_to_reach_the_installed_commands():
     text = (ROOT / "README.md").read_text()
-    setup = text.split("### Where runs and reports go")[0]
+    setup = text.split("\n## Set-up\n")[1].split("\n## ")[0]
     assert ". .venv/bin/activate" in setup and ".venv/bin/python -m cudnn_rnn" in setup
     assert ".venv/bin/cudnn-rnn" in setup
 
