@@ -35,8 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTCOMES = "MUTATIONS_OUTCOMES"  # the plugin's output file, named in the environment
-NOT_COPIED = (".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
-              "runs", "reports", "build", ".device", ".whl")
+NOT_COPIED = (".git", ".venv", ".venv-*", "__pycache__", ".pytest_cache", ".hypothesis",
+              "*.egg-info", "runs", "reports", "build", ".device", ".whl")
 
 
 @dataclass(frozen=True)
