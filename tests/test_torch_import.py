@@ -70,3 +70,19 @@ def test_the_example_without_torch_or_a_gpu_says_so_in_one_line(without_torch, n
     assert out.returncode == 2, out.stderr
     assert out.stdout == "" and out.stderr.count("\n") == 1
     assert out.stderr.startswith("examples/charlm.py: error: ") and needle in out.stderr
+
+
+def test_the_docs_snippet_calls_accelerate_with_the_arguments_it_takes():
+    import ast
+    import inspect
+    import re as regex
+    from cudnn_rnn.torch import accelerate
+    docs = (ROOT / "docs" / "torch.md").read_text()
+    assert "[docs/torch.md](docs/torch.md)" in (ROOT / "README.md").read_text()
+    code = regex.search(r"```python\n(.*?)```", docs, regex.S).group(1)
+    call = next(n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Call)
+                and getattr(n.func, "id", None) == "accelerate")
+    taken = inspect.signature(accelerate).parameters
+    assert {k.arg for k in call.keywords} <= set(taken)
+    for name in ("module", "example", "precision", "calibration", "tolerance"):
+        assert f"**{name}**" in docs and name in taken  # each argument is described

@@ -59,7 +59,7 @@ class Accelerated(torch.nn.Module):
                  "passed_over": e.passed_over} for key, e in self._plans.entries()]
 
     def extra_repr(self) -> str:
-        return f"{self.plan.module.describe()}, runs {self.plan.choice.label}"
+        return f"{self.plan.module.describe()}; choice: {self.plan.choice.label}"
 
     # ------------------------------------------------------------------ calls
     def forward(self, input, hx=None):
