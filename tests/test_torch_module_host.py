@@ -187,3 +187,15 @@ def test_a_packed_sequence_runs_cudnn_in_the_callers_order(on_the_host):
     (made,) = fast.shapes()
     assert made["runs"] == "cudnn" and made["shape"].endswith("lengths [4, 3, 2]")
     assert "errors_held" in made["verified"]
+
+
+def test_verify_judges_a_shape_already_made_on_new_inputs(on_the_host):
+    """A runner that ignores the state passes at a zero state (ignoring it changes nothing)
+    and is caught on the first inputs where it matters."""
+    fast = _accelerated(torch.nn.GRU(5, 7, 1), ("ignores the state", "cudnn"))
+    x = torch.randn(4, 3, 5)
+    facts = fast.verify(x)
+    assert max(facts["errors"].values()) < 1e-6 and fast.shapes()[0]["runs"] == "ignores the state"
+    with pytest.raises(NotAccelerated, match="^ignores the state at seq 4, batch 3: largest "
+                                             "relative error"):
+        fast.verify(x, torch.randn(1, 3, 7))

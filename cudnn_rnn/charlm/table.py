@@ -215,7 +215,7 @@ def run_table(src: Source, reps: int = 20, warmup: int = 1, budget_s: float = 0.
     phases["cudnn"] = round(time.monotonic() - started - sum(phases.values()), 2)
     stacked = model.stack(cfg, src.rnn.params)
     stacked_dev = model.moved(stacked, cp)
-    hists = histograms(src.rnn, stacked_dev, src.x_calibration, cp)
+    hists = histograms(src.rnn, stacked_dev, src.x_calibration, cp) if formats else {}
     chosen = {fmt: {m: calibration.thresholds(hists, m, fmt) for m in methods} for fmt in formats}
     phases["calibration"] = round(time.monotonic() - started - sum(phases.values()), 2)
     runs = [(None, None, None)] + [(f, p, m) for f in formats for p in parts for m in methods]

@@ -21,13 +21,14 @@ from torch.nn.utils.rnn import PackedSequence
 from cudnn_rnn.engine.gpu import cupy_or_raise
 from cudnn_rnn.engine import packing
 from cudnn_rnn.torch import calls, report, runners, verify
+from cudnn_rnn.torch.errors import NotAccelerated
 from cudnn_rnn.torch.shapes import Attempt, Plans, describe, packed_lengths
 
 
 class Accelerated(torch.nn.Module):
     """What :func:`~cudnn_rnn.torch.accelerate` returns (or :func:`~cudnn_rnn.torch.load`):
     call it as the module it accelerates. ``choice``, ``table()``, ``save(path)``,
-    ``shapes()``."""
+    ``shapes()``, ``verify(x)``."""
 
     def __init__(self, plan, rnn, device):
         super().__init__()
@@ -71,6 +72,28 @@ class Accelerated(torch.nn.Module):
             h0, c0 = calls.state(hx, spec, x.shape[1], self._device, unbatched)
             y, hy, cy = self._run((x.shape[0], x.shape[1]), x, h0, c0)
             return calls.as_module_returns(spec, y, hy, cy, unbatched)
+
+    def verify(self, input, hx=None) -> dict:
+        """Run ``input`` (padded, the module's layout) from ``hx`` and judge the outputs as a
+        shape's first call is judged (:mod:`.verify`: the candidate's own rule, then the
+        tolerance against the module in float64); the facts (``errors`` against the module),
+        or :class:`~cudnn_rnn.torch.errors.NotAccelerated` saying what is outside."""
+        with torch.no_grad(), self._cp.cuda.Device(self._device.index):
+            spec = self.plan.module
+            x, unbatched = calls.sequence_major(input, spec, self._device)
+            h0, c0 = calls.state(hx, spec, x.shape[1], self._device, unbatched)
+            key = (x.shape[0], x.shape[1])
+            entry = self._plans.cached(key)
+            if entry is None:  # made now, and verified on these very inputs
+                self._run(key, x, h0, c0)
+                return self._plans.cached(key).facts
+            outputs = self._call(entry.runner, key, x, h0, c0)
+            torch.cuda.current_stream(self._device).synchronize()
+            entry.runner.check()
+            facts, why = self._judge(entry.candidate, entry.runner, key, x, h0, c0, outputs)
+        if why is not None:
+            raise NotAccelerated(f"{entry.candidate.label} at {describe(key)}: {why}")
+        return facts
 
     def _packed(self, input, hx):
         spec = self.plan.module

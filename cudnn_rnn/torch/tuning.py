@@ -16,7 +16,8 @@ What :func:`accelerate` does, in the user's process and CUDA context:
    families, and the GEMM engine and the persistent kernel in FP16 and in the precision's
    8-bit formats, calibrated on the calibration batches), each row verified and timed;
 4. keeps the fastest eligible row within the tolerance of the module in float64
-   (:mod:`.ranking`), or refuses in one line saying how near the nearest came;
+   (:mod:`.ranking`), or refuses in one line saying how near the nearest came; the module
+   it returns is verified on the example and on every calibration batch as well;
 5. times the module itself and the accelerated module, eager and in a CUDA graph, in the
    same process (:mod:`.timing`).
 """
@@ -105,12 +106,31 @@ def _tune(module, spec, example, name, prec, calibration, limit, device, torch, 
     fast = _accelerated(plan, rnn, device)
     given = x.transpose(0, 1) if spec.batch_first else x
     fast(given)  # the example's shape made and verified before anything is timed
+    plan.report["calibration_errors"] = verify_calibration(fast, cal, spec)
     torch.cuda.synchronize(device)
     plan.report["times"] = {
         "module": timing.times(timing.step_of(module, given, torch), reps, budget_s),
         "accelerated": timing.times(timing.step_of(fast, given, torch), reps, budget_s)}
     plan.report["run"]["tuning_s"] = round(time.monotonic() - started, 2)
     return fast
+
+
+def verify_calibration(fast, batches, spec) -> list | None:
+    """The largest error against the module in float64 of the module ``fast`` on each
+    calibration batch (each verified as a shape's first call is); NotAccelerated if one is
+    outside the tolerance (the 8-bit scales came from these batches: a choice that does
+    not hold on them is not handed back)."""
+    if not batches:
+        return None
+    out = []
+    for i, batch in enumerate(batches):
+        try:
+            facts = fast.verify(batch.transpose(0, 1) if spec.batch_first else batch)
+        except NotAccelerated as exc:
+            raise NotAccelerated(f"verified on the example but not on calibration batch {i}: "
+                                 f"{exc}; give a larger tolerance or another precision") from None
+        out.append(max(facts["errors"].values()))
+    return out
 
 
 def check_mapping(module, spec, rnn, x, torch, xp) -> None:
