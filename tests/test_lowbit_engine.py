@@ -2,6 +2,7 @@
 why, its candidates and their records, and how the tuner ranks them beside cuDNN's (from a
 recorded H200 run)."""
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import candidates as C
 from cudnn_rnn.lowbit import configs as K
 from cudnn_rnn.lowbit import model, operands
-from cudnn_rnn.lowbit.engine import Unsupported, check_supported
+from cudnn_rnn.lowbit.engine import Forward, Unsupported, check_supported
 
 FIXTURE = Path(__file__).parent / "fixtures" / "lowbit-h200" / "seed_shape.json"
 
@@ -193,3 +194,37 @@ def test_the_committed_eight_bit_benchmark_regenerates_and_its_ratios_are_its_ti
         assert r["speedup_vs_cudnn16"] == pytest.approx(c["timing"]["median_ms"]
                                                         / e["timing"]["median_ms"])
     assert markdown(s["eight_bit"]) in (d / "bench.md").read_text()
+
+
+class _HostForward(Forward):
+    """Forward's buffers as numpy arrays (the layout the engines give them on the GPU)."""
+
+    def __init__(self, cfg, bindable=None):
+        self.cp, self.cfg = np, cfg
+        if bindable is not None:
+            self.BINDABLE = bindable
+        self._io()
+
+
+def test_bind_puts_the_callers_arrays_in_place_of_the_engines_own_without_copies():
+    f = _HostForward(_cfg())
+    mine = {n: np.zeros_like(getattr(f, n)) for n in Forward.BINDABLE}
+    f.bind("the caller's stream", **mine)
+    assert all(getattr(f, n) is a for n, a in mine.items())
+    assert all(f.buf[n] is mine[n] for n in ("y", "hy", "cy")) and f.stream == "the caller's stream"
+
+
+@pytest.mark.parametrize("name,array,needle", [
+    ("x", lambda a: a[..., :-1], "x must be a C-contiguous float32 array of shape (4, 3, 8)"),
+    ("hy", lambda a: a.astype(np.float64), "hy must be a C-contiguous float32"),
+    ("y", lambda a: np.asfortranarray(a), "y must be a C-contiguous"),
+    ("between", lambda a: a, "binds x, hx, cx, y, hy, cy only, not between"),
+    ("hx", lambda a: a, "binds x only, not hx"),
+])
+def test_bind_refuses_what_does_not_fit_and_binds_nothing_then(name, array, needle):
+    f = _HostForward(_cfg(), ("x",) if needle.startswith("binds x only") else None)
+    own = {n: getattr(f, n) for n in Forward.BINDABLE}
+    base = getattr(f, name, np.zeros((2, 2), np.float32))
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        f.bind(None, **({"x": np.zeros_like(f.x)} | {name: array(base)}))
+    assert all(getattr(f, n) is a for n, a in own.items())  # all or nothing

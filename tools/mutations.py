@@ -35,8 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTCOMES = "MUTATIONS_OUTCOMES"  # the plugin's output file, named in the environment
-NOT_COPIED = (".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info",
-              "runs", "reports", "build", ".device", ".whl")
+NOT_COPIED = (".git", ".venv", ".venv-*", "__pycache__", ".pytest_cache", ".hypothesis",
+              "*.egg-info", "runs", "reports", "build", ".device", ".whl")
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,28 @@ MUTATIONS = (
         cpu=("tests/test_reference.py::test_forward_matches_a_naive_implementation"
              "[base-LSTM]",),
         gpu=(GPU_LSTM,)),
+    Mutation(
+        "an accelerated module's 8-bit runner judged without its quantized twin "
+        "(cudnn_rnn.torch.verify)",
+        "cudnn_rnn/torch/verify.py",
+        'check_outputs(out, ref, twin, TWIN_BOUNDS[candidate.fmt], "float64 twin")',
+        'check_outputs(out, ref, None, TWIN_BOUNDS[candidate.fmt], "float64 twin")',
+        cpu=("tests/test_torch_state.py::test_an_8bit_engines_arithmetic_passes_and_its_"
+             "unquantized_network_does_not[LSTM]",)),
+    Mutation(
+        "an accelerated module's runner not held to the user's tolerance (cudnn_rnn.torch)",
+        "cudnn_rnn/torch/verify.py",
+        "    if why is None and not worst <= tolerance:\n",
+        "    if why is None and not worst <= 1e9 * tolerance:\n",
+        cpu=("tests/test_torch_state.py::test_an_engine_within_its_bound_but_outside_the_"
+             "users_tolerance_fails_saying_so",)),
+    Mutation(
+        "the accelerated module's choice ranks rows outside the tolerance (cudnn_rnn.torch)",
+        "cudnn_rnn/torch/ranking.py",
+        "            and err <= limit)",
+        "            and err <= 1e9 * limit)",
+        cpu=("tests/test_torch_ranking.py::test_the_choice_is_the_fastest_eligible_row_within_"
+             "the_tolerance[0.01-auto]",)),
     Mutation(
         "the INT8 quantizer rounds toward zero instead of to nearest",
         "cudnn_rnn/lowbit/quant.py",

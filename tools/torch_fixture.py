@@ -1,9 +1,10 @@
 """Regenerate tests/fixtures/torch-rnn/: real torch.nn modules' state_dicts and outputs.
 
-    python3 tools/torch_fixture.py tests/fixtures/torch-rnn
+    python3 tools/torch_fixture.py tests/fixtures/torch-rnn [NAME ...]
 
 Needs PyTorch. For each module (a 2-layer bidirectional LSTM with a projection, a 1-layer
-GRU), seeded: the state_dict as torch.save writes it (``NAME.pt``), as safetensors
+GRU, a 2-layer bidirectional tanh RNN, a 1-layer ReLU RNN; only those NAMEd, when given),
+seeded: the state_dict as torch.save writes it (``NAME.pt``), as safetensors
 (``NAME.safetensors``, by the safetensors package when importable) and as ``.npz``
 (numpy arrays of the same tensors), an input batch ``NAME-inputs.npy`` (seq, batch,
 input) and ``NAME-outputs.npz``: the module's own y, h_n (and c_n) in float64 from a zero
@@ -20,13 +21,23 @@ import torch
 MODULES = {
     "lstm": lambda: torch.nn.LSTM(12, 16, num_layers=2, bidirectional=True, proj_size=8),
     "gru": lambda: torch.nn.GRU(12, 16, num_layers=1),
+    "rnn_tanh": lambda: torch.nn.RNN(12, 16, num_layers=2, bidirectional=True),
+    "rnn_relu": lambda: torch.nn.RNN(12, 16, num_layers=1, nonlinearity="relu"),
 }
 
 
-def main(out: Path) -> None:
+def main(out: Path, names: list) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    notes = {"torch": torch.__version__}
+    readme = out / "README.json"
+    notes = json.loads(readme.read_text()) if names and readme.exists() else {}
+    mine = notes.setdefault("modules", {}) if names else notes
     for name, make in MODULES.items():
+        if names and name not in names:
+            continue
+        if names:
+            mine[name] = {"torch": torch.__version__}
+        else:
+            notes["torch"] = torch.__version__
         torch.manual_seed(7)
         module = make()
         state = module.state_dict()
@@ -35,9 +46,10 @@ def main(out: Path) -> None:
         try:
             from safetensors.torch import save_file
             save_file({k: v.contiguous() for k, v in state.items()}, str(out / f"{name}.safetensors"))
-            notes["safetensors"] = "safetensors.torch.save_file"
+            (mine[name] if names else notes)["safetensors"] = "safetensors.torch.save_file"
         except ImportError:
-            notes["safetensors"] = "not importable: no .safetensors written"
+            (mine[name] if names else notes)["safetensors"] = \
+                "not importable: no .safetensors written"
         x = torch.randn(5, 3, 12, dtype=torch.float64)
         np.save(out / f"{name}-inputs.npy", x.numpy().astype(np.float32))
         with torch.no_grad():
@@ -48,8 +60,8 @@ def main(out: Path) -> None:
         else:
             parts["h_n"] = state_out.numpy()
         np.savez(out / f"{name}-outputs.npz", **parts)
-    (out / "README.json").write_text(json.dumps(notes, indent=1) + "\n")
+    readme.write_text(json.dumps(notes, indent=1) + "\n")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2:])

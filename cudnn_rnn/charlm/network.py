@@ -124,17 +124,25 @@ def device_params(rnn: RNNWeights, xp) -> list:
             for p in rnn.params]
 
 
-def reference_outputs(rnn: RNNWeights, x, xp=np, chunk: int = 32) -> dict:
-    """float64 y, hy, cy of the module on (T, B, input) ``x`` from a zero state, ``chunk``
-    sequences at a time (the reference keeps every step for its backward pass)."""
+def reference_outputs(rnn: RNNWeights, x, xp=np, chunk: int = 32, hx=None, cx=None,
+                      lengths=None) -> dict:
+    """float64 y, hy, cy of the module on (T, B, input) ``x`` from the state ``hx``, ``cx``
+    ((layers x dirs, B, features); a zero state where None), ``chunk`` sequences at a time
+    (the reference keeps every step for its backward pass); ``lengths`` (B,): each
+    sequence's own length (None: all T; see :func:`cudnn_rnn.check.reference.forward`)."""
     T, B = x.shape[:2]
     params = device_params(rnn, xp)
     parts = []
     for b in range(0, B, chunk):
         part = xp.asarray(x[:, b:b + chunk], dtype=xp.float64)
         cfg = rnn.config(T, part.shape[1])
-        hx, cx = zero_state(cfg, xp)
-        f = reference.forward(cfg, params, part, hx, cx)
+        h0, c0 = zero_state(cfg, xp)
+        if hx is not None:
+            h0 = xp.asarray(hx[:, b:b + chunk], dtype=xp.float64)
+        if cx is not None and c0 is not None:
+            c0 = xp.asarray(cx[:, b:b + chunk], dtype=xp.float64)
+        mine = None if lengths is None else np.asarray(lengths)[b:b + chunk]
+        f = reference.forward(cfg, params, part, h0, c0, mine)
         parts.append((f.y, f.hy, f.cy))
     y, hy = (xp.concatenate([p[i] for p in parts], axis=1) for i in (0, 1))
     cy = None if parts[0][2] is None else xp.concatenate([p[2] for p in parts], axis=1)

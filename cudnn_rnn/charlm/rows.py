@@ -147,7 +147,7 @@ def engine_row(cfg, stacked: list, stacked_dev: list, io_dev: dict, ref: dict, f
     rec.update(facts)
     if settings is not None:
         rec["settings"] = settings.name
-    with _build(cfg, stacked, plan, engine, settings) as e:
+    with build_engine(cfg, stacked, plan, engine, settings) as e:
         e.set_inputs(io_dev["x"], io_dev["hx"], io_dev.get("cx"))
         rec.update(timed(e.cp, cfg, e, reps, warmup, budget_s))
     rec.update(outcome="OK", duration_s=round(time.monotonic() - started, 3))
@@ -160,10 +160,36 @@ def e_cp():
     return cupy_or_raise()
 
 
-def _build(cfg, stacked, plan, engine: str, settings):
+def build_engine(cfg, stacked, plan, engine: str, settings):
+    """The GEMM engine (``engine`` "gemm") or the persistent kernel shaped by ``settings``,
+    with ``plan``'s GEMMs in 8 bits and the others in :data:`REST` (all of them without a
+    plan)."""
     if engine == "persistent":
         return PersistentEngine(cfg, stacked, REST, plan, settings)
     return Engine(cfg, stacked, REST, plan)
+
+
+def check_outputs(out: dict, ref: dict, twin: dict | None, bound: float,
+                  against: str) -> tuple[dict, str | None]:
+    """An engine's outputs judged (see the module docstring): without a ``twin`` (FP16
+    throughout) against the reference ``ref`` within ``bound``; with one (8 bits) against
+    the twin within ``bound`` and nearer to it than to ``ref`` in every output. (facts:
+    ``errors`` against ``ref`` and ``errors_twin``, why it is wrong or None)."""
+    facts = {"errors": errors(out, ref)}
+    check = facts["errors"] if twin is None else errors(out, twin)
+    if twin is not None:
+        facts["errors_twin"] = check
+    worst = max(check.values())
+    if not worst <= bound:  # NaN fails too
+        return facts, (f"largest relative error {worst:.3g} against the {against} > bound "
+                       f"{bound:g}")
+    nearer = [n for n in check if twin is not None and not check[n] < facts["errors"][n]]
+    if nearer:
+        n = nearer[0]
+        return facts, (f"{n} is as near the unquantized reference ({facts['errors'][n]:.3g}) "
+                       f"as its quantized twin ({check[n]:.3g}): not shown to compute the "
+                       "quantized network")
+    return facts, None
 
 
 def _try(cfg, stacked, io_dev, ref, plan, twin, bound, against, engine, settings,
@@ -173,7 +199,7 @@ def _try(cfg, stacked, io_dev, ref, plan, twin, bound, against, engine, settings
     to it than to the reference in every output; then, with ``quick``, a few replays timed.
     (facts, outputs or None, ms or None)."""
     try:
-        e = _build(cfg, stacked, plan, engine, settings)
+        e = build_engine(cfg, stacked, plan, engine, settings)
     except BaseException as exc:
         facts = failure(exc, e_cp(), "build")
         if facts is None:
@@ -184,22 +210,9 @@ def _try(cfg, stacked, io_dev, ref, plan, twin, bound, against, engine, settings
         capture.prepare(e, OUTPUTS)
         e.forward()
         out = {n: a.astype("float64") for n, a in e.outputs().items()}
-        facts = {"errors": errors(out, ref)}
-        check = facts["errors"] if plan is None else errors(out, twin)
-        if plan is not None:
-            facts["errors_twin"] = check
-        worst = max(check.values())
-        if not worst <= bound:
-            return dict(facts, outcome="WRONG_RESULT", reason=(
-                f"largest relative error {worst:.3g} against the {against} > bound "
-                f"{bound:g}")), None, None
-        nearer = [n for n in check if plan is not None and not check[n] < facts["errors"][n]]
-        if nearer:
-            n = nearer[0]
-            return dict(facts, outcome="WRONG_RESULT", reason=(
-                f"{n} is as near the unquantized reference ({facts['errors'][n]:.3g}) as its "
-                f"quantized twin ({check[n]:.3g}): not shown to compute the quantized "
-                "network")), None, None
+        facts, wrong = check_outputs(out, ref, None if plan is None else twin, bound, against)
+        if wrong:
+            return dict(facts, outcome="WRONG_RESULT", reason=wrong), None, None
         ms = None
         if quick:
             ms = capture.time_captured(e, lambda x: x.forward(), OUTPUTS, QUICK_REPS, 1,

@@ -58,7 +58,7 @@ class Source:
     name: str
     rnn: statedict.RNNWeights
     x: np.ndarray  # (T, B, input) float64
-    x_calibration: np.ndarray
+    x_calibration: np.ndarray | list  # (T, B, input) float64, or a list of such batches
     calibrated_on: str
     charlm: network.CharLM | None = None
     targets: np.ndarray | None = None  # (T, B) codes (the character model)
@@ -119,19 +119,28 @@ def _used(thresholds: dict, part: str) -> tuple:
     return tuple((n, tuple(thresholds[n])) for n in names)
 
 
-def held_values(rnn: statedict.RNNWeights, x: np.ndarray, dt) -> tuple | None:
-    """(weights, inputs) as data type ``dt`` stores them, or None where storing changes no
-    value (FLOAT for the shipped model, trained in FP32): the reference on the original
-    values is then already the one on the values held, and is not run again."""
+def held_weights(rnn: statedict.RNNWeights, dt) -> statedict.RNNWeights | None:
+    """The module's weights as data type ``dt`` stores them, or None where storing changes
+    no value."""
     q = lambda a: None if a is None else dtypes.quantize(np.asarray(a), dt)  # noqa: E731
     params = [reference.LayerParams([q(a) for a in p.W], [q(a) for a in p.R],
                                     [q(a) for a in p.bW], [q(a) for a in p.bR], q(p.P))
               for p in rnn.params]
-    xq = dtypes.quantize(x, dt)
-    if np.array_equal(xq, x) and all(np.array_equal(a, b) for a, b in zip(
-            reference.flat_params(params), reference.flat_params(rnn.params))):
+    if all(np.array_equal(a, b) for a, b in zip(reference.flat_params(params),
+                                                 reference.flat_params(rnn.params))):
         return None
-    return dataclasses.replace(rnn, params=params), xq
+    return dataclasses.replace(rnn, params=params)
+
+
+def held_values(rnn: statedict.RNNWeights, x: np.ndarray, dt) -> tuple | None:
+    """(weights, inputs) as data type ``dt`` stores them, or None where storing changes no
+    value (FLOAT for the shipped model, trained in FP32): the reference on the original
+    values is then already the one on the values held, and is not run again."""
+    weights = held_weights(rnn, dt)
+    xq = dtypes.quantize(x, dt)
+    if weights is None and np.array_equal(xq, x):
+        return None
+    return weights or rnn, xq
 
 
 def _ms(rec: dict) -> float | None:
@@ -143,10 +152,31 @@ def precision_table(spec: dict, reps: int = 20, warmup: int = 1, budget_s: float
                     methods: tuple = calibration.METHODS, formats: tuple = model.FORMATS,
                     parts: tuple = model.PARTS) -> dict:
     """Every configuration's record on ``spec``'s model (see the module docstring)."""
+    return run_table(load_source(spec), reps, warmup, budget_s, methods, formats, parts)
+
+
+def histograms(rnn: statedict.RNNWeights, stacked_dev: list, batches, cp) -> dict:
+    """Every GEMM's activation histograms over the float64 runs of the calibration
+    ``batches`` (one (T, B, input) array, or a list of them) from a zero state."""
+    batches = batches if isinstance(batches, (list, tuple)) else [batches]
+
+    def run(fn):
+        for batch in batches:
+            cfg = rnn.config(*batch.shape[:2])
+            hx, cx = network.zero_state(cfg, cp)
+            model.observe(cfg, stacked_dev, cp.asarray(batch), hx, cx, fn)
+    return calibration.collect(run)
+
+
+def run_table(src: Source, reps: int = 20, warmup: int = 1, budget_s: float = 0.1,
+              methods: tuple = calibration.METHODS, formats: tuple = model.FORMATS,
+              parts: tuple = model.PARTS, families: tuple = FLOAT_FAMILIES) -> dict:
+    """:func:`precision_table` on a loaded source, in this process, with cuDNN's
+    configurations of ``families`` only (FP32 first where it is among them: the baseline
+    of the metrics' agreement; without it they have none)."""
     cp = cupy_or_raise()
     lib = bindings.load()
     started = time.monotonic()
-    src = load_source(spec)
     T, B, _ = src.x.shape
     cfg = src.rnn.config(T, B)
     hx, cx = network.zero_state(cfg, np)
@@ -158,7 +188,7 @@ def precision_table(spec: dict, reps: int = 20, warmup: int = 1, budget_s: float
     records, base, base_out, held = [], None, None, {}
     arrays = reference.arrays_from_params(cfg, src.rnn.params)
     with Handle(lib) as handle:
-        for family in FLOAT_FAMILIES:
+        for family in families:
             kept = []
             for choice in families.search_space(family):  # FP32 first: the baseline
                 dt = choice[0]
@@ -185,10 +215,7 @@ def precision_table(spec: dict, reps: int = 20, warmup: int = 1, budget_s: float
     phases["cudnn"] = round(time.monotonic() - started - sum(phases.values()), 2)
     stacked = model.stack(cfg, src.rnn.params)
     stacked_dev = model.moved(stacked, cp)
-    cal_cfg = src.rnn.config(*src.x_calibration.shape[:2])
-    chx, ccx = network.zero_state(cal_cfg, cp)
-    hists = calibration.collect(lambda fn: model.observe(
-        cal_cfg, stacked_dev, cp.asarray(src.x_calibration), chx, ccx, fn))
+    hists = histograms(src.rnn, stacked_dev, src.x_calibration, cp) if formats else {}
     chosen = {fmt: {m: calibration.thresholds(hists, m, fmt) for m in methods} for fmt in formats}
     phases["calibration"] = round(time.monotonic() - started - sum(phases.values()), 2)
     runs = [(None, None, None)] + [(f, p, m) for f in formats for p in parts for m in methods]
@@ -234,16 +261,25 @@ def precision_table(spec: dict, reps: int = 20, warmup: int = 1, budget_s: float
             "library": lib.describe(), "cublaslt": _cublaslt()}
 
 
+def method_score(rec: dict) -> float:
+    """How well a verified row's calibration did, lower is better: its task metric (bits per
+    character), else its error against the FP32 baseline, else (no FP32 baseline ran) its
+    largest error against the float64 reference."""
+    m = rec.get("metrics") or {}
+    if "bpc" in m or "error_vs_fp32" in m:
+        return m.get("bpc", m.get("error_vs_fp32"))
+    return max(rec["errors"].values())
+
+
 def best_method(records: list, fmt: str, part: str) -> str | None:
     """The calibration method whose GEMM-engine row of ``fmt`` on ``part`` verified with the
-    best task metric (bits per character; for a user's model, error against FP32)."""
+    best :func:`method_score`."""
     mine = [r for r in records if r.get("engine") == "cuBLASLt" and r.get("format") == fmt
-            and r.get("parts") == part and r["outcome"] == "OK" and r.get("metrics")]
+            and r.get("parts") == part and r["outcome"] == "OK"]
     if not mine:
         return None
-    score = lambda r: r["metrics"].get("bpc", r["metrics"].get("error_vs_fp32", 0.0))  # noqa: E731
-    return min(mine, key=lambda r: (score(r), calibration.METHODS.index(r["calibration"])))[
-        "calibration"]
+    return min(mine, key=lambda r: (method_score(r),
+                                    calibration.METHODS.index(r["calibration"])))["calibration"]
 
 
 def _cublaslt() -> dict | None:

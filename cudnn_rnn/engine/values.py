@@ -148,10 +148,10 @@ def place(flow, arrays: dict, io: dict) -> None:
     lin_id, kind) (as :func:`image` takes them) and the inputs ``io`` (x, hx, and cx for
     LSTM; (T, B, features) and (layers x dirs, B, features) float64). Rounded to the data
     type; the flow's float64 copies are what the device then holds. The flow must have run
-    its ``weights`` stage and have equal-length, sequence-major inputs (as its buffers
-    are (T, B, features) in memory then)."""
+    its ``weights`` stage; given inputs need equal-length, sequence-major buffers (which are
+    (T, B, features) in memory then); the weights alone (``io`` empty) go into any layout."""
     cfg, cp = flow.cfg, flow.cp
-    if not cfg.equal_lengths or flow.batch_major("x"):
+    if io and (not cfg.equal_lengths or flow.batch_major("x")):
         raise ValueError("given values need equal lengths and a sequence-major layout")
     with flow.stream:
         img, host = image(cfg, flow.entries, flow.sizes["weight_space"], arrays, cp)

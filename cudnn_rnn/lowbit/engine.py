@@ -61,7 +61,32 @@ def capability(cp) -> tuple[int, int]:
 class Forward:
     """What both 8-bit engines share: x, hx, cx in and y, hy, cy out (cupy float32, set by
     :meth:`_io`), the outputs by name in :attr:`buf` (what
-    :mod:`cudnn_rnn.engine.capture` checks), uploads and copies on :attr:`stream`."""
+    :mod:`cudnn_rnn.engine.capture` checks), uploads and copies on :attr:`stream`; the
+    caller's arrays in place of the :data:`BINDABLE` ones (:meth:`bind`)."""
+
+    BINDABLE: tuple = ("x", "hx", "cx", "y", "hy", "cy")  # what the forward reads by name
+
+    def bind(self, stream=None, **arrays) -> None:
+        """Run the next forwards on ``stream`` (where given) and read or write the given
+        device arrays in place of the engine's own buffers of those names (of
+        :attr:`BINDABLE`): each float32, C-contiguous and of its own buffer's shape. Nothing
+        is copied: the forward then reads and writes the caller's memory
+        (:mod:`cudnn_rnn.torch` binds PyTorch's tensors this way). ValueError names what does
+        not fit."""
+        for name, a in arrays.items():
+            own = getattr(self, name, None) if name in self.BINDABLE else None
+            if own is None:
+                raise ValueError(f"{type(self).__name__} binds {', '.join(self.BINDABLE)} "
+                                 f"only, not {name}")
+            if a.shape != own.shape or a.dtype != own.dtype or not a.flags.c_contiguous:
+                raise ValueError(f"{name} must be a C-contiguous {own.dtype} array of shape "
+                                 f"{own.shape}, got {a.dtype} {a.shape}")
+        for name, a in arrays.items():
+            setattr(self, name, a)
+            if name in self.buf:
+                self.buf[name] = a
+        if stream is not None:
+            self.stream = stream
 
     def _io(self) -> None:
         cp, c = self.cp, self.cfg

@@ -160,6 +160,8 @@ class PersistentEngine(Forward):
     :class:`~cudnn_rnn.lowbit.engine.Engine`: :meth:`set_inputs`, :meth:`forward` (enqueued
     on :attr:`stream`, capturable), :attr:`buf`, :meth:`outputs`, :meth:`close`."""
 
+    BINDABLE = ("x",)  # the states and outputs stay its own: their addresses are in its tables
+
     def __init__(self, cfg: RNNConfig, stacked, float_precision: str, plan=None,
                  settings: Settings = Settings(), stream=None, lt=None,
                  spin_limit: int = SPIN_LIMIT, trace: bool = False):

@@ -1,0 +1,233 @@
+"""What an accelerated module runs, as data: the candidates in the order they are tried at a
+shape (:class:`Candidate`: a cuDNN configuration, or an engine's with its calibrated 8-bit
+thresholds), the module they were verified for, and the ranking they came from
+(:class:`Plan`); saved as JSON so a deployment skips the tuning.
+
+A plan file that is not one :meth:`Plan.save` wrote (not JSON, another format or version, a
+field missing or of the wrong type, an unknown configuration, thresholds that do not fit
+the module) is :class:`~cudnn_rnn.torch.errors.BadPlan`, one line naming the field.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from cudnn_rnn.bindings.enums import DataType, MathType, RNNAlgo
+from cudnn_rnn.lowbit import calibration, model, persistent
+from cudnn_rnn.lowbit.configs import ENGINE_NAMES
+from cudnn_rnn.torch.errors import BadPlan
+from cudnn_rnn.torch.modules import CELLS, DTYPES, ModuleSpec
+
+FORMAT = "cudnn_rnn.torch plan"
+VERSION = 1
+ENGINES = ("cuDNN",) + tuple(ENGINE_NAMES.values())  # a record's "engine"
+ENGINE_KEYS = {v: k for k, v in ENGINE_NAMES.items()}  # "cuBLASLt" -> "gemm"
+
+
+def label_of(rec: dict) -> str:
+    """A precision-table record as tables name it: its label, and an 8-bit row's
+    calibration method."""
+    method = rec.get("calibration")
+    return rec["label"] + (f", {method} calibration" if method else "")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration a shape may run, as the ranking verified it at the example.
+
+    ``cudnn``: (data type, math precision, math type, algorithm) names for cuDNN's; for the
+    engines ``fmt``/``parts``/``calibration`` (None: FP16 throughout), the persistent
+    kernel's launch ``settings``, and ``thresholds``: the calibrated activation thresholds
+    per GEMM kind and pseudo-layer, from which each shape's scales are made."""
+    id: str
+    engine: str
+    label: str
+    family: str
+    errors: dict
+    ms: float | None = None
+    plain_ms: float | None = None
+    cudnn: tuple | None = None
+    fmt: str | None = None
+    parts: str | None = None
+    calibration: str | None = None
+    settings: str | None = None
+    thresholds: dict | None = None
+
+    @classmethod
+    def from_record(cls, rec: dict, ms: float | None, plain_ms: float | None,
+                    thresholds: dict | None = None) -> "Candidate":
+        """The candidate of a precision-table record (:mod:`cudnn_rnn.charlm.rows`);
+        ``thresholds``: the run's thresholds by format and method (an 8-bit row's are
+        kept)."""
+        cudnn = tuple(rec["label"].split("/")) if rec["engine"] == "cuDNN" else None
+        fmt, method = rec.get("format"), rec.get("calibration")
+        mine = thresholds[fmt][method] if fmt and thresholds else None
+        return cls(rec["id"], rec["engine"], label_of(rec), rec["family"],
+                   dict(rec["errors"]), ms, plain_ms, cudnn, fmt, rec.get("parts"), method,
+                   rec.get("settings"), mine)
+
+    @property
+    def is_cudnn(self) -> bool:
+        return self.engine == "cuDNN"
+
+    @property
+    def max_error(self) -> float:
+        return max(self.errors.values())
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["cudnn"] = list(self.cudnn) if self.cudnn else None
+        return d
+
+
+@dataclass
+class Plan:
+    """The module (``module``, ``digest``), the example shape (seq, batch) and the
+    ``candidates`` in the order a shape tries them (the choice first), the ``precision``
+    and ``tolerance`` asked for, and ``report``: the ranking's rows and the module's own
+    times (what :meth:`Accelerated.table` shows)."""
+    module: ModuleSpec
+    digest: str
+    shape: tuple
+    precision: str
+    tolerance: float
+    candidates: list
+    report: dict = field(default_factory=dict)
+
+    @property
+    def choice(self) -> Candidate:
+        return self.candidates[0]
+
+    def as_dict(self) -> dict:
+        return {"format": FORMAT, "version": VERSION, "module": self.module.as_dict(),
+                "digest": self.digest, "shape": list(self.shape), "precision": self.precision,
+                "tolerance": self.tolerance,
+                "candidates": [c.as_dict() for c in self.candidates], "report": self.report}
+
+    def save(self, path) -> Path:
+        """Write the plan as JSON to ``path`` (that file only); the path written."""
+        path = Path(path)
+        path.write_text(json.dumps(self.as_dict(), indent=1, default=_plain) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path) -> "Plan":
+        """The plan in ``path``; :class:`BadPlan` if it is not one."""
+        p = Path(path)
+        if not p.is_file():
+            raise BadPlan(f"{p}: no such plan file (write one with fast.save(path))")
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise BadPlan(f"{p}: not a plan file (not readable JSON: {exc})") from None
+        return cls.from_dict(data, str(p))
+
+    @classmethod
+    def from_dict(cls, d, where: str = "plan") -> "Plan":
+        """The plan ``d`` describes (:meth:`as_dict`'s form), every field checked."""
+        _check(isinstance(d, dict) and d.get("format") == FORMAT, where,
+               "is not a plan file written by cudnn_rnn.torch (no 'format' of "
+               f"{FORMAT!r}); make one with accelerate(...).save(path)")
+        _check(d.get("version") == VERSION, where, f"is a plan of version {d.get('version')!r}, "
+               f"this cudnn_rnn reads version {VERSION}: tune again with accelerate()")
+        spec = _module(_field(d, "module", dict, where), where)
+        digest = _field(d, "digest", str, where)
+        shape = _field(d, "shape", list, where)
+        _check(len(shape) == 2 and all(_positive_int(n) for n in shape), where,
+               f"'shape' must be [seq, batch] of positive integers, got {shape!r}")
+        precision = _field(d, "precision", str, where)
+        tolerance = _field(d, "tolerance", (int, float), where)
+        _check(math.isfinite(tolerance) and tolerance > 0, where,
+               f"'tolerance' must be a positive number, got {tolerance!r}")
+        raw = _field(d, "candidates", list, where)
+        _check(bool(raw), where, "has no candidates")
+        candidates = [_candidate(c, spec, f"{where}: candidates[{i}]") for i, c in enumerate(raw)]
+        report = _field(d, "report", dict, where)
+        return cls(spec, digest, tuple(shape), precision, float(tolerance), candidates, report)
+
+
+# ---------------------------------------------------------------------------- checks
+def _plain(o):
+    """JSON for numpy scalars (errors and times come from cupy/numpy)."""
+    return o.item() if hasattr(o, "item") else str(o)
+
+
+def _check(ok: bool, where: str, text: str) -> None:
+    if not ok:
+        raise BadPlan(f"{where} {text}")
+
+
+def _positive_int(n) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 1
+
+
+def _field(d: dict, key: str, types, where: str):
+    if key not in d:
+        raise BadPlan(f"{where} has no {key!r}")
+    value = d[key]
+    if not isinstance(value, types) or isinstance(value, bool):
+        names = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+        raise BadPlan(f"{where}: {key!r} must be {names}, got {type(value).__name__}")
+    return value
+
+
+def _module(d: dict, where: str) -> ModuleSpec:
+    try:
+        spec = ModuleSpec(**d)
+    except TypeError as exc:
+        raise BadPlan(f"{where}: 'module' does not describe a module ({exc})") from None
+    ok = (spec.cell in CELLS and spec.dtype in DTYPES and all(_positive_int(getattr(spec, n))
+          for n in ("layers", "input_size", "hidden", "proj"))
+          and isinstance(spec.bidirectional, bool) and isinstance(spec.batch_first, bool))
+    _check(ok, where, f"'module' is not a module this package takes: {d!r}")
+    return spec
+
+
+def _candidate(d, spec: ModuleSpec, where: str) -> Candidate:
+    _check(isinstance(d, dict), where, "is not an object")
+    for key in ("id", "label", "family"):
+        _field(d, key, str, where)
+    engine = _field(d, "engine", str, where)
+    _check(engine in ENGINES, where, f"names the engine {engine!r}; one of {', '.join(ENGINES)}")
+    errors = _field(d, "errors", dict, where)
+    _check(bool(errors) and all(isinstance(v, (int, float)) for v in errors.values()), where,
+           "'errors' must map outputs to numbers")
+    fields = {k: d.get(k) for k in ("ms", "plain_ms", "fmt", "parts", "calibration",
+                                    "settings", "thresholds")}
+    c = Candidate(d["id"], engine, d["label"], d["family"], errors,
+                  cudnn=tuple(d["cudnn"]) if d.get("cudnn") else None, **fields)
+    if c.is_cudnn:
+        _cudnn_names(c.cudnn, where)
+    else:
+        _engine_fields(c, spec, where)
+    return c
+
+
+def _cudnn_names(names, where: str) -> None:
+    _check(names is not None and len(names) == 4, where,
+           "is a cuDNN candidate without its (data type, math precision, math type, algorithm)")
+    for enum, name in zip((DataType, DataType, MathType, RNNAlgo), names):
+        _check(name in enum.__members__, where, f"names no {enum.__name__} {name!r}")
+
+
+def _engine_fields(c: Candidate, spec: ModuleSpec, where: str) -> None:
+    if c.settings is not None:
+        _check(c.settings in {s.name for s in persistent.SETTINGS}, where,
+               f"names no launch shape {c.settings!r} of the persistent kernel")
+    if c.fmt is None:
+        return
+    _check(c.fmt in model.FORMATS and c.parts in model.PARTS and
+           c.calibration in calibration.METHODS, where,
+           f"names the 8-bit plan {c.fmt!r} on {c.parts!r} by {c.calibration!r}")
+    _check(isinstance(c.thresholds, dict) and set(c.thresholds) == set(model.GEMMS), where,
+           f"needs 'thresholds' for {', '.join(model.GEMMS)}")
+    pseudo = spec.layers * spec.dirs
+    for gemm, per_layer in c.thresholds.items():
+        _check(isinstance(per_layer, list) and len(per_layer) == pseudo, where,
+               f"has {gemm} thresholds for {len(per_layer) if isinstance(per_layer, list) else '?'}"
+               f" pseudo-layers; the module has {pseudo}")
+        _check(all(t is None or (isinstance(t, (int, float)) and not isinstance(t, bool)
+                       and math.isfinite(t) and t >= 0) for t in per_layer), where,
+               f"has a {gemm} threshold that is not a finite number >= 0")

@@ -1,0 +1,43 @@
+"""The module's own times and the accelerated module's, eager and in a CUDA graph, measured
+in the same process right after the ranking, by the code that times PyTorch everywhere in
+this project (:func:`cudnn_rnn.compare.pytorch.time_step` on PyTorch's current stream,
+:func:`~cudnn_rnn.compare.pytorch.graph_of`: warm-up on a side stream, then
+``torch.cuda.graph``)."""
+from __future__ import annotations
+
+from cudnn_rnn.compare.pytorch import graph_of, time_step
+
+
+def step_of(module, x, torch):
+    """One inference call of ``module`` on ``x`` (no_grad), as the timing repeats it."""
+    def step():
+        with torch.no_grad():
+            module(x)
+    return step
+
+
+def _timed(step, reps: int, budget_s: float) -> dict:
+    t = time_step(step, reps, 3, budget_s)
+    return dict(t, ms=t["median_ms"])
+
+
+def times(step, reps: int, budget_s: float) -> dict:
+    """``{"eager": timing, "graph": timing}``, each a timing record with ``ms``, or
+    ``{"skipped": why}`` where the call or its capture failed (a module PyTorch cannot
+    capture is a finding to show, not an error)."""
+    out = {}
+    try:
+        out["eager"] = _timed(step, reps, budget_s)
+    except Exception as exc:  # noqa: BLE001 - any failure of the user's call is shown
+        out["eager"] = {"skipped": f"{type(exc).__name__}: {_first_line(exc)}"}
+        return out | {"graph": {"skipped": "the eager call failed"}}
+    try:
+        out["graph"] = _timed(graph_of(step), reps, budget_s)
+    except Exception as exc:  # noqa: BLE001 - PyTorch's and CUDA's refusals of a capture
+        out["graph"] = {"skipped": f"capture failed: {type(exc).__name__}: {_first_line(exc)}"}
+    return out
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else ""

@@ -1,0 +1,182 @@
+"""``accelerate(module, example, ...)``: the fastest verified configuration of a user's
+``torch.nn.LSTM``/``GRU``/``RNN``, as a module; ``load(path, module)``: a saved one, without
+tuning.
+
+What :func:`accelerate` does, in the user's process and CUDA context:
+
+1. refuses in one line what it does not take (:class:`~cudnn_rnn.torch.errors.NotAccelerated`):
+   no PyTorch, not such a module, an unknown precision, a tolerance that is not a positive
+   number, no usable GPU, a module on the CPU;
+2. maps the module's weights onto cuDNN's layout (:mod:`.modules`, through
+   :mod:`cudnn_rnn.charlm.statedict`) and checks the mapping: the module's own forward in
+   float64 on the example must equal the float64 reference on the mapped weights (a module
+   whose forward is not its class's is refused);
+3. runs the precision table's job on the module's weights and the example
+   (:func:`cudnn_rnn.charlm.table.run_table`: cuDNN's configurations of the precision's
+   families, and the GEMM engine and the persistent kernel in FP16 and in the precision's
+   8-bit formats, calibrated on the calibration batches), each row verified and timed;
+4. keeps the fastest eligible row within the tolerance of the module in float64
+   (:mod:`.ranking`), or refuses in one line saying how near the nearest came; the module
+   it returns is verified on the example and on every calibration batch as well;
+5. times the module itself and the accelerated module, eager and in a CUDA graph, in the
+   same process (:mod:`.timing`).
+"""
+from __future__ import annotations
+
+import copy
+import time
+
+from cudnn_rnn.charlm import network, table
+from cudnn_rnn.engine import gpu
+from cudnn_rnn.lowbit.candidates import errors
+from cudnn_rnn.torch import inputs, modules, ranking, report, timing
+from cudnn_rnn.torch.errors import BadPlan, NotAccelerated
+from cudnn_rnn.torch.plan import Candidate, Plan
+from cudnn_rnn.torch.verify import chunk
+from cudnn_rnn.tune import cost_ms
+
+MAPPING_BOUND = 1e-9  # the module's float64 forward against the reference on its weights
+TORCH_HINT = "pip install 'cudnn-rnn[torch]' (or any PyTorch with CUDA)"
+
+
+def torch_or_refuse():
+    """The torch module, or :class:`NotAccelerated` saying it is not importable."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise NotAccelerated(f"cudnn_rnn.torch needs PyTorch, which is not importable here "
+                             f"({exc}): {TORCH_HINT}") from None
+    return torch
+
+
+def _device(module, torch):
+    """The module's device where this machine can run it there; else NotAccelerated."""
+    params = list(module.parameters())
+    device = params[0].device if params else torch.device("cpu")
+    why = modules.device_refusal(device.type, gpu.unavailable_reason())
+    if why:
+        raise NotAccelerated(why)
+    return device
+
+
+def accelerate(module, example, precision: str = "auto", calibration=None,
+               tolerance: float = 1e-2, *, reps: int = 20, budget_s: float = 0.1):
+    """The fastest configuration of ``module`` that verifies within ``tolerance`` (relative
+    error of every output against the module in float64) at ``example``'s shape, as a
+    ``torch.nn.Module`` (see the module docstring and docs/torch.md). ``precision``: one of
+    :data:`~cudnn_rnn.torch.ranking.PRECISIONS`; ``calibration``: a tensor or a list of
+    tensors the 8-bit scales are calibrated on (None: the example); ``reps``, ``budget_s``:
+    the most timed calls and about the device time of each measurement."""
+    torch = torch_or_refuse()
+    spec = modules.inspect(module)
+    prec = ranking.precision(precision)
+    limit = ranking.tolerance(tolerance)
+    device = _device(module, torch)
+    cp = gpu.cupy_or_raise()
+    with cp.cuda.Device(device.index):
+        return _tune(module, spec, example, precision, prec, calibration, limit, device,
+                     torch, cp, reps, budget_s)
+
+
+def _tune(module, spec, example, name, prec, calibration, limit, device, torch, cp, reps,
+          budget_s):
+    started = time.monotonic()
+    state = modules.state_arrays(module)
+    rnn = modules.weights(state, spec)
+    x, made = inputs.example_batch(example, spec, device, torch)
+    cal, calibrated_on = inputs.calibration_batches(calibration, spec, device, torch)
+    check_mapping(module, spec, rnn, x, torch, cp)
+    host = lambda t: t.detach().double().cpu().numpy()  # noqa: E731
+    src = table.Source("the module", rnn, host(x), [host(b) for b in cal] if cal else host(x),
+                       calibrated_on)
+    result = table.run_table(src, reps, 1, budget_s, formats=prec.formats,
+                             families=prec.families)
+    records = result["records"]
+    mine, fallbacks = ranking.ranked(records, prec, limit)
+    if not mine:
+        raise NotAccelerated(ranking.refusal(records, name, prec, limit, tuple(x.shape[:2])))
+    candidates = [Candidate.from_record(r, cost_ms(r, False), cost_ms(r, False, plain=True),
+                                        result["thresholds"]) for r in mine + fallbacks]
+    plan = Plan(spec, modules.digest(state), tuple(x.shape[:2]), name, limit, candidates,
+                report={"rows": report.rows(records, ranking.statuses(records, prec, limit)),
+                        "example": made, "calibrated_on": calibrated_on,
+                        "run": {"tuning_s": None, "phases_s": result["phases_s"],
+                                "library": result["library"], "cublaslt": result["cublaslt"],
+                                "device": gpu.device_info()}})
+    fast = _accelerated(plan, rnn, device)
+    given = x.transpose(0, 1) if spec.batch_first else x
+    fast(given)  # the example's shape made and verified before anything is timed
+    plan.report["calibration_errors"] = verify_calibration(fast, cal, spec)
+    torch.cuda.synchronize(device)
+    plan.report["times"] = {
+        "module": timing.times(timing.step_of(module, given, torch), reps, budget_s),
+        "accelerated": timing.times(timing.step_of(fast, given, torch), reps, budget_s)}
+    plan.report["run"]["tuning_s"] = round(time.monotonic() - started, 2)
+    return fast
+
+
+def verify_calibration(fast, batches, spec) -> list | None:
+    """The largest error against the module in float64 of the module ``fast`` on each
+    calibration batch (each verified as a shape's first call is); NotAccelerated if one is
+    outside the tolerance (the 8-bit scales came from these batches: a choice that does
+    not hold on them is not handed back)."""
+    if not batches:
+        return None
+    out = []
+    for i, batch in enumerate(batches):
+        try:
+            facts = fast.verify(batch.transpose(0, 1) if spec.batch_first else batch)
+        except NotAccelerated as exc:
+            raise NotAccelerated(f"verified on the example but not on calibration batch {i}: "
+                                 f"{exc}; give a larger tolerance or another precision") from None
+        out.append(max(facts["errors"].values()))
+    return out
+
+
+def check_mapping(module, spec, rnn, x, torch, xp) -> None:
+    """:class:`NotAccelerated` unless the module's own forward in float64 on ``x`` (seq,
+    batch, input) equals the float64 reference on its mapped weights (run by ``xp``: cupy
+    for a module on the GPU, numpy for one on the CPU)."""
+    try:
+        m64 = copy.deepcopy(module).double().eval()
+        with torch.no_grad():
+            y, st = m64(x.double().transpose(0, 1) if spec.batch_first else x.double())
+    except (RuntimeError, TypeError) as exc:
+        raise NotAccelerated(f"the module could not run in float64 to be verified against "
+                             f"({type(exc).__name__}: {exc})") from None
+    y = y.transpose(0, 1) if spec.batch_first else y
+    h, c = st if spec.cell == "LSTM" else (st, None)
+    dev = lambda t: None if t is None else xp.from_dlpack(t.contiguous())  # noqa: E731
+    ref = network.reference_outputs(rnn, dev(x.double()), xp, chunk(x.shape[0], spec.hidden))
+    errs = errors({"y": dev(y), "hy": dev(h), "cy": dev(c)}, ref)
+    worst = max(errs.values())
+    if not worst <= MAPPING_BOUND:
+        raise NotAccelerated(f"the module's own float64 forward differs from the reference "
+                             f"on its weights by {worst:.3g} (relative): its forward is not "
+                             f"torch.nn.{type(module).__name__}'s, which is all this "
+                             f"package runs")
+
+
+def _accelerated(plan, rnn, device):
+    from cudnn_rnn.torch.module import Accelerated  # imports torch: only once it is needed
+    return Accelerated(plan, rnn, device)
+
+
+def load(path, module):
+    """The accelerated module a plan file describes, for ``module`` (the module it was made
+    for: the same structure, data type and weights, else
+    :class:`~cudnn_rnn.torch.errors.BadPlan`); no tuning, each shape verified on first use."""
+    torch = torch_or_refuse()
+    spec = modules.inspect(module)
+    plan = Plan.load(path)
+    if plan.module != spec:
+        raise BadPlan(f"{path} was made for a {plan.module.describe()}; this module is a "
+                      f"{spec.describe()}: tune it with accelerate()")
+    state = modules.state_arrays(module)
+    if modules.digest(state) != plan.digest:
+        raise BadPlan(f"{path} was made for other weights of the same shape (their sha256 "
+                      f"differs): tune this module with accelerate()")
+    device = _device(module, torch)
+    cp = gpu.cupy_or_raise()
+    with cp.cuda.Device(device.index):
+        return _accelerated(plan, modules.weights(state, spec), device)

@@ -1,0 +1,107 @@
+"""Which row an accelerated module runs, on the records of a real precision-table run (the
+shipped LSTM on an NVIDIA H200, results/nvidia-h200/9.19.0/precision.json): the fastest
+eligible row within the tolerance, the most accurate calibration of each 8-bit
+configuration, cuDNN's other rows as the fallback, and a refusal naming the nearest miss.
+No PyTorch, no GPU."""
+import pytest
+
+from cudnn_rnn.charlm.table import method_score
+from cudnn_rnn.matrix.record import max_error
+from cudnn_rnn.torch import ranking, report
+from cudnn_rnn.torch.errors import NotAccelerated
+from cudnn_rnn.tune import cost_ms
+
+from .torch_plans import RECORDS, real_plan
+
+TOLERANCES = (1e-3, 1e-2, 2e-2, 6e-2)
+
+
+def _group(rec):
+    return rec["engine"], rec.get("format"), rec.get("parts")
+
+
+@pytest.mark.parametrize("name", sorted(ranking.PRECISIONS))
+@pytest.mark.parametrize("limit", TOLERANCES)
+def test_the_choice_is_the_fastest_eligible_row_within_the_tolerance(name, limit):
+    prec = ranking.PRECISIONS[name]
+    mine, fallbacks = ranking.ranked(RECORDS, prec, limit)
+    losers = ranking.less_accurate_calibrations(RECORDS)
+    eligible = [r for r in RECORDS if r["outcome"] == "OK" and r["family"] in prec.eligible
+                and max_error(r) <= limit and not r.get("same_run_as") and r["id"] not in losers]
+    assert [r["id"] for r in mine] == [r["id"] for r in sorted(
+        eligible, key=lambda r: (cost_ms(r, False), r["id"]))]
+    for r in mine + fallbacks:
+        assert max_error(r) <= limit and r["outcome"] == "OK"
+    assert all(r["engine"] == "cuDNN" and r["family"] not in prec.eligible for r in fallbacks)
+    times = [cost_ms(r, False) for r in fallbacks]
+    assert times == sorted(times)
+
+
+def test_the_tolerance_decides_between_precisions():
+    """At 1e-2 BF16 (1.8e-2 from the module) and the 8-bit rows on both GEMMs are out, so
+    'auto' runs FP16; at 6e-2 the fastest of everything, an 8-bit row, wins."""
+    tight = ranking.ranked(RECORDS, ranking.PRECISIONS["auto"], 1e-2)[0]
+    loose = ranking.ranked(RECORDS, ranking.PRECISIONS["auto"], 6e-2)[0]
+    assert all(max_error(r) <= 1e-2 for r in tight)
+    assert cost_ms(loose[0], False) <= cost_ms(tight[0], False)
+    assert {r["family"] for r in loose} > {r["family"] for r in tight}
+
+
+def test_of_one_8bit_configuration_only_its_most_accurate_calibration_is_ranked():
+    losers = ranking.less_accurate_calibrations(RECORDS)
+    assert losers
+    kept = [r for r in RECORDS if r["outcome"] == "OK" and r.get("format")
+            and not r.get("same_run_as") and r["id"] not in losers]
+    assert len({_group(r) for r in kept}) == len(kept)  # one per configuration
+    for loser in (r for r in RECORDS if r["id"] in losers):
+        winner = next(r for r in kept if _group(r) == _group(loser))
+        assert method_score(winner) <= method_score(loser)
+
+
+@pytest.mark.parametrize("name", ["fp8", "int8", "bf16"])
+def test_no_row_within_the_tolerance_is_refused_naming_the_nearest_miss(name):
+    prec = ranking.PRECISIONS[name]
+    mine = [r for r in RECORDS if r["family"] in prec.eligible and r["outcome"] == "OK"]
+    limit = min(max_error(r) for r in mine) / 2
+    assert ranking.ranked(RECORDS, prec, limit)[0] == []
+    text = ranking.refusal(RECORDS, name, prec, limit, (256, 128))
+    nearest = min(mine, key=max_error)
+    assert "\n" not in text and nearest["label"] in text
+    assert f"{max_error(nearest):.3g}" in text and f"{limit:g}" in text
+
+
+@pytest.mark.parametrize("bad", ["fp4", "FP16", None, 3])
+def test_an_unknown_precision_is_refused_in_one_line(bad):
+    with pytest.raises(NotAccelerated, match=r"^precision .* is not one of auto, fp32"):
+        ranking.precision(bad)
+
+
+@pytest.mark.parametrize("bad", [0, -1e-2, float("nan"), float("inf"), "1e-2", True, None])
+def test_a_tolerance_that_is_not_a_positive_number_is_refused(bad):
+    with pytest.raises(NotAccelerated, match="tolerance must be a positive, finite number"):
+        ranking.tolerance(bad)
+
+
+def test_every_record_gets_one_part_in_the_choice_and_the_table_shows_them_in_order():
+    prec = ranking.PRECISIONS["fp8"]
+    status = ranking.statuses(RECORDS, prec, 6e-2)
+    assert set(status) == {r["id"] for r in RECORDS}
+    assert list(status.values()).count("chosen") == 1
+    rows = report.rows(RECORDS, status)
+    assert rows[0]["status"] == "chosen" and rows[0]["family"] == "e4m3"
+    order = [report.ORDER.index(r["status"]) for r in rows]
+    assert order == sorted(order)
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert failed and all(r["reason"].startswith("NOT_SUPPORTED") for r in failed)
+
+
+def test_the_choice_says_what_runs_its_error_and_its_time_against_the_modules():
+    plan = real_plan()
+    text = str(report.Choice.of(plan))
+    c = plan.choice
+    assert c.family == "e4m3" and c.thresholds is not None and c.fmt == "e4m3"
+    assert c.label in text and f"{c.max_error:.3g}" in text and "tolerance 0.06" in text
+    assert f"x{4.5 / c.ms:.2f}" in text and f"x{9.0 / c.plain_ms:.2f}" in text
+    table = report.table(plan)
+    assert c.label in table.splitlines()[3] and "capture failed: X" in table
+    assert "the module itself: eager 9.0000 ms, graph 4.5000 ms" in table
