@@ -210,7 +210,9 @@ def test_what_the_kernel_does_not_build_is_refused_with_the_reason():
         P.check_device(dataclasses.replace(cfg, proj_size=8), None, "fp16", limits)
     with pytest.raises(Unsupported, match="equal length"):
         P.check_device(cfg.replace(lengths="descending:1"), None, "fp16", limits)
-    P.check_device(cfg, "int8", "fp16", limits)  # INT8 and FP16 on sm_80: fine
+    with pytest.raises(Unsupported, match=r"fp8 tensor-core GEMMs need compute capability 8\.9"):
+        P.check_device(cfg, "int8", "fp16", limits, {"fp8"})  # layer 0's input GEMM in FP8
+    P.check_device(cfg, "int8", "fp16", limits, {"int8"})  # INT8 and FP16 on sm_80: fine
 
 
 # ---------------------------------------------------------------------------- the source

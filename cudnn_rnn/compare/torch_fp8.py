@@ -61,7 +61,7 @@ def _run(cell, module, x, h0, c0, scales=None, gates=None, mm=None):
     max |h| per pseudo-layer into a dict it returns), else the FP8 forward."""
     import torch
     dirs = 2 if module.bidirectional else 1
-    params = _layers(module)
+    params = _layers(module) if scales is None else scales["weights"]
     seen = {}
     layer_in = x
     hy, cy = [], []
@@ -69,7 +69,7 @@ def _run(cell, module, x, h0, c0, scales=None, gates=None, mm=None):
         outs = []
         for d in range(dirs):
             k = layer * dirs + d
-            W, R, bW, bR = params[k] if scales is None else scales["weights"][k]
+            W, R, bW, bR = params[k]
             xs = layer_in if d == 0 else layer_in.flip(0)
             T, B, _ = xs.shape
             h, c = h0[k], (c0[k] if c0 is not None else h0[k])

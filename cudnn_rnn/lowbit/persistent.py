@@ -144,9 +144,10 @@ def device_limits(cp) -> dict:
             "capability": capability(cp)}
 
 
-def check_device(cfg: RNNConfig, fx, fh, limits: dict) -> None:
-    """:class:`Unsupported` for what this GPU lacks (the refusals that need no partition)."""
-    check_supported(cfg, set(), limits["capability"])
+def check_device(cfg: RNNConfig, fx, fh, limits: dict, precisions=frozenset()) -> None:
+    """:class:`Unsupported` for what this GPU lacks (the refusals that need no partition),
+    ``precisions`` the GEMM precisions of the input GEMM before the launch."""
+    check_supported(cfg, set(precisions), limits["capability"])
     check_formats(fx, fh, limits["capability"])
     if not limits["cooperative"]:
         raise Unsupported("this GPU has no cooperative launch: the persistent kernel needs "
@@ -172,12 +173,11 @@ class PersistentEngine(Forward):
                               f"beside 8 bits, not {float_precision}")
         self.cfg, self.plan, self.settings = cfg, plan, settings
         limits = self.limits = device_limits(cp)
-        check_supported(cfg, set(), limits["capability"])
+        check_supported(cfg, set(), limits["capability"])  # before prepare, which cannot take it
         self.operands = prepare(stacked, float_precision, plan)
         fx, fh, gx_precision = formats(self.operands)
-        check_device(cfg, fx, fh, limits)
-        precisions = {gx_precision} | ({EIGHT_BIT[plan.fmt]} if plan is not None else set())
-        check_supported(cfg, precisions, limits["capability"])
+        check_device(cfg, fx, fh, limits,
+                     {gx_precision} | ({EIGHT_BIT[plan.fmt]} if plan is not None else set()))
         try:
             self.part = partition.plan(
                 cfg, fx, fh, sm_count=limits["sm_count"], smem_per_block=limits["smem_per_block"],
