@@ -181,3 +181,15 @@ def test_the_committed_runs_and_the_full_run_report_into_two_folders():
     full = run_name(load.load(ROOT / "results" / "nvidia-h200" / "9.19.0" / "full"))
     assert seed.startswith("nvidia-h200-9.19.0-default+seed_int8-")
     assert full.startswith("nvidia-h200-9.19.0-full-") and seed != full
+
+
+def test_a_foreign_stream_reaches_cupy_through_the_stream_protocol_or_external_stream():
+    from types import SimpleNamespace
+    from cudnn_rnn.engine.gpu import external_stream
+    seen = []
+    new = SimpleNamespace(cuda=SimpleNamespace(Stream=SimpleNamespace(
+        from_external=lambda obj: seen.append(obj.__cuda_stream__()) or "wrapped")))
+    assert external_stream(new, 0xBEEF, 3) == "wrapped"
+    assert seen == [(0, 0xBEEF)]
+    old = SimpleNamespace(cuda=SimpleNamespace(ExternalStream=lambda ptr, dev: ("ext", ptr, dev)))
+    assert external_stream(old, 0xBEEF, 3) == ("ext", 0xBEEF, 3)

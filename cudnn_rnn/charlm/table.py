@@ -43,7 +43,7 @@ from cudnn_rnn.engine import dtypes
 from cudnn_rnn.engine.descriptors import Handle
 from cudnn_rnn.engine.gpu import cupy_or_raise
 from cudnn_rnn.lowbit import calibration, model
-from cudnn_rnn.matrix import families
+from cudnn_rnn.matrix.families import search_space
 from cudnn_rnn.matrix.jobs import job
 from cudnn_rnn.matrix.record import objective_ms, objective_speedup
 
@@ -190,7 +190,7 @@ def run_table(src: Source, reps: int = 20, warmup: int = 1, budget_s: float = 0.
     with Handle(lib) as handle:
         for family in families:
             kept = []
-            for choice in families.search_space(family):  # FP32 first: the baseline
+            for choice in search_space(family):  # FP32 first: the baseline
                 dt = choice[0]
                 if dt not in held:  # the reference on the values as that data type holds them
                     values = held_values(src.rnn, src.x, dt)

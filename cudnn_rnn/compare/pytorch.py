@@ -96,7 +96,8 @@ def time_step(step, reps: int = 20, warmup: int = 3, budget_s: float | None = 1.
     CuPy's events), so PyTorch's side of a ratio is timed by the very code that times ours."""
     import cupy as cp
     import torch
-    stream = cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    from cudnn_rnn.engine.gpu import external_stream
+    stream = external_stream(cp, torch.cuda.current_stream().cuda_stream)
     return timing.time_call(cp, stream, step, reps, warmup, budget_s, min_reps).as_record()
 
 

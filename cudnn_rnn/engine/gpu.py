@@ -128,3 +128,22 @@ def _nvidia_driver_version() -> str | None:
     except OSError:
         pass
     return None
+
+
+class _StreamPointer:
+    """A raw ``cudaStream_t`` as the CUDA stream protocol's object (``__cuda_stream__``)."""
+
+    def __init__(self, ptr: int):
+        self.ptr = int(ptr)
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.ptr)
+
+
+def external_stream(cp, ptr: int, device_id: int = -1):
+    """CuPy's view of a stream it does not own (PyTorch's): ``Stream.from_external`` where
+    CuPy has it (14 deprecates ``ExternalStream``), else ``ExternalStream``."""
+    from_external = getattr(getattr(cp.cuda, "Stream", None), "from_external", None)
+    if from_external is not None:
+        return from_external(_StreamPointer(ptr))
+    return cp.cuda.ExternalStream(ptr, device_id)

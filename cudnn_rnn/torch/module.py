@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
-from cudnn_rnn.engine.gpu import cupy_or_raise
+from cudnn_rnn.engine.gpu import cupy_or_raise, external_stream
 from cudnn_rnn.engine import packing
 from cudnn_rnn.torch import calls, report, runners, verify
 from cudnn_rnn.torch.errors import NotAccelerated
@@ -118,7 +118,7 @@ class Accelerated(torch.nn.Module):
         ptr = torch.cuda.current_stream(self._device).cuda_stream
         stream = self._streams.get(ptr)
         if stream is None:
-            stream = self._streams[ptr] = self._cp.cuda.ExternalStream(ptr, self._device.index)
+            stream = self._streams[ptr] = external_stream(self._cp, ptr, self._device.index)
         return stream
 
     def _call(self, runner, key: tuple, x, h0, c0) -> tuple:
