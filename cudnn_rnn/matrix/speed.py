@@ -61,14 +61,10 @@ def objective_speedup(base: dict | None, rec: dict, kinds: tuple) -> float | Non
                             objective_replay_ms(rec, kinds), objective_ms(rec, kinds, True))
 
 
-def _median(timings: dict | None, kind: str) -> float | None:
-    return ((timings or {}).get(kind) or {}).get("median_ms")
-
-
 def add_speedup(rec: dict, by_id: dict) -> None:
     """Speed-up of a timed record over its FP32 baseline, when that was timed in this run
-    (``by_id``: this run's records so far; a baseline is its own, at 1.0), per call by
-    :func:`same_basis_ratio`."""
+    (``by_id``: this run's records so far; a baseline is its own, at 1.0), per call: each
+    call its own objective (:func:`objective_speedup`, the one rule of a speed-up)."""
     if not rec.get("timings"):
         return
     base_id = baseline.id_of(rec["id"])
@@ -79,9 +75,7 @@ def add_speedup(rec: dict, by_id: dict) -> None:
         return
     out = {}
     for k in TIMED_KINDS:
-        ratio = same_basis_ratio(_median(base.get("graph_timings"), k),
-                                 _median(base.get("timings"), k),
-                                 _median(rec.get("graph_timings"), k), _median(rec.get("timings"), k))
+        ratio = objective_speedup(base, rec, (k,))
         if ratio is not None:
             out[k] = round(ratio, 4)
     rec["speedup"] = out
