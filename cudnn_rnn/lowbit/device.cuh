@@ -1,10 +1,15 @@
 // Memory and ordering helpers of the persistent kernel and of the floor's microbenchmark
 // (inline PTX: NVRTC from the CUDA wheels compiles them without the toolkit's headers).
 
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+// a poll that leaves L1 alone (ld.acquire invalidates it at every read); the acquire is the
+// fence after the last poll that saw its target (the PTX model's acquire pattern)
+__device__ __forceinline__ unsigned ld_relaxed(const unsigned* p) {
     unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
+}
+__device__ __forceinline__ void fence_acquire() {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
 }
 __device__ __forceinline__ void red_release(unsigned* p, unsigned v) {
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");

@@ -1,8 +1,8 @@
 // The floor's microbenchmark: what one step of a persistent RNN cannot avoid. Every CTA
 // (one per multiprocessor, all resident: a cooperative launch) reads `bytes` of state from
 // L2 into shared memory (16-byte cp.async, all in flight, the ring's contents discarded),
-// then all meet at a counter barrier (the persistent kernel's release/acquire); `rounds`
-// times. Bytes 0: the barrier alone. Compiled with THREADS and RING (bytes) defined, after
+// then all meet at a counter barrier (the persistent kernel's release, relaxed polls and
+// acquire fence); `rounds` times. Bytes 0: the barrier alone. Compiled with THREADS and RING (bytes) defined, after
 // device.cuh.
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -20,8 +20,9 @@ barrier_read(const unsigned char* __restrict__ state, long long bytes, unsigned*
         if (tid == 0) {
             red_release(counter, 1u);
             const unsigned target = (unsigned)(r + 1) * gridDim.x;
-            while (ld_acquire(counter) < target) {
+            while (ld_relaxed(counter) < target) {
             }
+            fence_acquire();
         }
         __syncthreads();
     }

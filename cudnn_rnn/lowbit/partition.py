@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
 
@@ -90,9 +91,20 @@ class Slice:
         """A weight row's stride in shared memory (and in the blob)."""
         return self.nc * CHUNK + PAD
 
+    @property
+    def span(self) -> int:
+        """Chunks of one k-group (the last one's may be fewer)."""
+        return -(-self.nc // self.ks)
+
     def chunks(self, kg: int) -> range:
         """The chunks k-group ``kg`` multiplies (the kernel's formula)."""
-        return range(kg * self.nc // self.ks, (kg + 1) * self.nc // self.ks)
+        return range(min(self.nc, kg * self.span), min(self.nc, (kg + 1) * self.span))
+
+    @property
+    def pstride(self) -> int:
+        """Floats between two batch columns of the partial sums: ``mpad`` padded to 4 past a
+        multiple of 32, so that a warp's stores of its accumulators hit 32 banks."""
+        return pstride(self.mpad)
 
 
 @dataclass
@@ -228,6 +240,11 @@ def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps) -> None:
                 part.slices.append(s)
 
 
+def pstride(mpad: int) -> int:
+    """:attr:`Slice.pstride` (``mpad`` is a multiple of 16; the kernel's formula)."""
+    return mpad + 4 + (mpad & 16)
+
+
 def _slice(cfg, p, j0, nu, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob) -> Slice:
     mpad = _up(cfg.gates * nu, 16)
     npad = _up(nb, 8)
@@ -241,7 +258,8 @@ def _slice(cfg, p, j0, nu, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob) -> 
     gx = cfg.gates * nb * nu * 4 if p.layer == 0 else 0  # layer 0: a step's input projection
     off_ring = _up(off_gx + gx, 16)
     ring = stages * ks * npad * (SLAB * CHUNK + PAD)
-    partials = (2 if nxc else 1) * ks * mpad * npad * 4  # recurrent sums, input sums
+    split = nxc and cfg.mode == RNNMode.GRU  # GRU keeps the input part's sums apart
+    partials = (2 if split else 1) * ks * pstride(mpad) * npad * 4
     return Slice(p.index, j0, nu, bs, b0, nb, mpad, npad, ts, ks, nxc, nc, blob, off_dq,
                  off_own, off_gx, off_ring, off_ring + max(ring, partials))
 

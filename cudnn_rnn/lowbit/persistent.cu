@@ -16,6 +16,10 @@
 #define WARPS (THREADS / 32)
 #define SROW (SLAB * 32 + PAD)
 #define BPE(F) ((F) < 2 ? 2 : 1)
+// the input part's sums kept apart from the recurrent part's: only GRU's gate math needs
+// them apart (n = tanh(X + r * R)); the other cells add them in the partial sums
+#define SPLIT (HASX && CELL == 3)
+#define PG 4  // (batch row, unit) pairs a thread's gate math takes at once
 
 struct Layer {                 // one pseudo-layer (persistent.LAYER)
     const float* dqx;          // (GATES*H) input part's dequantization per row
@@ -155,9 +159,13 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     float* own_c = own_h + npad * nu;
     float* gxs = (float*)(smem + S.off_gx);       // layer 0: this step's input projection
     unsigned char* ring = smem + S.off_ring;
-    // after the product: the recurrent part's sums [ks][npad][mpad], then the input part's
+    // after the product: the recurrent part's sums [ks][npad][ps] (with the input part's
+    // but for GRU), then GRU's input part's
+    // (ps: mpad padded to 4 past a multiple of 32, partition.pstride)
+    const int ps = mpad + 4 + (mpad & 16);
     float* part = (float*)ring;
-    float* part_x = part + (unsigned)ks * npad * mpad;
+    const int kstride = npad * ps;  // floats between two k-groups' partial sums
+    float* part_x = part + (unsigned)ks * kstride;
     const int* my_waits = waits + (unsigned)blockIdx.x * T * MAXW * 2;
     unsigned* const mine = counters + my_waits[0];
 
@@ -221,16 +229,21 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 
     const int ng = warp % S.ts, kg = warp / S.ts;
     const bool active = kg < ks;
-    const int c0 = kg * nc / ks, c1 = (kg + 1) * nc / ks;
+    // k-group g multiplies chunks g * span .. min(nc, (g + 1) * span) - 1 (Slice.chunks)
     const int span = (nc + ks - 1) / ks, nslab = (span + SLAB - 1) / SLAB;
-    const int gq = lane >> 2, gr = lane & 3;
+    const int c0 = min(nc, kg * span), c1 = min(nc, c0 + span);
+    const int gq = lane >> 2, gr = lane & 3, mt = mpad >> 4;
+    // this lane's byte offsets in an ldmatrix of A (weight rows) and of B (staged state)
+    const unsigned a_lane = (unsigned)((lane & 7) + ((lane >> 3) & 1) * 8) * rowb + (lane >> 4) * 16;
+    const unsigned b_lane = (unsigned)(lane & 7) * SROW + ((lane >> 3) & 1) * 16;
     // staging: thread tid copies 16-byte piece (tid & 7) of rows tid/8, tid/8 + THREADS/8, ...
-    // of every k-group's slab (SLAB * 32 = 128 bytes a row); each group's first chunk in
-    // shared memory, so the loop divides nothing
+    // of every k-group's slab (SLAB * 32 = 128 bytes a row); the source offsets of its
+    // first row, set once (the step moves only the bases)
     const int piece = tid & (SLAB * 2 - 1), prow = tid / (SLAB * 2);
-    __shared__ int first[WARPS + 1];  // k-group g multiplies chunks first[g] .. first[g+1]-1
-    if (tid <= ks) first[tid] = tid * nc / ks;
-    __syncthreads();
+    const int pchunk = piece >> 1;
+    const long long xrow0 = (long long)(b0 + min(prow, nb - 1)) * xrowb + (piece & 1) * 16;
+    const long long hrow0 = (long long)(b0 + min(prow, nb - 1)) * hrowb + (piece & 1) * 16
+                            - (long long)nxc * 32;
 
 #pragma unroll 1
     for (int s = 0; s < T; ++s) {
@@ -243,13 +256,14 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 if (ctr < 0) continue;
                 const unsigned target = (unsigned)my_waits[((unsigned)s * MAXW + i) * 2 + 1];
                 long long spins = 0;
-                while (ld_acquire(counters + ctr) < target) {
+                while (ld_relaxed(counters + ctr) < target) {
                     if (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status)) {
                         ok = 0;
                         break;
                     }
                 }
             }
+            fence_acquire();  // what the producers wrote before their release, seen from here
             if (!ok) atomicExch(status, 1);
             bail = !ok;
         }
@@ -261,19 +275,20 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         const unsigned char* xsrc = HASX ? L.xin + (unsigned)(t * B) * xrowb : nullptr;
         const unsigned char* hsrc = L.hq + (unsigned)(s * B) * hrowb;
         auto load = [&](int i, int st) {
+            const int within = i * SLAB + pchunk;  // the chunk's place in its group
+            if (within >= span) return;
+            unsigned char* dst = ring + ((unsigned)st * ks * npad + prow) * SROW + piece * 16;
 #pragma unroll 1
-            for (int grp = 0; grp < ks; ++grp) {
-                const int c = first[grp] + i * SLAB + (piece >> 1);
-                if (c >= first[grp + 1]) continue;
-                const unsigned at = c < nxc ? (unsigned)c * 32 : (unsigned)(c - nxc) * 32;
-                const unsigned char* base = (c < nxc ? xsrc + at : hsrc + at) + (piece & 1) * 16;
-                const unsigned rowb_src = c < nxc ? xrowb : hrowb;
-                unsigned char* dst = ring + (unsigned)(st * ks + grp) * npad * SROW + piece * 16;
+            for (int grp = 0, c = within; grp < ks && c < nc; ++grp, c += span) {
+                const bool x = c < nxc;
+                const unsigned char* src = (x ? xsrc + xrow0 : hsrc + hrow0) + c * 32;
+                const int stride = (x ? xrowb : hrowb) * (THREADS / (SLAB * 2));
+                unsigned char* d = dst + (unsigned)grp * npad * SROW;
 #pragma unroll 1
-                for (int n = prow; n < npad; n += THREADS / (SLAB * 2)) {
-                    const bool real = n < nb;
-                    cp16(dst + n * SROW, base + (unsigned)(b0 + (real ? n : 0)) * rowb_src,
-                         real ? 16 : 0);
+                for (int n = prow, at = 0; n < npad; n += THREADS / (SLAB * 2), at += stride) {
+                    const bool real = n < nb;  // rows past the batch slice: zeros, read nothing
+                    cp16(d, src + (real ? at : 0), real ? 16 : 0);
+                    d += (THREADS / (SLAB * 2)) * SROW;
                 }
             }
         };
@@ -313,38 +328,38 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             __syncthreads();
             if (i == 0) MARK(8);
             if (active) {
-                const unsigned char* sb = ring + (unsigned)((i % STAGES) * ks + kg) * npad * SROW;
-#pragma unroll 1
+                const unsigned char* sb = ring + (unsigned)((i % STAGES) * ks + kg) * npad * SROW
+                                          + b_lane;
+                const unsigned char* wa = ws + a_lane;
+#pragma unroll
                 for (int cc = 0; cc < SLAB; ++cc) {
                     const int c = c0 + i * SLAB + cc;
                     if (c >= c1) break;
                     if (HASX && c == nxc && c0 < nxc) flush_x();
-                    unsigned bf[NTW][2];
+                    // every fragment of the chunk first, then the products: the loads overlap
+                    unsigned bf[NTW][2], af[MT][4];
 #pragma unroll
-                    for (int nn = 0; nn < NTW; ++nn) {
-                        const int n8 = (ng * NTW + nn) * 8;
-                        if (n8 < npad)
-                            ldsm_x2(bf[nn], sb + (unsigned)(n8 + (lane & 7)) * SROW + cc * 32
-                                                + ((lane >> 3) & 1) * 16);
-                    }
+                    for (int nn = 0; nn < NTW; ++nn)
+                        if ((ng * NTW + nn) * 8 < npad)
+                            ldsm_x2(bf[nn], sb + (unsigned)(ng * NTW + nn) * 8 * SROW + cc * 32);
 #pragma unroll
-                    for (int m = 0; m < MT; ++m) {
-                        if (m * 16 >= mpad) break;
-                        unsigned af[4];
-                        ldsm_x4(af, ws + (unsigned)(m * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * rowb
-                                        + c * 32 + (lane >> 4) * 16);
+                    for (int m = 0; m < MT; ++m)
+                        if (m < mt) ldsm_x4(af[m], wa + (unsigned)m * 16 * rowb + c * 32);
+#pragma unroll
+                    for (int m = 0; m < MT; ++m)
 #pragma unroll
                         for (int nn = 0; nn < NTW; ++nn) {
-                            if ((ng * NTW + nn) * 8 >= npad) break;
-                            if constexpr (FX == FH) mma<FH>(acc[m][nn], af, bf[nn]);
-                            else if (HASX && c < nxc) mma<FX>(acc[m][nn], af, bf[nn]);
-                            else mma<FH>(acc[m][nn], af, bf[nn]);
+                            if (m >= mt || (ng * NTW + nn) * 8 >= npad) continue;
+                            if constexpr (FX == FH) mma<FH>(acc[m][nn], af[m], bf[nn]);
+                            else if (HASX && c < nxc) mma<FX>(acc[m][nn], af[m], bf[nn]);
+                            else mma<FH>(acc[m][nn], af[m], bf[nn]);
                         }
-                    }
                 }
             }
-            __syncthreads();
+            // the next load refills this slab's place only while slabs are left to stage
+            if (i + STAGES < nslab) __syncthreads();
         }
+        __syncthreads();  // every warp's reads of the ring done: the partial sums take it
         MARK(2);
         if (active && HASX && c1 <= nxc && c0 < c1) flush_x();
         // partial sums, dequantized, to shared memory: the staging ring is free now
@@ -367,51 +382,67 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                         const int row = m * 16 + gq + (r & 2 ? 8 : 0);
                         const int col = (ng * NTW + nn) * 8 + gr * 2 + (r & 1);
                         if (row >= mpad || col >= npad) continue;
-                        const unsigned at = ((unsigned)kg * npad + col) * mpad + row;
-                        part[at] = value<FH>(acc[m][nn][r]) * dq[m][r >> 1];
-                        if (HASX && nxc) part_x[at] = xacc[m][nn][r];
+                        const unsigned at = ((unsigned)kg * npad + col) * ps + row;
+                        const float v = value<FH>(acc[m][nn][r]) * dq[m][r >> 1];
+                        if (SPLIT && nxc) part_x[at] = xacc[m][nn][r];
+                        part[at] = SPLIT ? v : v + xacc[m][nn][r];
                     }
         }
         __syncthreads();
         MARK(3);
 
-        // the gate math: one (batch row, unit) pair per thread at a time
+        // the gate math, PG (batch row, unit) pairs per thread at a time: every pair's sums
+        // first (loads only, all in flight), then the cells and their stores
 #pragma unroll 1
-        for (Pairs it(tid, nu); it.p < nb * nu; it.next()) {
-            const int p = it.p, b = it.b, u = it.u, j = j0 + u;
-            float X[GATES], R[GATES];
+        for (Pairs it(tid, nu); it.p < nb * nu;) {
+            int pp[PG], bb[PG], uu[PG];
+            float X[PG][GATES], R[PG][GATES];
 #pragma unroll
-            for (int q = 0; q < GATES; ++q) {
-                const int row = q * nu + u;
-                float sx = 0.0f, sh = 0.0f;
+            for (int k = 0; k < PG; ++k, it.next()) {
+                pp[k] = it.p < nb * nu ? it.p : -1;
+                bb[k] = it.b;
+                uu[k] = it.u;
+                if (pp[k] < 0) continue;
 #pragma unroll
-                for (int g2 = 0; g2 < WARPS; ++g2) {  // all loads in flight at once
-                    if (g2 >= ks) break;
-                    sh += part[((unsigned)g2 * npad + b) * mpad + row];
-                    if (HASX && nxc) sx += part_x[((unsigned)g2 * npad + b) * mpad + row];
-                }
-                if (L.gx) {
+                for (int q = 0; q < GATES; ++q) {
+                    const int row = q * nu + it.u;
+                    const unsigned at = (unsigned)it.b * ps + row;
+                    float sh[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sx[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                    for (int g2 = 0; g2 < WARPS; ++g2) {  // four chains of adds, not one
+                        if (g2 >= ks) break;
+                        sh[g2 & 3] += part[(unsigned)g2 * kstride + at];
+                        if (SPLIT && nxc) sx[g2 & 3] += part_x[(unsigned)g2 * kstride + at];
+                    }
+                    float x = (sx[0] + sx[1]) + (sx[2] + sx[3]);
+                    if (L.gx) {
 #if GXINT
-                    sx = (float)__float_as_int(gxs[q * nb * nu + p]) * dqs[row];
+                        x = (float)__float_as_int(gxs[q * nb * nu + it.p]) * dqs[row];
 #else
-                    sx = gxs[q * nb * nu + p] * dqs[row];
+                        x = gxs[q * nb * nu + it.p] * dqs[row];
 #endif
+                    }
+                    X[k][q] = x + dqs[2 * mpad + row];
+                    R[k][q] = (sh[0] + sh[1]) + (sh[2] + sh[3]) + dqs[3 * mpad + row];
                 }
-                X[q] = sx + dqs[2 * mpad + row];
-                R[q] = sh + dqs[3 * mpad + row];
             }
-            float c = own_c[p];
-            const float v = cell(X, R, own_h[p], c);
-            own_h[p] = v;
-            own_c[p] = c;
-            const unsigned brow = (unsigned)(t * B + b0 + b);
-            put<FH>(L.hq + (unsigned)((s + 1) * B + b0 + b) * hrowb + (unsigned)j * BPE(FH), v,
-                    L.hscale);
-            if (L.xout0) put<FX>(L.xout0 + brow * xrowb + (unsigned)(L.dir * H + j) * BPE(FX), v,
-                                 L.xscale0);
-            if (L.xout1) put<FX>(L.xout1 + brow * xrowb + (unsigned)(L.dir * H + j) * BPE(FX), v,
-                                 L.xscale1);
-            if (L.y) L.y[brow * D * H + L.dir * H + j] = v;
+#pragma unroll
+            for (int k = 0; k < PG; ++k) {
+                const int p = pp[k], b = bb[k], j = j0 + uu[k];
+                if (p < 0) continue;
+                float c = own_c[p];
+                const float v = cell(X[k], R[k], own_h[p], c);
+                own_h[p] = v;
+                own_c[p] = c;
+                const unsigned brow = (unsigned)(t * B + b0 + b);
+                put<FH>(L.hq + (unsigned)((s + 1) * B + b0 + b) * hrowb + (unsigned)j * BPE(FH),
+                        v, L.hscale);
+                if (L.xout0) put<FX>(L.xout0 + brow * xrowb + (unsigned)(L.dir * H + j) * BPE(FX),
+                                     v, L.xscale0);
+                if (L.xout1) put<FX>(L.xout1 + brow * xrowb + (unsigned)(L.dir * H + j) * BPE(FX),
+                                     v, L.xscale1);
+                if (L.y) L.y[brow * D * H + L.dir * H + j] = v;
+            }
         }
         MARK(4);
         __syncthreads();

@@ -46,6 +46,7 @@ SPIN_LIMIT = 1 << 24  # polls of one counter before the kernel gives up (seconds
 # cudaDeviceAttr values (driver_types.h)
 ATTR_SM_COUNT, ATTR_COOPERATIVE, ATTR_SMEM_OPTIN = 16, 95, 97
 STATIC_SMEM = 1024  # what the kernel's own __shared__ variables may take
+OPTIONS = ("--std=c++17", "-lineinfo")  # NVRTC's; line info costs nothing at run time (ncu reads it)
 
 _P = "u8"  # a device pointer
 LAYER = np.dtype([(n, _P) for n in ("dqx", "dqh", "bW", "bR", "gx", "xin", "hq", "h0", "c0",
@@ -256,7 +257,7 @@ class PersistentEngine(Forward):
         consts = defines(self.cfg, self.part, gx_int, spin_limit, trace)
         self.trace = (self.cp.zeros((self.part.grid, self.cfg.seq_length, 12), self.cp.int64)
                       if trace else None)
-        self.module = self.cp.RawModule(code=source(consts), options=("--std=c++17",),
+        self.module = self.cp.RawModule(code=source(consts), options=OPTIONS,
                                         enable_cooperative_groups=True)
         self.kernel = self.module.get_function("persistent_rnn")
         self.kernel.max_dynamic_shared_size_bytes = self.part.smem

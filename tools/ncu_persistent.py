@@ -1,0 +1,35 @@
+"""Launch one persistent configuration a few times, for Nsight Compute to sample
+(``ncu --kernel-name persistent_rnn ... python tools/ncu_persistent.py NAME SETTINGS SHAPE``).
+A diagnostic (not part of the package)."""
+import sys
+
+from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.lowbit import candidates as C, model
+from cudnn_rnn.lowbit.persistent import SETTINGS, PersistentEngine
+
+
+def main() -> int:
+    name, settings, shape = sys.argv[1:4]
+    cell, T, L, H, B = shape.split(":")
+    cfg = RNNConfig(seq_length=int(T), num_layers=int(L), hidden_size=int(H),
+                    mini_batch=int(B), mode=RNNMode[cell])
+    config = C.parse(name)
+    values = C.draw(cfg, 0)
+    plan = None
+    if config.fmt:
+        plan = model.plan(cfg, values["stacked"],
+                          model.calibrate(cfg, values["stacked"], **values["calibration"]),
+                          config.fmt, config.parts)
+    shape_ = next(s for s in SETTINGS if s.name == settings)
+    with PersistentEngine(cfg, values["stacked"], config.precision, plan, shape_) as e:
+        io = values["io"]
+        e.set_inputs(io["x"], io["hx"], io["cx"])
+        for _ in range(4):
+            e.forward()
+        e.outputs()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
