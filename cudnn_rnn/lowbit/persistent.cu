@@ -10,8 +10,8 @@
 //   THREADS, MT (m-tiles per CTA at most), NTW (n-tiles per warp), SLAB, STAGES, PAD,
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
-// The rounding helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig) are kernels.PREAMBLE, and the
-// memory and ordering helpers are device.cuh, both prepended.
+// The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
+// kernels.PREAMBLE, and the memory and ordering helpers are device.cuh, both prepended.
 
 #define WARPS (THREADS / 32)
 #define SROW (SLAB * 32 + PAD)
@@ -110,15 +110,15 @@ __device__ __forceinline__ float cell(const float (&X)[GATES], const float (&R)[
 #if CELL == 0
     return fmaxf(X[0] + R[0], 0.0f);
 #elif CELL == 1
-    return tanhf(X[0] + R[0]);
+    return lb_tanh(X[0] + R[0]);
 #elif CELL == 2
     const float ig = lb_sig(X[0] + R[0]), fg = lb_sig(X[1] + R[1]);
-    const float gg = tanhf(X[2] + R[2]), og = lb_sig(X[3] + R[3]);
+    const float gg = lb_tanh(X[2] + R[2]), og = lb_sig(X[3] + R[3]);
     c = fg * c + ig * gg;
-    return og * tanhf(c);
+    return og * lb_tanh(c);
 #else
     const float r = lb_sig(X[0] + R[0]), z = lb_sig(X[1] + R[1]);
-    const float n = tanhf(X[2] + r * R[2]);
+    const float n = lb_tanh(X[2] + r * R[2]);
     return (1.0f - z) * n + z * h;
 #endif
 }
