@@ -32,7 +32,7 @@ from cudnn_rnn.matrix.record import write_json
 from cudnn_rnn.lowbit.candidates import run_in
 from cudnn_rnn.lowbit.configs import parse
 from cudnn_rnn.lowbit.gemm import rnn_shapes
-from cudnn_rnn.lowbit.floor import barrier_read
+from cudnn_rnn.lowbit.barrier import barrier_read
 from cudnn_rnn.lowbit.rates import gemm_rates as engine_rates
 
 
@@ -111,7 +111,7 @@ def main(argv=None) -> int:
         path, runs_path = out_dir / "bench.jsonl", out_dir / "bench.run.json"
         resume, recorded = runs.open_run(path, runs_path, identity, args.overwrite,
                                          _run_file_or_none, force=args.force)
-        results = runs.open_records(path, resume, schema=BENCH_RECORD,
+        results = runs.open_records(path, resume, check=BENCH_RECORD,
                                     what="benchmark record")
         done = {r["id"] for r in results.existing}
         session = uuid.uuid4().hex[:12]

@@ -124,7 +124,7 @@ def main(argv=None) -> int:
         sums = readback.checksums(flow)
         verification = None
         if args.verify:
-            verification = compare(cfg, flow.host, readback.outputs(flow))
+            verification = compare(cfg, flow.drawn, readback.outputs(flow))
         cp, stream = flow.cp, flow.stream
         t_fwd = timing.time_call(cp, stream, lambda: flow.forward(bindings.enums.ForwardMode.TRAINING),
                                  args.reps)

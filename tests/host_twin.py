@@ -6,7 +6,7 @@ candidates, so their logic runs in CPU tests.
   :class:`HostGraph` replays what was recorded.
 * :data:`HOST_CUPY`: the part of the ``cupy`` module these paths touch (``asarray``,
   ``array_equal``, events read from the host clock, CUDA's exception types).
-* :class:`HostEngine`: :class:`cudnn_rnn.lowbit.engine.Engine`'s interface with the engine's
+* :class:`HostEngine`: :class:`cudnn_rnn.lowbit.engine.GemmEngine`'s interface with the engine's
   arithmetic on the host: the operands it would upload (:func:`cudnn_rnn.lowbit.operands.
   prepare`, the real host code), run through the float64 twin
   (:func:`cudnn_rnn.lowbit.model.forward`: the plan's GEMMs by the exact 8-bit rules, the
@@ -103,7 +103,7 @@ class HostEngine:
     cp = HOST_CUPY
 
     def __init__(self, cfg, stacked, float_precision: str, plan=None, stream=None, lt=None):
-        eight_bit = {operands.EIGHT_BIT[plan.fmt]} if plan is not None else set()
+        eight_bit = {operands.FORMAT_PRECISION[plan.fmt]} if plan is not None else set()
         check_supported(cfg, {float_precision} | eight_bit, H200)
         self.cfg, self.plan = cfg, plan
         self.operands = operands.prepare(stacked, float_precision, plan)

@@ -46,7 +46,7 @@ def run_and_compare(lib, cfg, label, seed=7):
         result = flow.run()
         assert result.failure is None, result.failure
         assert result.completed and result.reached[-1] == "forward_inference"
-        check = compare(cfg, flow.host, readback.outputs(flow))
+        check = compare(cfg, flow.drawn, readback.outputs(flow))
     _ERRORS.append({"label": label, "config": cfg.as_record(), **check.as_record()})
     return check
 
@@ -92,7 +92,7 @@ def test_unwritten_outputs_are_caught_by_the_poison(lib, cuda):
     with RNNFlow(cfg, lib, device=True, init="random") as flow:
         assert flow.run().completed
         flow.poison_outputs()  # as if the calls had not run
-        check = compare(cfg, flow.host, readback.outputs(flow))
+        check = compare(cfg, flow.drawn, readback.outputs(flow))
     assert not check.passed
     assert check.nonfinite["y"] == int(np.prod(cfg.y_shape()))
 
@@ -165,7 +165,7 @@ def test_persistent_algorithms_verify_where_the_committed_h200_run_says_they_do(
             result = flow.run()
             if rec["outcome"] == "OK":
                 assert result.failure is None, (rec["id"], result.failure)
-                check = compare(cfg, flow.host, readback.outputs(flow))
+                check = compare(cfg, flow.drawn, readback.outputs(flow))
                 _ERRORS.append({"label": f"HALF/FLOAT/TENSOR_OP {cfg.algo.name}",
                                 "config": cfg.as_record(), **check.as_record()})
                 assert check.passed, (rec["id"], check.errors)

@@ -6,7 +6,7 @@ import pytest
 
 from cudnn_rnn.bindings.enums import DataType, DirectionMode, MathType, RNNAlgo, RNNMode
 from cudnn_rnn.engine.config import RNNConfig
-from cudnn_rnn.matrix.cell import run_cell
+from cudnn_rnn.matrix.execute import run_cell
 from cudnn_rnn.matrix.cells import Cell
 
 pytestmark = pytest.mark.gpu

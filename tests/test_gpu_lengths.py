@@ -5,7 +5,7 @@ algorithms do with unequal lengths (verified, or refused with cuDNN's reason).""
 import pytest
 
 from cudnn_rnn.bindings.enums import DataType, DirectionMode, MathType, RNNAlgo, RNNDataLayout, RNNMode
-from cudnn_rnn.matrix.cell import run_cell
+from cudnn_rnn.matrix.execute import run_cell
 from cudnn_rnn.matrix.cells import Cell
 
 from .test_gpu_flow import PRECISIONS, SMALL, run_and_compare

@@ -11,7 +11,7 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import candidates as C
 from cudnn_rnn.lowbit import configs
 from cudnn_rnn.lowbit import kernels, model, quant
-from cudnn_rnn.lowbit.engine import Engine, capability
+from cudnn_rnn.lowbit.engine import GemmEngine, capability
 
 pytestmark = pytest.mark.gpu
 
@@ -60,7 +60,7 @@ def fp8_capable(cuda):
     return capability(cuda) >= (8, 9)
 
 
-NAMES = ["fp16"] + [c.name for c in configs.EIGHT_BIT]
+NAMES = ["fp16"] + [c.name for c in configs.GEMM_8BIT]
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS, ids=lambda d: d.name[:3])
@@ -99,7 +99,7 @@ def test_the_engine_computes_what_its_float64_twin_computes(cuda, fp8_capable, c
     plan = model.plan(cfg, values["stacked"], model.calibrate(
         cfg, values["stacked"], cal["x"], cal["hx"], cal["cx"]), fmt, "both")
     want = model.forward(cfg, values["stacked"], io["x"], io["hx"], io["cx"], plan)
-    with Engine(cfg, values["stacked"], "fp32", plan) as engine:
+    with GemmEngine(cfg, values["stacked"], "fp32", plan) as engine:
         engine.set_inputs(io["x"], io["hx"], io["cx"])
         engine.forward()
         got = engine.outputs()
@@ -118,7 +118,7 @@ def test_one_gemm_against_the_exact_product_of_its_operands(cuda, fp8_capable, p
     """A recurrent-step GEMM (B 64, H 512, LSTM) on operand codes whose exact product the
     host computes: INT8 bit for bit (int32 sums of int8 products are exact); the float
     ones within their accumulation's rounding, which for FP8 on Hopper is not FP32's."""
-    from cudnn_rnn.lowbit.gemm import Handle, Matmul, Shape
+    from cudnn_rnn.lowbit.gemm import LtHandle, Matmul, Shape
     if precision == "fp8" and not fp8_capable:
         pytest.skip("FP8 GEMMs need compute capability 8.9+")
     M, N, K = 64, 2048, 512
@@ -136,7 +136,7 @@ def test_one_gemm_against_the_exact_product_of_its_operands(cuda, fp8_capable, p
     else:
         a_c, w_c = (dtypes.encode(v, DataType.BFLOAT16) for v in (a, w))
         exact = (dtypes.decode(a_c, DataType.BFLOAT16) @ dtypes.decode(w_c, DataType.BFLOAT16).T)
-    handle = Handle()
+    handle = LtHandle()
     with Matmul(precision, Shape(M, N, K), handle.lt) as mm:
         mm.choose(handle, 32 << 20)
         da, dw = cuda.asarray(a_c), cuda.asarray(w_c)

@@ -11,7 +11,7 @@ from cudnn_rnn.check import reference
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import candidates as C
 from cudnn_rnn.lowbit import model, persistent
-from cudnn_rnn.lowbit.engine import Engine, Unsupported, capability
+from cudnn_rnn.lowbit.engine import GemmEngine, Unsupported, capability
 from cudnn_rnn.lowbit.persistent import PersistentEngine, Settings, Stalled
 
 pytestmark = pytest.mark.gpu
@@ -86,7 +86,7 @@ def test_the_persistent_kernel_computes_what_the_gemm_engine_computes(cuda, fp8_
     plan = model.plan(cfg, values["stacked"], model.calibrate(cfg, values["stacked"], **cal),
                       fmt, "both")
     outs = []
-    for make in (lambda: Engine(cfg, values["stacked"], "fp16", plan),
+    for make in (lambda: GemmEngine(cfg, values["stacked"], "fp16", plan),
                  lambda: PersistentEngine(cfg, values["stacked"], "fp16", plan)):
         with make() as engine:
             engine.set_inputs(io["x"], io["hx"], io["cx"])
@@ -134,7 +134,7 @@ def test_what_does_not_fit_is_refused_before_any_launch(cuda):
 
 
 def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
-    from cudnn_rnn.lowbit.floor import barrier_read
+    from cudnn_rnn.lowbit.barrier import barrier_read
     r = barrier_read([0, 1 << 20], rounds=50, repeats=2)
     alone, read = r["per_round_us"]["0"], r["per_round_us"][str(1 << 20)]
     assert 0.1 < alone < 50 and r["ctas"] == cuda.cuda.Device().attributes["MultiProcessorCount"]

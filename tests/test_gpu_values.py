@@ -26,7 +26,7 @@ def test_the_weight_space_holds_what_the_reference_is_given(lib, cuda, dt):
         for e in flow.entries:
             held = dtypes.decode(space[e.offset:e.offset + e.size * item]
                                  .view(dtypes.storage_dtype(dt)), dt).reshape(e.shape)
-            given = flow.host["weights"][(e.pseudo_layer, e.lin_id, e.kind)]
+            given = flow.drawn["weights"][(e.pseudo_layer, e.lin_id, e.kind)]
             assert type(given).__module__.startswith("cupy")  # drawn and kept on the GPU
             np.testing.assert_array_equal(held, cuda.asnumpy(given))
             assert np.abs(held).max() <= scale * (1 + 1e-2) and np.abs(held).max() > scale / 2

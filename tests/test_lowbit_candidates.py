@@ -42,7 +42,7 @@ def engines(monkeypatch):
 
         def build_persistent(cfg, stacked, precision, plan=None, settings=None):
             return build(cfg, stacked, precision, plan)  # one launch shape is another's twin
-        monkeypatch.setattr(C, "Engine", build)
+        monkeypatch.setattr(C, "GemmEngine", build)
         monkeypatch.setattr(C, "PersistentEngine", build_persistent)
         return built
     return install

@@ -58,7 +58,7 @@ def test_eight_bit_operands_are_the_models_quantized_weights(drawn, fmt, parts):
                 assert op.precision == "fp16" and op.codes.dtype == np.float16
                 assert np.array_equal(op.dq, np.ones(op.dq.shape, np.float32))
                 continue
-            assert op.precision == operands.EIGHT_BIT[fmt]
+            assert op.precision == operands.FORMAT_PRECISION[fmt]
             assert np.array_equal(mat, w.W if name == "input" else w.R)
             # dq[col] turns the GEMM's sum of codes into the float product
             want_dq = scales.act * np.broadcast_to(scales.weight, op.dq.shape)
@@ -117,11 +117,11 @@ def test_configs_names_labels_and_families():
 
 def test_a_failed_cublaslt_call_becomes_a_record_with_its_status():
     """Without a GPU, cublasLtCreate answers NOT_INITIALIZED: the real library's refusal."""
-    from cudnn_rnn.lowbit.gemm import Handle
+    from cudnn_rnn.lowbit.gemm import LtHandle
     if cublaslt.loaded() is None:
         cublaslt.load()
     try:
-        Handle().close()
+        LtHandle().close()
     except cublaslt.errors.CublasLtError as exc:
         rec = C.refused(_cfg(), K.parse("int8/both"), exc, "build")
         assert (rec["outcome"], rec["failed_call"], rec["status"]) == (
@@ -141,7 +141,7 @@ def recorded():
 
 def test_the_recorded_run_verified_every_configuration_within_its_bound(recorded):
     recs = recorded["records"]
-    assert [r["config"] for r in recs] == [c.name for c in K.CONTROLS + K.EIGHT_BIT]
+    assert [r["config"] for r in recs] == [c.name for c in K.CONTROLS + K.GEMM_8BIT]
     for r in recs:
         assert r["outcome"] == "OK" and r["bound"] == K.parse(r["config"]).bound
         assert max(list(r["errors"].values()) + list(r["errors_seen"].values())) <= r["bound"]

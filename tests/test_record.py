@@ -28,7 +28,7 @@ def test_every_key_a_recorded_run_carries_is_a_field_of_the_record():
 
 
 def test_a_lost_cell_round_trips_through_the_writer_and_the_reader(tmp_path):
-    rec = Record.lost(CELL, WHERE, "TIMEOUT", "TIMEOUT", "no result within 1 s")
+    rec = Record.unfinished(CELL, WHERE, "TIMEOUT", "TIMEOUT", "no result within 1 s")
     with ResultsFile(tmp_path / "r.jsonl", resume=False) as out:
         out.write(rec.as_json())
     back, _ = read_records(tmp_path / "r.jsonl")
@@ -39,7 +39,7 @@ def test_a_lost_cell_round_trips_through_the_writer_and_the_reader(tmp_path):
 
 def test_the_writer_refuses_a_record_its_reader_would_refuse(tmp_path):
     path = tmp_path / "r.jsonl"
-    good = Record.lost(CELL, WHERE, "CRASH", "SIGSEGV", "died").as_json()
+    good = Record.unfinished(CELL, WHERE, "CRASH", "SIGSEGV", "died").as_json()
     with ResultsFile(path, resume=False) as out:
         out.write(good)
         before = path.read_bytes()
@@ -58,7 +58,7 @@ def test_a_sticky_cuda_error_turns_any_outcome_into_a_crash_and_keeps_the_first(
     assert (rec.outcome, rec.status) == ("CRASH", "CUDA_ERROR")
     assert rec.notes == ["before the context check: NOT_SUPPORTED (cudnnRNNForward: "
                          "NOT_SUPPORTED: why)"]
-    crashed = Record.lost(CELL, WHERE, "CRASH", "CUDA_ERROR", "first")
+    crashed = Record.unfinished(CELL, WHERE, "CRASH", "CUDA_ERROR", "first")
     crashed.context_lost("found")
     assert (crashed.reason, crashed.notes) == ("first", ["found"])
     assert problem_free(crashed)
@@ -93,7 +93,7 @@ def test_speedup_is_over_the_baseline_of_the_same_run_and_none_without_it():
 
 
 def test_a_record_of_a_newer_schema_is_refused_with_what_to_do(tmp_path):
-    rec = dict(Record.lost(CELL, WHERE, "CRASH", "SIGSEGV", "died").as_json(), schema=SCHEMA + 1,
+    rec = dict(Record.unfinished(CELL, WHERE, "CRASH", "SIGSEGV", "died").as_json(), schema=SCHEMA + 1,
                new_key=1)
     (tmp_path / "r.jsonl").write_text(json.dumps(rec) + "\n")
     with pytest.raises(Exception, match=f"newer cudnn-rnn \\(record schema {SCHEMA + 1}"):

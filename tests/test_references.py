@@ -41,7 +41,7 @@ def flow_of(cfg: RNNConfig, seed: int = 1234):
     entries, space = entries_of(cfg)
     drawn = values.draw(cfg, entries, space, "random", seed)
     return SimpleNamespace(cfg=cfg, entries=entries, init="random", seed=seed,
-                           host={"weights": drawn["weights"], **drawn["io"]})
+                           drawn={"weights": drawn["weights"], **drawn["io"]})
 
 
 SHARE = {  # a change that leaves every value and equation as it was
@@ -75,7 +75,7 @@ def test_cells_that_differ_only_in_how_cudnn_computes_share_one_reference(what):
     kept = cache.get(first)
     assert cache.get(second) is kept and (cache.misses, cache.hits) == (1, 1)
     # and sharing is right: the second cell's own evaluation is the same, bit for bit
-    own = prepare(second.cfg, expected(second.cfg, second.host))
+    own = prepare(second.cfg, expected(second.cfg, second.drawn))
     for name, a in own.outputs.items():
         np.testing.assert_array_equal(a, kept.outputs[name], err_msg=name)
     np.testing.assert_array_equal(own.dw, kept.dw)
@@ -116,7 +116,7 @@ def test_a_reference_begun_in_a_thread_is_the_one_the_cell_gets():
     cache = ReferenceCache(size=8)
     cache.start(flow, np)
     got = cache.get(flow)
-    own = prepare(BASE, expected(BASE, flow.host))
+    own = prepare(BASE, expected(BASE, flow.drawn))
     np.testing.assert_array_equal(got.outputs["y"], own.outputs["y"])
     np.testing.assert_array_equal(got.dw, own.dw)
     assert (cache.misses, cache.hits) == (1, 0)
@@ -131,7 +131,7 @@ def test_a_reference_begun_in_a_thread_is_the_one_the_cell_gets():
 
 def test_the_prepared_reference_compares_as_the_pair_did():
     flow = flow_of(BASE)
-    pair = expected(BASE, flow.host)
+    pair = expected(BASE, flow.drawn)
     rng = np.random.default_rng(3)
     fwd, grads = pair
     outputs = {"y": fwd.y + rng.normal(scale=1e-6, size=fwd.y.shape), "hy": fwd.hy,

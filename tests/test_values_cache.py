@@ -1,7 +1,7 @@
 """The host-values cache: the least recently used set goes first, by count and by bytes."""
 import numpy as np
 
-from cudnn_rnn.engine.values import HostValues
+from cudnn_rnn.engine.values import ValuesCache
 
 
 def _set(nbytes: int) -> dict:
@@ -9,7 +9,7 @@ def _set(nbytes: int) -> dict:
 
 
 def test_the_cache_keeps_at_most_its_size_and_its_bytes_in_all():
-    cache = HostValues(size=3, max_bytes=1000)
+    cache = ValuesCache(size=3, max_bytes=1000)
     for k in "abc":
         cache.put(k, _set(300))
     assert all(cache.get(k) is not None for k in "abc")  # 3 x 308 bytes fit

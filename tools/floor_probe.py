@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from cudnn_rnn.lowbit.floor import barrier_read
+from cudnn_rnn.lowbit.barrier import barrier_read
 
 SIZES = "0,16384,32768,65536,131072,262144,524288,1048576,2097152"
 

@@ -11,7 +11,7 @@ or None where the configuration did not verify):
   within :func:`cudnn_rnn.check.verify.tolerances` (relative Frobenius norm per output, the
   project's rule), and its ``errors`` against the reference on the original values (the
   precision's whole error) are recorded; only then is it timed
-  (:func:`cudnn_rnn.matrix.cell.time_cell`: CUDA-graph replays, checked bit for bit, and
+  (:func:`cudnn_rnn.matrix.execute.time_cell`: CUDA-graph replays, checked bit for bit, and
   plain calls).
 * :func:`engine_row`: the GEMM engine (:mod:`cudnn_rnn.lowbit`), or the persistent kernel
   (:mod:`cudnn_rnn.lowbit.persistent`: each launch shape verified, the fastest kept), with
@@ -41,9 +41,9 @@ from cudnn_rnn.engine.flow import FlowResult, FlowStop, RNNFlow
 from cudnn_rnn.lowbit import model, persistent
 from cudnn_rnn.lowbit.candidates import QUICK_REPS, errors, failure, timed
 from cudnn_rnn.lowbit.configs import BOUNDS, ENGINE_NAMES, ENGINES, OUTPUTS, REST, TWIN_BOUNDS
-from cudnn_rnn.lowbit.engine import Engine
+from cudnn_rnn.lowbit.engine import GemmEngine
 from cudnn_rnn.lowbit.persistent import PersistentEngine
-from cudnn_rnn.matrix.cell import outcome_of, time_cell
+from cudnn_rnn.matrix.execute import outcome_of, time_cell
 
 
 def _failed(rec: dict, outcome: str, call: str, status: str, code, reason: str) -> dict:
@@ -166,7 +166,7 @@ def build_engine(cfg, stacked, plan, engine: str, settings):
     plan)."""
     if engine == "persistent":
         return PersistentEngine(cfg, stacked, REST, plan, settings)
-    return Engine(cfg, stacked, REST, plan)
+    return GemmEngine(cfg, stacked, REST, plan)
 
 
 def check_outputs(out: dict, ref: dict, twin: dict | None, bound: float,

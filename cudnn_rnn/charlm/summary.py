@@ -15,7 +15,7 @@
 """
 from __future__ import annotations
 
-from cudnn_rnn.charlm.table import EIGHT_BIT, FLOAT_FAMILIES, speedup
+from cudnn_rnn.charlm.table import FORMAT_FAMILY, FLOAT_FAMILIES, speedup
 from cudnn_rnn.lowbit.calibration import METHODS
 from cudnn_rnn.lowbit.model import FORMATS, PARTS
 from cudnn_rnn.matrix.record import ranked_timing
@@ -70,9 +70,9 @@ def summarise(result: dict) -> dict:
             calibration[f"{fmt}/{part}"] = {r["calibration"]: r for r in mine}
             if mine:
                 rows.append(dict(min(mine, key=lambda r: (_score(r, task), METHODS.index(
-                    r["calibration"]))), family=EIGHT_BIT[fmt]))
+                    r["calibration"]))), family=FORMAT_FAMILY[fmt]))
     # the persistent kernel: FP16, and each 8-bit plan at the GEMM engine's best method
-    rows += [dict(row(r, base, batch, task), family=EIGHT_BIT.get(r.get("format"), "fp16"))
+    rows += [dict(row(r, base, batch, task), family=FORMAT_FAMILY.get(r.get("format"), "fp16"))
              for r in ok if r["engine"] == "persistent"]
     failed = [{"id": r["id"], "label": r["label"], "outcome": r["outcome"],
                "call": r.get("failed_call"), "status": r.get("status"),
@@ -100,7 +100,7 @@ def targets(rows: list, calibration: dict) -> dict:
         entry = {"limit_pct": limit, "best": best["id"], "dbpc_pct": best["dbpc_pct"],
                  "met": best["dbpc_pct"] <= limit}
         if fam in ("int8", "fp8"):
-            fmt = next(f for f, t in EIGHT_BIT.items() if t == fam)
+            fmt = next(f for f, t in FORMAT_FAMILY.items() if t == fam)
             every = [(key.split("/")[1], m, r["dbpc_pct"]) for key, cal in calibration.items()
                      if key.startswith(fmt + "/") for m, r in cal.items()
                      if r.get("dbpc_pct") is not None]

@@ -43,13 +43,14 @@ from cudnn_rnn.engine import dtypes
 from cudnn_rnn.engine.descriptors import Handle
 from cudnn_rnn.engine.gpu import cupy_or_raise
 from cudnn_rnn.lowbit import calibration, model
+from cudnn_rnn.lowbit.operands import FORMAT_PRECISION
 from cudnn_rnn.matrix.families import search_space
 from cudnn_rnn.matrix.jobs import job
 from cudnn_rnn.matrix.record import objective_ms, objective_speedup
 
 FLOAT_FAMILIES = ("fp32", "tf32", "fp16", "bf16")
 INFERENCE = ("forward_inference",)  # the timed objective: one inference forward
-EIGHT_BIT = {"int8": "int8", "e4m3": "fp8"}  # engine format -> table family
+FORMAT_FAMILY = FORMAT_PRECISION  # an 8-bit format -> its table family (its precision)
 CALIBRATION_SEQ, CALIBRATION_BATCH = network.EVAL_SEQ, 64
 
 

@@ -107,12 +107,12 @@ def _input_side(p: LayerParams, xs: np.ndarray) -> list:
     return out
 
 
-def _run_direction(cell: RNNMode, p: LayerParams, xs, h0, c0, active=None):
+def _run_direction(mode: RNNMode, p: LayerParams, xs, h0, c0, active=None):
     """Forward over one batch of sequences (already in processing order). ``active``
     (T, B, 1) says which sequences have a step at each time (None: all): an inactive
     sequence keeps its state and outputs the padding fill, 0, so each sequence runs to its
     own length, and in reverse order starts at its own end."""
-    np = array_module(xs)  # noqa: F811 - numpy or cupy
+    xp = array_module(xs)  # numpy or cupy
     T = xs.shape[0]
     gx = _input_side(p, xs)
     h, c = h0, c0
@@ -120,52 +120,52 @@ def _run_direction(cell: RNNMode, p: LayerParams, xs, h0, c0, active=None):
     for t in range(T):
         gh = [h @ R.T + (0.0 if bR is None else bR) for R, bR in zip(p.R, p.bR)]
         step = {"h_prev": h, "c_prev": c, "active": None if active is None else active[t]}
-        if cell in (RNNMode.RNN_RELU, RNNMode.RNN_TANH):
+        if mode in (RNNMode.RNN_RELU, RNNMode.RNN_TANH):
             a = gx[0][t] + gh[0]
-            hn = np.maximum(a, 0.0) if cell == RNNMode.RNN_RELU else np.tanh(a)
+            hn = xp.maximum(a, 0.0) if mode == RNNMode.RNN_RELU else xp.tanh(a)
             step.update(a=a, hh=hn)
-        elif cell == RNNMode.LSTM:
+        elif mode == RNNMode.LSTM:
             i = _sigmoid(gx[0][t] + gh[0])
             f = _sigmoid(gx[1][t] + gh[1])
-            g = np.tanh(gx[2][t] + gh[2])
+            g = xp.tanh(gx[2][t] + gh[2])
             o = _sigmoid(gx[3][t] + gh[3])
             c = f * c + i * g
-            tc = np.tanh(c)
+            tc = xp.tanh(c)
             hh = o * tc
             step.update(i=i, f=f, g=g, o=o, tc=tc, hh=hh)
             hn = hh if p.P is None else hh @ p.P.T
-        elif cell == RNNMode.GRU:
+        elif mode == RNNMode.GRU:
             r = _sigmoid(gx[0][t] + gh[0])
             z = _sigmoid(gx[1][t] + gh[1])
-            n = np.tanh(gx[2][t] + r * gh[2])
+            n = xp.tanh(gx[2][t] + r * gh[2])
             hn = (1.0 - z) * n + z * h
             step.update(r=r, z=z, n=n, ghn=gh[2], hh=hn)
         else:  # pragma: no cover
-            raise ValueError(cell)
+            raise ValueError(mode)
         if active is None:
             h = hn
             outs.append(h)
         else:
             m = active[t]
-            h = np.where(m, hn, step["h_prev"])
+            h = xp.where(m, hn, step["h_prev"])
             if c is not None:
-                c = np.where(m, c, step["c_prev"])
-            outs.append(np.where(m, hn, 0.0))
+                c = xp.where(m, c, step["c_prev"])
+            outs.append(xp.where(m, hn, 0.0))
         steps.append(step)
-    return np.stack(outs), h, c, {"xs": xs, "steps": steps}
+    return xp.stack(outs), h, c, {"xs": xs, "steps": steps}
 
 
-def _back_direction(cell: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_last,
+def _back_direction(mode: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_last,
                     switched=None):
     """Backward through one direction; returns d(layer input), dh0, dc0 and dparams.
     ``switched`` ({t: [(b, unit), ...]}, steps in processing order): ReLU derivatives
     taken on the other side of zero (see :mod:`cudnn_rnn.check.kinks`)."""
     xs, steps = cache["xs"], cache["steps"]
-    np = array_module(xs)  # noqa: F811 - numpy or cupy
+    xp = array_module(xs)  # numpy or cupy
     T = xs.shape[0]
     dp = p.zeros_like()
     g = len(p.R)
-    dgx = [np.zeros((T,) + dh_last.shape[:1] + (p.R[0].shape[0],)) for _ in range(g)]
+    dgx = [xp.zeros((T,) + dh_last.shape[:1] + (p.R[0].shape[0],)) for _ in range(g)]
     dh, dc = dh_last, dc_last
     for t in reversed(range(T)):
         s = steps[t]
@@ -174,15 +174,15 @@ def _back_direction(cell: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_las
         if m is None:
             dh = dh + d_out[t]
         else:
-            dh_keep = np.where(m, 0.0, dh)
-            dh = np.where(m, dh + d_out[t], 0.0)
+            dh_keep = xp.where(m, 0.0, dh)
+            dh = xp.where(m, dh + d_out[t], 0.0)
             if dc is not None:
-                dc_keep = np.where(m, 0.0, dc)
-                dc = np.where(m, dc, 0.0)
+                dc_keep = xp.where(m, 0.0, dc)
+                dc = xp.where(m, dc, 0.0)
         h_prev = s["h_prev"]
         dgh = [None] * g
-        if cell in (RNNMode.RNN_RELU, RNNMode.RNN_TANH):
-            if cell == RNNMode.RNN_RELU:
+        if mode in (RNNMode.RNN_RELU, RNNMode.RNN_TANH):
+            if mode == RNNMode.RNN_RELU:
                 slope = s["a"] > 0
                 for b, u in (switched or {}).get(t, ()):
                     slope[b, u] = not bool(slope[b, u])
@@ -191,7 +191,7 @@ def _back_direction(cell: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_las
                 da = dh * (1.0 - s["hh"] ** 2)
             dgx[0][t] = da
             dgh[0] = da
-        elif cell == RNNMode.LSTM:
+        elif mode == RNNMode.LSTM:
             if p.P is not None:
                 dp.P += dh.T @ s["hh"]
                 dhh = dh @ p.P
@@ -215,7 +215,7 @@ def _back_direction(cell: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_las
             dgx[0][t] = dgh[0] = (dan * ghn) * r * (1.0 - r)
             dgx[1][t] = dgh[1] = dz * z * (1.0 - z)
             dh_carry = dh * z
-        dh_prev = dh_carry if cell == RNNMode.GRU else 0.0
+        dh_prev = dh_carry if mode == RNNMode.GRU else 0.0
         for k in range(g):
             dp.R[k] += dgh[k].T @ h_prev
             if dp.bR[k] is not None:
@@ -224,12 +224,12 @@ def _back_direction(cell: RNNMode, p: LayerParams, cache, d_out, dh_last, dc_las
         dh = dh_prev + dh_keep
         if dc is not None:
             dc = dc + dc_keep
-    dxs = np.zeros_like(xs)
+    dxs = xp.zeros_like(xs)
     for k in range(g):
         if p.W[k] is None:
             dxs += dgx[k]
         else:
-            dp.W[k] += np.einsum("tbh,tbi->hi", dgx[k], xs)
+            dp.W[k] += xp.einsum("tbh,tbi->hi", dgx[k], xs)
             dxs += dgx[k] @ p.W[k]
         if dp.bW[k] is not None:
             dp.bW[k] += dgx[k].sum(axis=(0, 1))
@@ -251,13 +251,13 @@ def forward(cfg: RNNConfig, params: list, x, hx, cx=None, lengths=None) -> Forwa
     step, and the reverse direction starts at its own end. Arrays may be numpy or cupy
     (all of one kind); the arithmetic is float64 either way.
     """
-    np = array_module(x)  # noqa: F811 - numpy or cupy
-    x = np.asarray(x, dtype=np.float64)
-    hx = np.asarray(hx, dtype=np.float64)
+    xp = array_module(x)  # numpy or cupy
+    x = xp.asarray(x, dtype=xp.float64)
+    hx = xp.asarray(hx, dtype=xp.float64)
     lstm = cfg.mode == RNNMode.LSTM
-    cx = np.asarray(cx, dtype=np.float64) if lstm else None
-    hy = np.empty_like(hx)
-    cy = np.empty_like(cx) if lstm else None
+    cx = xp.asarray(cx, dtype=xp.float64) if lstm else None
+    hy = xp.empty_like(hx)
+    cy = xp.empty_like(cx) if lstm else None
     layer_in = x
     caches = []
     active = None if lengths is None else active_steps(lengths, x.shape[0], np)
@@ -282,13 +282,13 @@ def backward(cfg: RNNConfig, params: list, fwd: Forward, dy, dhy, dcy=None,
     """dx, dhx, dcx and weight gradients of L = Σ y·dy + Σ hy·dhy + Σ cy·dcy.
     ``switched``: {layer·dirs + direction: {t: [(b, unit), ...]}} ReLU derivatives to take
     on the other side of zero."""
-    np = array_module(dy)  # noqa: F811 - numpy or cupy
+    xp = array_module(dy)  # numpy or cupy
     lstm = cfg.mode == RNNMode.LSTM
-    dy = np.asarray(dy, dtype=np.float64)
-    dhy = np.asarray(dhy, dtype=np.float64)
-    dcy = np.asarray(dcy, dtype=np.float64) if lstm else None
-    dhx = np.empty_like(dhy)
-    dcx = np.empty_like(dcy) if lstm else None
+    dy = xp.asarray(dy, dtype=xp.float64)
+    dhy = xp.asarray(dhy, dtype=xp.float64)
+    dcy = xp.asarray(dcy, dtype=xp.float64) if lstm else None
+    dhx = xp.empty_like(dhy)
+    dcx = xp.empty_like(dcy) if lstm else None
     dparams: list = [None] * len(params)
     d_layer_out = dy
     P = cfg.proj_size

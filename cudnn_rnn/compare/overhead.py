@@ -100,7 +100,7 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
         if result.failure is not None:
             f = result.failure
             return {"skipped": f"our flow failed at {f.stage}: {f.call} {f.status} ({f.reason})"}
-        check = compare_with(cfg, expected(cfg, flow.host, cp, keep_on_device=True),
+        check = compare_with(cfg, expected(cfg, flow.drawn, cp, keep_on_device=True),
                              readback.outputs(flow, on_device=True))
         verification = check.as_record()
         if not check.passed:

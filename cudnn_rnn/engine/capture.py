@@ -15,7 +15,7 @@ each output is first filled with 0xFF (NaN in every floating type), ``dw`` with 
 state and every output byte is compared.
 
 A "flow" here is anything with ``cp`` (cupy), ``stream`` and ``buf`` (output name -> device
-array): :class:`cudnn_rnn.engine.flow.RNNFlow`, or :class:`cudnn_rnn.lowbit.engine.Engine`.
+array): :class:`cudnn_rnn.engine.flow.RNNFlow`, or :class:`cudnn_rnn.lowbit.engine.GemmEngine`.
 """
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from cudnn_rnn.engine import dtypes, gpu, packing, values as drawn_values
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.descriptors import (DropoutDescriptor, Handle, RNNDataDescriptor,
                                           RNNDescriptor, TensorDescriptor)
-from cudnn_rnn.engine.values import HostValues
+from cudnn_rnn.engine.values import ValuesCache
 from cudnn_rnn.engine.weights import WeightEntry, query_layout
 
 STAGES = (
@@ -119,7 +119,7 @@ class RNNFlow:
 
     def __init__(self, cfg: RNNConfig, lib: bindings.Library | None = None, *,
                  device: bool | None = None, init: str = "sample", seed: int = 0,
-                 values: HostValues | None = None, handle: Handle | None = None):
+                 values: ValuesCache | None = None, handle: Handle | None = None):
         if init not in drawn_values.INITS:
             raise ValueError(f"init must be 'sample' or 'random', got {init!r}")
         self.cfg = cfg
@@ -131,7 +131,7 @@ class RNNFlow:
         self.values = values
         self._stack = ExitStack()
         self.buf: dict = {}
-        self.host: dict = {}  # float64 copies of what the device holds (weights: on it)
+        self.drawn: dict = {}  # float64 copies of what the device holds (weights: on it)
         self.entries: list[WeightEntry] = []
         self.sizes: dict = {}
         self.handle = self.dropout = self.rnn = None
@@ -271,7 +271,7 @@ class RNNFlow:
         c, space = self.cfg, self.sizes["weight_space"]
         self.entries = query_layout(self.lib, self.handle, self.rnn, c, space,
                                     _ptr(self.buf["w"]))
-        key = HostValues.key(c, self.entries, self.init, self.seed, space) \
+        key = ValuesCache.key(c, self.entries, self.init, self.seed, space) \
             if self.values is not None else None
         drawn = self.values.get(key) if key is not None else None
         with self.stream:  # the weights are drawn and encoded on the GPU, on this stream
@@ -280,8 +280,8 @@ class RNNFlow:
                 if key is not None:
                     self.values.put(key, drawn)
             self.buf["w"][:space] = drawn["image"]
-        self.host["weights"] = drawn["weights"]
-        self.host.update(drawn["io"])
+        self.drawn["weights"] = drawn["weights"]
+        self.drawn.update(drawn["io"])
         self._place_io(drawn["io_bits"])
 
     def _stage_build_dynamic(self):

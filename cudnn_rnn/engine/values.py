@@ -31,7 +31,7 @@ def values_key(cfg: RNNConfig, entries: list, init: str, seed: int) -> tuple:
             init, seed, layout)
 
 
-class HostValues:
+class ValuesCache:
     """A flow's drawn inputs and weights (the weights on the GPU where the flow has one),
     kept for the next flow that draws the same values.
 
@@ -156,14 +156,14 @@ def place(flow, arrays: dict, io: dict) -> None:
     with flow.stream:
         img, host = image(cfg, flow.entries, flow.sizes["weight_space"], arrays, cp)
         flow.buf["w"][:img.size] = img
-    flow.host["weights"] = host
+    flow.drawn["weights"] = host
     for name, values in io.items():
         bits = np.ascontiguousarray(dtypes.encode(np.asarray(values), cfg.data_type))
         raw = bits.reshape(-1).view(np.uint8)
         if raw.size != flow.buf[name].size:
             raise ValueError(f"{name} has {np.shape(values)}, the flow's holds {raw.size} bytes")
         flow.buf[name].set(raw, stream=flow.stream)
-        flow.host[name] = dtypes.decode(bits, cfg.data_type)
+        flow.drawn[name] = dtypes.decode(bits, cfg.data_type)
 
 
 def _draw_io(cfg, init, seed) -> tuple[dict, dict]:

@@ -39,7 +39,7 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.gpu import cuda_errors, cupy_or_raise, failed_call
 from cudnn_rnn.lowbit import model, operands, persistent
 from cudnn_rnn.lowbit.configs import ENGINE_NAMES, OUTPUTS, TWIN_BOUNDS, Config, parse
-from cudnn_rnn.lowbit.engine import Engine, Unsupported
+from cudnn_rnn.lowbit.engine import GemmEngine, Unsupported
 from cudnn_rnn.lowbit.persistent import PersistentEngine, Stalled
 from cudnn_rnn.matrix.jobs import job, name_of
 
@@ -140,7 +140,7 @@ def build(cfg: RNNConfig, config: Config, stacked, plan, settings=None):
     if config.engine == "persistent":
         return PersistentEngine(cfg, stacked, config.precision, plan,
                                 settings or persistent.Settings())
-    return Engine(cfg, stacked, config.precision, plan)
+    return GemmEngine(cfg, stacked, config.precision, plan)
 
 
 def verify(cp, cfg: RNNConfig, config: Config, engine, values: dict, ref_whole: dict,

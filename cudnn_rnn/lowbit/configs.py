@@ -59,14 +59,14 @@ class Config:
 
 
 CONTROLS = tuple(Config(p) for p in ("fp32", "tf32", "fp16", "bf16"))
-EIGHT_BIT = tuple(Config(REST, f, p) for f in model.FORMATS for p in model.PARTS)
+GEMM_8BIT = tuple(Config(REST, f, p) for f in model.FORMATS for p in model.PARTS)
 # the persistent kernel multiplies on tensor cores only: FP16 and BF16, and the 8-bit plans
 PERSISTENT = tuple(Config(p, engine="persistent") for p in ("fp16", "bf16")) + tuple(
     Config(REST, f, p, "persistent") for f in model.FORMATS for p in model.PARTS)
-ALL = CONTROLS + EIGHT_BIT + PERSISTENT
+ALL = CONTROLS + GEMM_8BIT + PERSISTENT
 FAMILIES = {"fp32": CONTROLS[:1], "tf32": CONTROLS[1:2], "fp16": CONTROLS[2:3] + PERSISTENT[:1],
-            "bf16": CONTROLS[3:] + PERSISTENT[1:2], "int8": EIGHT_BIT[:3] + PERSISTENT[2:5],
-            "fp8": EIGHT_BIT[3:] + PERSISTENT[5:], "any": ALL}
+            "bf16": CONTROLS[3:] + PERSISTENT[1:2], "int8": GEMM_8BIT[:3] + PERSISTENT[2:5],
+            "fp8": GEMM_8BIT[3:] + PERSISTENT[5:], "any": ALL}
 
 
 def parse(name: str) -> Config:

@@ -12,7 +12,7 @@ Per pseudo-layer (``layer * dirs + direction``), on one stream:
 
 That is the host model :mod:`cudnn_rnn.lowbit.model` step for step, with FP32 gate math
 and the GEMMs in the precisions :mod:`cudnn_rnn.lowbit.operands` chose. Everything is
-enqueued; nothing synchronises, so :meth:`Engine.forward` can be captured in a CUDA graph
+enqueued; nothing synchronises, so :meth:`GemmEngine.forward` can be captured in a CUDA graph
 and replayed. Not built: SKIP_INPUT, LSTM projection, variable sequence lengths
 (:class:`Unsupported`, with the reason).
 """
@@ -24,8 +24,8 @@ from cudnn_rnn.bindings.enums import RNNInputMode, RNNMode
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import kernels
-from cudnn_rnn.lowbit.gemm import Handle, Matmul, Shape, rnn_shapes
-from cudnn_rnn.lowbit.operands import EIGHT_BIT, Operands, prepare
+from cudnn_rnn.lowbit.gemm import LtHandle, Matmul, Shape, rnn_shapes
+from cudnn_rnn.lowbit.operands import FORMAT_PRECISION, Operands, prepare
 
 WORKSPACE_BYTES = 32 << 20  # the most any GEMM may use (cuBLAS's own default on Hopper)
 # (compute capability major, minor) each precision's tensor-core GEMM needs
@@ -141,7 +141,7 @@ class _Layer:
         self.gemm_h = matmul(self.ph, h_shape)
 
 
-class Engine(Forward):
+class GemmEngine(Forward):
     """An inference forward of ``cfg`` on float64 ``stacked`` weights (see
     :mod:`cudnn_rnn.lowbit.model`): ``plan``'s GEMMs in 8 bits, the others in
     ``float_precision``. :meth:`set_inputs` uploads x, hx, cx; :meth:`forward` enqueues
@@ -154,11 +154,12 @@ class Engine(Forward):
         from cudnn_rnn.engine.gpu import cupy_or_raise
         cp = self.cp = cupy_or_raise()
         self.cfg, self.plan = cfg, plan
-        precisions = {float_precision} | ({EIGHT_BIT[plan.fmt]} if plan is not None else set())
+        precisions = {float_precision} | ({FORMAT_PRECISION[plan.fmt]} if plan is not None
+                                          else set())
         check_supported(cfg, precisions, capability(cp))
         self.operands = prepare(stacked, float_precision, plan)
         self.stream = stream or cp.cuda.Stream(non_blocking=True)
-        self.handle = Handle(lt)
+        self.handle = LtHandle(lt)
         self._matmuls: dict = {}
         self.layers: list[_Layer] = []
         try:

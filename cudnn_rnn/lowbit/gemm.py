@@ -16,7 +16,7 @@ alpha 1 and beta 0: the gate kernel dequantizes each output column (activation s
 times that weight row's scale; 1 for a float GEMM), so INT8 and FP8 need no scale
 attributes and one kernel serves every precision.
 
-:class:`Handle` owns a ``cublasLtHandle_t``; :meth:`Matmul.choose` asks the heuristic for
+:class:`LtHandle` owns a ``cublasLtHandle_t``; :meth:`Matmul.choose` asks the heuristic for
 the best algorithm within a workspace (cuBLASLt answers NOT_SUPPORTED, raised as
 :class:`~cudnn_rnn.bindings.cublaslt.errors.NotSupported`, when it has none for these
 types and sizes) and :meth:`Matmul.run` enqueues the GEMM on a stream.
@@ -82,7 +82,7 @@ def rnn_shapes(cfg, in_size: int | None = None) -> tuple[Shape, Shape]:
             Shape(cfg.mini_batch, n, cfg.hidden_size))
 
 
-class Handle:
+class LtHandle:
     """A cuBLASLt handle (``cublasLtCreate``; NOT_INITIALIZED without a GPU), destroyed by
     :meth:`close`. It holds the library, so the library outlives the handle."""
 
@@ -152,7 +152,7 @@ class Matmul:
             out[attr.name.lower()] = v.value
         return out
 
-    def choose(self, handle: Handle, workspace_bytes: int) -> dict:
+    def choose(self, handle: LtHandle, workspace_bytes: int) -> dict:
         """The heuristic's first algorithm for this GEMM within ``workspace_bytes``, kept
         for :meth:`run`; returns what it said (workspace needed, waves)."""
         pref = cublaslt.types.cublasLtMatmulPreference_t()

@@ -144,7 +144,7 @@ def _direction(cfg: RNNConfig, s: Stacked, xs, h, c, run_gemm):
     w)`` does each GEMM. Returns the outputs (T, B, proj) and the last h and c."""
     xp = array_module(xs)
     T, B, _ = xs.shape
-    g, H, cell = cfg.gates, cfg.hidden_size, cfg.mode
+    g, H, mode = cfg.gates, cfg.hidden_size, cfg.mode
     flat = xs.reshape(T * B, -1)
     gx = xp.tile(flat, g) if s.W is None else run_gemm("input", flat, s.W)
     gx = (gx + s.bW).reshape(T, B, g, H)
@@ -152,21 +152,21 @@ def _direction(cfg: RNNConfig, s: Stacked, xs, h, c, run_gemm):
     for t in range(T):
         gh = (run_gemm("recurrent", h, s.R) + s.bR).reshape(B, g, H)
         pre = gx[t] + gh
-        if cell == RNNMode.RNN_RELU:
+        if mode == RNNMode.RNN_RELU:
             h = xp.maximum(pre[:, 0], 0.0)
-        elif cell == RNNMode.RNN_TANH:
+        elif mode == RNNMode.RNN_TANH:
             h = xp.tanh(pre[:, 0])
-        elif cell == RNNMode.LSTM:
+        elif mode == RNNMode.LSTM:
             i, f, o = _sigmoid(pre[:, 0]), _sigmoid(pre[:, 1]), _sigmoid(pre[:, 3])
             c = f * c + i * xp.tanh(pre[:, 2])
             hh = o * xp.tanh(c)
             h = hh if s.P is None else run_gemm("projection", hh, s.P)
-        elif cell == RNNMode.GRU:
+        elif mode == RNNMode.GRU:
             r, z = _sigmoid(pre[:, 0]), _sigmoid(pre[:, 1])
             n = xp.tanh(gx[t][:, 2] + r * gh[:, 2])
             h = (1.0 - z) * n + z * h
         else:
-            raise ValueError(cell)
+            raise ValueError(mode)
         outs.append(h)
     return xp.stack(outs), h, c
 

@@ -21,7 +21,7 @@ from cudnn_rnn.lowbit import quant
 from cudnn_rnn.lowbit.model import GemmScales, QuantPlan, Stacked, weight_column
 
 FLOAT_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-EIGHT_BIT = {"int8": "int8", "e4m3": "fp8"}  # a plan's format -> the GEMM precision
+FORMAT_PRECISION = {"int8": "int8", "e4m3": "fp8"}  # a plan's format -> the GEMM precision
 
 
 @dataclass
@@ -77,7 +77,7 @@ class Operands:
 
 def _precision(plan: QuantPlan | None, name: str, k: int, float_precision: str):
     scales = None if plan is None else getattr(plan, name)[k]
-    return (float_precision if scales is None else EIGHT_BIT[plan.fmt]), scales
+    return (float_precision if scales is None else FORMAT_PRECISION[plan.fmt]), scales
 
 
 def prepare(stacked: list[Stacked], float_precision: str,

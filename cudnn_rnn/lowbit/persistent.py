@@ -32,8 +32,8 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import kernels, partition
 from cudnn_rnn.lowbit.engine import (WORKSPACE_BYTES, Forward, Unsupported, capability,
                                      check_supported)
-from cudnn_rnn.lowbit.gemm import Handle, Matmul, rnn_shapes
-from cudnn_rnn.lowbit.operands import EIGHT_BIT, prepare
+from cudnn_rnn.lowbit.gemm import LtHandle, Matmul, rnn_shapes
+from cudnn_rnn.lowbit.operands import FORMAT_PRECISION, prepare
 
 SOURCE = Path(__file__).with_name("persistent.cu")
 HELPERS = Path(__file__).with_name("device.cuh")
@@ -159,7 +159,7 @@ class PersistentEngine(Forward):
     """An inference forward of ``cfg`` on float64 ``stacked`` weights, ``plan``'s GEMMs in
     8 bits and the rest in ``float_precision`` (fp16 or bf16), launched as one persistent
     kernel shaped by ``settings``. The same interface as the GEMM engine's
-    :class:`~cudnn_rnn.lowbit.engine.Engine`: :meth:`set_inputs`, :meth:`forward` (enqueued
+    :class:`~cudnn_rnn.lowbit.engine.GemmEngine`: :meth:`set_inputs`, :meth:`forward` (enqueued
     on :attr:`stream`, capturable), :attr:`buf`, :meth:`outputs`, :meth:`close`."""
 
     BINDABLE = ("x",)  # the states and outputs stay its own: their addresses are in its tables
@@ -178,7 +178,7 @@ class PersistentEngine(Forward):
         self.operands = prepare(stacked, float_precision, plan)
         fx, fh, gx_precision = formats(self.operands)
         check_device(cfg, fx, fh, limits,
-                     {gx_precision} | ({EIGHT_BIT[plan.fmt]} if plan is not None else set()))
+                     {gx_precision} | ({FORMAT_PRECISION[plan.fmt]} if plan is not None else set()))
         try:
             self.part = partition.plan(
                 cfg, fx, fh, sm_count=limits["sm_count"], smem_per_block=limits["smem_per_block"],
@@ -186,7 +186,7 @@ class PersistentEngine(Forward):
         except partition.DoesNotFit as exc:
             raise Unsupported(f"does not fit on this GPU: {exc}") from None
         self.stream = stream or cp.cuda.Stream(non_blocking=True)
-        self.handle = Handle(lt)
+        self.handle = LtHandle(lt)
         self._matmuls: list = []
         try:
             self._upload(gx_precision)

@@ -12,14 +12,14 @@ from cudnn_rnn.bindings.cublaslt.errors import CublasLtError
 from cudnn_rnn.engine import timing
 from cudnn_rnn.engine.gpu import cupy_or_raise
 from cudnn_rnn.lowbit import kernels
-from cudnn_rnn.lowbit.gemm import Handle, Matmul, Shape
+from cudnn_rnn.lowbit.gemm import LtHandle, Matmul, Shape
 from cudnn_rnn.matrix.jobs import job
 
 PRECISIONS = ("fp16", "bf16", "int8", "fp8")
 WORKSPACE_BYTES = 32 << 20
 
 
-def gemm_rate(cp, handle: Handle, precision: str, shape: Shape, reps: int, warmup: int) -> dict:
+def gemm_rate(cp, handle: LtHandle, precision: str, shape: Shape, reps: int, warmup: int) -> dict:
     """One GEMM's rate: ``{tflops, tflops_q1, tflops_q3, timing, algorithm workspace}``."""
     with Matmul(precision, shape, handle.lt) as mm:
         chosen = mm.choose(handle, WORKSPACE_BYTES)
@@ -44,7 +44,7 @@ def gemm_rates(sizes: list, precisions=PRECISIONS, reps: int = 30, warmup: int =
     """``{"rates": {"int8 MxNxK": rate or {"refused": ...}}, "library": ...}`` for every
     (M, N, K) of ``sizes`` (``out (M, N) = a (M, K) @ w.T``) and every precision."""
     cp = cupy_or_raise()
-    handle = Handle()
+    handle = LtHandle()
     rates = {}
     try:
         for m, n, k in sizes:

@@ -3,7 +3,7 @@ run leaves (``bench.jsonl`` records, ``bench.run.json``, ``overhead.json``) with
 
 A benchmark shape is one cell mode and size at FLOAT/FLOAT/FMA/STANDARD (the FP32
 baseline); its candidates replace those four axes. Every candidate lives the probe cell's
-life in the worker (:func:`cudnn_rnn.matrix.cell.run_cell`); a shape's record keeps of each
+life in the worker (:func:`cudnn_rnn.matrix.execute.run_cell`); a shape's record keeps of each
 what :func:`compact` says, beside PyTorch's time. The command is :mod:`cudnn_rnn.bench`, the
 report :mod:`cudnn_rnn.reporting.bench`.
 """
@@ -182,16 +182,16 @@ def compact_engine(rec: dict) -> dict:
 
 def bench_shape(worker, shape: BenchShape, spec: BenchSpec, session: str, timeout: float,
                 torch_job: tuple[str, dict], torch_cudnn: dict | None = None,
-                engine=None, fp8_job: tuple[str, dict] | None = None) -> dict:
+                run_lowbit=None, fp8_job: tuple[str, dict] | None = None) -> dict:
     """Run one shape's candidates, then ``torch_job`` (the job that times PyTorch's
-    modules, as the command names it), ``engine(worker)`` (the records of the 8-bit
+    modules, as the command names it), ``run_lowbit(worker)`` (the records of the 8-bit
     engines' candidates, as the command runs them) and ``fp8_job`` (PyTorch's FP8 peer);
     one results line. ``torch_cudnn``: the cuDNN configuration PyTorch uses per data type
     at this shape (as cuDNN's API log showed it), kept beside PyTorch's times."""
     started = time.perf_counter()
     cands = [compact(worker.run(c, timeout), spec.objective) for c in candidate_cells(shape, spec)]
     torch = worker.job(*torch_job)
-    engine = None if engine is None else [compact_engine(r) for r in engine(worker)]
+    lowbit = None if run_lowbit is None else [compact_engine(r) for r in run_lowbit(worker)]
     if torch_cudnn is not None:
         torch["cudnn"] = torch_cudnn
     peer = None if fp8_job is None else worker.job(*fp8_job)
@@ -202,7 +202,7 @@ def bench_shape(worker, shape: BenchShape, spec: BenchSpec, session: str, timeou
             "shape": {"cell": c.mode.name, "seq_length": c.seq_length, "layers": c.num_layers,
                       "hidden": c.hidden_size, "batch": c.mini_batch, "input": c.input_size},
             "flop": c.flop_count(), "candidates": cands, "torch": torch,
-            **({"engine": engine} if engine is not None else {}),
+            **({"engine": lowbit} if lowbit is not None else {}),
             **({"torch_fp8": peer} if peer is not None else {}),
             "duration_s": round(time.perf_counter() - started, 3)}
 

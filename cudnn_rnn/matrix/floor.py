@@ -14,12 +14,12 @@ below's output and h (B x (D+1)H) above it, in the operand format (2 bytes for 1
 product is part of the round (its input comes from the round before).
 
 The rates are cuBLASLt's dense (8192^3) rates per precision and the barrier-and-read times
-come from :func:`cudnn_rnn.lowbit.floor.barrier_read`, both measured in the run.
+come from :func:`cudnn_rnn.lowbit.barrier.barrier_read`, both measured in the run.
 """
 from __future__ import annotations
 
 DENSE = (8192, 8192, 8192)
-FAMILIES = {"16-bit": ("fp16", 2), "int8": ("int8", 1), "fp8": ("fp8", 1)}
+OPERANDS = {"16-bit": ("fp16", 2), "int8": ("int8", 1), "fp8": ("fp8", 1)}
 
 
 def rounds(shape: dict) -> int:
@@ -58,11 +58,13 @@ def dense_rate(rates: dict, precision: str) -> float | None:
     return r.get("tflops")
 
 
-def floor(shape: dict, gates: int, family: str, rates: dict, per_round_us: dict) -> dict | None:
-    """The floor of ``shape`` in ``family`` (:data:`FAMILIES`): ``{ms, input_ms, round_us,
-    rounds, bound}`` (bound: what sets each round, "state read" or "products"); None where
-    the run lacks the rate or the barrier measurement of this state size."""
-    precision, width = FAMILIES[family]
+def floor(shape: dict, gates: int, operands: str, rates: dict, per_round_us: dict
+          ) -> dict | None:
+    """The floor of ``shape`` with ``operands`` (:data:`OPERANDS`: the GEMMs' precision and
+    the state's bytes per value): ``{ms, input_ms, round_us, rounds, bound}`` (bound: what
+    sets each round, "state read" or "products"); None where the run lacks the rate or the
+    barrier measurement of this state size."""
+    precision, width = OPERANDS[operands]
     rate = dense_rate(rates, precision)
     read = per_round_us.get(str(state_bytes(shape, width)))
     if not rate or read is None:
@@ -78,4 +80,4 @@ def floor(shape: dict, gates: int, family: str, rates: dict, per_round_us: dict)
 def sizes(shapes: list) -> list[int]:
     """The state sizes (bytes) a run must measure for the floors of ``shapes`` (0: the
     barrier alone)."""
-    return sorted({0} | {state_bytes(s, w) for s in shapes for _, w in FAMILIES.values()})
+    return sorted({0} | {state_bytes(s, w) for s in shapes for _, w in OPERANDS.values()})

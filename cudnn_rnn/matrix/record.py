@@ -44,7 +44,7 @@ from cudnn_rnn.matrix.speed import (TIMED_KINDS, add_speedup, objective_basis,  
 SCHEMA = 4  # of each record; 2 added "schema" (0.3.0), 3 graph timings (0.4.0), 4 "lengths"
 RUN_SCHEMA = 2  # of <spec>.run.json; 2 added the run's identity
 FSYNC_INTERVAL_S = 0.5
-LOST = ("CRASH", "TIMEOUT", "ERROR")  # outcomes of a cell whose worker could not finish it
+UNFINISHED = ("CRASH", "TIMEOUT", "ERROR")  # outcomes of a cell whose worker could not finish it
 
 TIMING = Obj({"median_ms": POS_NUM, "tflops": NUM, "min_ms": NUM, "max_ms": NUM, "q1_ms": NUM,
               "q3_ms": NUM, "reps": POS_INT},
@@ -130,8 +130,8 @@ class Record:
                    library_path=library_path)
 
     @classmethod
-    def lost(cls, cell, where: dict, outcome: str, status: str, reason: str) -> "Record":
-        """A cell whose worker could not finish it (:data:`LOST`); ``where`` holds the
+    def unfinished(cls, cell, where: dict, outcome: str, status: str, reason: str) -> "Record":
+        """A cell whose worker could not finish it (:data:`UNFINISHED`); ``where`` holds the
         worker's ``cudnn_version`` and ``library_path``."""
         rec = cls.of(cell, where["cudnn_version"], where["library_path"])
         rec.outcome, rec.status, rec.reason = outcome, status, reason
@@ -141,7 +141,7 @@ class Record:
     def tool_error(cls, cell, where: dict, exc: BaseException) -> "Record":
         """A cell on which this tool's own code raised: outcome ERROR, with the exception's
         type, message and innermost frames. It says nothing about cuDNN; it is a bug."""
-        rec = cls.lost(cell, where, "ERROR", type(exc).__name__, f"{type(exc).__name__}: {exc}")
+        rec = cls.unfinished(cell, where, "ERROR", type(exc).__name__, f"{type(exc).__name__}: {exc}")
         frames = traceback.extract_tb(exc.__traceback__)[-3:]
         rec.notes = [f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}" for f in frames]
         return rec
@@ -227,12 +227,12 @@ def config_label(rec: dict) -> str:
     return f"{rec['data_type']}/{rec['math_prec']}/{rec['math_type']}/{rec['algo']}"
 
 
-def read_records(path: str | Path, schema=RECORD, what: str = "probe record"
+def read_records(path: str | Path, check=RECORD, what: str = "probe record"
                  ) -> tuple[list[dict], int]:
     """Complete records of ``path`` and the byte length they occupy.
 
-    Every line that ends in a newline must be a record of ``schema`` (a
-    :mod:`.jsontypes` check); bytes after the last newline are the torn tail of a
+    Every line that ends in a newline must pass ``check`` (a :mod:`.jsontypes` check of
+    a record's keys); bytes after the last newline are the torn tail of a
     killed run: left out, with one line on stderr naming the file and the line.
     """
     p = Path(path)
@@ -260,11 +260,11 @@ def read_records(path: str | Path, schema=RECORD, what: str = "probe record"
             rec = json.loads(line)
         except (ValueError, RecursionError):  # not JSON or UTF-8, 4300+ digits, deep nesting
             raise MalformedResults(f"{p}: line {number} is not JSON") from None
-        if schema is RECORD and isinstance(rec, dict) and isinstance(rec.get("schema"), int) \
+        if check is RECORD and isinstance(rec, dict) and isinstance(rec.get("schema"), int) \
                 and rec["schema"] > SCHEMA:
             raise MalformedResults(f"{p}: line {number} was written by a newer cudnn-rnn (record "
                                    f"schema {rec['schema']}; this one reads up to {SCHEMA})")
-        wrong = problem(rec, schema, "the line")
+        wrong = problem(rec, check, "the line")
         if wrong:
             raise MalformedResults(f"{p}: line {number} is not a {what} ({wrong})")
         records.append(rec)
@@ -282,17 +282,17 @@ def run_file(records_path: str | Path) -> Path:
 
 
 class ResultsFile:
-    """Append-only writer of records (of ``schema``: each is checked before it is written,
+    """Append-only writer of records (each passes ``check`` before it is written,
     so a file never holds a line its reader would refuse), holding its folder's writer lock
     (:mod:`.writer_lock`) from before it reads or truncates anything until it is closed."""
 
-    def __init__(self, path: str | Path, resume: bool, schema=RECORD, what: str = "probe record"):
+    def __init__(self, path: str | Path, resume: bool, check=RECORD, what: str = "probe record"):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         writer_lock.hold(self.path.parent, tell=False)
-        self.schema, self.what = schema, what
+        self.check, self.what = check, what
         try:
-            existing, good = read_records(self.path, schema, what) if resume else ([], 0)
+            existing, good = read_records(self.path, check, what) if resume else ([], 0)
             if resume and self.path.exists() and self.path.stat().st_size != good:
                 with open(self.path, "r+b") as fh:
                     fh.truncate(good)
@@ -304,7 +304,7 @@ class ResultsFile:
         self.existing, self._last_sync = existing, time.monotonic()
 
     def write(self, record: dict) -> None:
-        wrong = problem(record, self.schema, "the record")
+        wrong = problem(record, self.check, "the record")
         if wrong:  # a bug of this tool, never bad input: stop before the file holds it
             raise ValueError(f"not a {self.what}: {wrong}")
         self._fh.write(json.dumps(record, sort_keys=True, allow_nan=False) + "\n")

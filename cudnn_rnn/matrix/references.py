@@ -103,13 +103,13 @@ class ReferenceCache:
 
     def _evaluate(self, flow, xp, ready=None) -> Expected:
         if xp is np:
-            return prepare(flow.cfg, expected(flow.cfg, flow.host, np))
+            return prepare(flow.cfg, expected(flow.cfg, flow.drawn, np))
         if self._stream is None:
             self._stream = xp.cuda.Stream(non_blocking=True)
         with self._stream:  # in a thread: beside the flow's stream, after its values
             if ready is not None:
                 self._stream.wait_event(ready)
-            value = prepare(flow.cfg, expected(flow.cfg, flow.host, xp, keep_on_device=True))
+            value = prepare(flow.cfg, expected(flow.cfg, flow.drawn, xp, keep_on_device=True))
         self._stream.synchronize()
         return value
 

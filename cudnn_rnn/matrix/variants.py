@@ -54,7 +54,7 @@ def variants_of(cells: list, vary: dict, only: dict, where: str) -> list:
     """Each of ``cells`` with one axis changed at a time (a value equal to a cell's own is
     skipped). Ordered by axis, then value, then cell: consecutive variants then share
     their values' shape, which lets a worker reuse the values it drew
-    (:class:`~cudnn_rnn.engine.values.HostValues`)."""
+    (:class:`~cudnn_rnn.engine.values.ValuesCache`)."""
     out = []
     for axis, values in vary.items():
         for value in values:

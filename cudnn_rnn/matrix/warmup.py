@@ -106,7 +106,7 @@ def cell_tasks(cells: list, cudnn_path: str | None, graphs: bool, limit: int = 4
 def rehearse_cells(cells: list, cudnn_path: str | None, graphs: bool) -> int:
     """Run ``cells`` as the probe does, briefly timed (a job for :func:`warm`)."""
     from cudnn_rnn import bindings
-    from cudnn_rnn.matrix.cell import run_cell
+    from cudnn_rnn.matrix.execute import run_cell
     lib = bindings.load(cudnn_path)
     for cell in cells:
         run_cell(cell, lib, device=True, reps=2, warmup=1, budget_s=0.01, graphs=graphs)

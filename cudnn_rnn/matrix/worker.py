@@ -87,9 +87,9 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         from cudnn_rnn import bindings
         from cudnn_rnn.engine import gpu
         from cudnn_rnn.engine.descriptors import Handle, live_objects
-        from cudnn_rnn.engine.values import HostValues
+        from cudnn_rnn.engine.values import ValuesCache
         from cudnn_rnn.matrix import jobs
-        from cudnn_rnn.matrix.cell import run_cell
+        from cudnn_rnn.matrix.execute import run_cell
         from cudnn_rnn.matrix.references import ReferenceCache
         from cudnn_rnn.matrix.record import Record
         from cudnn_rnn.matrix.seed_replay import replay
@@ -103,7 +103,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         conn.send(("failed", f"{exc}" if missing else f"{type(exc).__name__}: {exc}", missing))
         return
     cache = ReferenceCache.for_worker(options)
-    values = (HostValues(size=options.get("values_cache_size", 2))
+    values = (ValuesCache(size=options.get("values_cache_size", 2))
               if options.get("reuse_values") else None)
     cupy = pool = handle = None
     if device:
@@ -124,11 +124,11 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
                 result = jobs.run(name, params)
             except Exception as exc:
                 result = {"skipped": f"{_short(name)} failed: {type(exc).__name__}: {exc}"}
-            lost = _context_error(cupy) if cupy is not None else None
-            if lost is not None:  # the next cell must not inherit a broken context
-                result = {"skipped": f"{_short(name)} left the CUDA context in error: {lost}"}
-            conn.send(("job", result, lost is not None))
-            if lost is not None:
+            broken = _context_error(cupy) if cupy is not None else None
+            if broken is not None:  # the next cell must not inherit a broken context
+                result = {"skipped": f"{_short(name)} left the CUDA context in error: {broken}"}
+            conn.send(("job", result, broken is not None))
+            if broken is not None:
                 return
             continue
         kind, _arg = _fault(cell.id)
@@ -152,13 +152,13 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
                            kinds=kinds, budget_s=options.get("budget_s"),
                            graphs=options.get("graphs", True))
         except cuda_errors as exc:  # outside a stage (timing, verification): still CUDA's
-            rec = Record.lost(cell, info, "CRASH", "CUDA_ERROR", f"{type(exc).__name__}: {exc}")
+            rec = Record.unfinished(cell, info, "CRASH", "CUDA_ERROR", f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # an error of this tool's own code
             rec = Record.tool_error(cell, info, exc)
         if cupy is not None:
-            lost = _context_error(cupy)
-            if lost is not None:
-                rec.context_lost(f"the CUDA context is in error after this cell: {lost}")
+            broken = _context_error(cupy)
+            if broken is not None:
+                rec.context_lost(f"the CUDA context is in error after this cell: {broken}")
         exiting = rec.outcome in ("CRASH", "ERROR")
         handle = _kept(handle, rec, exiting, bindings.errors.CudnnError)
         # what the cell left alive (not the worker's handle, weights and references kept)
@@ -337,7 +337,7 @@ class Worker:
         message = self._receive(timeout)
         if message is TIMED_OUT:
             self._drop(wait_s=0)
-            return Record.lost(cell, ident, "TIMEOUT", "TIMEOUT",
+            return Record.unfinished(cell, ident, "TIMEOUT", "TIMEOUT",
                                f"no result within the {timeout:g} s per-cell timeout; the "
                                "worker was killed").as_json()
         if message is not GONE:
@@ -348,7 +348,7 @@ class Worker:
         self.proc.join(5)
         status = _signal_name(self.proc.exitcode)
         self._drop()
-        return Record.lost(cell, ident, "CRASH", status, f"the worker process died ({status}) "
+        return Record.unfinished(cell, ident, "CRASH", status, f"the worker process died ({status}) "
                            "while running this cell").as_json()
 
     def job(self, name: str, params: dict, timeout: float = 600.0) -> dict:

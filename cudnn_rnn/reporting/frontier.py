@@ -23,8 +23,9 @@ def _fastest(cands: list[dict]) -> dict | None:
     return min(cands, key=lambda c: (median_ms(c), c["config"])) if cands else None
 
 
-def _family(c: dict) -> str:
-    """The floor a candidate is read against: its 8-bit format's, else 16-bit."""
+def _operands(c: dict) -> str:
+    """The floor a candidate is read against (:data:`floor.OPERANDS`): its 8-bit format's,
+    else 16-bit."""
     return {"int8": "int8", "e4m3": "fp8"}.get(c.get("format") or "", "16-bit")
 
 
@@ -43,12 +44,12 @@ def shape_row(rec: dict, run: dict | None) -> dict:
     rates = ((run or {}).get("engine_gemm") or {}).get("rates") or {}
     reads = ((run or {}).get("engine_floor") or {}).get("per_round_us") or {}
     gates = GATES[RNNMode[sh["cell"]]]
-    floors = {f: floor.floor(sh, gates, f, rates, reads) for f in floor.FAMILIES}
+    floors = {f: floor.floor(sh, gates, f, rates, reads) for f in floor.OPERANDS}
     tb = torch_best(rec.get("torch"), graph=True)
     peer = rec.get("torch_fp8") or {}
 
     def over(c):
-        f = floors.get(_family(c)) if c else None
+        f = floors.get(_operands(c)) if c else None
         return median_ms(c) / f["ms"] if c and f else None
     return {"id": rec["id"], "shape": sh, "best": best, "best_vs_floor": over(best),
             "persistent": persistent, "persistent_vs_floor": over(persistent),

@@ -96,7 +96,7 @@ class CudnnRunner:
         flow.stream.synchronize()
         for name in [n for n in flow.buf if n not in KEPT]:
             del flow.buf[name]
-        flow.host.clear()  # the float64 copies of what it holds: the reference's, not needed
+        flow.drawn.clear()  # the float64 copies of what it holds: the reference's, not needed
 
     def run(self, stream, x, hx, cx, y, hy, cy) -> None:
         flow = self.flow

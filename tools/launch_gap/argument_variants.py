@@ -25,7 +25,7 @@ for shape, seen in zip(shapes, seen_all):
     cfg = config_from_settings(shape, seen)
     with RNNFlow(cfg, lib, device=True, init="random", seed=1234) as flow:
         flow.run()
-        check = compare_with(cfg, expected(cfg, flow.host, cp, keep_on_device=True), readback.outputs(flow, on_device=True))
+        check = compare_with(cfg, expected(cfg, flow.drawn, cp, keep_on_device=True), readback.outputs(flow, on_device=True))
         b, s = flow.buf, flow.sizes
         def call(dev_seq, size):
             def f():

@@ -1,6 +1,6 @@
 """What the chip allows one persistent RNN step, measured now: a barrier across every
 multiprocessor, and that barrier with every CTA reading a state of a given size from L2
-(``floor.cu``). :mod:`cudnn_rnn.matrix.floor` turns these and the dense GEMM rates into
+(``barrier.cu``). :mod:`cudnn_rnn.matrix.floor` turns these and the dense GEMM rates into
 each benchmark shape's floor.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cudnn_rnn.matrix.jobs import job
 
-SOURCE = Path(__file__).with_name("floor.cu")
+SOURCE = Path(__file__).with_name("barrier.cu")
 HELPERS = Path(__file__).with_name("device.cuh")
 THREADS = 512
 RING = 64 << 10  # shared memory the reads land in (overwritten: only the traffic counts)

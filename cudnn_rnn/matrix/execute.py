@@ -26,7 +26,7 @@ from cudnn_rnn.bindings.errors import CudnnError
 from cudnn_rnn.engine import capture, readback, timing
 from cudnn_rnn.engine.gpu import cuda_errors
 from cudnn_rnn.engine.flow import FlowResult, RNNFlow
-from cudnn_rnn.engine.values import HostValues
+from cudnn_rnn.engine.values import ValuesCache
 from cudnn_rnn.matrix.record import Record
 from cudnn_rnn.matrix.references import ReferenceCache
 
@@ -58,7 +58,7 @@ def outcome_of(result: FlowResult, version_number: int) -> str:
 
 def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_it: bool = True,
              cache: ReferenceCache | None = None, seed: int = 1234,
-             values: HostValues | None = None, kinds: tuple | None = None,
+             values: ValuesCache | None = None, kinds: tuple | None = None,
              budget_s: float | None = None, graphs: bool = True, handle=None) -> Record:
     """Everything that happens to one cell; returns its record (never raises for cuDNN).
 
@@ -99,7 +99,7 @@ def verify_and_time(rec: Record, flow: RNNFlow, cache: ReferenceCache, reps: int
     got = readback.outputs(flow, on_gpu)
     check = compare_with(cfg, cache.get(flow, xp), got)
     if kinks.applies(cfg, check):  # ReLU gradients: allow cuDNN its side of zero
-        check = kinks.recheck(cfg, flow.host, got, check, xp)
+        check = kinks.recheck(cfg, flow.drawn, got, check, xp)
     passed = rec.add_check(check)
     del got
     rec.phase_s["verify"] = round(time.perf_counter() - t0, 4)
