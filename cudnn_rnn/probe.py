@@ -25,8 +25,8 @@ from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int,
 from cudnn_rnn.matrix import (baseline, cells, provenance, runs, spec as specs, variants,
                               warmup, writer_lock)
 from cudnn_rnn.matrix.progress import Progress
-from cudnn_rnn.matrix.record import (RUN_SCHEMA, TIMED_KINDS, add_speedup, max_error,
-                                     ranked_timing, write_json)
+from cudnn_rnn.matrix.record import (RUN_SCHEMA, TIMED_KINDS, Record, add_speedup,
+                                     max_error, ranked_timing, write_json)
 from cudnn_rnn.matrix.worker import start_worker
 from cudnn_rnn.reporting.load import load as load_results
 
@@ -178,7 +178,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     resume, recorded = runs.open_run(path, meta_path, identity, args.overwrite,
                                      runs.read_json_dict, force=args.force)
     results = runs.open_records(path, resume)
-    done = {r["id"]: r for r in results.existing}
+    done = {r["id"]: Record.from_json(r) for r in results.existing}
     # a variant whose base is recorded without passing the RNN descriptor never runs
     todo = [c for c in cells if c.id not in done and not variants.gated_out(c, done)]
     device_line = (f"GPU {dev_info['gpu']} (compute capability {dev_info['compute_capability']}, "
@@ -228,11 +228,11 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
                 continue
             rec = worker.run(cell, args.timeout)
             add_speedup(rec, done)
-            done[rec["id"]] = rec
-            results.write(rec)
-            progress.update(rec["outcome"])
-            if waiting.get(rec["id"]) and variants.gated_out(waiting[rec["id"]][0], done):
-                progress.leave_out(len(waiting[rec["id"]]))
+            done[rec.id] = rec
+            results.write(rec.as_json())
+            progress.update(rec.outcome)
+            if waiting.get(rec.id) and variants.gated_out(waiting[rec.id][0], done):
+                progress.leave_out(len(waiting[rec.id]))
     except KeyboardInterrupt:
         interrupted = True
         worker.close(wait_s=0)  # the cell it was on is lost either way: do not wait for it
@@ -240,7 +240,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
         results.close()
         progress.finish()
     wall = time.monotonic() - started
-    records = [done[c.id] for c in cells if c.id in done]
+    records = [done[c.id].as_json() for c in cells if c.id in done]
     gated = [c for c in cells if c.id not in done and variants.gated_out(c, done)]
     sessions[-1].update(finished=provenance.now(), wall_s=round(wall, 2),
                         workers_started=worker.started, workers_lost=worker.lost,

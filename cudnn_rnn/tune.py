@@ -279,7 +279,7 @@ def _one_process(args, shape: RNNConfig, cells: list) -> tuple[dict, dict]:
         from cudnn_rnn.engine.gpu import NoGPU
         raise NoGPU(f"device stages need a CUDA GPU: {info['device'].get('reason')}")
     try:
-        records = [worker.run(c, args.timeout) for c in cells]
+        records = [worker.run(c, args.timeout).as_json() for c in cells]
         torch_result = worker.job(*torch_job(shape, args.training, args.reps))
         if not (args.training or args.no_lowbit):
             records += run_in(worker, shape, [c.name for c in LOWBIT_FAMILIES[args.precision]],

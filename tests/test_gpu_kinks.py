@@ -43,7 +43,7 @@ def test_one_worker_handle_serves_cells_in_turn_and_leaves_nothing_behind(cuda):
                  Cell(SMALL.replace(mode=RNNMode.GRU, data_type=DataType.HALF,
                                     math_type=MathType.TENSOR_OP_MATH), "b"),
                  Cell(SMALL.replace(mode=RNNMode.LSTM), "again")]
-        recs = [worker.run(c, timeout=120) for c in cells]
+        recs = [worker.run(c, timeout=120).as_json() for c in cells]
     finally:
         worker.close()
     assert [r["outcome"] for r in recs] == ["OK", "NOT_SUPPORTED", "OK", "OK"], recs

@@ -11,7 +11,8 @@ import pytest
 
 from cudnn_rnn import tune
 from cudnn_rnn.matrix import baseline
-from cudnn_rnn.matrix.record import TIMED_KINDS, add_speedup, ranked_timing, read_records
+from cudnn_rnn.matrix.record import (TIMED_KINDS, Record, add_speedup, ranked_timing,
+                                     read_records)
 from cudnn_rnn.reporting import bench as bench_report
 from cudnn_rnn.reporting import grid
 
@@ -81,12 +82,12 @@ def test_speedups_never_mix_replays_with_plain_calls(refused):
     base = next(r for r in refused if baseline.is_baseline(r))
     other = next(r for r in refused if not baseline.is_baseline(r)
                  and r["shape"] == base["shape"] and r["cell"] == base["cell"])
-    rec = dict(other)
-    add_speedup(rec, {base["id"]: base})
-    assert rec["speedup"]["forward_inference"] == round(
+    rec = Record.from_json(other)
+    add_speedup(rec, {base["id"]: Record.from_json(base)})
+    assert rec.speedup["forward_inference"] == round(
         _ms(base, "forward_inference", "graph_timings")
         / _ms(other, "forward_inference", "graph_timings"), 4)
-    assert rec["speedup"]["backward_data"] == round(
+    assert rec.speedup["backward_data"] == round(
         _ms(base, "backward_data", "timings") / _ms(other, "backward_data", "timings"), 4)
 
 

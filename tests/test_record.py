@@ -81,15 +81,27 @@ def test_a_tool_error_names_the_exception_and_where_it_was_raised():
 def test_speedup_is_over_the_baseline_of_the_same_run_and_none_without_it():
     recs = {r["id"]: r for r in read_records(FIX / "h200-919" / "default.jsonl")[0]}
     fast = next(r for r in recs.values() if r["outcome"] == "OK" and not baseline.is_baseline(r))
-    mine = dict(fast, speedup=None, baseline_id=None)
-    add_speedup(mine, recs)
+    mine = Record.from_json(dict(fast, speedup=None, baseline_id=None))
+    add_speedup(mine, {k: Record.from_json(r) for k, r in recs.items()})
     base = recs[baseline.id_of(fast["id"])]
-    assert mine["speedup"]["forward_training"] == round(
+    assert mine.speedup["forward_training"] == round(
         base["timings"]["forward_training"]["median_ms"]
         / fast["timings"]["forward_training"]["median_ms"], 4)
-    alone = dict(fast, speedup={"stale": 1.0}, baseline_id=None)
+    alone = Record.from_json(dict(fast, speedup={"stale": 1.0}, baseline_id=None))
     add_speedup(alone, {})
-    assert alone["speedup"] is None and alone["baseline_id"] == base["id"]
+    assert alone.speedup is None and alone.baseline_id == base["id"]
+
+
+def test_a_record_read_back_is_the_record_written(tmp_path):
+    for line in read_records(FIX / "h200-919" / "default.jsonl")[0][:50]:  # an older schema
+        out = Record.from_json(line).as_json()
+        assert {k: out[k] for k in line} == line  # every key it has, as written
+        assert out["schema"] == line.get("schema", 1)
+    rec = Record.unfinished(CELL, WHERE, "TIMEOUT", "TIMEOUT", "no result within 1 s")
+    with ResultsFile(tmp_path / "r.jsonl", resume=False) as out_file:
+        out_file.write(rec.as_json())
+    back = read_records(tmp_path / "r.jsonl")[0][0]
+    assert Record.from_json(back) == rec
 
 
 def test_a_record_of_a_newer_schema_is_refused_with_what_to_do(tmp_path):

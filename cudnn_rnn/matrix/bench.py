@@ -189,7 +189,8 @@ def bench_shape(worker, shape: BenchShape, spec: BenchSpec, session: str, timeou
     one results line. ``torch_cudnn``: the cuDNN configuration PyTorch uses per data type
     at this shape (as cuDNN's API log showed it), kept beside PyTorch's times."""
     started = time.perf_counter()
-    cands = [compact(worker.run(c, timeout), spec.objective) for c in candidate_cells(shape, spec)]
+    cands = [compact(worker.run(c, timeout).as_json(), spec.objective)
+             for c in candidate_cells(shape, spec)]
     torch = worker.job(*torch_job)
     lowbit = None if run_lowbit is None else [compact_engine(r) for r in run_lowbit(worker)]
     if torch_cudnn is not None:

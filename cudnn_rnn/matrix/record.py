@@ -187,7 +187,18 @@ class Record:
         self.timings = self.speedup = self.graph_timings = self.graph_refused = None
 
     def as_json(self) -> dict:
+        """The record's one serialised form: what the results file holds and readers read."""
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Record":
+        """A record read back (a line of a results file that passed :data:`RECORD`), for
+        the probe to go on with; one without ``schema`` was written by 0.2 (schema 1)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        rec = cls(**{k: v for k, v in data.items() if k in names})
+        if "schema" not in data:
+            rec.schema = 1
+        return rec
 
 
 RECORD = Obj({f.name: f.metadata["check"] for f in dataclasses.fields(Record)},

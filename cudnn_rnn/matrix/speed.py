@@ -61,21 +61,24 @@ def objective_speedup(base: dict | None, rec: dict, kinds: tuple) -> float | Non
                             objective_replay_ms(rec, kinds), objective_ms(rec, kinds, True))
 
 
-def add_speedup(rec: dict, by_id: dict) -> None:
-    """Speed-up of a timed record over its FP32 baseline, when that was timed in this run
-    (``by_id``: this run's records so far; a baseline is its own, at 1.0), per call: each
-    call its own objective (:func:`objective_speedup`, the one rule of a speed-up)."""
-    if not rec.get("timings"):
+def add_speedup(rec, by_id: dict) -> None:
+    """Set the speed-up of a timed :class:`~cudnn_rnn.matrix.record.Record` over its FP32
+    baseline, when that was timed in this run (``by_id``: this run's records so far, by id;
+    a baseline is its own, at 1.0), per call: each call its own objective
+    (:func:`objective_speedup`, the one rule of a speed-up, read from the records' JSON
+    form as every reader reads it)."""
+    if not rec.timings:
         return
-    base_id = baseline.id_of(rec["id"])
-    rec["baseline_id"] = base_id
-    base = rec if base_id == rec["id"] else by_id.get(base_id)
-    if not base or not base.get("timings"):
-        rec["speedup"] = None
+    base_id = baseline.id_of(rec.id)
+    rec.baseline_id = base_id
+    base = rec if base_id == rec.id else by_id.get(base_id)
+    if base is None or not base.timings:
+        rec.speedup = None
         return
+    base_json, rec_json = base.as_json(), rec.as_json()
     out = {}
     for k in TIMED_KINDS:
-        ratio = objective_speedup(base, rec, (k,))
+        ratio = objective_speedup(base_json, rec_json, (k,))
         if ratio is not None:
             out[k] = round(ratio, 4)
-    rec["speedup"] = out
+    rec.speedup = out

@@ -76,8 +76,8 @@ def gated_out(cell: Cell, done: dict) -> bool:
     by cudnnSetRNNDescriptor_v8, or lost before it (a crash, a hang, this tool's error), so
     its variants would most likely only repeat that. A variant whose base is not in the
     run (e.g. filtered out) runs."""
-    base = done.get(cell.base) if cell.base else None
-    return bool(base) and GATE_STAGE not in (base.get("stages") or [])
+    base = done.get(cell.base) if cell.base else None  # a Record
+    return base is not None and GATE_STAGE not in (base.stages or [])
 
 
 def by_base(cells: list) -> dict:

@@ -166,7 +166,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         rec.add_worker(live_objects() - (handle is not None),
                        int(pool.used_bytes()) - kept if pool is not None and not exiting else None,
                        os.getpid())
-        conn.send(("record", rec.as_json(), exiting))
+        conn.send(("record", rec, exiting))
         if exiting:
             return  # the next cell gets a fresh process
 
@@ -323,8 +323,9 @@ class Worker:
         self._drop(wait_s=0 if message is TIMED_OUT else 5)
         return False
 
-    def run(self, cell, timeout: float) -> dict:
-        """The record of ``cell`` (its JSON form: :meth:`Record.as_json`)."""
+    def run(self, cell, timeout: float):
+        """The :class:`~cudnn_rnn.matrix.record.Record` of ``cell``: the worker's, or one
+        this side makes of a timeout or a crash."""
         from cudnn_rnn.matrix.record import Record
         for _attempt in range(3):
             self._ensure()
@@ -337,9 +338,8 @@ class Worker:
         message = self._receive(timeout)
         if message is TIMED_OUT:
             self._drop(wait_s=0)
-            return Record.unfinished(cell, ident, "TIMEOUT", "TIMEOUT",
-                               f"no result within the {timeout:g} s per-cell timeout; the "
-                               "worker was killed").as_json()
+            return Record.unfinished(cell, ident, "TIMEOUT", "TIMEOUT", f"no result within the "
+                                     f"{timeout:g} s per-cell timeout; the worker was killed")
         if message is not GONE:
             _kind, rec, exiting = message
             if exiting:
@@ -348,8 +348,8 @@ class Worker:
         self.proc.join(5)
         status = _signal_name(self.proc.exitcode)
         self._drop()
-        return Record.unfinished(cell, ident, "CRASH", status, f"the worker process died ({status}) "
-                           "while running this cell").as_json()
+        return Record.unfinished(cell, ident, "CRASH", status,
+                                 f"the worker process died ({status}) while running this cell")
 
     def job(self, name: str, params: dict, timeout: float = 600.0) -> dict:
         """Run the job ``name`` (:mod:`.jobs`) in the worker; a dict with ``skipped`` when
