@@ -153,3 +153,36 @@ def test_one_gemm_against_the_exact_product_of_its_operands(cuda, fp8_capable, p
     print(f"{precision} GEMM relative error against the exact product: {err:.3g}")
     # FP32 accumulation of K=512 products: ~1e-7; FP8's on Hopper is coarser (measured)
     assert err < {"fp16": 1e-6, "bf16": 1e-6, "fp8": 1e-3}[precision]
+
+
+SPIN = r'''extern "C" __global__ void spin(long long cycles) {
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) {}
+}'''
+
+
+@pytest.mark.parametrize("engine", ["gemm", "persistent"])
+def test_a_forward_right_after_construction_is_ordered_after_the_set_up(cuda, engine):
+    """An engine's set-up (weight uploads, buffer fills) goes to the stream current at its
+    construction, its forwards to its own: a forward made at once must still come after
+    the set-up. A kernel holding the default stream for about 0.2 s leaves the set-up's
+    device work queued while the forward is enqueued; unordered, the outputs read wrong or
+    a late zero-fill wipes them after the forward (at LSTM 50/1/4096/256 this once gave
+    outputs computed from x = 0)."""
+    cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL)
+    values = C.draw(cfg, seed=2)
+    io = values["io"]
+    want = model.forward(cfg, values["stacked"], io["x"], io["hx"], io["cx"], None)
+    spin = cuda.RawKernel(SPIN, "spin")
+    spin((1,), (1,), (np.int64(400_000_000),))  # on the default stream, current here
+    made = C.build(cfg, configs.parse("persistent:fp16" if engine == "persistent" else "fp16"),
+                   values["stacked"], None)
+    with made as e:
+        e.set_inputs(io["x"], io["hx"], io["cx"])
+        e.forward()
+        got = e.outputs()
+        cuda.cuda.Device().synchronize()  # everything queued has run: nothing left to wipe
+        assert all(cuda.array_equal(e.buf[n], got[n]) for n in got)
+    for name, ref in zip(("y", "hy", "cy"), want):
+        err = np.linalg.norm(got[name].get() - ref) / np.linalg.norm(ref)
+        assert err < 5e-3, (name, err)

@@ -206,12 +206,42 @@ class _HostForward(Forward):
         self._io()
 
 
+class _Stream:
+    """What bind asks of a CuPy stream: its handle, whether it captures, events."""
+
+    def __init__(self, ptr: int, capturing: bool = False):
+        self.ptr, self.capturing, self.waited = ptr, capturing, []
+
+    def is_capturing(self) -> bool:
+        return self.capturing
+
+    def record(self):
+        return ("recorded on", self.ptr)
+
+    def wait_event(self, event) -> None:
+        self.waited.append(event)
+
+
 def test_bind_puts_the_callers_arrays_in_place_of_the_engines_own_without_copies():
     f = _HostForward(_cfg())
+    f.stream = _Stream(1)
     mine = {n: np.zeros_like(getattr(f, n)) for n in Forward.BINDABLE}
-    f.bind("the caller's stream", **mine)
+    callers = _Stream(2)
+    f.bind(callers, **mine)
     assert all(getattr(f, n) is a for n, a in mine.items())
-    assert all(f.buf[n] is mine[n] for n in ("y", "hy", "cy")) and f.stream == "the caller's stream"
+    assert all(f.buf[n] is mine[n] for n in ("y", "hy", "cy")) and f.stream is callers
+    # the caller's stream waits for what the engine's own had (its set-up, its inputs)
+    assert callers.waited == [("recorded on", 1)]
+
+
+def test_bind_to_the_same_stream_or_a_capturing_one_adds_no_wait():
+    f = _HostForward(_cfg())
+    f.stream = first = _Stream(1)
+    f.bind(_Stream(1))
+    assert f.stream is first  # the same handle: nothing changes
+    capture = _Stream(3, capturing=True)
+    f.bind(capture)
+    assert f.stream is capture and capture.waited == []
 
 
 @pytest.mark.parametrize("name,array,needle", [

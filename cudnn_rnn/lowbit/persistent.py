@@ -191,6 +191,7 @@ class PersistentEngine(Forward):
         try:
             self._upload(gx_precision)
             self._compile(kernels.OUTPUT_DTYPE[gx_precision] == "int32", spin_limit, trace)
+            self._set_up()
         except BaseException:
             self.close()
             raise
