@@ -38,7 +38,9 @@ def main(argv=None) -> int:
                                     f"-bench-{key}"))  # another run, another folder
     else:
         out = output_dir(args.out)
-    print(write(d, out))
+    md = write(d, out)
+    made = [md.name] + [n for n in ("bench.json", "bench.png") if (md.parent / n).is_file()]
+    print(f"wrote {', '.join(made)} in {md.parent}")
     return 0
 
 

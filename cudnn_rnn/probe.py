@@ -218,8 +218,10 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
         if said:
             print(said)
     # the bar counts what will run: a variant leaves it when its base is refused
-    progress = Progress(len(cells) - not_to_run, done=recorded_n)
     waiting = variants.by_base(todo)
+    to_run = {c.id for c in todo}  # a variant of one of these waits for it to run
+    progress = Progress(len(cells) - not_to_run, done=recorded_n,
+                        undecided=sum(len(v) for b, v in waiting.items() if b in to_run))
     started = time.monotonic()
     interrupted = False
     try:
@@ -231,8 +233,11 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
             done[rec.id] = rec
             results.write(rec.as_json())
             progress.update(rec.outcome)
-            if waiting.get(rec.id) and variants.gated_out(waiting[rec.id][0], done):
-                progress.leave_out(len(waiting[rec.id]))
+            if waiting.get(rec.id):
+                if variants.gated_out(waiting[rec.id][0], done):
+                    progress.leave_out(len(waiting[rec.id]))
+                else:
+                    progress.decide(len(waiting[rec.id]))
     except KeyboardInterrupt:
         interrupted = True
         worker.close(wait_s=0)  # the cell it was on is lost either way: do not wait for it

@@ -92,12 +92,19 @@ def test_the_progress_bar_counts_the_cells_that_will_run(tmp_path):
     bar.update("NOT_SUPPORTED")
     bar.leave_out(6)  # the variants of a refused cell never run
     assert bar.total == 4 and "1/4" in bar.line() and "other" not in bar.line()
+    bounded = Progress(10, stream=open(os.devnull, "w"), undecided=8)
+    bounded.update("OK")
+    assert "1/<=10 " in bounded.line() and "ETA <=" in bounded.line()
+    bounded.decide(5)  # these will run
+    bounded.leave_out(3)  # these will not: the total is known now
+    assert bounded.undecided == 0 and "1/7 " in bounded.line() and "<=" not in bounded.line()
     proc = probe(tmp_path, "--cell", "GRU", "--dtype", "INT8,FLOAT", "--math-type", "DEFAULT")
     assert proc.returncode == 0, proc.stderr
     recorded = len(records(tmp_path / "default.jsonl"))
-    shown = re.findall(r"\] (\d+)/(\d+) \|", proc.stderr)
+    shown = re.findall(r"\] (\d+)/(?:<=)?(\d+) \|", proc.stderr)
     assert shown and shown[-1] == (str(recorded), str(recorded)), (shown, recorded)
     assert all(int(total) >= recorded for _, total in shown)
+    assert not re.search(r"\] \d+/<=\d+ \|[^\n]*$", proc.stderr.strip())  # the end is exact
     assert "SKIPPED" in proc.stderr.splitlines()[-1] and "other" not in proc.stderr
 
 

@@ -1,4 +1,6 @@
-"""A one-line progress bar on stderr: the cells that will run, counts per outcome, an ETA."""
+"""A one-line progress bar on stderr: the cells that will run, counts per outcome, an ETA.
+While some variants wait for the cell they vary (they run only if it gets past the RNN
+descriptor), the total and the ETA are upper bounds, shown as ``<=``."""
 from __future__ import annotations
 
 import sys
@@ -9,8 +11,9 @@ SHOWN = ("OK", "NOT_SUPPORTED", "BAD_PARAM", "WRONG_RESULT", "CRASH")
 
 
 class Progress:
-    def __init__(self, total: int, stream=None, done: int = 0):
+    def __init__(self, total: int, stream=None, done: int = 0, undecided: int = 0):
         self.total = total
+        self.undecided = undecided  # of the total: variants whose base has not run yet
         self.stream = stream or sys.stderr
         self.tty = getattr(self.stream, "isatty", lambda: False)()
         self.counts: Counter = Counter()
@@ -32,8 +35,13 @@ class Progress:
     def leave_out(self, cells: int) -> None:
         """Count ``cells`` fewer to run (variants whose base was refused: they never run)."""
         self.total -= cells
+        self.undecided = max(0, self.undecided - cells)
         if cells and self.done == self.total:
             self.render()
+
+    def decide(self, cells: int) -> None:
+        """``cells`` variants will run (their base got past the RNN descriptor)."""
+        self.undecided = max(0, self.undecided - cells)
 
     def line(self) -> str:
         elapsed = time.monotonic() - self.started
@@ -46,8 +54,9 @@ class Progress:
         counts = " ".join(f"{k} {self.counts.get(k, 0)}" for k in SHOWN)
         counts += "".join(f" {k} {v}" for k, v in sorted(self.counts.items()) if k not in SHOWN)
         eta_text = "--:--" if eta == float("inf") else f"{int(eta // 60):d}:{int(eta % 60):02d}"
-        return (f"[{bar}] {self.done}/{self.total} | {counts} | "
-                f"{rate:.1f} cells/s ETA {eta_text}")
+        bound = "<=" if self.undecided else ""
+        return (f"[{bar}] {self.done}/{bound}{self.total} | {counts} | "
+                f"{rate:.1f} cells/s ETA {bound}{eta_text}")
 
     def render(self) -> None:
         text = self.line()
