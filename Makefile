@@ -90,6 +90,7 @@ MATRIX_RESULTS := results/nvidia-h200/9.19.0 results/nvidia-h200/9.14.0 results/
 BENCH_RESULTS := results/nvidia-h200/9.19.0 results/nvidia-h200/9.19.0/lowbit \
 	results/nvidia-h200/9.19.0/persistent
 rerender: $(STAMP)
-	for d in $(MATRIX_RESULTS); do $(PY) -m cudnn_rnn.report $$d --out $$d || exit 1; done
+	for d in $(MATRIX_RESULTS); do $(PY) -m cudnn_rnn.report $$d --out $$d \
+		$$([ -f $$d/persistent/bench.jsonl ] && echo --eight-bit $$d/persistent) || exit 1; done
 	for d in $(BENCH_RESULTS); do $(PY) -m cudnn_rnn.bench_report $$d --out $$d || exit 1; done
 	for f in results/*/*/precision*.json; do $(PY) -m cudnn_rnn.precision --render $$f --out results || exit 1; done

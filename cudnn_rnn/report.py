@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from cudnn_rnn.matrix import provenance, runs
 from cudnn_rnn.cli import BadInput, OneLineParser, run_main
 from cudnn_rnn.reporting import analysis, diff as diffing, load
 from cudnn_rnn.reporting.markdown import outcomes_line
-from cudnn_rnn.reporting.matrix import (SCHEMA_VERSION, name, report_info, run_name,
-                                       write_report)
+from cudnn_rnn.reporting.matrix import (SCHEMA_VERSION, eight_bit_paths, name, report_info,
+                                       run_name, write_report)
 
 
 def main(argv=None) -> int:
@@ -29,6 +30,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None,
                    help="output folder (default reports/<gpu>-<cudnn>-<specs>-<key>/, or "
                         "reports/diff/)")
+    p.add_argument("--eight-bit", metavar="BENCH_DIR", default=None,
+                   help="a benchmark run (python -m cudnn_rnn.bench) whose 8-bit rows at the "
+                        "seed's shape the INT8 answer names beside cuDNN's refusal")
     args = p.parse_args(argv)
     command_line = provenance.command("cudnn_rnn.report", argv)
     if args.diff:
@@ -48,9 +52,15 @@ def main(argv=None) -> int:
     if not args.results:
         raise BadInput("give the probe results to report on (a run's folder or its .jsonl file)")
     result = load.load(*args.results)
+    eight_bit = None
+    if args.eight_bit is not None:
+        if not (Path(args.eight_bit) / "bench.jsonl").is_file():
+            raise BadInput(f"--eight-bit {args.eight_bit}: no bench.jsonl there; give a "
+                           "benchmark's run folder (python -m cudnn_rnn.bench --out DIR)")
+        eight_bit = eight_bit_paths(args.eight_bit)
     out_dir = runs.output_dir(args.out if args.out is not None else runs.report_dir(
         run_name(result)))
-    written = write_report(result, out_dir, command_line)
+    written = write_report(result, out_dir, command_line, eight_bit)
     counts = analysis.counts(result.records)
     print(f"{len(result.records)} cells ({outcomes_line(counts)}) -> "
           f"{', '.join(str(w) for w in written)}")

@@ -159,6 +159,28 @@ def test_missing_or_malformed_results_exit_2(tmp_path, content, needle):
     assert_one_line_exit_2(run("cudnn_rnn.report", str(path), "--out", str(tmp_path / "o")), needle)
 
 
+def test_the_int8_answer_names_the_projects_8bit_paths_from_a_benchmark_run(h919, tmp_path):
+    bench_dir = Path(__file__).resolve().parent.parent / "results/nvidia-h200/9.19.0/persistent"
+    paths = report.eight_bit_paths(bench_dir)
+    rows = paths["rows"]
+    assert {r["cell"] for r in rows} == {"RNN_RELU", "RNN_TANH", "LSTM", "GRU"}
+    assert {r["engine"] for r in rows} == {"cuBLASLt GEMMs", "persistent kernel"}
+    assert paths["gpu"] == "NVIDIA H200" and paths["commit"] and paths["date"]
+    rules = cons.load()
+    md = markdown.render(h919, report.analyse(h919, rules, paths), INFO, rules)
+    section = md[md.index("## Can this RNN run in INT8?"):md.index("### The seed's cascade")]
+    assert "**No.**" in section and "This project's own 8-bit paths" in section
+    for r in rows:  # each engine's figures at the seed shape, as the benchmark has them
+        assert f"| {r['cell']}" in section and f"`{r['config']}`" in section
+        assert f"{r['ms']:.4f}" in section and markdown.figure(r["vs_cudnn16"]) in section
+    assert "--precision int8" in section
+    assert "own 8-bit paths" not in render_md(h919)  # not given a benchmark: not claimed
+    assert_one_line_exit_2(run("cudnn_rnn.report", str(FIX / "h200-919"), "--out",
+                               str(tmp_path / "o"), "--eight-bit", str(tmp_path)),
+                           "no bench.jsonl there")
+    assert not (tmp_path / "o").exists()  # refused before anything was written
+
+
 def test_report_needs_arguments():
     assert_one_line_exit_2(run("cudnn_rnn.report"), "give the probe results")
 
@@ -194,8 +216,10 @@ def test_the_committed_matrix_reports_regenerate_as_committed(tmp_path, monkeypa
     monkeypatch.chdir(root)  # the report names its sources as given: results/...
     d = Path("results") / run
     result = load.load(d)
+    lowbit = d / "persistent"  # as make rerender renders it: with the 8-bit paths it ran
+    eight_bit = report.eight_bit_paths(lowbit) if (lowbit / "bench.jsonl").is_file() else None
     report.write_report(result, tmp_path, f"python -m cudnn_rnn.report results/{run} "
-                                          f"--out results/{run}")
+                                          f"--out results/{run}", eight_bit)
     md = (d / "matrix.md").read_text()
     assert committed.without_report_rows((tmp_path / "matrix.md").read_text()) == \
         committed.without_report_rows(committed.markdown_as_here(md))

@@ -30,13 +30,16 @@ def shape_row(rec: dict) -> dict | None:
     eight = _fastest([c for c in ok if c.get("format")])
     # the GEMM engine's own (a record before the persistent kernel names no engine)
     eight_gemm = _fastest([c for c in ok if c.get("format") and c.get("engine") != "persistent"])
+    eight_persistent = _fastest([c for c in ok if c.get("format")
+                                 and c.get("engine") == "persistent"])
     cudnn16 = _fastest([c for c in verified(rec)
                         if c["config"].split("/")[0] in ("HALF", "BFLOAT16")])
     cudnn_fp16 = _fastest([c for c in verified(rec) if c["config"].startswith("HALF/")])
     engine_fp16 = next((c for c in ok if c["config"] == "fp16"), None)
     vs_torch, tb = vs_torch_best(rec.get("torch"), replay_ms(eight), plain_ms(eight))
     return {"id": rec["id"], "shape": rec["shape"], "best_8bit": eight,
-            "best_8bit_gemm": eight_gemm, "best_16bit_cudnn": cudnn16,
+            "best_8bit_gemm": eight_gemm, "best_8bit_persistent": eight_persistent,
+            "best_16bit_cudnn": cudnn16,
             "speedup_vs_cudnn16": candidates_ratio(cudnn16, eight),
             "torch_best": tb, "speedup_vs_torch_best": vs_torch,
             "engine_fp16_over_cudnn_fp16": candidates_ratio(engine_fp16, cudnn_fp16),
@@ -46,6 +49,31 @@ def shape_row(rec: dict) -> dict | None:
                               "call": c.get("failed_call"), "status": c.get("status"),
                               "reason": c.get("reason")}
                              for c in rec.get("engine") or [] if c["outcome"] != "OK"]}
+
+
+SEED_SHAPE = {"seq_length": 20, "layers": 2, "hidden": 512, "batch": 64}
+ENGINE_WORDS = {"best_8bit_gemm": "cuBLASLt GEMMs", "best_8bit_persistent": "persistent kernel"}
+
+
+def seed_answers(s: dict) -> list[dict]:
+    """The project's own 8-bit paths at the seed's shape, per cell mode: each engine's
+    fastest verified 8-bit configuration against cuDNN's best verified 16-bit one (what
+    the support matrix's INT8 answer names beside cuDNN's refusal)."""
+    out = []
+    for row in s.get("shapes") or []:
+        sh = row["shape"]
+        if any(sh.get(k) != v for k, v in SEED_SHAPE.items()):
+            continue
+        for key, words in ENGINE_WORDS.items():
+            c = row.get(key)
+            if c:
+                cudnn16 = row["best_16bit_cudnn"]
+                out.append({"cell": sh["cell"], "engine": words, "config": c["config"],
+                            "ms": median_ms(c), "timed_as": c.get("timed_as"),
+                            "max_error": c.get("max_error"),
+                            "vs_cudnn16": candidates_ratio(cudnn16, c),
+                            "cudnn16": cudnn16 and cudnn16["config"]})
+    return out
 
 
 def summarise(records: list[dict], runs: list[dict]) -> dict:

@@ -47,6 +47,31 @@ def outcomes_line(counts: dict) -> str:
                                                  else "") + f" {v}" for k, v in counts.items())
 
 
+SEED_TUNE = "python -m cudnn_rnn.tune --cell {cell} --seq 20 --layers 2 --hidden 512 --batch 64 " \
+    "--precision int8"
+
+
+def project_8bit_lines(p: dict | None) -> list[str]:
+    """The project's own 8-bit paths at the seed's shape (a benchmark run's rows), or
+    nothing where the report was not given one."""
+    if not p or not p.get("rows"):
+        return []
+    rows = [(r["cell"], r["engine"], f"`{r['config']}`",
+             f"{r['ms']:.4f}" + (" (graph)" if r.get("timed_as") == "graph" else ""),
+             figure(r["vs_cudnn16"]), f"`{r['cudnn16']}`" if r.get("cudnn16") else "none",
+             figure(r["max_error"], ".1e")) for r in p["rows"]]
+    return ["", "**This project's own 8-bit paths** run the seed's shape where cuDNN refuses it: "
+                "the GEMM engine (cuBLASLt INT8/FP8 GEMMs and a fused gate kernel per step) and "
+                "the persistent kernel (the whole sequence in one launch, weights on chip), each "
+                "verified against the float64 reference and its quantized twin before it was "
+                f"timed. Measured by the benchmark run in `{p['source']}` ({p.get('gpu')}, commit "
+                f"`{(p.get('commit') or 'unknown')[:12]}`, {p.get('date')}), forward inference:",
+            "", _table(rows, ("cell", "engine", "fastest verified 8-bit", "ms",
+                              "x best 16-bit cuDNN", "that configuration", "max error")),
+            "", "Run them on your GPU: `" + SEED_TUNE.format(cell="LSTM") + "` (any cell mode; "
+                "`--precision fp8` for E4M3, `--precision any` ranks them with cuDNN's)."]
+
+
 def int8_section(a: dict, version: str) -> list[str]:
     """Can the seed's RNN run in INT8; nothing for a result set without INT8 cells."""
     if a["cells"] == 0:
@@ -87,6 +112,7 @@ def int8_section(a: dict, version: str) -> list[str]:
         if rows:
             out += ["", "Fastest verified FP16/BF16 configuration per cell at 20 2 512 64:", "",
                     _table(rows, ("cell", "configuration", "fwd train ms", "x FP32", "max error"))]
+    out += project_8bit_lines(a.get("project_8bit"))
     out += ["", "### The seed's cascade of errors, explained", "",
             "The seed ran NVIDIA's legacy RNN_example (cuDNN 7, v6 API) with `CUDNN_DATA_INT8`. "
             "Its 18 error lines are one refusal and its consequences. By the sample's call order "

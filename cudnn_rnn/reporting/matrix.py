@@ -7,17 +7,24 @@ import json
 from pathlib import Path
 
 from cudnn_rnn.matrix import provenance
-from cudnn_rnn.reporting import analysis, axes, constraints as cons, html, load, markdown, product
+from cudnn_rnn.reporting import (analysis, axes, bench, constraints as cons, eightbit, html, load,
+                                 markdown, product)
 
 SCHEMA_VERSION = 1
 FILES = ("matrix.md", "matrix.html", "summary.json")
 
 
-def analyse(result: load.ResultSet, rules: cons.Constraints) -> dict:
+def analyse(result: load.ResultSet, rules: cons.Constraints, eight_bit: dict | None = None
+            ) -> dict:
+    """What the report says; ``eight_bit``: the project's own 8-bit paths at the seed's
+    shape (:func:`eight_bit_paths`), for the INT8 answer."""
     sweep = analysis.sweep(result.records)
     found = cons.contradictions(result.records, rules)
+    int8 = analysis.int8_answer(result.records, result.meta)
+    if eight_bit:
+        int8 = dict(int8, project_8bit=eight_bit)
     return {"counts": analysis.counts(result.records),
-            "int8": analysis.int8_answer(result.records, result.meta),
+            "int8": int8,
             "sweep": sweep, "performance_rule": analysis.performance_rule(sweep["rows"]),
             "contradictions": found, "contradiction_groups": cons.group(found),
             "axes": axes.summarise(result.records),
@@ -58,13 +65,26 @@ def run_name(result: load.ResultSet) -> str:
     return f"{name(result)}-{specs}-{digest.hexdigest()[:8]}"
 
 
-def write_report(result: load.ResultSet, out_dir: Path, command_line: str) -> list[Path]:
+def eight_bit_paths(bench_dir) -> dict:
+    """The project's 8-bit paths at the seed's shape from the benchmark run in
+    ``bench_dir`` (:func:`cudnn_rnn.reporting.eightbit.seed_answers`), with where and when
+    they were measured."""
+    summary = bench.read(bench_dir)
+    runs = summary.get("runs") or []
+    prov = (runs[0].get("provenance") or {}) if runs else {}
+    return {"source": str(bench_dir), "gpu": prov.get("gpu"), "commit": prov.get("commit"),
+            "date": prov.get("date"), "rows": eightbit.seed_answers(summary["eight_bit"])}
+
+
+def write_report(result: load.ResultSet, out_dir: Path, command_line: str,
+                 eight_bit: dict | None = None) -> list[Path]:
     """Write the report into ``out_dir`` (which must exist): the three files and the chart
     where there is one; returns their paths.
-    ``command_line`` is the command that made them (:func:`cudnn_rnn.matrix.provenance.command`)."""
+    ``command_line`` is the command that made them (:func:`cudnn_rnn.matrix.provenance.command`);
+    ``eight_bit``: :func:`eight_bit_paths` of a benchmark run, for the INT8 answer."""
     rules = cons.load()
     info = report_info(command_line, result.paths)
-    a = analyse(result, rules)
+    a = analyse(result, rules, eight_bit)
     md, page, js = (out_dir / f for f in FILES)
     chart = html.sweep_chart(a["sweep"])
     text = markdown.render(result, a, info, rules, html.chart_line(a["sweep"], chart))
