@@ -218,8 +218,9 @@ def test_the_committed_matrix_reports_regenerate_as_committed(tmp_path, monkeypa
     result = load.load(d)
     lowbit = d / "persistent"  # as make rerender renders it: with the 8-bit paths it ran
     eight_bit = report.eight_bit_paths(lowbit) if (lowbit / "bench.jsonl").is_file() else None
-    report.write_report(result, tmp_path, f"python -m cudnn_rnn.report results/{run} "
-                                          f"--out results/{run}", eight_bit)
+    command = f"python -m cudnn_rnn.report results/{run} --out results/{run}" + (
+        f" --eight-bit {lowbit}" if eight_bit else "")
+    report.write_report(result, tmp_path, command, eight_bit)
     md = (d / "matrix.md").read_text()
     assert committed.without_report_rows((tmp_path / "matrix.md").read_text()) == \
         committed.without_report_rows(committed.markdown_as_here(md))
