@@ -28,6 +28,7 @@ from cudnn_rnn.matrix.progress import Progress
 from cudnn_rnn.matrix.record import (RUN_SCHEMA, TIMED_KINDS, Record, add_speedup,
                                      max_error, ranked_timing, write_json)
 from cudnn_rnn.matrix.worker import start_worker
+from cudnn_rnn.reporting.grid import DESCRIPTOR_ONLY, OUTCOME_WORDS, outcome_words
 from cudnn_rnn.reporting.load import load as load_results
 
 FILTER_FLAGS = {"dtype": "data_type", "math_prec": "math_prec", "math_type": "math_type",
@@ -91,8 +92,9 @@ def plan(args) -> tuple:
 
 def summary(records: list, out=sys.stdout) -> None:
     counts = Counter(r["outcome"] for r in records)
-    print(tabulate(sorted(counts.items(), key=lambda kv: -kv[1]), headers=("outcome", "cells")),
-          file=out)
+    print(tabulate([(outcome_words(k) + (f" ({DESCRIPTOR_ONLY})" if k in OUTCOME_WORDS else ""),
+                     v) for k, v in sorted(counts.items(), key=lambda kv: -kv[1])],
+                   headers=("outcome", "cells")), file=out)
     failures = Counter((r.get("failed_call") or "-", r.get("status") or "-",
                         (r.get("reason") or "")[:70]) for r in records
                        if r["outcome"] not in ("OK", "SKIPPED"))
