@@ -145,9 +145,14 @@ def main(argv=None) -> int:
         raise BadInput("--list runs nothing, so there is no run to --report: drop one of them")
     spec, cells = plan(args)
     if args.list:
-        rows = [(i + 1, c.block, "baseline" if c.implicit else "", c.id) for i, c in enumerate(cells)]
+        rows = [(i + 1, c.block, "baseline" if c.implicit else "variant" if c.base else "", c.id)
+                for i, c in enumerate(cells)]
         print(tabulate(rows, headers=("#", "block", "", "cell")))
-        print(f"{len(cells)} cells in spec {spec.name!r} ({spec.path})")
+        planned = sum(c.base is None for c in cells)
+        print(f"{len(cells)} cells in spec {spec.name!r} ({spec.path})"
+              + (f": {planned} cells and {len(cells) - planned} variants (each run only if the "
+                 "cell it varies gets past cudnnSetRNNDescriptor_v8)" if planned < len(cells)
+                 else ""))
         return 0
     out = runs.output_dir(args.out) if args.out is not None else None
     # cells that differ only in math, precision or algorithm draw the same values and share

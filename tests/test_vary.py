@@ -199,3 +199,13 @@ def test_the_full_spec_is_the_whole_product_of_the_other_axes():
     lstm_proj = {c.config.data_type for c in s.cells if c.config.proj_size < c.config.hidden_size}
     assert lstm_proj == {d for d, _, _ in combos}
     assert len(specs.with_baselines(s.cells)) == len(s.cells)  # every FP32 baseline is in it
+
+
+def test_the_list_counts_cells_and_variants_as_a_run_does():
+    proc = run("cudnn_rnn.probe", "--list")
+    assert proc.returncode == 0, proc.stderr
+    listed = proc.stdout.splitlines()[2:-1]  # past the header, up to the count
+    variants = sum(" variant " in line for line in listed)
+    last = proc.stdout.strip().splitlines()[-1]
+    assert variants and f"{len(listed)} cells in spec 'default'" in last
+    assert f": {len(listed) - variants} cells and {variants} variants" in last
