@@ -38,6 +38,9 @@ def main(argv=None) -> int:
     if args.diff:
         if args.results:
             raise BadInput("--diff takes exactly two result sets and no other results")
+        if args.eight_bit is not None:
+            raise BadInput("--eight-bit adds to a report's INT8 answer; a --diff has none: "
+                           "drop one of them")
         a, b = load.load(args.diff[0]), load.load(args.diff[1])
         d = diffing.compare(a, b)
         info = report_info(command_line, a.paths + b.paths)
@@ -58,6 +61,9 @@ def main(argv=None) -> int:
             raise BadInput(f"--eight-bit {args.eight_bit}: no bench.jsonl there; give a "
                            "benchmark's run folder (python -m cudnn_rnn.bench --out DIR)")
         eight_bit = eight_bit_paths(args.eight_bit)
+        if not eight_bit["rows"]:
+            print(f"--eight-bit {args.eight_bit}: that benchmark has no 8-bit rows at the seed's "
+                  "shape (20 2 512 64); the INT8 answer names none", file=sys.stderr)
     out_dir = runs.output_dir(args.out if args.out is not None else runs.report_dir(
         run_name(result)))
     written = write_report(result, out_dir, command_line, eight_bit)

@@ -87,3 +87,32 @@ def test_equal_lengths_change_nothing():
     np.testing.assert_array_equal(a.y, b.y)
     np.testing.assert_array_equal(a.hy, b.hy)
     np.testing.assert_array_equal(a.cy, b.cy)
+
+
+class _NoNumpy:
+    """Stands for the module-level numpy of check/reference.py: any use of it fails."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the reference used numpy directly (np.{name}), not its "
+                             "inputs' array module")
+
+
+@pytest.mark.parametrize("cell,bidirectional", CASES,
+                         ids=[f"{c.name}-{'bi' if b else 'uni'}" for c, b in CASES])
+def test_the_reference_reaches_arrays_only_through_its_inputs_module(monkeypatch, cell,
+                                                                      bidirectional):
+    """On a GPU the reference runs on cupy arrays (array_module); a numpy call left in its
+    forward or backward would mix the two modules there (a rename once left two, which
+    only unequal lengths reach). Here numpy stands in for cupy and the module-level name
+    refuses every use."""
+    rng = np.random.default_rng(5)
+    cfg = _cfg(cell, bidirectional, proj=_proj(cell, bidirectional))
+    params = R.random_params(cfg, rng, 0.6)
+    d = _data(cfg, rng)
+    lstm = cell == RNNMode.LSTM
+    want = R.forward(cfg, params, d["x"], d["hx"], d["cx"] if lstm else None, lengths=LENGTHS)
+    monkeypatch.setattr(R, "array_module", lambda a: np)
+    monkeypatch.setattr(R, "np", _NoNumpy())
+    fwd = R.forward(cfg, params, d["x"], d["hx"], d["cx"] if lstm else None, lengths=LENGTHS)
+    R.backward(cfg, params, fwd, d["dy"], d["dhy"], d["dcy"] if lstm else None)
+    assert np.array_equal(fwd.y, want.y)

@@ -179,6 +179,9 @@ def test_the_int8_answer_names_the_projects_8bit_paths_from_a_benchmark_run(h919
                                str(tmp_path / "o"), "--eight-bit", str(tmp_path)),
                            "no bench.jsonl there")
     assert not (tmp_path / "o").exists()  # refused before anything was written
+    assert_one_line_exit_2(run("cudnn_rnn.report", "--diff", str(FIX / "h200-919"),
+                               str(FIX / "h200-914"), "--eight-bit", str(bench_dir)),
+                           "a --diff has none")
 
 
 def test_report_needs_arguments():

@@ -260,7 +260,7 @@ def forward(cfg: RNNConfig, params: list, x, hx, cx=None, lengths=None) -> Forwa
     cy = xp.empty_like(cx) if lstm else None
     layer_in = x
     caches = []
-    active = None if lengths is None else active_steps(lengths, x.shape[0], np)
+    active = None if lengths is None else active_steps(lengths, x.shape[0], xp)
     for layer in walk.layers(cfg):
         outs = []
         for p in layer:
@@ -273,7 +273,7 @@ def forward(cfg: RNNConfig, params: list, x, hx, cx=None, lengths=None) -> Forwa
             if lstm:
                 cy[k] = cT
             caches.append(cache)
-        layer_in = walk.joined(outs, np)
+        layer_in = walk.joined(outs, xp)
     return Forward(layer_in, hy, cy, caches)
 
 

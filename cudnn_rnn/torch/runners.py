@@ -140,9 +140,10 @@ class EngineRunner:
                                        ENGINE_KEYS[candidate.engine], settings)
         except (Unsupported, CublasLtError) as exc:
             raise NotServed(str(exc)) from None
-        self.zero_h = cp.zeros(self.cfg.h_shape(), cp.float32)
-        self.zero_c = cp.zeros(self.cfg.c_shape(), cp.float32) if self.cfg.has_cell_state \
-            else None
+        with self.engine.stream:  # filled where the forwards are ordered after (Forward.bind)
+            self.zero_h = cp.zeros(self.cfg.h_shape(), cp.float32)
+            self.zero_c = cp.zeros(self.cfg.c_shape(), cp.float32) \
+                if self.cfg.has_cell_state else None
         self.stream = self.engine.stream
 
     def run(self, stream, x, hx, cx, y, hy, cy) -> None:
@@ -176,7 +177,8 @@ class EngineRunner:
             try:
                 self.engine.check()
             finally:
-                self.engine.status.fill(0)
+                with self.engine.stream:  # the stream the next launch reads it on
+                    self.engine.status.fill(0)
 
     def facts(self) -> dict:
         return {"algorithms": self.engine.algorithms(),
