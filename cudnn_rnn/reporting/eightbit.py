@@ -51,7 +51,7 @@ def shape_row(rec: dict) -> dict | None:
                              for c in rec.get("engine") or [] if c["outcome"] != "OK"]}
 
 
-SEED_SHAPE = {"seq_length": 20, "layers": 2, "hidden": 512, "batch": 64}
+SEED_SHAPE = {"seq_length": 20, "layers": 2, "hidden": 512, "batch": 64, "input": 512}
 ENGINE_WORDS = {"best_8bit_gemm": "cuBLASLt GEMMs", "best_8bit_persistent": "persistent kernel"}
 
 
