@@ -103,7 +103,7 @@ class HostEngine:
     cp = HOST_CUPY
 
     def __init__(self, cfg, stacked, float_precision: str, plan=None, stream=None, lt=None):
-        eight_bit = {operands.FORMAT_PRECISION[plan.fmt]} if plan is not None else set()
+        eight_bit = operands.eight_bit_precisions(plan)
         check_supported(cfg, {float_precision} | eight_bit, H200)
         self.cfg, self.plan = cfg, plan
         self.operands = operands.prepare(stacked, float_precision, plan)

@@ -25,7 +25,7 @@ from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import kernels
 from cudnn_rnn.lowbit.gemm import LtHandle, Matmul, Shape, rnn_shapes
-from cudnn_rnn.lowbit.operands import FORMAT_PRECISION, Operands, prepare
+from cudnn_rnn.lowbit.operands import Operands, eight_bit_precisions, prepare
 
 WORKSPACE_BYTES = 32 << 20  # the most any GEMM may use (cuBLAS's own default on Hopper)
 # (compute capability major, minor) each precision's tensor-core GEMM needs
@@ -164,9 +164,7 @@ class GemmEngine(Forward):
         from cudnn_rnn.engine.gpu import cupy_or_raise
         cp = self.cp = cupy_or_raise()
         self.cfg, self.plan = cfg, plan
-        precisions = {float_precision} | ({FORMAT_PRECISION[plan.fmt]} if plan is not None
-                                          else set())
-        check_supported(cfg, precisions, capability(cp))
+        check_supported(cfg, {float_precision} | eight_bit_precisions(plan), capability(cp))
         self.operands = prepare(stacked, float_precision, plan)
         self.stream = stream or cp.cuda.Stream(non_blocking=True)
         self.handle = LtHandle(lt)

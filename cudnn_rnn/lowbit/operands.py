@@ -24,6 +24,11 @@ FLOAT_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 FORMAT_PRECISION = {"int8": "int8", "e4m3": "fp8"}  # a plan's format -> the GEMM precision
 
 
+def eight_bit_precisions(plan) -> set:
+    """The GEMM precision of ``plan``'s 8-bit GEMMs, as a set (empty without a plan)."""
+    return set() if plan is None else {FORMAT_PRECISION[plan.fmt]}
+
+
 @dataclass
 class Operand:
     """One GEMM's weight side: the precision, the weight's codes (numpy, the operand's

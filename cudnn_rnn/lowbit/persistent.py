@@ -33,7 +33,7 @@ from cudnn_rnn.lowbit import kernels, partition
 from cudnn_rnn.lowbit.engine import (WORKSPACE_BYTES, Forward, Unsupported, capability,
                                      check_supported)
 from cudnn_rnn.lowbit.gemm import LtHandle, Matmul, rnn_shapes
-from cudnn_rnn.lowbit.operands import FORMAT_PRECISION, prepare
+from cudnn_rnn.lowbit.operands import eight_bit_precisions, prepare
 
 SOURCE = Path(__file__).with_name("persistent.cu")
 HELPERS = Path(__file__).with_name("device.cuh")
@@ -178,7 +178,7 @@ class PersistentEngine(Forward):
         self.operands = prepare(stacked, float_precision, plan)
         fx, fh, gx_precision = formats(self.operands)
         check_device(cfg, fx, fh, limits,
-                     {gx_precision} | ({FORMAT_PRECISION[plan.fmt]} if plan is not None else set()))
+                     {gx_precision} | eight_bit_precisions(plan))
         try:
             self.part = partition.plan(
                 cfg, fx, fh, sm_count=limits["sm_count"], smem_per_block=limits["smem_per_block"],

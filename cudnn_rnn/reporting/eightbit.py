@@ -9,6 +9,7 @@ calls (:func:`cudnn_rnn.matrix.bench.candidates_ratio`, as the rest of the repor
 """
 from __future__ import annotations
 
+from cudnn_rnn.reporting.load import is_sample_shape
 from cudnn_rnn.reporting.markdown import figure
 from cudnn_rnn.matrix.bench import (candidates_ratio, median_ms, plain_ms, replay_ms, verified,
                                     vs_torch_best)
@@ -51,7 +52,6 @@ def shape_row(rec: dict) -> dict | None:
                              for c in rec.get("engine") or [] if c["outcome"] != "OK"]}
 
 
-SEED_SHAPE = {"seq_length": 20, "layers": 2, "hidden": 512, "batch": 64, "input": 512}
 ENGINE_WORDS = {"best_8bit_gemm": "cuBLASLt GEMMs", "best_8bit_persistent": "persistent kernel"}
 
 
@@ -62,7 +62,7 @@ def seed_answers(s: dict) -> list[dict]:
     out = []
     for row in s.get("shapes") or []:
         sh = row["shape"]
-        if any(sh.get(k) != v for k, v in SEED_SHAPE.items()):
+        if not is_sample_shape(row) or sh.get("input") != sh["hidden"]:  # the seed's input: H
             continue
         for key, words in ENGINE_WORDS.items():
             c = row.get(key)
