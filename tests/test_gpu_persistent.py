@@ -99,6 +99,23 @@ def test_the_persistent_kernel_computes_what_the_gemm_engine_computes(cuda, fp8_
     assert apart < quantized / 5
 
 
+def test_engines_that_share_one_compiled_kernel_each_launch_with_their_own_shared_memory(cuda):
+    """Same constants, different hidden sizes: one CUfunction (CuPy memoizes the module by
+    its source), two shared-memory sizes. The larger engine, built first, must still launch
+    after the smaller one is built (found by accelerate(), which builds a plan per shape)."""
+    big, small = (_cfg(RNNMode.RNN_TANH, DirectionMode.UNIDIRECTIONAL, 1, hidden=h)
+                  for h in (256, 64))
+    values = {c.hidden_size: C.draw(c, seed=3) for c in (big, small)}
+    with PersistentEngine(big, values[256]["stacked"], "fp16") as first, \
+            PersistentEngine(small, values[64]["stacked"], "fp16") as second:
+        assert first.consts == second.consts and first.part.smem > second.part.smem
+        for engine, cfg in ((first, big), (second, small), (first, big)):
+            v = values[cfg.hidden_size]
+            ref = C.expected(cuda, cfg, v["stacked"], v["io"])
+            facts, wrong = C.verify(cuda, cfg, C.parse("persistent:fp16"), engine, v, ref, None)
+            assert wrong is None, facts
+
+
 def test_a_broken_slice_is_caught_by_the_verification(cuda):
     cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2)
     values = C.draw(cfg, seed=2)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from cudnn_rnn.lowbit import configs
+
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,10 +24,14 @@ def test_tuner_finds_a_verified_winner_on_the_seed_shape(cuda):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     result = json.loads(proc.stdout)
     winner, ranked = result["winner"], result["ranked"]
-    # cuDNN's 64 and the GEMM engine's 10 (4 float controls, INT8 and FP8 on three parts)
-    assert result["candidates"] == 64 + 10 and result["objective"] == "forward inference"
+    # cuDNN's 64 and the project's engines' configurations (the GEMM engine's 4 float
+    # controls and INT8 and FP8 on three parts; the persistent kernel's FP16, BF16 and the
+    # same 8-bit plans): at the seed's shape every one of them verifies
+    assert result["candidates"] == 64 + len(configs.ALL)
+    assert result["objective"] == "forward inference"
     engine = [r for r in ranked if r["id"].startswith("lowbit/")]
-    assert len(engine) == 10, result["not_verified_or_refused"]
+    assert sorted(r["id"] for r in engine) == sorted(f"lowbit/{c.name}" for c in configs.ALL), \
+        result["not_verified_or_refused"]
     assert all(r["max_error"] is not None for r in ranked)  # only verified ones rank
     assert winner == ranked[0] and [r["ms"] for r in ranked] == sorted(r["ms"] for r in ranked)
     base = next(r for r in ranked if r["config"] == "FLOAT/FLOAT/FMA/STANDARD")

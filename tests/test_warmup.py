@@ -8,6 +8,7 @@ import pytest
 from cudnn_rnn import probe, precision
 from cudnn_rnn.charlm import network
 from cudnn_rnn.charlm.table import load_source
+from cudnn_rnn.lowbit import partition, persistent
 from cudnn_rnn.matrix import warmup
 from cudnn_rnn.matrix.jobs import name_of
 
@@ -65,8 +66,18 @@ def test_the_precision_table_rehearses_each_8bit_format_and_part_on_a_small_batc
     params = tasks[0][1]
     assert params["reps"] == 1 and params["methods"] == ("max", "mse")
     src = load_source(params["spec"])
-    assert src.x.shape[:2] == precision.REHEARSAL_SIZE
-    assert src.x_calibration.shape[:2] == precision.REHEARSAL_SIZE
     full = load_source(job["spec"])
     assert full.x.shape[:2] == (network.EVAL_SEQ, network.EVAL_BATCH)
-    np.testing.assert_array_equal(src.x[:, 0], full.x[:16, 0])  # the same text, less of it
+    assert src.x.shape[:2] == (precision.REHEARSAL_SEQ, network.EVAL_BATCH)
+    assert src.x_calibration.shape[0] == precision.REHEARSAL_SEQ
+    np.testing.assert_array_equal(src.x[:, 0], full.x[:precision.REHEARSAL_SEQ, 0])  # same text
+    # the rehearsal compiles the persistent kernels the table launches: their constants
+    # (the partition of the batch over the CTAs) agree for every launch shape and format
+    small_cfg, full_cfg = (s.rnn.config(*s.x.shape[:2]) for s in (src, full))
+    for fmt in ("fp16", "int8", "e4m3"):
+        for settings in persistent.SETTINGS:
+            consts = [persistent.defines(c, partition.plan(
+                c, fmt, fmt, sm_count=132, smem_per_block=227 * 1024,
+                batch_slices=settings.batch_slices, threads=settings.threads), False)
+                for c in (small_cfg, full_cfg)]
+            assert consts[0] == consts[1], (fmt, settings)

@@ -67,15 +67,16 @@ class Source:
 
 def load_source(spec: dict) -> Source:
     """The model and batch ``spec`` names (see the module docstring); BadModel if wrong.
-    ``spec["size"]`` (seq, batch), when given, cuts the batches to that (a rehearsal's,
-    :mod:`cudnn_rnn.matrix.warmup`: the same work on little data)."""
-    size = spec.get("size")
+    ``spec["seq"]``, when given, cuts the batches to that many steps (a rehearsal's,
+    :mod:`cudnn_rnn.matrix.warmup`: the same work on less data; the batch stays whole, as
+    the persistent kernel's compiled constants depend on it)."""
+    seq = spec.get("seq")
     if "model" in spec:
         m = network.load(spec["model"])
         inputs, targets = corpus.batch(network.slice_codes("heldout"),
-                                       *(size or (network.EVAL_SEQ, network.EVAL_BATCH)))
+                                       seq or network.EVAL_SEQ, network.EVAL_BATCH)
         cal, _ = corpus.batch(network.slice_codes("calibration"),
-                              *(size or (CALIBRATION_SEQ, CALIBRATION_BATCH)))
+                              seq or CALIBRATION_SEQ, CALIBRATION_BATCH)
         return Source(f"{m.meta.get('cell', 'model')} character model", m.rnn,
                       network.embed(m, inputs), network.embed(m, cal),
                       "calibration.txt (training text)", m, targets)
@@ -85,8 +86,8 @@ def load_source(spec: dict) -> Source:
     x = files.read_inputs(spec["inputs"]).astype(np.float64)
     cal = x if not spec.get("calibration") else \
         files.read_inputs(spec["calibration"]).astype(np.float64)
-    if size:
-        x, cal = x[:size[0], :size[1]], cal[:size[0], :size[1]]
+    if seq:
+        x, cal = x[:seq], cal[:seq]
     for what, a in (("inputs", x), ("calibration", cal)):
         if a.shape[2] != rnn.input_size:
             raise statedict.BadModel(f"{spec.get(what) or spec['inputs']}: the {what} batch has "

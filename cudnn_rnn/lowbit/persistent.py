@@ -261,7 +261,12 @@ class PersistentEngine(Forward):
         self.module = self.cp.RawModule(code=source(consts), options=OPTIONS,
                                         enable_cooperative_groups=True)
         self.kernel = self.module.get_function("persistent_rnn")
-        self.kernel.max_dynamic_shared_size_bytes = self.part.smem
+        # CuPy memoizes the module by its source, so engines whose constants agree share one
+        # CUfunction even where their shared memory differs (it depends on H and the layers,
+        # which are launch arguments): each one set to its own size would cap the others'
+        # launches (a cooperative launch then finds 0 CTAs per SM). Every engine sets the same
+        # value, the most this GPU lets a block take; each launch asks for its own size.
+        self.kernel.max_dynamic_shared_size_bytes = self.limits["smem_per_block"]
         self.consts = consts
 
     # ------------------------------------------------------------------------ use
