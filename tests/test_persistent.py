@@ -4,11 +4,14 @@ pseudo-layer owned once per batch slice, sizes, refusals with their bytes), the 
 and the per-CTA arithmetic, run by a numpy model of the kernel against the float64 twin,
 and the CUDA source compiled by NVRTC for sm_80 and sm_90."""
 import dataclasses
+import threading
+import types
 
 import numpy as np
 import pytest
 
 from cudnn_rnn.bindings.enums import DirectionMode, RNNMode
+from cudnn_rnn.check import reference
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import candidates as C
@@ -244,3 +247,56 @@ def test_nvrtc_refuses_e4m3_below_sm_89():
     part = partition.plan(cfg, None, "e4m3", sm_count=132, smem_per_block=SMEM)
     with pytest.raises(RuntimeError, match="NVRTC"):
         P.nvrtc_compile(P.defines(cfg, part, gx_int=False), "sm_80")
+
+
+class _CompilingCupy:
+    """CuPy as :func:`persistent.precompile` uses it, on a machine without a GPU: a device
+    (an H200's limits), and a RawModule whose kernel "compiles" by waiting at a barrier that
+    only opens when every compile of the call is in flight at once."""
+
+    def __init__(self, parties: int):
+        self.barrier = threading.Barrier(parties, timeout=60)
+        self.compiled: list[str] = []
+        limits = {P.ATTR_SM_COUNT: 132, P.ATTR_COOPERATIVE: 1, P.ATTR_SMEM_OPTIN: SMEM}
+        device = type("Device", (), {"id": 0, "compute_capability": "90",
+                                     "__init__": lambda self, i=0: None,
+                                     "__enter__": lambda self: self,
+                                     "__exit__": lambda self, *a: None})
+        self.cuda = types.SimpleNamespace(Device=device, runtime=types.SimpleNamespace(
+            deviceGetAttribute=lambda attr, dev: limits[attr]))
+
+    def RawModule(self, code, options, enable_cooperative_groups):  # noqa: N802 (CuPy's name)
+        assert enable_cooperative_groups and options == P.OPTIONS
+        outer = self
+
+        class Module:
+            def get_function(self, name):
+                assert name == "persistent_rnn"
+                outer.barrier.wait()  # BrokenBarrierError: the compiles ran one after another
+                outer.compiled.append(code)
+        return Module()
+
+
+@pytest.mark.parametrize("fmt,parts", [(None, None), ("int8", "both"), ("e4m3", "recurrent")])
+def test_the_launch_shapes_kernels_are_compiled_side_by_side_once_each(fmt, parts):
+    cfg = _cfg(RNNMode.LSTM, 2, False, H=64, B=16)
+    values = C.draw(cfg, 1)
+    plan = _plan(cfg, values, fmt, parts)
+    ops = operands.prepare(values["stacked"], "fp16", plan)
+    fx, fh, gx = P.formats(ops)
+    wanted = {P.source(P.defines(cfg, partition.plan(
+        cfg, fx, fh, sm_count=132, smem_per_block=SMEM - P.STATIC_SMEM,
+        batch_slices=s.batch_slices, threads=s.threads), gx == "int8")) for s in P.SETTINGS}
+    assert len(wanted) > 1  # the shapes differ in their compiled constants
+    cp = _CompilingCupy(len(wanted))
+    shapes = P.SETTINGS + P.SETTINGS[:1]  # a shape given twice is compiled once
+    assert P.precompile(cp, cfg, values["stacked"], "fp16", plan, shapes) == len(wanted)
+    assert sorted(cp.compiled) == sorted(wanted)
+
+
+def test_a_shape_that_does_not_fit_is_left_to_the_engine_to_refuse():
+    big = _cfg(RNNMode.LSTM, 1, False, H=2048, B=16)
+    stacked = model.stack(big, reference.random_params(big, np.random.default_rng(0)))
+    cp = _CompilingCupy(1)
+    one = (P.Settings(batch_slices=1),)  # the whole batch per CTA: 2048 x 8192 FP16 weights
+    assert P.precompile(cp, big, stacked, "fp16", None, one) == 0 and cp.compiled == []

@@ -124,6 +124,8 @@ def engine_row(cfg, stacked: list, stacked_dev: list, io_dev: dict, ref: dict, f
             twins[key] = {"y": y, "hy": hy, "cy": cy}
         twin = twins[key]
     shapes = [None] if engine == "gemm" else list(persistent.SETTINGS)
+    if engine == "persistent":
+        persistent.precompile(e_cp(), cfg, stacked, REST, plan, shapes)
     tried, best, failed = [], None, []
     for settings in shapes:
         facts, out, ms = _try(cfg, stacked, io_dev, ref, plan, twin, rec["bound"],

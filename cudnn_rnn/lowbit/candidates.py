@@ -40,7 +40,7 @@ from cudnn_rnn.engine.gpu import cuda_errors, cupy_or_raise, failed_call
 from cudnn_rnn.lowbit import model, operands, persistent
 from cudnn_rnn.lowbit.configs import ENGINE_NAMES, OUTPUTS, TWIN_BOUNDS, Config, parse
 from cudnn_rnn.lowbit.engine import GemmEngine, Unsupported
-from cudnn_rnn.lowbit.persistent import PersistentEngine, Stalled
+from cudnn_rnn.lowbit.persistent import PersistentEngine, Stalled, precompile
 from cudnn_rnn.matrix.jobs import job, name_of
 
 QUICK_REPS = 5  # replays that rank a persistent candidate's launch shapes before it is timed
@@ -231,6 +231,7 @@ def choose_settings(cp, cfg, config, values, plan, ref_whole, twin, graphs: bool
     """The persistent kernel's launch ``shapes`` (:class:`persistent.Settings`), each
     verified and timed briefly: (the fastest verified one or None, what each gave)."""
     tried, best = [], None
+    precompile(cp, cfg, values["stacked"], config.precision, plan, shapes)
     for settings in shapes:
         facts, ms = _attempt(cp, cfg, config, values, plan, ref_whole, twin, settings,
                              QUICK_REPS, graphs)

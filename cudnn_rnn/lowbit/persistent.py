@@ -21,6 +21,7 @@ measurement).
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,6 +156,59 @@ def check_device(cfg: RNNConfig, fx, fh, limits: dict, precisions=frozenset()) -
                           "every CTA resident at once")
 
 
+def layout(cfg: RNNConfig, ops: list, plan, settings: Settings, limits: dict) -> tuple:
+    """(partition, layer 0's input GEMM precision) of ``plan``'s prepared operands ``ops``
+    on this GPU (``limits``: :func:`device_limits`); :class:`Unsupported` with the reason
+    otherwise."""
+    fx, fh, gx_precision = formats(ops)
+    check_device(cfg, fx, fh, limits, {gx_precision} | eight_bit_precisions(plan))
+    try:
+        part = partition.plan(
+            cfg, fx, fh, sm_count=limits["sm_count"], smem_per_block=limits["smem_per_block"],
+            ctas=settings.ctas, batch_slices=settings.batch_slices, threads=settings.threads)
+    except partition.DoesNotFit as exc:
+        raise Unsupported(f"does not fit on this GPU: {exc}") from None
+    return part, gx_precision
+
+
+def compiled(cp, consts: dict):
+    """The kernel of ``consts``: compiled by NVRTC through CuPy (which keeps the module by
+    its source, in memory and in its disk cache), or taken from CuPy's memo."""
+    module = cp.RawModule(code=source(consts), options=OPTIONS, enable_cooperative_groups=True)
+    return module, module.get_function("persistent_rnn")
+
+
+def precompile(cp, cfg: RNNConfig, stacked, float_precision: str, plan, shapes) -> int:
+    """Compile, side by side in threads (NVRTC releases the GIL; the host has cores to
+    spare), the kernels the launch ``shapes`` of one configuration will load, so that trying
+    each shape in turn costs one compile's wall time, not one per shape. What this GPU
+    refuses is skipped here: building the engine refuses it again, with the reason. The
+    number of distinct kernels compiled (or found in CuPy's memo)."""
+    try:
+        ops = prepare(stacked, float_precision, plan)
+        limits = device_limits(cp)
+        check_supported(cfg, set(), limits["capability"])
+    except Unsupported:
+        return 0
+    sources = {}
+    for settings in shapes:
+        try:
+            part, gx_precision = layout(cfg, ops, plan, settings, limits)
+        except Unsupported:
+            continue
+        consts = defines(cfg, part, kernels.OUTPUT_DTYPE[gx_precision] == "int32")
+        sources[source(consts)] = consts
+    device = cp.cuda.Device().id
+
+    def one(consts):
+        with cp.cuda.Device(device):
+            compiled(cp, consts)
+    if len(sources) > 1:  # a few kernels (one per launch shape): one thread each
+        with ThreadPoolExecutor(len(sources)) as pool:
+            list(pool.map(one, sources.values()))
+    return len(sources)
+
+
 class PersistentEngine(Forward):
     """An inference forward of ``cfg`` on float64 ``stacked`` weights, ``plan``'s GEMMs in
     8 bits and the rest in ``float_precision`` (fp16 or bf16), launched as one persistent
@@ -176,15 +230,7 @@ class PersistentEngine(Forward):
         limits = self.limits = device_limits(cp)
         check_supported(cfg, set(), limits["capability"])  # before prepare, which cannot take it
         self.operands = prepare(stacked, float_precision, plan)
-        fx, fh, gx_precision = formats(self.operands)
-        check_device(cfg, fx, fh, limits,
-                     {gx_precision} | eight_bit_precisions(plan))
-        try:
-            self.part = partition.plan(
-                cfg, fx, fh, sm_count=limits["sm_count"], smem_per_block=limits["smem_per_block"],
-                ctas=settings.ctas, batch_slices=settings.batch_slices, threads=settings.threads)
-        except partition.DoesNotFit as exc:
-            raise Unsupported(f"does not fit on this GPU: {exc}") from None
+        self.part, gx_precision = layout(cfg, self.operands, plan, settings, limits)
         self.stream = stream or cp.cuda.Stream(non_blocking=True)
         self.handle = LtHandle(lt)
         self._matmuls: list = []
@@ -258,9 +304,7 @@ class PersistentEngine(Forward):
         consts = defines(self.cfg, self.part, gx_int, spin_limit, trace)
         self.trace = (self.cp.zeros((self.part.grid, self.cfg.seq_length, 12), self.cp.int64)
                       if trace else None)
-        self.module = self.cp.RawModule(code=source(consts), options=OPTIONS,
-                                        enable_cooperative_groups=True)
-        self.kernel = self.module.get_function("persistent_rnn")
+        self.module, self.kernel = compiled(self.cp, consts)
         # CuPy memoizes the module by its source, so engines whose constants agree share one
         # CUfunction even where their shared memory differs (it depends on H and the layers,
         # which are launch arguments): each one set to its own size would cap the others'
