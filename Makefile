@@ -40,8 +40,13 @@ test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The GPU suite; on a machine without a usable GPU it fails in one line (tests/conftest.py).
+# GPU_WORKERS processes share the GPU (pytest-xdist, a test file per process: the files'
+# tests share what they tune), then the tests that assert a wall time or a speed-up (marker
+# timing) run alone. GPU_WORKERS=0 runs everything in one process.
+GPU_WORKERS ?= 4
 test-gpu: $(STAMP)
-	$(PY) -m pytest -m gpu $(PYTEST_ARGS)
+	$(PY) -m pytest -m "gpu and not timing" -n $(GPU_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -m "gpu and timing" $(PYTEST_ARGS)
 
 # The support matrix of this machine: probes/default.toml in this machine's run folder
 # (runs/<gpu>-cudnn<version>-<key>/default-<key>/; an interrupted run continues, a run

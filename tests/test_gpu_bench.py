@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.timing]  # speed-ups asserted
 ROOT = Path(__file__).resolve().parent.parent
 
 SPEC = """

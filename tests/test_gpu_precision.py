@@ -29,6 +29,7 @@ def _run(tmp_path, *args):
     return json.loads(found[0].read_text()), found[0], time.monotonic() - started
 
 
+@pytest.mark.timing  # its wall time against the 60 s target
 def test_the_shipped_lstms_table(cuda, tmp_path):
     doc, path, wall = _run(tmp_path)
     res, s = doc["result"], doc["summary"]

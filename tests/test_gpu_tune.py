@@ -10,7 +10,7 @@ import pytest
 
 from cudnn_rnn.lowbit import configs
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.timing]  # a speed-up asserted
 ROOT = Path(__file__).resolve().parent.parent
 
 

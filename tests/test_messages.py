@@ -46,10 +46,12 @@ def test_the_test_header_shows_no_empty_setting():
     assert "CUDNN_RNN_NO_GPU=" not in proc.stdout and "insufficient" not in proc.stdout
 
 
-def test_the_gpu_suite_without_a_gpu_fails_in_one_line():
+@pytest.mark.parametrize("marks", ["gpu", "gpu and not timing", "gpu  and timing"])
+def test_the_gpu_suite_without_a_gpu_fails_in_one_line(marks):
+    """Whole, or in the two parts make test-gpu runs."""
     if gpu.available():
         pytest.skip("a GPU is here")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", marks, "-q",
                            "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
     out = [x for x in (proc.stdout + proc.stderr).splitlines() if x.strip()]
