@@ -9,7 +9,7 @@ from cudnn_rnn.bindings.enums import DirectionMode, RNNInputMode, RNNMode
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import candidates as C
 from cudnn_rnn.lowbit import configs as K
-from cudnn_rnn.lowbit import model
+from cudnn_rnn.lowbit import model, persistent
 
 from .host_twin import HOST_CUPY, HostEngine
 
@@ -44,8 +44,11 @@ def engines(monkeypatch):
             return build(cfg, stacked, precision, plan)  # one launch shape is another's twin
         monkeypatch.setattr(C, "GemmEngine", build)
         monkeypatch.setattr(C, "PersistentEngine", build_persistent)
-        monkeypatch.setattr(C, "precompile", lambda *args: 0)  # the twin compiles no kernel
+        # the twin compiles no kernel: what a candidate asked to compile is kept
+        monkeypatch.setattr(C, "precompile", lambda cp, cfg, stacked, precision, plan, shapes:
+                            install.precompiled.append((precision, tuple(shapes))) or 0)
         return built
+    install.precompiled = []
     return install
 
 
@@ -77,6 +80,10 @@ def test_a_faithful_engine_verifies_twice_and_is_timed_plain_and_replayed(engine
     if K.parse(name).engine == "persistent":  # every launch shape verified, the fastest kept
         assert rec["settings"] in {t["settings"] for t in rec["settings_tried"]}
         assert all(t["outcome"] == "OK" for t in rec["settings_tried"])
+        # their kernels compiled side by side first, once
+        assert engines.precompiled == [(K.parse(name).precision, tuple(persistent.SETTINGS))]
+    else:
+        assert engines.precompiled == []
     if rec["format"]:  # and the quantized twin is nearer than the unquantized reference
         assert all(rec["errors_twin"][n] < rec["errors"][n] for n in rec["errors_twin"])
     for errors in (rec["errors"], rec["errors_seen"]):

@@ -252,10 +252,12 @@ def test_nvrtc_refuses_e4m3_below_sm_89():
 class _CompilingCupy:
     """CuPy as :func:`persistent.precompile` uses it, on a machine without a GPU: a device
     (an H200's limits), and a RawModule whose kernel "compiles" by waiting at a barrier that
-    only opens when every compile of the call is in flight at once."""
+    only opens when every compile of the call is in flight at once; ``fails(code)``: the
+    kernels whose compile raises (CuPy's CompileException stands for every such error)."""
 
-    def __init__(self, parties: int):
+    def __init__(self, parties: int, fails=lambda code: False):
         self.barrier = threading.Barrier(parties, timeout=60)
+        self.fails = fails
         self.compiled: list[str] = []
         limits = {P.ATTR_SM_COUNT: 132, P.ATTR_COOPERATIVE: 1, P.ATTR_SMEM_OPTIN: SMEM}
         device = type("Device", (), {"id": 0, "compute_capability": "90",
@@ -273,6 +275,8 @@ class _CompilingCupy:
             def get_function(self, name):
                 assert name == "persistent_rnn"
                 outer.barrier.wait()  # BrokenBarrierError: the compiles ran one after another
+                if outer.fails(code):
+                    raise RuntimeError("nvrtc: error: the kernel does not compile")
                 outer.compiled.append(code)
         return Module()
 
@@ -294,9 +298,18 @@ def test_the_launch_shapes_kernels_are_compiled_side_by_side_once_each(fmt, part
     assert sorted(cp.compiled) == sorted(wanted)
 
 
-def test_a_shape_that_does_not_fit_is_left_to_the_engine_to_refuse():
-    big = _cfg(RNNMode.LSTM, 1, False, H=2048, B=16)
+def test_what_fails_to_compile_or_fit_is_left_to_the_engine_to_judge():
+    """precompile gives no verdict: a shape that does not fit, a kernel whose compile fails
+    and a device that cannot be asked are each skipped (the engine's build meets them
+    again and records or raises them), and the rest still compile."""
+    big = _cfg(RNNMode.LSTM, 1, False, H=1024, B=16)
     stacked = model.stack(big, reference.random_params(big, np.random.default_rng(0)))
+    shapes = (P.Settings(batch_slices=4),  # 33 CTAs per quarter batch: 1024 x 4096 FP16 weights
+              P.Settings(batch_slices=1))  # 132 CTAs for the whole batch: fits
     cp = _CompilingCupy(1)
-    one = (P.Settings(batch_slices=1),)  # the whole batch per CTA: 2048 x 8192 FP16 weights
-    assert P.precompile(cp, big, stacked, "fp16", None, one) == 0 and cp.compiled == []
+    assert P.precompile(cp, big, stacked, "fp16", None, shapes) == 1 and len(cp.compiled) == 1
+    cp = _CompilingCupy(1, fails=lambda code: True)
+    assert P.precompile(cp, big, stacked, "fp16", None, shapes) == 0 and cp.compiled == []
+    cp = _CompilingCupy(1)
+    cp.cuda.runtime.deviceGetAttribute = lambda attr, dev: 1 / 0  # no device to ask
+    assert P.precompile(cp, big, stacked, "fp16", None, shapes) == 0 and cp.compiled == []

@@ -2,6 +2,8 @@
 is rehearsed, that the rehearsals really run in spawned processes, and that a marker skips
 them the next time. Without a GPU a cell's rehearsal fails (no device), which is reported
 and leaves no marker; the GPU machine measures what the rehearsal saves."""
+import itertools
+
 import numpy as np
 import pytest
 
@@ -57,7 +59,7 @@ def test_a_failed_rehearsal_is_said_and_leaves_no_marker(cache, monkeypatch):
     assert not warmup.marker("cells", DEVICE).exists()
 
 
-def test_the_precision_table_rehearses_each_8bit_format_and_part_on_a_small_batch():
+def test_the_precision_table_rehearses_each_8bit_format_and_part_on_short_sequences():
     job = {"spec": {"model": str(network.shipped("lstm"))}, "reps": 20, "budget_s": 0.1,
            "methods": ("max", "mse")}
     tasks = precision.rehearsals(job)
@@ -74,10 +76,10 @@ def test_the_precision_table_rehearses_each_8bit_format_and_part_on_a_small_batc
     # the rehearsal compiles the persistent kernels the table launches: their constants
     # (the partition of the batch over the CTAs) agree for every launch shape and format
     small_cfg, full_cfg = (s.rnn.config(*s.x.shape[:2]) for s in (src, full))
-    for fmt in ("fp16", "int8", "e4m3"):
+    for fx, fh in itertools.product(("fp16", "int8", "e4m3"), repeat=2):  # every part
         for settings in persistent.SETTINGS:
             consts = [persistent.defines(c, partition.plan(
-                c, fmt, fmt, sm_count=132, smem_per_block=227 * 1024,
-                batch_slices=settings.batch_slices, threads=settings.threads), False)
+                c, fx, fh, sm_count=132, smem_per_block=227 * 1024 - persistent.STATIC_SMEM,
+                batch_slices=settings.batch_slices, threads=settings.threads), fx == "int8")
                 for c in (small_cfg, full_cfg)]
-            assert consts[0] == consts[1], (fmt, settings)
+            assert consts[0] == consts[1], (fx, fh, settings)

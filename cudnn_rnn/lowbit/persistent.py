@@ -181,32 +181,38 @@ def compiled(cp, consts: dict):
 def precompile(cp, cfg: RNNConfig, stacked, float_precision: str, plan, shapes) -> int:
     """Compile, side by side in threads (NVRTC releases the GIL; the host has cores to
     spare), the kernels the launch ``shapes`` of one configuration will load, so that trying
-    each shape in turn costs one compile's wall time, not one per shape. What this GPU
-    refuses is skipped here: building the engine refuses it again, with the reason. The
-    number of distinct kernels compiled (or found in CuPy's memo)."""
+    each shape in turn costs one compile's wall time, not one per shape. Nothing here is a
+    verdict: whatever fails (a refusal, a CUDA error, a kernel that does not compile) is left
+    to building the engine of that shape, which meets it again and records or raises it as
+    it would without this step. The number of distinct kernels now compiled (or found in
+    CuPy's memo)."""
     try:
         ops = prepare(stacked, float_precision, plan)
         limits = device_limits(cp)
         check_supported(cfg, set(), limits["capability"])
-    except Unsupported:
+    except Exception:  # met again, and judged, when an engine is built
         return 0
     sources = {}
     for settings in shapes:
         try:
             part, gx_precision = layout(cfg, ops, plan, settings, limits)
-        except Unsupported:
+        except Exception:  # met again, and judged, when this shape's engine is built
             continue
         consts = defines(cfg, part, kernels.OUTPUT_DTYPE[gx_precision] == "int32")
         sources[source(consts)] = consts
     device = cp.cuda.Device().id
 
-    def one(consts):
-        with cp.cuda.Device(device):
-            compiled(cp, consts)
-    if len(sources) > 1:  # a few kernels (one per launch shape): one thread each
-        with ThreadPoolExecutor(len(sources)) as pool:
-            list(pool.map(one, sources.values()))
-    return len(sources)
+    def one(consts) -> bool:
+        try:
+            with cp.cuda.Device(device):
+                compiled(cp, consts)
+            return True
+        except Exception:  # met again, and judged, when this kernel's engine is built
+            return False
+    if not sources:
+        return 0
+    with ThreadPoolExecutor(len(sources)) as pool:  # a few kernels: one thread each
+        return sum(pool.map(one, sources.values()))
 
 
 class PersistentEngine(Forward):
