@@ -171,6 +171,12 @@ def layout(cfg: RNNConfig, ops: list, plan, settings: Settings, limits: dict) ->
     return part, gx_precision
 
 
+def gx_int(gx_precision: str) -> bool:
+    """Whether layer 0's input projection reaches the kernel as int32 (an INT8 input GEMM's
+    output, dequantized in the kernel) rather than float32 (its ``GXINT`` constant)."""
+    return kernels.OUTPUT_DTYPE[gx_precision] == "int32"
+
+
 def compiled(cp, consts: dict):
     """The kernel of ``consts``: compiled by NVRTC through CuPy (which keeps the module by
     its source, in memory and in its disk cache), or taken from CuPy's memo."""
@@ -198,7 +204,7 @@ def precompile(cp, cfg: RNNConfig, stacked, float_precision: str, plan, shapes) 
             part, gx_precision = layout(cfg, ops, plan, settings, limits)
         except Exception:  # met again, and judged, when this shape's engine is built
             continue
-        consts = defines(cfg, part, kernels.OUTPUT_DTYPE[gx_precision] == "int32")
+        consts = defines(cfg, part, gx_int(gx_precision))
         sources[source(consts)] = consts
     device = cp.cuda.Device().id
 
@@ -242,7 +248,7 @@ class PersistentEngine(Forward):
         self._matmuls: list = []
         try:
             self._upload(gx_precision)
-            self._compile(kernels.OUTPUT_DTYPE[gx_precision] == "int32", spin_limit, trace)
+            self._compile(gx_int(gx_precision), spin_limit, trace)
             self._set_up()
         except BaseException:
             self.close()
