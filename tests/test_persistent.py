@@ -17,6 +17,7 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import candidates as C
 from cudnn_rnn.lowbit import model, operands, partition
 from cudnn_rnn.lowbit import persistent as P
+from cudnn_rnn.lowbit import ptxas
 from cudnn_rnn.lowbit.engine import Unsupported
 
 from tests.persistent_model import Model, first_layer_projection
@@ -237,8 +238,21 @@ def test_the_kernel_compiles_with_nvrtc(arch, cell, fx, fh):
     _nvrtc_or_skip()
     cfg = _cfg(cell, 2, True, H=64, B=16)
     part = partition.plan(cfg, fx, fh, sm_count=132, smem_per_block=SMEM)
-    cubin = P.nvrtc_compile(P.defines(cfg, part, gx_int=fx == "int8"), arch)
+    cubin = ptxas.nvrtc_compile(P.defines(cfg, part, gx_int=fx == "int8"), arch)
     assert cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("threads", [256, 512])
+@pytest.mark.parametrize("fmt", list(P.FORMAT_CODE))
+def test_the_kernels_own_shared_memory_fits_what_the_engine_sets_aside(fmt, threads):
+    """The engine gives every kernel the GPU's opt-in shared memory less STATIC_SMEM as its
+    dynamic cap (engines share one compiled function): ptxas must count no more than that
+    for the kernel's own __shared__ variables."""
+    _nvrtc_or_skip()
+    cfg = _cfg(RNNMode.LSTM, 2, False, H=64, B=16)
+    part = partition.plan(cfg, fmt, fmt, sm_count=132, smem_per_block=SMEM, threads=threads)
+    info = ptxas.ptxas_info(P.defines(cfg, part, gx_int=fmt == "int8"))
+    assert info["static_smem"] <= P.STATIC_SMEM and info["registers"] > 0, info
 
 
 def test_nvrtc_refuses_e4m3_below_sm_89():
@@ -246,7 +260,7 @@ def test_nvrtc_refuses_e4m3_below_sm_89():
     cfg = _cfg(RNNMode.LSTM, 1, False, H=64, B=16)
     part = partition.plan(cfg, None, "e4m3", sm_count=132, smem_per_block=SMEM)
     with pytest.raises(RuntimeError, match="NVRTC"):
-        P.nvrtc_compile(P.defines(cfg, part, gx_int=False), "sm_80")
+        ptxas.nvrtc_compile(P.defines(cfg, part, gx_int=False), "sm_80")
 
 
 class _CompilingCupy:

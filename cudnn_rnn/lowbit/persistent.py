@@ -122,21 +122,6 @@ def source(consts: dict) -> str:
     return head + kernels.PREAMBLE + HELPERS.read_text() + SOURCE.read_text()
 
 
-def nvrtc_compile(consts: dict, arch: str) -> bytes:
-    """Compile with NVRTC for ``arch`` (e.g. "sm_90") without a GPU; the cubin, or
-    RuntimeError with NVRTC's log. (For tests and inspection; the engine compiles through
-    CuPy, which caches the module.)"""
-    from cupy_backends.cuda.libs import nvrtc
-    prog = nvrtc.createProgram(source(consts), "persistent.cu", [], [])
-    try:
-        nvrtc.compileProgram(prog, [f"--gpu-architecture={arch}", "--std=c++17"])
-        return nvrtc.getCUBIN(prog)
-    except nvrtc.NVRTCError as exc:
-        raise RuntimeError(f"NVRTC: {exc}\n{nvrtc.getProgramLog(prog)}") from None
-    finally:
-        nvrtc.destroyProgram(prog)
-
-
 def device_limits(cp) -> dict:
     """This GPU's multiprocessors, shared memory a block may take, cooperative launch."""
     dev = cp.cuda.Device().id

@@ -1,0 +1,47 @@
+"""The persistent kernel compiled without a GPU, for tests and inspection: NVRTC's cubin for
+an architecture, and what ptxas says the kernel takes (registers, spills, its own shared
+memory). The engine itself compiles through CuPy (:func:`cudnn_rnn.lowbit.persistent.compiled`),
+which caches the module; these compile the same source (:func:`persistent.source`) from the
+constants of a shape (:func:`persistent.defines` of a :func:`partition.plan`).
+"""
+from __future__ import annotations
+
+import re
+
+from cudnn_rnn.lowbit.persistent import source
+
+
+def nvrtc_compile(consts: dict, arch: str, log: list | None = None) -> bytes:
+    """Compile with NVRTC for ``arch`` (e.g. "sm_90") without a GPU; the cubin, or
+    RuntimeError with NVRTC's log. With ``log`` (a list), ptxas reports what the kernel
+    takes and its lines are appended there (:func:`ptxas_info` reads them)."""
+    from cupy_backends.cuda.libs import nvrtc
+    prog = nvrtc.createProgram(source(consts), "persistent.cu", [], [])
+    options = [f"--gpu-architecture={arch}", "--std=c++17"]
+    try:
+        nvrtc.compileProgram(prog, options + (["--ptxas-options=-v"] if log is not None else []))
+        if log is not None:
+            log.extend(nvrtc.getProgramLog(prog).splitlines())
+        return nvrtc.getCUBIN(prog)
+    except nvrtc.NVRTCError as exc:
+        raise RuntimeError(f"NVRTC: {exc}\n{nvrtc.getProgramLog(prog)}") from None
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def ptxas_info(consts: dict, arch: str = "sm_90") -> dict:
+    """What ptxas says the kernel of ``consts`` takes per thread and block: ``registers``,
+    ``spill_stores`` and ``spill_loads`` (bytes), ``static_smem`` (bytes of its own
+    ``__shared__`` variables, which :data:`persistent.STATIC_SMEM` must cover)."""
+    log: list = []
+    nvrtc_compile(consts, arch, log)
+    text = "\n".join(log)
+    found = {"registers": r"Used (\d+) registers", "static_smem": r"(\d+) bytes smem",
+             "spill_stores": r"(\d+) bytes spill stores", "spill_loads": r"(\d+) bytes spill loads"}
+    info = {}
+    for name, pattern in found.items():
+        m = re.search(pattern, text)
+        info[name] = int(m.group(1)) if m else 0
+    if not re.search(found["registers"], text):
+        raise RuntimeError(f"ptxas reported no register count for the kernel:\n{text}")
+    return info
