@@ -4,26 +4,85 @@ module: target within 5 % in a CUDA graph) and against the user's module at its 
 (float16 in a CUDA graph; target: faster, with the error stated).
 
     python tools/torch_targets.py [--precision auto] [--tolerance 1e-2] [--shapes seed,large]
-                                  [--dtype float32|float16]
+                                  [--dtype float32|float16] [--processes N]
 
 Prints each shape's choice and table, then one line per target. Needs a GPU and PyTorch.
 A float32 module run by an FP16 configuration converts its input and outputs on the stream
 (inside the graph too); a float16 module (``--dtype float16``) hands cuDNN its tensors as
 they are, so the overhead is best read there.
+
+With ``--processes N`` the plan chosen is saved and the comparison with the user's FP16
+graph is measured again in N fresh processes (each loads the plan without tuning, and
+times both graphs in turn, the same number of times): the median and range of the ratio,
+since such figures move between processes.
 """
 from __future__ import annotations
 
 import argparse
 import copy
+import json
+import statistics
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cudnn_rnn.torch import accelerate  # noqa: E402
+from cudnn_rnn.torch import accelerate, load  # noqa: E402
 from cudnn_rnn.torch.timing import step_of, times  # noqa: E402
 
 SHAPES = {"seed": (20, 2, 512, 64), "large": (50, 1, 4096, 256)}  # seq, layers, hidden, batch
+ROUNDS = 3  # per process: each graph timed this many times, in turn
+
+
+def _module(name: str, dtype: str, torch):
+    """The user's module of shape ``name`` (the same weights in every process)."""
+    seq, layers, hidden, batch = SHAPES[name]
+    torch.manual_seed(0)
+    module = torch.nn.LSTM(hidden, hidden, layers).cuda().to(getattr(torch, dtype)).eval()
+    return module, seq, batch, hidden
+
+
+def _graph_ms(step) -> float | None:
+    return times(step, 20, 0.3).get("graph", {}).get("ms")
+
+
+def measure(name: str, dtype: str, plan: str) -> dict:
+    """In this process: the plan loaded for the module, and the user's FP16 module, each in
+    a CUDA graph, timed in turn ROUNDS times; their medians (ms)."""
+    import torch
+    module, seq, batch, hidden = _module(name, dtype, torch)
+    fast = load(plan, module)
+    x = torch.rand(seq, batch, hidden, device="cuda") * 2 - 1
+    half = copy.deepcopy(module).half()
+    with torch.no_grad():
+        fast(x)  # the shape's runner made and verified before any capture
+    mine, best = [], []
+    for _ in range(ROUNDS):
+        mine.append(_graph_ms(step_of(fast, x, torch)))
+        best.append(_graph_ms(step_of(half, x.half(), torch)))
+    if None in mine or None in best:
+        return {"skipped": "a capture failed", "mine": mine, "best": best}
+    return {"mine": statistics.median(mine), "best": statistics.median(best)}
+
+
+def across(name: str, dtype: str, plan: str, processes: int) -> None:
+    """``measure`` in fresh processes; prints the ratio's median and range."""
+    ratios = []
+    for i in range(processes):
+        proc = subprocess.run([sys.executable, __file__, "--measure", name, "--dtype", dtype,
+                               "--plan", plan], capture_output=True, text=True, timeout=900)
+        lines = proc.stdout.strip().splitlines()
+        got = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
+            "skipped": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
+        print(f"process {i + 1}: {got}")
+        if "skipped" not in got:
+            ratios.append(got["best"] / got["mine"])
+    if ratios:
+        print(f"the module at its best (FP16 graph) over this module's graph, {len(ratios)} "
+              f"processes: median x{statistics.median(ratios):.3f} (range "
+              f"{min(ratios):.3f}-{max(ratios):.3f})\n")
 
 
 def main(argv=None) -> int:
@@ -32,12 +91,21 @@ def main(argv=None) -> int:
     p.add_argument("--tolerance", type=float, default=1e-2)
     p.add_argument("--shapes", default="seed,large")
     p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    p.add_argument("--processes", type=int, default=0)
+    p.add_argument("--measure", choices=sorted(SHAPES), help=argparse.SUPPRESS)
+    p.add_argument("--plan", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.measure:  # one of the --processes children
+        print(json.dumps(measure(args.measure, args.dtype, args.plan)))
+        return 0
+    if args.processes < 0:
+        p.error("--processes takes a count >= 0")
     import torch
     for name in args.shapes.split(","):
-        seq, layers, hidden, batch = SHAPES[name]
-        torch.manual_seed(0)
-        module = torch.nn.LSTM(hidden, hidden, layers).cuda().to(getattr(torch, args.dtype)).eval()
+        if name not in SHAPES:
+            p.error(f"--shapes: unknown shape {name!r} (choose from {', '.join(SHAPES)})")
+        module, seq, batch, hidden = _module(name, args.dtype, torch)
+        layers = SHAPES[name][1]
         fast = accelerate(module, (seq, batch), precision=args.precision,
                           tolerance=args.tolerance)
         print(f"== LSTM {seq}/{layers}/{hidden}/{batch}\n{fast.choice}\n\n{fast.table()}\n")
@@ -53,6 +121,10 @@ def main(argv=None) -> int:
         print(f"the module at its best (float16, CUDA graph): {ref} ms; this module "
               f"{graph} ms" + (f": x{ref / graph:.2f}" if ref and graph else "")
               + f", error {fast.plan.choice.max_error:.3g} against the module in float64\n")
+        if args.processes:
+            with tempfile.TemporaryDirectory() as d:
+                plan = str(fast.save(Path(d) / f"{name}.json"))
+                across(name, args.dtype, plan, args.processes)
     return 0
 
 
