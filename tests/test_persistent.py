@@ -252,7 +252,8 @@ def test_the_kernels_own_shared_memory_fits_what_the_engine_sets_aside(fmt, thre
     cfg = _cfg(RNNMode.LSTM, 2, False, H=64, B=16)
     part = partition.plan(cfg, fmt, fmt, sm_count=132, smem_per_block=SMEM, threads=threads)
     info = ptxas.ptxas_info(P.defines(cfg, part, gx_int=fmt == "int8"))
-    assert info["static_smem"] <= P.STATIC_SMEM and info["registers"] > 0, info
+    # its own: the int the block agrees a wait gave up in, at least (ptxas rounds it up)
+    assert 0 < info["static_smem"] <= P.STATIC_SMEM and info["registers"] > 0, info
 
 
 def test_nvrtc_refuses_e4m3_below_sm_89():

@@ -12,9 +12,10 @@ A float32 module run by an FP16 configuration converts its input and outputs on 
 they are, so the overhead is best read there.
 
 With ``--processes N`` the plan chosen is saved and the comparison with the user's FP16
-graph is measured again in N fresh processes (each loads the plan without tuning, and
-times both graphs in turn, the same number of times): the median and range of the ratio,
-since such figures move between processes.
+graph is measured again in N fresh processes (each loads the plan without tuning, runs it
+on the example it was verified on, and times both graphs in alternating order, the same
+number of times): the median and range of the ratio, since such figures move between
+processes. A process where the plan's choice did not serve the shape is shown, not counted.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cudnn_rnn.torch import accelerate, load  # noqa: E402
+from cudnn_rnn.torch import accelerate, inputs, load  # noqa: E402
 from cudnn_rnn.torch.timing import step_of, times  # noqa: E402
 
 SHAPES = {"seed": (20, 2, 512, 64), "large": (50, 1, 4096, 256)}  # seq, layers, hidden, batch
@@ -44,45 +45,65 @@ def _module(name: str, dtype: str, torch):
     return module, seq, batch, hidden
 
 
-def _graph_ms(step) -> float | None:
-    return times(step, 20, 0.3).get("graph", {}).get("ms")
+def _graph(step) -> dict:
+    """A CUDA graph of ``step`` timed: the timing record, or ``{"skipped": why}``."""
+    return times(step, 20, 0.3)["graph"]
 
 
 def measure(name: str, dtype: str, plan: str) -> dict:
     """In this process: the plan loaded for the module, and the user's FP16 module, each in
-    a CUDA graph, timed in turn ROUNDS times; their medians (ms)."""
+    a CUDA graph, timed ROUNDS times, in alternating order; their medians (ms), and what
+    ran the shape (the plan's choice, unless it failed its first-call check here)."""
     import torch
     module, seq, batch, hidden = _module(name, dtype, torch)
     fast = load(plan, module)
-    x = torch.rand(seq, batch, hidden, device="cuda") * 2 - 1
+    g = torch.Generator().manual_seed(inputs.SEED)  # the example the plan was verified on
+    x = (torch.rand((seq, batch, hidden), generator=g) * 2 - 1).to(
+        device="cuda", dtype=getattr(torch, dtype))
     half = copy.deepcopy(module).half()
     with torch.no_grad():
         fast(x)  # the shape's runner made and verified before any capture
-    mine, best = [], []
-    for _ in range(ROUNDS):
-        mine.append(_graph_ms(step_of(fast, x, torch)))
-        best.append(_graph_ms(step_of(half, x.half(), torch)))
-    if None in mine or None in best:
-        return {"skipped": "a capture failed", "mine": mine, "best": best}
-    return {"mine": statistics.median(mine), "best": statistics.median(best)}
+    runs, chosen = fast.shapes()[0]["runs"], fast.plan.choice.label
+    steps = {"mine": step_of(fast, x, torch), "best": step_of(half, x.half(), torch)}
+    got = {"mine": [], "best": []}
+    for r in range(ROUNDS):
+        for side in (("mine", "best") if r % 2 == 0 else ("best", "mine")):
+            t = _graph(steps[side])
+            if "skipped" in t:
+                return {"skipped": f"{side}: {t['skipped']}", "runs": runs}
+            got[side].append(t["ms"])
+    out = {side: statistics.median(ms) for side, ms in got.items()}
+    return dict(out, runs=runs, chosen=chosen)
 
 
 def across(name: str, dtype: str, plan: str, processes: int) -> None:
     """``measure`` in fresh processes; prints the ratio's median and range."""
     ratios = []
     for i in range(processes):
-        proc = subprocess.run([sys.executable, __file__, "--measure", name, "--dtype", dtype,
-                               "--plan", plan], capture_output=True, text=True, timeout=900)
-        lines = proc.stdout.strip().splitlines()
-        got = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
-            "skipped": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
+        got = _child(name, dtype, plan)
         print(f"process {i + 1}: {got}")
-        if "skipped" not in got:
+        if "skipped" not in got and got["runs"] == got["chosen"]:
             ratios.append(got["best"] / got["mine"])
     if ratios:
         print(f"the module at its best (FP16 graph) over this module's graph, {len(ratios)} "
               f"processes: median x{statistics.median(ratios):.3f} (range "
               f"{min(ratios):.3f}-{max(ratios):.3f})\n")
+
+
+def _child(name: str, dtype: str, plan: str) -> dict:
+    """One fresh process's :func:`measure`, or ``{"skipped": why}``."""
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--measure", name, "--dtype", dtype,
+                               "--plan", plan], capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        return {"skipped": "the process took over 900 s"}
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        return {"skipped": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
+    try:
+        return json.loads(lines[-1])
+    except ValueError:
+        return {"skipped": f"not a result: {lines[-1][:200]}"}
 
 
 def main(argv=None) -> int:

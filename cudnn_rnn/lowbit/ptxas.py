@@ -36,6 +36,9 @@ def ptxas_info(consts: dict, arch: str = "sm_90") -> dict:
     log: list = []
     nvrtc_compile(consts, arch, log)
     text = "\n".join(log)
+    entries = re.findall(r"Compiling entry function '(\w+)'", text)
+    if entries != ["persistent_rnn"]:  # one kernel, so its numbers are the first found
+        raise RuntimeError(f"ptxas compiled {entries}, not the kernel alone:\n{text}")
     found = {"registers": r"Used (\d+) registers", "static_smem": r"(\d+) bytes smem",
              "spill_stores": r"(\d+) bytes spill stores", "spill_loads": r"(\d+) bytes spill loads"}
     info = {}
