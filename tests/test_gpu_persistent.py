@@ -116,6 +116,33 @@ def test_engines_that_share_one_compiled_kernel_each_launch_with_their_own_share
             assert wrong is None, facts
 
 
+@pytest.mark.parametrize("fmt,parts", [(None, None), ("int8", "input")])
+def test_precompile_compiles_the_kernels_the_engines_of_its_shapes_load(cuda, monkeypatch, fmt,
+                                                                        parts):
+    cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2)
+    values = C.draw(cfg, seed=4)
+    plan = None if fmt is None else model.plan(
+        cfg, values["stacked"], model.calibrate(cfg, values["stacked"], **values["calibration"]),
+        fmt, parts)
+    seen = {"precompile": [], "engines": []}
+    real = persistent.compiled
+    where = "precompile"
+
+    def recording(cp, consts):
+        seen[where].append(persistent.source(consts))
+        return real(cp, consts)
+    monkeypatch.setattr(persistent, "compiled", recording)
+    n = persistent.precompile(cuda, cfg, values["stacked"], "fp16", plan, persistent.SETTINGS)
+    assert n == len(set(seen["precompile"])) > 1
+    where = "engines"
+    for settings in persistent.SETTINGS:
+        try:
+            PersistentEngine(cfg, values["stacked"], "fp16", plan, settings).close()
+        except Unsupported:
+            continue
+    assert seen["engines"] and set(seen["engines"]) <= set(seen["precompile"])
+
+
 def test_a_broken_slice_is_caught_by_the_verification(cuda):
     cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2)
     values = C.draw(cfg, seed=2)
