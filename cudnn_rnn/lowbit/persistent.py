@@ -141,6 +141,14 @@ def check_device(cfg: RNNConfig, fx, fh, limits: dict, precisions=frozenset()) -
                           "every CTA resident at once")
 
 
+def prepared(cp, cfg: RNNConfig, stacked, float_precision: str, plan) -> tuple:
+    """(this GPU's :func:`device_limits`, ``plan``'s prepared operands); what the GPU lacks
+    for ``cfg`` is :class:`Unsupported` before anything is prepared."""
+    limits = device_limits(cp)
+    check_supported(cfg, set(), limits["capability"])  # before prepare, which cannot take it
+    return limits, prepare(stacked, float_precision, plan)
+
+
 def layout(cfg: RNNConfig, ops: list, plan, settings: Settings, limits: dict) -> tuple:
     """(partition, layer 0's input GEMM precision) of ``plan``'s prepared operands ``ops``
     on this GPU (``limits``: :func:`device_limits`); :class:`Unsupported` with the reason
@@ -178,9 +186,7 @@ def precompile(cp, cfg: RNNConfig, stacked, float_precision: str, plan, shapes) 
     it would without this step. The number of distinct kernels now compiled (or found in
     CuPy's memo)."""
     try:
-        ops = prepare(stacked, float_precision, plan)
-        limits = device_limits(cp)
-        check_supported(cfg, set(), limits["capability"])
+        limits, ops = prepared(cp, cfg, stacked, float_precision, plan)
     except Exception:  # met again, and judged, when an engine is built
         return 0
     sources = {}
@@ -224,10 +230,8 @@ class PersistentEngine(Forward):
             raise Unsupported(f"the persistent kernel runs {' or '.join(FLOAT_PRECISIONS)} "
                               f"beside 8 bits, not {float_precision}")
         self.cfg, self.plan, self.settings = cfg, plan, settings
-        limits = self.limits = device_limits(cp)
-        check_supported(cfg, set(), limits["capability"])  # before prepare, which cannot take it
-        self.operands = prepare(stacked, float_precision, plan)
-        self.part, gx_precision = layout(cfg, self.operands, plan, settings, limits)
+        self.limits, self.operands = prepared(cp, cfg, stacked, float_precision, plan)
+        self.part, gx_precision = layout(cfg, self.operands, plan, settings, self.limits)
         self.stream = stream or cp.cuda.Stream(non_blocking=True)
         self.handle = LtHandle(lt)
         self._matmuls: list = []

@@ -44,7 +44,7 @@ def ptxas_info(consts: dict, arch: str = "sm_90") -> dict:
     info = {}
     for name, pattern in found.items():
         m = re.search(pattern, text)
+        if m is None and name == "registers":
+            raise RuntimeError(f"ptxas reported no register count for the kernel:\n{text}")
         info[name] = int(m.group(1)) if m else 0
-    if not re.search(found["registers"], text):
-        raise RuntimeError(f"ptxas reported no register count for the kernel:\n{text}")
     return info
