@@ -99,6 +99,35 @@ def test_the_persistent_kernel_computes_what_the_gemm_engine_computes(cuda, fp8_
     assert apart < quantized / 5
 
 
+# (layers, hidden, batch, settings): each of the kernel's product paths, EXACT (every CTA
+# fills the tiles, no bound checked) x STRADDLE (one k-group on both parts of K)
+PATHS = {(False, False): (2, 64, 16, Settings(ctas=7)),
+         (False, True): (2, 64, 32, Settings(ctas=7, threads=64)),
+         (True, False): (2, 128, 16, Settings()),
+         (True, True): (2, 128, 32, Settings(threads=64))}
+
+
+@pytest.mark.parametrize("exact,straddle", sorted(PATHS), ids=lambda v: str(int(v)))
+@pytest.mark.parametrize("name", ["persistent:fp16", "persistent:int8/input"])
+def test_each_product_path_of_the_kernel_verifies(cuda, exact, straddle, name):
+    layers, hidden, batch, settings = PATHS[(exact, straddle)]
+    cfg = _cfg(RNNMode.GRU, DirectionMode.UNIDIRECTIONAL, layers, hidden=hidden, batch=batch)
+    values = C.draw(cfg, seed=4)
+    config = C.parse(name)
+    plan = twin = None
+    if config.fmt:
+        cal = values["calibration"]
+        plan = model.plan(cfg, values["stacked"],
+                          model.calibrate(cfg, values["stacked"], **cal), config.fmt,
+                          config.parts)
+        twin = C.twins(cuda, cfg, values)(plan)
+    ref = C.expected(cuda, cfg, values["stacked"], values["io"])
+    with PersistentEngine(cfg, values["stacked"], config.precision, plan, settings) as engine:
+        assert (engine.consts["EXACT"], engine.consts["STRADDLE"]) == (exact, straddle)
+        facts, wrong = C.verify(cuda, cfg, config, engine, values, ref, twin)
+        assert wrong is None, facts
+
+
 def test_engines_that_share_one_compiled_kernel_each_launch_with_their_own_shared_memory(cuda):
     """Same constants, different hidden sizes: one CUfunction (CuPy memoizes the module by
     its source), two shared-memory sizes. The larger engine, built first, must still launch

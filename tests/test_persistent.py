@@ -120,6 +120,49 @@ def test_the_work_is_spread_by_k_and_the_sizes_say_why_a_shape_does_not_fit():
         partition.plan(_cfg(layers=3, bi=True), "fp16", "fp16", sm_count=4, smem_per_block=SMEM)
 
 
+@pytest.mark.parametrize("threads", [64, 256])
+@pytest.mark.parametrize("layers,bi", [(2, False), (3, False), (2, True)])
+def test_a_k_group_multiplies_one_part_of_k_unless_it_is_the_ctas_only_one(layers, bi, threads):
+    """Above the first layer the input part's chunks go to the first kx groups and the
+    recurrent part's to the others, in proportion: a group straddles the two (and the
+    kernel keeps a second set of accumulators, STRADDLE) only where a CTA has one group."""
+    cfg = _cfg(RNNMode.GRU, layers, bi, H=64, B=32)
+    part = partition.plan(cfg, "int8", "fp16", sm_count=40, smem_per_block=SMEM,
+                          threads=threads)
+    above = [s for s in part.slices if s.nxc]
+    assert above
+    for s in above:
+        groups = [s.chunks(g) for g in range(s.ks)]
+        if s.ks == 1:
+            assert s.kx == 0 and s.straddles and groups == [range(0, s.nc)]
+            continue
+        assert 1 <= s.kx < s.ks and not s.straddles
+        assert all(g.stop <= s.nxc for g in groups[:s.kx])
+        assert all(g.start >= s.nxc for g in groups[s.kx:])
+        # each part's groups share its chunks evenly (the last run may be shorter)
+        for runs in (groups[:s.kx], groups[s.kx:]):
+            assert max(len(r) for r in runs) - min(len(r) for r in runs) <= len(runs[0])
+    assert part.straddles == any(s.ks == 1 for s in above) == (threads == 64)
+
+
+def test_every_cta_takes_the_heaviest_layers_tile_shape_where_the_ctas_suffice():
+    """The seed's LSTM on 132 multiprocessors: 8 units a CTA in both layers (128 CTAs), so
+    every CTA fills 2 m-tiles and the kernel checks no bounds (EXACT); on 20, layer 0's
+    CTAs take more units than layer 1's and the kernel checks them."""
+    cfg = _cfg(RNNMode.LSTM, 2, False, H=512, B=64, T=20, I=512)
+    part = partition.plan(cfg, "int8", "int8", sm_count=132, smem_per_block=SMEM)
+    assert {s.nu for s in part.slices} == {8} and part.grid == 128
+    assert part.exact and P.defines(cfg, part, True)["EXACT"] == 1
+    few = partition.plan(cfg, "int8", "int8", sm_count=60, smem_per_block=SMEM,
+                         batch_slices=1)
+    by_layer = {k: {s.nu for s in few.slices if s.k == k} for k in (0, 1)}
+    assert max(by_layer[0]) > max(by_layer[1]) and not few.exact
+    # a last slice of fewer units pads its rows to its layer's full tiles
+    ragged = partition.plan(_cfg(RNNMode.LSTM, 1, False, H=40, B=16), None, "int8",
+                            sm_count=3, smem_per_block=SMEM)
+    assert len({s.nu for s in ragged.slices}) == 2 and len({s.mpad for s in ragged.slices}) == 1
+
+
 def test_a_shape_beyond_the_kernels_32_bit_offsets_is_refused_with_the_bytes():
     long = _cfg(RNNMode.LSTM, 1, False, H=4096, B=512, T=1000, I=64)  # 33.5 GB of projections
     with pytest.raises(partition.DoesNotFit, match=r"input projection's values: \d+ bytes, "
@@ -240,6 +283,18 @@ def test_the_kernel_compiles_with_nvrtc(arch, cell, fx, fh):
     part = partition.plan(cfg, fx, fh, sm_count=132, smem_per_block=SMEM)
     cubin = ptxas.nvrtc_compile(P.defines(cfg, part, gx_int=fx == "int8"), arch)
     assert cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("exact,straddle", [(0, 0), (0, 1), (1, 0), (1, 1)])
+def test_each_product_path_compiles(exact, straddle):
+    """EXACT x STRADDLE, from the partitions that select them (the GPU test runs each)."""
+    _nvrtc_or_skip()
+    cfg = _cfg(RNNMode.GRU, 2, False, H=128 if exact else 64, B=32 if straddle else 16)
+    part = partition.plan(cfg, "int8", "fp16", sm_count=132 if exact else 7,
+                          smem_per_block=SMEM, threads=64 if straddle else 256)
+    consts = P.defines(cfg, part, gx_int=False)
+    assert (consts["EXACT"], consts["STRADDLE"]) == (exact, straddle)
+    assert ptxas.ptxas_info(consts)["spill_stores"] == 0
 
 
 @pytest.mark.parametrize("threads", [256, 512])

@@ -25,7 +25,10 @@ these targets into a table the kernel reads; the kernel holds no schedule of its
 **Sizes.** K is counted in bytes, in 32-byte *chunks* (one ``mma.sync`` k-step: k16 in 16
 bits, k32 in 8), so every format shares one layout. The warps of a CTA split the output
 tiles (``ts`` groups of ``ntw`` n-tiles, all m-tiles each) and K (``ks`` groups of chunks),
-and the k-groups' partial sums meet in shared memory.
+and the k-groups' partial sums meet in shared memory. Above the first layer the first ``kx``
+k-groups take the input part's chunks and the others the recurrent part's, so that no group
+straddles the two (each dequantizes its sums by one factor, and the kernel keeps no second
+set of accumulators); only a CTA with a single k-group straddles.
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ PAD = 16  # bytes after each shared-memory row (no bank conflicts in ldmatrix)
 MAX_WAITS = 3  # counters one step waits on: its own group and at most two feeding directions
 MAX_ACC = 16  # m-tiles x n-tiles one warp accumulates (4 registers each, twice with an x part)
 MAX_NTW = 4
+UNIFORM = True  # give every pseudo-layer the heaviest one's units where the CTAs suffice
 
 
 class DoesNotFit(ValueError):
@@ -73,10 +77,11 @@ class Slice:
     bs: int  # batch slice
     b0: int
     nb: int
-    mpad: int  # rows (gates * nu) padded to whole m-tiles of 16
+    mpad: int  # rows (gates * nu of the pseudo-layer's full slices) padded to m-tiles of 16
     npad: int  # batch rows padded to whole n-tiles of 8
     ts: int  # warp groups along n
     ks: int  # warp groups along K
+    kx: int  # of them, those on the input part (0: the groups split K evenly, see chunks)
     nxc: int  # chunks of the input part (0 for layer 0)
     nc: int  # chunks in all
     blob: int  # where its weight rows start in the blob
@@ -91,14 +96,24 @@ class Slice:
         """A weight row's stride in shared memory (and in the blob)."""
         return self.nc * CHUNK + PAD
 
-    @property
-    def span(self) -> int:
-        """Chunks of one k-group (the last one's may be fewer)."""
-        return -(-self.nc // self.ks)
-
     def chunks(self, kg: int) -> range:
-        """The chunks k-group ``kg`` multiplies (the kernel's formula)."""
-        return range(min(self.nc, kg * self.span), min(self.nc, (kg + 1) * self.span))
+        """The chunks k-group ``kg`` multiplies (the kernel's formula): with ``kx`` > 0, the
+        input part's among groups ``0 .. kx-1`` and the recurrent part's among the rest, each
+        part in equal runs (the last may be shorter); with ``kx`` 0, all of K evenly."""
+        if kg < self.kx:
+            span = -(-self.nxc // self.kx)
+            c0 = min(self.nxc, kg * span)
+            return range(c0, min(self.nxc, c0 + span))
+        base = self.nxc if self.kx else 0
+        span = -(-(self.nc - base) // (self.ks - self.kx))
+        c0 = min(self.nc, base + (kg - self.kx) * span)
+        return range(c0, min(self.nc, c0 + span))
+
+    @property
+    def straddles(self) -> bool:
+        """Whether a k-group multiplies chunks of both parts (one group, two parts)."""
+        return any(self.chunks(g).start < self.nxc < self.chunks(g).stop
+                   for g in range(self.ks))
 
     @property
     def pstride(self) -> int:
@@ -140,6 +155,19 @@ class Partition:
     def counter(self, k: int, bs: int) -> int:
         return self.groups[(k, bs)]
 
+    @property
+    def straddles(self) -> bool:
+        """Whether some CTA's k-group multiplies both parts: the kernel then keeps the input
+        part's sums apart in a second set of accumulators (``STRADDLE``)."""
+        return any(s.straddles for s in self.slices)
+
+    @property
+    def exact(self) -> bool:
+        """Whether every CTA fills the kernel's tiles (``MT`` m-tiles, ``ts * ntw`` n-tiles of
+        8 rows): the kernel then checks no tile's bounds (``EXACT``)."""
+        return all(s.mpad == 16 * self.mt_max and s.ts * self.ntw * 8 == s.npad
+                   for s in self.slices)
+
     def weight_bytes(self) -> int:
         """Bytes of weight rows on chip in all (padding included)."""
         return sum(s.mpad * s.rowb for s in self.slices)
@@ -176,6 +204,12 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
                          f"least {len(pls) * batch_slices} CTAs, {ctas} given")
     counts = _units(cfg, per_slice, [x + hrowb for x in kx])
     nus = [_up(-(-H // u), 4) for u in counts]
+    if UNIFORM and len({_up(g * nu, 16) for nu in nus}) > 1:
+        # one tile shape for every CTA (the kernel then checks no bounds, EXACT): the
+        # heaviest pseudo-layer's units for all, where the CTAs suffice
+        even = [min(nus)] * len(nus)
+        if sum(-(-H // nu) for nu in even) <= per_slice:
+            nus = even
     counts = [-(-H // nu) for nu in nus]
     warps = threads // 32
     nb_full = -(-B // batch_slices)
@@ -234,8 +268,8 @@ def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps) -> None:
             part.units[p.index] = count
             part.groups[(p.index, bs)] = len(part.groups)
             for i in range(count):
-                s = _slice(cfg, p, i * nu, min(nu, H - i * nu), bs, b0, nb, kx[p.index],
-                           part.hrowb, warps, part.ntw, part.stages, blob)
+                s = _slice(cfg, p, i * nu, min(nu, H - i * nu), _up(cfg.gates * nu, 16), bs, b0,
+                           nb, kx[p.index], part.hrowb, warps, part.ntw, part.stages, blob)
                 blob += s.mpad * s.rowb
                 part.slices.append(s)
 
@@ -245,12 +279,15 @@ def pstride(mpad: int) -> int:
     return mpad + 4 + (mpad & 16)
 
 
-def _slice(cfg, p, j0, nu, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob) -> Slice:
-    mpad = _up(cfg.gates * nu, 16)
+def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob) -> Slice:
+    """``mpad``: the rows of the pseudo-layer's full slices (a last slice of fewer units
+    takes as many, its rows past ``gates * nu`` zero, so that its tiles are theirs)."""
     npad = _up(nb, 8)
     ts = -(-(npad // 8) // ntw)
     ks = max(1, warps // ts)
     nxc, nc = kxb // CHUNK, (kxb + hrowb) // CHUNK
+    # groups on the input part in proportion to its chunks, at least one on each part
+    kx = min(ks - 1, max(1, round(ks * nxc / nc))) if nxc and ks > 1 else 0
     rowb = nc * CHUNK + PAD
     off_dq = _up(mpad * rowb, 16)
     off_own = off_dq + 4 * mpad * 4  # dequantization and biases per row
@@ -260,7 +297,7 @@ def _slice(cfg, p, j0, nu, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob) -> 
     ring = stages * ks * npad * (SLAB * CHUNK + PAD)
     split = nxc and cfg.mode == RNNMode.GRU  # GRU keeps the input part's sums apart
     partials = (2 if split else 1) * ks * pstride(mpad) * npad * 4
-    return Slice(p.index, j0, nu, bs, b0, nb, mpad, npad, ts, ks, nxc, nc, blob, off_dq,
+    return Slice(p.index, j0, nu, bs, b0, nb, mpad, npad, ts, ks, kx, nxc, nc, blob, off_dq,
                  off_own, off_gx, off_ring, off_ring + max(ring, partials))
 
 

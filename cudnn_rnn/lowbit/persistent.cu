@@ -8,6 +8,10 @@
 //   HASX     1 when some layer has an input part (more than one layer)
 //   GXINT    1 when layer 0's input GEMM (cuBLASLt, before the launch) wrote int32
 //   THREADS, MT (m-tiles per CTA at most), NTW (n-tiles per warp), SLAB, STAGES, PAD,
+//   STRADDLE 1 when some CTA's single k-group multiplies both the input and the recurrent
+//            part (partition.Partition.straddles): the input part's sums kept apart
+//   EXACT    1 when every CTA fills MT m-tiles and its warps' n-tiles (Partition.exact): no
+//            tile's bounds are checked
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
@@ -44,7 +48,7 @@ struct Layer {                 // one pseudo-layer (persistent.LAYER)
 
 struct Slice {                 // one CTA (partition.Slice)
     long long blob;
-    int k, j0, nu, bs, b0, nb, mpad, npad, ts, ks, nxc, nc, off_dq, off_own, off_gx, off_ring;
+    int k, j0, nu, bs, b0, nb, mpad, npad, ts, ks, kx, nxc, nc, off_dq, off_own, off_gx, off_ring;
 };
 
 __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* p) {
@@ -229,12 +233,22 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #define MARK(i) do { } while (0)
 #endif
 
-    const int ng = warp % S.ts, kg = warp / S.ts;
+    const int ng = warp % S.ts, kg = warp / S.ts, kx = S.kx;
     const bool active = kg < ks;
-    // k-group g multiplies chunks g * span .. min(nc, (g + 1) * span) - 1 (Slice.chunks)
-    const int span = (nc + ks - 1) / ks, nslab = (span + SLAB - 1) / SLAB;
-    const int c0 = min(nc, kg * span), c1 = min(nc, c0 + span);
+    // k-group g multiplies chunks ga(g) .. gb(g) - 1 (Slice.chunks): above the first layer
+    // groups 0 .. kx-1 the input part's, the others the recurrent part's (kx 0: all of K
+    // evenly, the only case where one group straddles both parts)
+    const int hbase = kx ? nxc : 0;
+    const int spx = kx ? (nxc + kx - 1) / kx : 0, sph = (nc - hbase + ks - kx - 1) / (ks - kx);
+    auto ga = [&](int g) { return g < kx ? min(nxc, g * spx) : min(nc, hbase + (g - kx) * sph); };
+    auto gb = [&](int g) { return min(g < kx ? nxc : nc, ga(g) + (g < kx ? spx : sph)); };
+    const int nslab = (max(spx, sph) + SLAB - 1) / SLAB;
+    const int c0 = ga(kg), c1 = gb(kg);
+    const bool xg = kg < kx;  // this warp's group multiplies the input part
     const int gq = lane >> 2, gr = lane & 3, mt = mpad >> 4;
+    // EXACT: every CTA fills the tiles (partition.Partition.exact), so no bound is checked
+    auto m_in = [&](int m) { return EXACT || m < mt; };
+    auto n_in = [&](int nn) { return EXACT || (ng * NTW + nn) * 8 < npad; };
     // this lane's byte offsets in an ldmatrix of A (weight rows) and of B (staged state)
     const unsigned a_lane = (unsigned)((lane & 7) + ((lane >> 3) & 1) * 8) * rowb + (lane >> 4) * 16;
     const unsigned b_lane = (unsigned)(lane & 7) * SROW + ((lane >> 3) & 1) * 16;
@@ -278,10 +292,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         const unsigned char* hsrc = L.hq + (unsigned)(s * B) * hrowb;
         auto load = [&](int i, int st) {
             const int within = i * SLAB + pchunk;  // the chunk's place in its group
-            if (within >= span) return;
             unsigned char* dst = ring + ((unsigned)st * ks * npad + prow) * SROW + piece * 16;
 #pragma unroll 1
-            for (int grp = 0, c = within; grp < ks && c < nc; ++grp, c += span) {
+            for (int grp = 0; grp < ks; ++grp) {
+                const int c = ga(grp) + within;
+                if (c >= gb(grp)) continue;
                 const bool x = c < nxc;
                 const unsigned char* src = (x ? xsrc + xrow0 : hsrc + hrow0) + c * 32;
                 const int stride = (x ? xrowb : hrowb) * (THREADS / (SLAB * 2));
@@ -296,14 +311,23 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         };
 
         float acc[MT][NTW][4];
+#if STRADDLE
         float xacc[MT][NTW][4];
+#endif
 #pragma unroll
         for (int m = 0; m < MT; ++m)
 #pragma unroll
             for (int nn = 0; nn < NTW; ++nn)
 #pragma unroll
-                for (int r = 0; r < 4; ++r) acc[m][nn][r] = xacc[m][nn][r] = 0.0f;
-        // the input part's sums, dequantized, set aside where the recurrent part begins
+                for (int r = 0; r < 4; ++r) {
+                    acc[m][nn][r] = 0.0f;
+#if STRADDLE
+                    xacc[m][nn][r] = 0.0f;
+#endif
+                }
+#if STRADDLE
+        // a group on both parts: the input part's sums, dequantized, set aside where the
+        // recurrent part begins
         auto flush_x = [&]() {
 #pragma unroll
             for (int m = 0; m < MT; ++m)
@@ -316,6 +340,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                         acc[m][nn][r] = 0.0f;
                     }
         };
+#endif
 
 #pragma unroll 1
         for (int st = 0; st < STAGES - 1; ++st) {
@@ -337,23 +362,28 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 for (int cc = 0; cc < SLAB; ++cc) {
                     const int c = c0 + i * SLAB + cc;
                     if (c >= c1) break;
+#if STRADDLE
                     if (HASX && c == nxc && c0 < nxc) flush_x();
+                    const bool xc = HASX && c < nxc;
+#else
+                    const bool xc = xg;
+#endif
                     // every fragment of the chunk first, then the products: the loads overlap
                     unsigned bf[NTW][2], af[MT][4];
 #pragma unroll
                     for (int nn = 0; nn < NTW; ++nn)
-                        if ((ng * NTW + nn) * 8 < npad)
+                        if (n_in(nn))
                             ldsm_x2(bf[nn], sb + (unsigned)(ng * NTW + nn) * 8 * SROW + cc * 32);
 #pragma unroll
                     for (int m = 0; m < MT; ++m)
-                        if (m < mt) ldsm_x4(af[m], wa + (unsigned)m * 16 * rowb + c * 32);
+                        if (m_in(m)) ldsm_x4(af[m], wa + (unsigned)m * 16 * rowb + c * 32);
 #pragma unroll
                     for (int m = 0; m < MT; ++m)
 #pragma unroll
                         for (int nn = 0; nn < NTW; ++nn) {
-                            if (m >= mt || (ng * NTW + nn) * 8 >= npad) continue;
+                            if (!m_in(m) || !n_in(nn)) continue;
                             if constexpr (FX == FH) mma<FH>(acc[m][nn], af[m], bf[nn]);
-                            else if (HASX && c < nxc) mma<FX>(acc[m][nn], af[m], bf[nn]);
+                            else if (xc) mma<FX>(acc[m][nn], af[m], bf[nn]);
                             else mma<FH>(acc[m][nn], af[m], bf[nn]);
                         }
                 }
@@ -363,17 +393,22 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         }
         __syncthreads();  // every warp's reads of the ring done: the partial sums take it
         MARK(2);
+#if STRADDLE
         if (active && HASX && c1 <= nxc && c0 < c1) flush_x();
+#endif
         // partial sums, dequantized, to shared memory: the staging ring is free now
         if (active) {
-            const bool h_part = c1 > nxc;
             float dq[MT][2];  // this thread's rows' factors, read before any store
 #pragma unroll
             for (int m = 0; m < MT; ++m)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int row = m * 16 + gq + 8 * h;
-                    dq[m][h] = h_part && row < mpad ? dqs[mpad + row] : 0.0f;
+#if STRADDLE
+                    dq[m][h] = c1 > nxc && row < mpad ? dqs[mpad + row] : 0.0f;
+#else
+                    dq[m][h] = !m_in(m) ? 0.0f : xg ? dqs[row] : dqs[mpad + row];
+#endif
                 }
 #pragma unroll
             for (int m = 0; m < MT; ++m)
@@ -383,11 +418,22 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                     for (int r = 0; r < 4; ++r) {
                         const int row = m * 16 + gq + (r & 2 ? 8 : 0);
                         const int col = (ng * NTW + nn) * 8 + gr * 2 + (r & 1);
-                        if (row >= mpad || col >= npad) continue;
+                        if (!EXACT && (row >= mpad || col >= npad)) continue;
                         const unsigned at = ((unsigned)kg * npad + col) * ps + row;
+#if STRADDLE
                         const float v = value<FH>(acc[m][nn][r]) * dq[m][r >> 1];
                         if (SPLIT && nxc) part_x[at] = xacc[m][nn][r];
                         part[at] = SPLIT ? v : v + xacc[m][nn][r];
+#else
+                        const float v = (xg ? value<FX>(acc[m][nn][r]) : value<FH>(acc[m][nn][r]))
+                                        * dq[m][r >> 1];
+                        if (SPLIT && nxc) {  // GRU: the two parts' sums apart
+                            part_x[at] = xg ? v : 0.0f;
+                            part[at] = xg ? 0.0f : v;
+                        } else {
+                            part[at] = v;
+                        }
+#endif
                     }
         }
         __syncthreads();

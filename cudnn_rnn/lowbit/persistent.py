@@ -55,7 +55,7 @@ LAYER = np.dtype([(n, _P) for n in ("dqx", "dqh", "bW", "bR", "gx", "xin", "hq",
                  + [(n, "f4") for n in ("hscale", "xscale0", "xscale1")]
                  + [(n, "i4") for n in ("layer", "dir", "pad")], align=True)
 SLICE = np.dtype([("blob", "i8")] + [(n, "i4") for n in (
-    "k", "j0", "nu", "bs", "b0", "nb", "mpad", "npad", "ts", "ks", "nxc", "nc", "off_dq",
+    "k", "j0", "nu", "bs", "b0", "nb", "mpad", "npad", "ts", "ks", "kx", "nxc", "nc", "off_dq",
     "off_own", "off_gx", "off_ring")], align=True)
 
 
@@ -112,6 +112,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             "FH": FORMAT_CODE[part.fh], "HASX": int(part.fx is not None),
             "GXINT": int(gx_int), "THREADS": part.threads, "MT": part.mt_max, "NTW": part.ntw,
             "SLAB": partition.SLAB, "STAGES": part.stages, "PAD": partition.PAD,
+            "STRADDLE": int(part.straddles), "EXACT": int(part.exact),
             "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL",
             "TRACE": int(trace)}
 
