@@ -54,9 +54,9 @@ def run_and_compare(lib, cfg, label, seed=7):
 @pytest.mark.parametrize("precision", list(PRECISIONS))
 @pytest.mark.parametrize("layers", [1, 2])
 @pytest.mark.parametrize("direction", list(DirectionMode), ids=lambda d: d.name[:3])
-@pytest.mark.parametrize("cell", list(RNNMode), ids=lambda c: c.name)
-def test_outputs_and_gradients_match_the_reference(lib, cuda, cell, direction, layers, precision):
-    cfg = SMALL.replace(mode=cell, direction=direction, num_layers=layers, **PRECISIONS[precision])
+@pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
+def test_outputs_and_gradients_match_the_reference(lib, cuda, mode, direction, layers, precision):
+    cfg = SMALL.replace(mode=mode, direction=direction, num_layers=layers, **PRECISIONS[precision])
     check = run_and_compare(lib, cfg, precision)
     assert check.passed, (check.failures, check.errors)
     assert set(check.errors) >= {"y", "hy", "dx", "dhx", "dw", "y_inf"}
@@ -111,11 +111,11 @@ def test_int8_stops_at_the_rnn_descriptor_after_a_real_handle(lib, cuda):
 CHECKSUM = re.compile(r"(\w+) checksum (\S+)")
 
 
-@pytest.mark.parametrize("mode", range(4))
-def test_example_reproduces_the_samples_golden_checksums(cuda, mode):
+@pytest.mark.parametrize("code", range(4))
+def test_example_reproduces_the_samples_golden_checksums(cuda, code):
     """The sample's command line; FMA math is true FP32, as on the M40 the goldens came from."""
     proc = subprocess.run([sys.executable, "-m", "cudnn_rnn.example", "20", "2", "512", "64",
-                           str(mode), "--math-type", "FMA", "--reps", "3"],
+                           str(code), "--math-type", "FMA", "--reps", "3"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -123,9 +123,9 @@ def test_example_reproduces_the_samples_golden_checksums(cuda, mode):
     assert re.search(r"^Backward: +\d+ GFLOPS, \( *\d+ GFLOPS\), \( *\d+ GFLOPS\)$", proc.stdout,
                      re.M), proc.stdout
     sums = {k: float(v) for k, v in CHECKSUM.findall(proc.stdout)}
-    cell = list(RNNMode)[mode]
-    assert set(sums) == set(SAMPLE_GOLDEN[cell])
-    for name, want in SAMPLE_GOLDEN[cell].items():
+    mode = list(RNNMode)[code]
+    assert set(sums) == set(SAMPLE_GOLDEN[mode])
+    for name, want in SAMPLE_GOLDEN[mode].items():
         assert np.isfinite(sums[name])
         assert abs(sums[name] - want) / max(abs(want), abs(sums[name])) < GOLDEN_RTOL, \
             (name, sums[name], want)

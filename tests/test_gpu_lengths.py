@@ -25,11 +25,11 @@ ALL_SHORTER = "list:5:5:4:4:3:3:2:1"
 @pytest.mark.parametrize("lengths", ["equal", "unequal", "all shorter"])
 @pytest.mark.parametrize("layout", list(UNEQUAL), ids=lambda v: v.name)
 @pytest.mark.parametrize("direction", list(DirectionMode), ids=lambda d: d.name[:3])
-@pytest.mark.parametrize("cell", list(RNNMode), ids=lambda c: c.name)
-def test_each_sequence_runs_to_its_own_length(lib, cuda, cell, direction, layout, lengths,
+@pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
+def test_each_sequence_runs_to_its_own_length(lib, cuda, mode, direction, layout, lengths,
                                               precision):
     form = {"equal": "equal", "unequal": UNEQUAL[layout], "all shorter": ALL_SHORTER}[lengths]
-    cfg = SMALL.replace(mode=cell, direction=direction, layout=layout, lengths=form,
+    cfg = SMALL.replace(mode=mode, direction=direction, layout=layout, lengths=form,
                         **PRECISIONS[precision])
     assert cfg.equal_lengths == (lengths == "equal")
     if lengths == "all shorter" and layout == RNNDataLayout.SEQ_MAJOR_PACKED:

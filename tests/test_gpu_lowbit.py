@@ -18,9 +18,9 @@ pytestmark = pytest.mark.gpu
 DIRECTIONS = (DirectionMode.UNIDIRECTIONAL, DirectionMode.BIDIRECTIONAL)
 
 
-def _cfg(cell, direction, layers=2, seq=7, hidden=64, batch=16, input_size=32):
+def _cfg(mode, direction, layers=2, seq=7, hidden=64, batch=16, input_size=32):
     return RNNConfig(seq_length=seq, num_layers=layers, hidden_size=hidden, mini_batch=batch,
-                     input_size=input_size, mode=cell, direction=direction)
+                     input_size=input_size, mode=mode, direction=direction)
 
 
 def _float32_probe_values():
@@ -64,9 +64,9 @@ NAMES = ["fp16"] + [c.name for c in configs.GEMM_8BIT]
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS, ids=lambda d: d.name[:3])
-@pytest.mark.parametrize("cell", list(RNNMode), ids=lambda c: c.name)
-def test_every_cell_verifies_twice_and_replays_bit_for_bit(cuda, fp8_capable, cell, direction):
-    cfg = _cfg(cell, direction)
+@pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
+def test_every_cell_verifies_twice_and_replays_bit_for_bit(cuda, fp8_capable, mode, direction):
+    cfg = _cfg(mode, direction)
     result = C.run_configs(cfg, NAMES, reps=3, warmup=1, budget_s=None)
     by_name = {r["config"]: r for r in result["records"]}
     assert sorted(by_name) == sorted(NAMES)
@@ -76,7 +76,7 @@ def test_every_cell_verifies_twice_and_replays_bit_for_bit(cuda, fp8_capable, ce
             continue
         assert rec["outcome"] == "OK", (name, rec.get("reason"), rec.get("errors"))
         for errors in (rec["errors"], rec["errors_seen"]):
-            assert set(errors) == ({"y", "hy", "cy"} if cell == RNNMode.LSTM else {"y", "hy"})
+            assert set(errors) == ({"y", "hy", "cy"} if mode == RNNMode.LSTM else {"y", "hy"})
             assert max(errors.values()) <= rec["bound"]
         # the 8-bit error is there (a forward that skipped the rounding would be far tighter)
         if rec["format"]:
@@ -87,13 +87,13 @@ def test_every_cell_verifies_twice_and_replays_bit_for_bit(cuda, fp8_capable, ce
 
 
 @pytest.mark.parametrize("fmt", model.FORMATS)
-@pytest.mark.parametrize("cell", list(RNNMode), ids=lambda c: c.name)
-def test_the_engine_computes_what_its_float64_twin_computes(cuda, fp8_capable, cell, fmt):
+@pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
+def test_the_engine_computes_what_its_float64_twin_computes(cuda, fp8_capable, mode, fmt):
     """With the other GEMMs in FP32, the engine differs from lowbit.model only by FP32
     arithmetic and the activation codes that rounds to the other side of a tie."""
     if fmt == "e4m3" and not fp8_capable:
         pytest.skip("FP8 GEMMs need compute capability 8.9+")
-    cfg = _cfg(cell, DirectionMode.BIDIRECTIONAL)
+    cfg = _cfg(mode, DirectionMode.BIDIRECTIONAL)
     values = C.draw(cfg, seed=5)
     cal, io = values["calibration"], values["io"]
     plan = model.plan(cfg, values["stacked"], model.calibrate(

@@ -19,9 +19,9 @@ pytestmark = pytest.mark.gpu
 NAMES = ["persistent:fp16", "persistent:bf16", "persistent:int8/both", "persistent:e4m3/both"]
 
 
-def _cfg(cell, direction, layers, seq=9, hidden=64, batch=16, input_size=48):
+def _cfg(mode, direction, layers, seq=9, hidden=64, batch=16, input_size=48):
     return RNNConfig(seq_length=seq, num_layers=layers, hidden_size=hidden, mini_batch=batch,
-                     input_size=input_size, mode=cell, direction=direction)
+                     input_size=input_size, mode=mode, direction=direction)
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +29,12 @@ def fp8_capable(cuda):
     return capability(cuda) >= (8, 9)
 
 
-def _check(rec, cell, fp8_capable):
+def _check(rec, mode, fp8_capable):
     if rec["format"] == "e4m3" and not fp8_capable:
         assert rec["outcome"] == "NOT_SUPPORTED" and "8.9" in rec["reason"]
         return
     assert rec["outcome"] == "OK", (rec["config"], rec.get("reason"), rec.get("errors"))
-    outputs = {"y", "hy", "cy"} if cell == RNNMode.LSTM else {"y", "hy"}
+    outputs = {"y", "hy", "cy"} if mode == RNNMode.LSTM else {"y", "hy"}
     for errors in (rec["errors"], rec["errors_seen"]):
         assert set(errors) == outputs and max(errors.values()) <= rec["bound"]
     if rec["format"]:
@@ -47,15 +47,15 @@ def _check(rec, cell, fp8_capable):
 @pytest.mark.parametrize("layers", [1, 2, 3])
 @pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
                                        DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
-@pytest.mark.parametrize("cell", list(RNNMode), ids=lambda c: c.name)
-def test_every_cell_direction_depth_and_format_verifies_and_replays(cuda, fp8_capable, cell,
+@pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
+def test_every_cell_direction_depth_and_format_verifies_and_replays(cuda, fp8_capable, mode,
                                                                    direction, layers):
-    cfg = _cfg(cell, direction, layers)
+    cfg = _cfg(mode, direction, layers)
     result = C.run_configs(cfg, NAMES, reps=3, warmup=1, budget_s=None, settings=["b1t256"])
     by_name = {r["config"]: r for r in result["records"]}
     assert sorted(by_name) == sorted(NAMES)
     for rec in by_name.values():
-        _check(rec, cell, fp8_capable)
+        _check(rec, mode, fp8_capable)
         if rec["outcome"] == "OK":
             assert rec["settings"] == "b1t256"
 

@@ -34,18 +34,18 @@ def gpu_torch(cuda):
     return cuda
 
 
-def _module(cell, bidirectional, layers, dtype=torch.float32, **extra):
-    kind, kw = CELLS[cell]
+def _module(mode, bidirectional, layers, dtype=torch.float32, **extra):
+    kind, kw = CELLS[mode]
     torch.manual_seed(layers + 2 * bidirectional)
     return getattr(torch.nn, kind)(INPUT, HIDDEN, layers, bidirectional=bidirectional,
                                    **kw, **extra).cuda().to(dtype).eval()
 
 
-def _accelerated(cell, bidirectional, layers, precision):
-    key = (cell, bidirectional, layers, precision)
+def _accelerated(mode, bidirectional, layers, precision):
+    key = (mode, bidirectional, layers, precision)
     if key not in _TUNED:
         from cudnn_rnn.torch import accelerate
-        m = _module(cell, bidirectional, layers)
+        m = _module(mode, bidirectional, layers)
         _TUNED[key] = m, accelerate(m, (SEQ, BATCH), precision=precision,
                                     tolerance=TOLERANCE[precision], **TUNING)
     return _TUNED[key]
@@ -83,10 +83,10 @@ PARAMS = [(c, bi, layers, p) for c in CELLS for bi in (False, True) for layers i
           for p in TOLERANCE]
 
 
-@pytest.mark.parametrize("cell,bidirectional,layers,precision", PARAMS)
+@pytest.mark.parametrize("mode,bidirectional,layers,precision", PARAMS)
 def test_outputs_match_the_module_in_float64_within_the_tolerance(
-        gpu_torch, cell, bidirectional, layers, precision):
-    module, fast = _accelerated(cell, bidirectional, layers, precision)
+        gpu_torch, mode, bidirectional, layers, precision):
+    module, fast = _accelerated(mode, bidirectional, layers, precision)
     assert fast.plan.choice.family == FAMILY[precision]
     assert fast.plan.choice.max_error <= TOLERANCE[precision]
     x = _inputs(seed=5)
@@ -97,10 +97,10 @@ def test_outputs_match_the_module_in_float64_within_the_tolerance(
                           for s in shapes)
 
 
-@pytest.mark.parametrize("cell,bidirectional,layers,precision", PARAMS)
+@pytest.mark.parametrize("mode,bidirectional,layers,precision", PARAMS)
 def test_a_cuda_graph_of_it_replays_what_the_eager_call_computes(
-        gpu_torch, cell, bidirectional, layers, precision):
-    _, fast = _accelerated(cell, bidirectional, layers, precision)
+        gpu_torch, mode, bidirectional, layers, precision):
+    _, fast = _accelerated(mode, bidirectional, layers, precision)
     static = _inputs(seed=2)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -120,10 +120,10 @@ def test_a_cuda_graph_of_it_replays_what_the_eager_call_computes(
     assert torch.equal(y_static, y_eager)
 
 
-@pytest.mark.parametrize("cell,layers,precision",
+@pytest.mark.parametrize("mode,layers,precision",
                          [(c, layers, p) for c in CELLS for layers in (1, 2) for p in TOLERANCE])
-def test_a_sequence_streamed_in_chunks_equals_one_call(gpu_torch, cell, layers, precision):
-    module, fast = _accelerated(cell, False, layers, precision)
+def test_a_sequence_streamed_in_chunks_equals_one_call(gpu_torch, mode, layers, precision):
+    module, fast = _accelerated(mode, False, layers, precision)
     x = _inputs(seq=3 * SEQ, seed=4)
     want = _expected(module, x)
     with torch.no_grad():
@@ -227,4 +227,4 @@ def test_a_tolerance_no_candidate_meets_is_refused_naming_the_nearest(gpu_torch)
     with pytest.raises(NotAccelerated, match=r"no fp8 configuration of \d+ verified within "
                                              r"tolerance 1e-06 .* the most accurate, .* is off by"):
         accelerate(m, (SEQ, BATCH), precision="fp8", tolerance=1e-6, **TUNING)
-    assert modules.inspect(m).cell == "GRU"
+    assert modules.inspect(m).mode == "GRU"

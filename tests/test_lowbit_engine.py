@@ -21,9 +21,9 @@ from cudnn_rnn.lowbit.engine import Forward, Unsupported, check_supported
 FIXTURE = Path(__file__).parent / "fixtures" / "lowbit-h200" / "seed_shape.json"
 
 
-def _cfg(cell=RNNMode.LSTM, **kw):
+def _cfg(mode=RNNMode.LSTM, **kw):
     base = dict(seq_length=4, num_layers=2, hidden_size=16, mini_batch=3, input_size=8,
-                mode=cell, direction=DirectionMode.BIDIRECTIONAL)
+                mode=mode, direction=DirectionMode.BIDIRECTIONAL)
     return RNNConfig(**(base | kw))
 
 

@@ -13,10 +13,10 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import model as M
 
 
-def _cfg(cell, bidirectional=False, layers=1, hidden=8, input_size=6, **kw):
+def _cfg(mode, bidirectional=False, layers=1, hidden=8, input_size=6, **kw):
     direction = DirectionMode.BIDIRECTIONAL if bidirectional else DirectionMode.UNIDIRECTIONAL
     return RNNConfig(seq_length=5, num_layers=layers, hidden_size=hidden, mini_batch=3,
-                     input_size=input_size, mode=cell, direction=direction, **kw)
+                     input_size=input_size, mode=mode, direction=direction, **kw)
 
 
 def _inputs(cfg, rng):
@@ -46,10 +46,10 @@ def _variant_id(v):
     return ",".join(f"{k}={getattr(x, 'name', x)}" for k, x in v.items()) or "base"
 
 
-@pytest.mark.parametrize("cell", list(RNNMode), ids=lambda c: c.name)
+@pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
 @pytest.mark.parametrize("variant", VARIANTS, ids=_variant_id)
-def test_float_forward_equals_the_reference(cell, variant):
-    cfg = _cfg(cell, **variant)
+def test_float_forward_equals_the_reference(mode, variant):
+    cfg = _cfg(mode, **variant)
     rng = np.random.default_rng(1)
     params = ref.random_params(cfg, rng, 0.6)
     x, hx, cx = _inputs(cfg, rng)
@@ -68,9 +68,9 @@ def test_float_forward_of_an_lstm_with_projection_equals_the_reference(bidirecti
                               M.forward(cfg, M.stack(cfg, params), x, hx, cx), 1e-12)
 
 
-@pytest.mark.parametrize("cell", [RNNMode.LSTM, RNNMode.GRU], ids=lambda c: c.name)
-def test_stack_puts_gate_k_at_rows_k_hidden(cell):
-    cfg = _cfg(cell, bidirectional=True, layers=2, bias_mode=RNNBiasMode.SINGLE_REC_BIAS)
+@pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU], ids=lambda c: c.name)
+def test_stack_puts_gate_k_at_rows_k_hidden(mode):
+    cfg = _cfg(mode, bidirectional=True, layers=2, bias_mode=RNNBiasMode.SINGLE_REC_BIAS)
     params = ref.random_params(cfg, np.random.default_rng(3))
     H = cfg.hidden_size
     stacked = M.stack(cfg, params)
@@ -170,10 +170,10 @@ def test_int8_forward_changes_when_one_weight_row_scale_is_doubled(gemm_name):
 
 
 # ---------------------------------------------------------------------------- calibration, plans
-@pytest.mark.parametrize("cell", [RNNMode.GRU, RNNMode.LSTM], ids=lambda c: c.name)
-def test_calibrate_measures_each_gemms_activation_operand(cell):
-    proj = 5 if cell == RNNMode.LSTM else None
-    cfg = _cfg(cell, bidirectional=True, layers=2, proj_size=proj)
+@pytest.mark.parametrize("mode", [RNNMode.GRU, RNNMode.LSTM], ids=lambda c: c.name)
+def test_calibrate_measures_each_gemms_activation_operand(mode):
+    proj = 5 if mode == RNNMode.LSTM else None
+    cfg = _cfg(mode, bidirectional=True, layers=2, proj_size=proj)
     rng = np.random.default_rng(5)
     params = ref.random_params(cfg, rng, 0.6)
     x, hx, cx = _inputs(cfg, rng)
@@ -185,7 +185,7 @@ def test_calibrate_measures_each_gemms_activation_operand(cell):
         out = first.y[..., d * P:(d + 1) * P]
         fed = out[:T - 1] if d == 0 else out[1:]  # the last step's h feeds no R
         assert amaxes["recurrent"][d] == max(np.abs(hx[d]).max(), np.abs(fed).max())
-        if cell == RNNMode.LSTM:
+        if mode == RNNMode.LSTM:
             hh = max(np.abs(s["hh"]).max() for s in first.caches[d]["steps"])
             assert amaxes["projection"][d] == hh
         else:
@@ -239,11 +239,11 @@ def _relative_error(got, want):
 
 @pytest.mark.parametrize("fmt", M.FORMATS)
 @pytest.mark.parametrize("parts", M.PARTS)
-@pytest.mark.parametrize("cell,proj", [(RNNMode.LSTM, None), (RNNMode.LSTM, 16),
+@pytest.mark.parametrize("mode,proj", [(RNNMode.LSTM, None), (RNNMode.LSTM, 16),
                                        (RNNMode.GRU, None)], ids=["LSTM", "LSTM-proj", "GRU"])
-def test_8bit_error_is_nonzero_and_bounded(fmt, parts, cell, proj):
+def test_8bit_error_is_nonzero_and_bounded(fmt, parts, mode, proj):
     cfg = RNNConfig(seq_length=8, num_layers=2, hidden_size=32, mini_batch=4, input_size=12,
-                    mode=cell, proj_size=proj, direction=DirectionMode.BIDIRECTIONAL)
+                    mode=mode, proj_size=proj, direction=DirectionMode.BIDIRECTIONAL)
     rng = np.random.default_rng(7)
     params = ref.random_params(cfg, rng)
     x, hx, cx = _inputs(cfg, rng)

@@ -26,9 +26,9 @@ CELLS = (RNNMode.RNN_RELU, RNNMode.RNN_TANH, RNNMode.LSTM, RNNMode.GRU)
 SMEM = 227 * 1024
 
 
-def _cfg(cell=RNNMode.LSTM, layers=2, bi=False, H=24, B=5, T=4, I=12):
+def _cfg(mode=RNNMode.LSTM, layers=2, bi=False, H=24, B=5, T=4, I=12):
     return RNNConfig(seq_length=T, num_layers=layers, hidden_size=H, mini_batch=B,
-                     input_size=I, mode=cell,
+                     input_size=I, mode=mode,
                      direction=DirectionMode.BIDIRECTIONAL if bi else DirectionMode.UNIDIRECTIONAL)
 
 
@@ -82,12 +82,12 @@ def _close(got, want, tol=1e-10):
 
 
 # ---------------------------------------------------------------------------- the partition
-@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("mode", CELLS)
 @pytest.mark.parametrize("layers,bi", [(1, False), (2, False), (3, False), (1, True), (2, True)])
 @pytest.mark.parametrize("batch_slices", [1, 2])
-def test_every_unit_of_every_pseudo_layer_is_owned_once_per_batch_slice(cell, layers, bi,
+def test_every_unit_of_every_pseudo_layer_is_owned_once_per_batch_slice(mode, layers, bi,
                                                                         batch_slices):
-    cfg = _cfg(cell, layers, bi, H=40, B=9)
+    cfg = _cfg(mode, layers, bi, H=40, B=9)
     part = partition.plan(cfg, "int8" if layers > 1 else None, "int8", sm_count=20,
                           smem_per_block=SMEM, batch_slices=batch_slices)
     assert part.grid <= 20
@@ -188,19 +188,19 @@ def test_layers_run_as_a_wavefront_and_a_reverse_layer_waits_for_the_end_of_the_
     assert [back, (4 + 2) * part.units[1]] in w[fwd_top, 0].tolist()
 
 
-@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("mode", CELLS)
 @pytest.mark.parametrize("layers,bi", [(1, False), (2, False), (3, False), (1, True), (2, True)])
-def test_the_model_of_the_kernel_equals_the_twin_in_fp16(cell, layers, bi):
-    got, want, part = _run_model(_cfg(cell, layers, bi), batch_slices=2 if bi else 1)
+def test_the_model_of_the_kernel_equals_the_twin_in_fp16(mode, layers, bi):
+    got, want, part = _run_model(_cfg(mode, layers, bi), batch_slices=2 if bi else 1)
     assert any(s.ks > 1 for s in part.slices)  # k-groups meet in the partial sums
     _close(got, want)
 
 
 @pytest.mark.parametrize("fmt", model.FORMATS)
 @pytest.mark.parametrize("parts", model.PARTS)
-@pytest.mark.parametrize("cell", (RNNMode.LSTM, RNNMode.GRU))
-def test_the_model_of_the_kernel_equals_the_twin_in_eight_bits(fmt, parts, cell):
-    got, want, _ = _run_model(_cfg(cell, 2, True, H=40, B=9), fmt, parts, batch_slices=2)
+@pytest.mark.parametrize("mode", (RNNMode.LSTM, RNNMode.GRU))
+def test_the_model_of_the_kernel_equals_the_twin_in_eight_bits(fmt, parts, mode):
+    got, want, _ = _run_model(_cfg(mode, 2, True, H=40, B=9), fmt, parts, batch_slices=2)
     _close(got, want)
 
 
@@ -272,14 +272,14 @@ def _nvrtc_or_skip():
 
 
 COMPILED = [("sm_90", RNNMode.LSTM, f, f) for f in P.FORMAT_CODE] + \
-    [("sm_90", cell, "int8", "fp16") for cell in CELLS] + \
+    [("sm_90", mode, "int8", "fp16") for mode in CELLS] + \
     [("sm_80", RNNMode.GRU, f, f) for f in ("fp16", "bf16", "int8")]
 
 
-@pytest.mark.parametrize("arch,cell,fx,fh", COMPILED)
-def test_the_kernel_compiles_with_nvrtc(arch, cell, fx, fh):
+@pytest.mark.parametrize("arch,mode,fx,fh", COMPILED)
+def test_the_kernel_compiles_with_nvrtc(arch, mode, fx, fh):
     _nvrtc_or_skip()
-    cfg = _cfg(cell, 2, True, H=64, B=16)
+    cfg = _cfg(mode, 2, True, H=64, B=16)
     part = partition.plan(cfg, fx, fh, sm_count=132, smem_per_block=SMEM)
     cubin = ptxas.nvrtc_compile(P.defines(cfg, part, gx_int=fx == "int8"), arch)
     assert cubin[:4] == b"\x7fELF"

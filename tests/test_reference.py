@@ -68,10 +68,10 @@ def naive_forward(cfg, params, x, hx, cx):
     return layer_in, hy, cy
 
 
-def _cfg(cell, bidirectional=False, layers=2, input_size=6, **kw):
+def _cfg(mode, bidirectional=False, layers=2, input_size=6, **kw):
     d = DirectionMode.BIDIRECTIONAL if bidirectional else DirectionMode.UNIDIRECTIONAL
     return RNNConfig(seq_length=4, num_layers=layers, hidden_size=5, mini_batch=3,
-                     input_size=input_size, mode=cell, direction=d, **kw)
+                     input_size=input_size, mode=mode, direction=d, **kw)
 
 
 def _data(cfg, rng):
@@ -96,11 +96,11 @@ def _assert_matches_naive(cfg, rng, check_cy: bool) -> None:
         np.testing.assert_allclose(fwd.cy, cy, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("cell", CELLS, ids=lambda c: c.name)
+@pytest.mark.parametrize("mode", CELLS, ids=lambda c: c.name)
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: ",".join(f"{k}={getattr(x, 'name', x)}"
                                                                      for k, x in v.items()) or "base")
-def test_forward_matches_a_naive_implementation(cell, variant):
-    _assert_matches_naive(_cfg(cell, **variant), np.random.default_rng(1), cell == RNNMode.LSTM)
+def test_forward_matches_a_naive_implementation(mode, variant):
+    _assert_matches_naive(_cfg(mode, **variant), np.random.default_rng(1), mode == RNNMode.LSTM)
 
 
 def test_projection_and_skip_input_match_the_naive_implementation():
@@ -110,12 +110,12 @@ def test_projection_and_skip_input_match_the_naive_implementation():
         _assert_matches_naive(cfg, rng, False)
 
 
-@pytest.mark.parametrize("cell", CELLS, ids=lambda c: c.name)
+@pytest.mark.parametrize("mode", CELLS, ids=lambda c: c.name)
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
-def test_gradients_match_finite_differences(cell, bidirectional):
+def test_gradients_match_finite_differences(mode, bidirectional):
     rng = np.random.default_rng(3)
-    proj = 3 if cell == RNNMode.LSTM and bidirectional else None
-    cfg = _cfg(cell, bidirectional, proj_size=proj)
+    proj = 3 if mode == RNNMode.LSTM and bidirectional else None
+    cfg = _cfg(mode, bidirectional, proj_size=proj)
     params = R.random_params(cfg, rng, 0.6)
     d = _data(cfg, rng)
     assert_gradients_match_finite_differences(cfg, params, d, rng, probes=3)

@@ -15,9 +15,9 @@ LENGTHS = np.array([5, 2, 5, 1])  # T = 5, B = 4: unsorted on purpose
 CASES = [(c, bi) for c in CELLS for bi in (False, True)]
 
 
-def _cfg(cell, bidirectional, batch=4, seq=5, proj=None):
+def _cfg(mode, bidirectional, batch=4, seq=5, proj=None):
     return RNNConfig(seq_length=seq, num_layers=2, hidden_size=4, mini_batch=batch, input_size=3,
-                     mode=cell, proj_size=proj,
+                     mode=mode, proj_size=proj,
                      direction=DirectionMode.BIDIRECTIONAL if bidirectional
                      else DirectionMode.UNIDIRECTIONAL)
 
@@ -28,24 +28,24 @@ def _data(cfg, rng):
     return {k: rng.uniform(-1, 1, size=s) for k, s in shapes.items()}
 
 
-def _proj(cell, bidirectional):
-    return 2 if cell == RNNMode.LSTM and bidirectional else None
+def _proj(mode, bidirectional):
+    return 2 if mode == RNNMode.LSTM and bidirectional else None
 
 
-@pytest.mark.parametrize("cell,bidirectional", CASES,
+@pytest.mark.parametrize("mode,bidirectional", CASES,
                          ids=[f"{c.name}-{'bi' if b else 'uni'}" for c, b in CASES])
-def test_each_sequence_runs_as_if_alone_to_its_own_length(cell, bidirectional):
+def test_each_sequence_runs_as_if_alone_to_its_own_length(mode, bidirectional):
     rng = np.random.default_rng(11)
-    proj = _proj(cell, bidirectional)
-    cfg = _cfg(cell, bidirectional, proj=proj)
+    proj = _proj(mode, bidirectional)
+    cfg = _cfg(mode, bidirectional, proj=proj)
     params = R.random_params(cfg, rng, 0.6)
     d = _data(cfg, rng)
-    lstm = cell == RNNMode.LSTM
+    lstm = mode == RNNMode.LSTM
     fwd = R.forward(cfg, params, d["x"], d["hx"], d["cx"], lengths=LENGTHS)
     grads = R.backward(cfg, params, fwd, d["dy"], d["dhy"], d["dcy"])
     summed = [p.zeros_like() for p in params]
     for b, n in enumerate(LENGTHS):
-        one = _cfg(cell, bidirectional, batch=1, seq=int(n), proj=proj)
+        one = _cfg(mode, bidirectional, batch=1, seq=int(n), proj=proj)
         cut = lambda a, t=None: a[:t, b:b + 1] if t else a[:, b:b + 1]  # noqa: E731
         alone = R.forward(one, params, cut(d["x"], n), cut(d["hx"]), cut(d["cx"]) if lstm else None)
         np.testing.assert_allclose(fwd.y[:n, b], alone.y[:, 0], rtol=1e-12, atol=1e-13)
@@ -67,11 +67,11 @@ def test_each_sequence_runs_as_if_alone_to_its_own_length(cell, bidirectional):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("cell,bidirectional", CASES,
+@pytest.mark.parametrize("mode,bidirectional", CASES,
                          ids=[f"{c.name}-{'bi' if b else 'uni'}" for c, b in CASES])
-def test_gradients_with_lengths_match_finite_differences(cell, bidirectional):
+def test_gradients_with_lengths_match_finite_differences(mode, bidirectional):
     rng = np.random.default_rng(12)
-    cfg = _cfg(cell, bidirectional, proj=_proj(cell, bidirectional))
+    cfg = _cfg(mode, bidirectional, proj=_proj(mode, bidirectional))
     params = R.random_params(cfg, rng, 0.6)
     d = _data(cfg, rng)
     assert_gradients_match_finite_differences(cfg, params, d, rng, probes=4, lengths=LENGTHS)
@@ -97,19 +97,19 @@ class _NoNumpy:
                              "inputs' array module")
 
 
-@pytest.mark.parametrize("cell,bidirectional", CASES,
+@pytest.mark.parametrize("mode,bidirectional", CASES,
                          ids=[f"{c.name}-{'bi' if b else 'uni'}" for c, b in CASES])
-def test_the_reference_reaches_arrays_only_through_its_inputs_module(monkeypatch, cell,
+def test_the_reference_reaches_arrays_only_through_its_inputs_module(monkeypatch, mode,
                                                                       bidirectional):
     """On a GPU the reference runs on cupy arrays (array_module); a numpy call left in its
     forward or backward would mix the two modules there (a rename once left two, which
     only unequal lengths reach). Here numpy stands in for cupy and the module-level name
     refuses every use."""
     rng = np.random.default_rng(5)
-    cfg = _cfg(cell, bidirectional, proj=_proj(cell, bidirectional))
+    cfg = _cfg(mode, bidirectional, proj=_proj(mode, bidirectional))
     params = R.random_params(cfg, rng, 0.6)
     d = _data(cfg, rng)
-    lstm = cell == RNNMode.LSTM
+    lstm = mode == RNNMode.LSTM
     want = R.forward(cfg, params, d["x"], d["hx"], d["cx"] if lstm else None, lengths=LENGTHS)
     monkeypatch.setattr(R, "array_module", lambda a: np)
     monkeypatch.setattr(R, "np", _NoNumpy())

@@ -133,6 +133,6 @@ def test_a_users_plain_relu_rnn_stays_relu_through_the_tables_loader(tmp_path):
     np.savez(tmp_path / "rnn.npz", **state)
     np.save(tmp_path / "x.npy", np.ones((2, 2, 3), np.float32))
     spec = {"weights": str(tmp_path / "rnn.npz"), "inputs": str(tmp_path / "x.npy")}
-    for cell in (RNNMode.RNN_RELU, RNNMode.RNN_TANH):  # RNN_RELU is 0, a false value
-        assert table.load_source(dict(spec, plain_cell=cell)).rnn.mode == cell
+    for mode in (RNNMode.RNN_RELU, RNNMode.RNN_TANH):  # RNN_RELU is 0, a false value
+        assert table.load_source(dict(spec, plain_cell=mode)).rnn.mode == mode
     assert table.load_source(spec).rnn.mode == RNNMode.RNN_TANH

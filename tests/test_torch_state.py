@@ -30,13 +30,13 @@ from .host_twin import HostEngine
 CELLS = (RNNMode.LSTM, RNNMode.GRU, RNNMode.RNN_TANH, RNNMode.RNN_RELU)
 
 
-def _module(cell, bidirectional=False, layers=2, proj=None, seed=0):
+def _module(mode, bidirectional=False, layers=2, proj=None, seed=0):
     cfg = RNNConfig(seq_length=1, num_layers=layers, hidden_size=8, mini_batch=1,
-                    input_size=5, proj_size=proj, mode=cell,
+                    input_size=5, proj_size=proj, mode=mode,
                     direction=DirectionMode.BIDIRECTIONAL if bidirectional
                     else DirectionMode.UNIDIRECTIONAL)
     params = reference.random_params(cfg, np.random.default_rng(seed), scale=0.5)
-    return statedict.RNNWeights(cell, layers, 8, 5, cfg.proj_size, bidirectional, params)
+    return statedict.RNNWeights(mode, layers, 8, 5, cfg.proj_size, bidirectional, params)
 
 
 def _io(rnn, seq=12, batch=3, seed=1):
@@ -60,10 +60,10 @@ def _same(a: dict, b: dict, atol: float) -> bool:
                if a[n] is not None)
 
 
-@pytest.mark.parametrize("cell,proj", [(c, None) for c in CELLS] + [(RNNMode.LSTM, 6)],
+@pytest.mark.parametrize("mode,proj", [(c, None) for c in CELLS] + [(RNNMode.LSTM, 6)],
                          ids=lambda v: getattr(v, "name", str(v)))
-def test_the_reference_streamed_in_chunks_with_its_state_equals_one_run(cell, proj):
-    rnn = _module(cell, proj=proj)
+def test_the_reference_streamed_in_chunks_with_its_state_equals_one_run(mode, proj):
+    rnn = _module(mode, proj=proj)
     x, hx, cx = _io(rnn)
     run = lambda x, hx, cx: network.reference_outputs(rnn, x, hx=hx, cx=cx)  # noqa: E731
     whole = run(x, hx, cx)
@@ -71,10 +71,10 @@ def test_the_reference_streamed_in_chunks_with_its_state_equals_one_run(cell, pr
     assert not _same(_in_two_chunks(lambda x, h, c: run(x, None, None), x, hx, cx), whole, 1e-3)
 
 
-@pytest.mark.parametrize("cell", CELLS, ids=lambda c: c.name)
-def test_a_bidirectional_module_streamed_in_chunks_is_not_one_run(cell):
+@pytest.mark.parametrize("mode", CELLS, ids=lambda c: c.name)
+def test_a_bidirectional_module_streamed_in_chunks_is_not_one_run(mode):
     """As in PyTorch's own module: the reverse direction of each chunk starts at its end."""
-    rnn = _module(cell, bidirectional=True)
+    rnn = _module(mode, bidirectional=True)
     x, hx, cx = _io(rnn)
     run = lambda x, hx, cx: network.reference_outputs(rnn, x, hx=hx, cx=cx)  # noqa: E731
     assert not _same(_in_two_chunks(run, x, hx, cx), run(x, hx, cx), 1e-3)
@@ -90,11 +90,11 @@ def _eight_bit(rnn, fmt="int8", parts="both"):
 
 
 @pytest.mark.parametrize("fmt", model.FORMATS)
-@pytest.mark.parametrize("cell", CELLS, ids=lambda c: c.name)
-def test_the_quantized_twin_streamed_in_chunks_equals_one_run(cell, fmt):
+@pytest.mark.parametrize("mode", CELLS, ids=lambda c: c.name)
+def test_the_quantized_twin_streamed_in_chunks_equals_one_run(mode, fmt):
     """The 8-bit engines' function carries its state like the reference: the scales are
     the calibration's, the same for every chunk."""
-    rnn = _module(cell)
+    rnn = _module(mode)
     cfg, stacked, plan, (x, hx, cx) = _eight_bit(rnn, fmt)
 
     def run(x, hx, cx):
@@ -119,9 +119,9 @@ def _judge_engine(rnn, cfg, stacked, plan, io, out, tolerance=1.0, fmt="int8"):
     return verify.judge(candidate, runner, rnn, tolerance, given, given, out)
 
 
-@pytest.mark.parametrize("cell", CELLS, ids=lambda c: c.name)
-def test_an_8bit_engines_arithmetic_passes_and_its_unquantized_network_does_not(cell):
-    rnn = _module(cell)
+@pytest.mark.parametrize("mode", CELLS, ids=lambda c: c.name)
+def test_an_8bit_engines_arithmetic_passes_and_its_unquantized_network_does_not(mode):
+    rnn = _module(mode)
     cfg, stacked, plan, io = _eight_bit(rnn)
     facts, why = _judge_engine(rnn, cfg, stacked, plan, io, _host_outputs(cfg, stacked, plan, io))
     assert why is None, why

@@ -51,19 +51,19 @@ def _adam_kernel(cp):
         "float32 p, float32 m, float32 v", _ADAM_SRC, "cudnn_rnn_adam")
 
 
-def config(cell: RNNMode, layers: int, hidden: int, embed: int, seq: int, batch: int) -> RNNConfig:
+def config(mode: RNNMode, layers: int, hidden: int, embed: int, seq: int, batch: int) -> RNNConfig:
     """The training flow's configuration (FLOAT, FMA math: true FP32)."""
     return RNNConfig(seq_length=seq, mini_batch=batch, num_layers=layers, hidden_size=hidden,
-                     input_size=embed, mode=cell, math_type=MathType.FMA_MATH)
+                     input_size=embed, mode=mode, math_type=MathType.FMA_MATH)
 
 
-def train(cell: RNNMode, train_codes: np.ndarray, *, layers: int, hidden: int, embed: int,
+def train(mode: RNNMode, train_codes: np.ndarray, *, layers: int, hidden: int, embed: int,
           vocab: int, seq: int, batch: int, steps: int, lr: float, clip: float, seed: int,
           log=print, log_every: int = 100) -> tuple[network.CharLM, list]:
     """A trained :class:`~cudnn_rnn.charlm.network.CharLM` and the log rows (step, mean
     loss in bits per character over the rows since the last, learning rate, seconds)."""
     cp = cupy_or_raise()
-    cfg = config(cell, layers, hidden, embed, seq, batch)
+    cfg = config(mode, layers, hidden, embed, seq, batch)
     with RNNFlow(cfg, init="random", seed=seed) as flow:
         result = flow.run(until="weights")
         if result.failure is not None:
@@ -73,7 +73,7 @@ def train(cell: RNNMode, train_codes: np.ndarray, *, layers: int, hidden: int, e
                             clip=clip, seed=seed, log=log, log_every=log_every)
         arrays = readback.weight_arrays(flow, "w")
     params = reference.params_from_arrays(cfg, arrays)
-    rnn = RNNWeights(cell, layers, hidden, embed, hidden, False, params)
+    rnn = RNNWeights(mode, layers, hidden, embed, hidden, False, params)
     emb, dw, db = (a.get().astype(np.float64) for a in outer)
     return network.CharLM(rnn, emb, dw, db), rows
 
