@@ -139,9 +139,13 @@ def test_a_k_group_multiplies_one_part_of_k_unless_it_is_the_ctas_only_one(layer
         assert 1 <= s.kx < s.ks and not s.straddles
         assert all(g.stop <= s.nxc for g in groups[:s.kx])
         assert all(g.start >= s.nxc for g in groups[s.kx:])
-        # each part's groups share its chunks evenly (the last run may be shorter)
+        # each part's groups take equal runs (the last may be shorter), and no other split
+        # of the groups between the parts has a shorter longest run
         for runs in (groups[:s.kx], groups[s.kx:]):
-            assert max(len(r) for r in runs) - min(len(r) for r in runs) <= len(runs[0])
+            assert len({len(r) for r in runs[:-1]}) <= 1 and len(runs[-1]) <= len(runs[0])
+        longest = max(len(r) for r in groups)
+        nh = s.nc - s.nxc
+        assert longest == min(max(-(-s.nxc // kx), -(-nh // (s.ks - kx))) for kx in range(1, s.ks))
     assert part.straddles == any(s.ks == 1 for s in above) == (threads == 64)
 
 

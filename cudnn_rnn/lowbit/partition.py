@@ -279,6 +279,17 @@ def pstride(mpad: int) -> int:
     return mpad + 4 + (mpad & 16)
 
 
+def _input_groups(ks: int, nxc: int, nc: int) -> int:
+    """How many of ``ks`` k-groups take the input part's ``nxc`` chunks (the rest the
+    recurrent part's): the split whose longest run of chunks is shortest, at least one group
+    on each part, nearest in proportion on a tie; 0 where there is no input part or one
+    group (it then takes all of K)."""
+    if not nxc or ks < 2:
+        return 0
+    longest = lambda kx: max(-(-nxc // kx), -(-(nc - nxc) // (ks - kx)))  # noqa: E731
+    return min(range(1, ks), key=lambda kx: (longest(kx), abs(kx - ks * nxc / nc)))
+
+
 def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob) -> Slice:
     """``mpad``: the rows of the pseudo-layer's full slices (a last slice of fewer units
     takes as many, its rows past ``gates * nu`` zero, so that its tiles are theirs)."""
@@ -286,8 +297,7 @@ def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blo
     ts = -(-(npad // 8) // ntw)
     ks = max(1, warps // ts)
     nxc, nc = kxb // CHUNK, (kxb + hrowb) // CHUNK
-    # groups on the input part in proportion to its chunks, at least one on each part
-    kx = min(ks - 1, max(1, round(ks * nxc / nc))) if nxc and ks > 1 else 0
+    kx = _input_groups(ks, nxc, nc)
     rowb = nc * CHUNK + PAD
     off_dq = _up(mpad * rowb, 16)
     off_own = off_dq + 4 * mpad * 4  # dequantization and biases per row
