@@ -128,6 +128,46 @@ def test_each_product_path_of_the_kernel_verifies(cuda, exact, straddle, name):
         assert wrong is None, facts
 
 
+@pytest.mark.parametrize("mode,direction,names", [
+    (RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, ["persistent:fp16", "persistent:int8/both"]),
+    (RNNMode.GRU, DirectionMode.BIDIRECTIONAL, ["persistent:bf16", "persistent:e4m3/both",
+                                                "persistent:int8/input"])],
+    ids=["LSTM-UNI", "GRU-BID"])
+def test_the_polling_kernel_verifies_and_replays(cuda, fp8_capable, mode, direction, names):
+    """POLL: no counters, every slot starts as the sentinel and a consumer reads its inputs
+    again until none is left; verified and replayed as every candidate, in each format."""
+    cfg = _cfg(mode, direction, 2)
+    result = C.run_configs(cfg, names, reps=3, warmup=1, budget_s=None, settings=["b1t256p"])
+    for rec in result["records"]:
+        _check(rec, mode, fp8_capable)
+        if rec["outcome"] == "OK":
+            assert rec["settings"] == "b1t256p"
+
+
+@pytest.mark.parametrize("fmt", ["int8", "e4m3", "fp16", "bf16"])
+def test_no_value_rounds_to_the_polling_sentinel(cuda, fp8_capable, fmt):
+    """The rounding rules the kernel writes h with (kernels.PREAMBLE's, as the quantizer
+    kernel runs them) never make persistent.SENTINEL's code, whatever the value: else a
+    consumer would wait for a slot that is written."""
+    if fmt == "e4m3" and not fp8_capable:
+        pytest.skip("FP8 needs compute capability 8.9+")
+    from cudnn_rnn.lowbit import kernels
+    v = np.concatenate([np.array([np.inf, -np.inf, np.nan, -np.nan, 0.0, -0.0, 3e38, -3e38],
+                                 np.float32),
+                        np.random.default_rng(0).standard_normal(1 << 16).astype(np.float32)
+                        * np.float32(1e3)])
+    dtype = kernels.FORMATS[fmt][0]
+    out = cuda.empty(v.size, dtype)
+    kernels.quantizer(fmt)(cuda.asarray(v), np.float32(0.5), out, size=v.size)
+    codes = out.get().view(np.uint8).reshape(v.size, -1)
+    sentinel = persistent.SENTINEL[fmt]
+    hit = (codes == sentinel).all(axis=1)
+    if fmt == "bf16":  # only a NaN keeps its sign and top bits: not from a number
+        assert not hit[~np.isnan(v)].any()
+    else:
+        assert not hit.any(), v[hit]
+
+
 def test_engines_that_share_one_compiled_kernel_each_launch_with_their_own_shared_memory(cuda):
     """Same constants, different hidden sizes: one CUfunction (CuPy memoizes the module by
     its source), two shared-memory sizes. The larger engine, built first, must still launch

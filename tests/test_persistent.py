@@ -301,6 +301,21 @@ def test_each_product_path_compiles(exact, straddle):
     assert ptxas.ptxas_info(consts)["spill_stores"] == 0
 
 
+@pytest.mark.parametrize("fx,fh", [("int8", "int8"), ("e4m3", "e4m3"), ("bf16", "bf16"),
+                                   ("int8", "fp16")])
+def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_it(fx, fh):
+    """POLL (consumers read the state itself until no sentinel byte is left): an
+    experiment a diagnostic names (b1t256p, ...), not a shape the tuner tries."""
+    _nvrtc_or_skip()
+    cfg = _cfg(RNNMode.LSTM, 2, True, H=64, B=16)
+    part = partition.plan(cfg, fx, fh, sm_count=132, smem_per_block=SMEM)
+    consts = P.defines(cfg, part, gx_int=fx == "int8", poll=True)
+    assert consts["POLL"] == 1 and ptxas.ptxas_info(consts)["spill_stores"] == 0
+    assert all(s.poll and s.name.endswith("p") for s in P.EXPERIMENTS)
+    assert not any(s.poll for s in P.SETTINGS)
+    assert {s.name for s in P.EXPERIMENTS} == {s.name + "p" for s in P.SETTINGS}
+
+
 @pytest.mark.parametrize("threads", [256, 512])
 @pytest.mark.parametrize("fmt", list(P.FORMAT_CODE))
 def test_the_kernels_own_shared_memory_fits_what_the_engine_sets_aside(fmt, threads):

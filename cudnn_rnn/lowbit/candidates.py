@@ -336,9 +336,11 @@ def run_configs(cfg: RNNConfig, names: list, seed: int = 0, reps: int = 20, warm
                 budget_s: float | None = 0.3, graphs: bool = True,
                 settings: list | None = None) -> dict:
     """Every configuration in ``names`` (:attr:`Config.name`) at ``cfg``'s shape: records.
-    ``settings``: the persistent kernel's launch shapes to try, by name (None: all)."""
+    ``settings``: the persistent kernel's launch shapes to try, by name (None: the tuner's,
+    :data:`persistent.SETTINGS`; named, also :data:`persistent.EXPERIMENTS`)."""
     cp = cupy_or_raise()
-    shapes = tuple(s for s in persistent.SETTINGS if settings is None or s.name in settings)
+    shapes = persistent.SETTINGS if settings is None else tuple(
+        s for s in persistent.SETTINGS + persistent.EXPERIMENTS if s.name in settings)
     configs = [parse(n) for n in names]
     values = draw(cfg, seed)
     cal = values["calibration"]

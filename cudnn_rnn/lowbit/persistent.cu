@@ -12,6 +12,9 @@
 //            part (partition.Partition.straddles): the input part's sums kept apart
 //   EXACT    1 when every CTA fills MT m-tiles and its warps' n-tiles (Partition.exact): no
 //            tile's bounds are checked
+//   POLL     1: no counters; every state slot starts as the sentinel (persistent.SENTINEL,
+//            a code no rounding makes), and a CTA stages its inputs at once, reading again
+//            each 16-byte piece that still holds a sentinel byte (an experiment, not tuned)
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
@@ -143,6 +146,23 @@ struct Pairs {
     }
 };
 
+// whether the first `real` bytes of a staged 16-byte piece in format F hold a sentinel byte
+// (POLL): 0x80 for int8, 0xFF for e4m3, 0xFFFF for the 16-bit formats
+__device__ __forceinline__ bool unset(const unsigned char* d, int real, int f) {
+    const uint4 w = *(const uint4*)d;
+    const unsigned v[4] = {w.x, w.y, w.z, w.w};
+    bool any = false;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const int n = min(4, max(0, real - 4 * k));  // real bytes of this word
+        const unsigned keep = n >= 4 ? 0xFFFFFFFFu : (1u << (8 * n)) - 1u;
+        const unsigned hit = f < 2 ? __vcmpeq2(v[k], 0xFFFFFFFFu)
+                                   : __vcmpeq4(v[k], f == 2 ? 0x80808080u : 0xFFFFFFFFu);
+        any |= (hit & keep) != 0u;
+    }
+    return any;
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slices,
                const int* __restrict__ waits, const unsigned char* __restrict__ blob,
@@ -224,8 +244,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     fetch_gx(0);
     cp_commit();
     cp_wait<0>();
+    if (tid == 0) bail = 0;
     __syncthreads();
-    if (tid == 0) red_release(mine, 1u);
+    if (!POLL && tid == 0) red_release(mine, 1u);
 #if TRACE
 #define MARK(i) do { if (tid == 0) trace[((unsigned)blockIdx.x * T + s) * 12 + (i)] = \
     ((i) == 6 || (i) == 7 ? globaltimer() : clock64()); } while (0)
@@ -265,7 +286,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     for (int s = 0; s < T; ++s) {
         const int t = L.dir ? T - 1 - s : s;
         MARK(0);
-        if (tid == 0) {
+        if (!POLL && tid == 0) {
             int ok = 1;
             for (int i = 0; i < MAXW && ok; ++i) {
                 const int ctr = my_waits[((unsigned)s * MAXW + i) * 2];
@@ -309,6 +330,42 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 }
             }
         };
+#if POLL
+        // this thread's pieces of slab i, read again while a byte is still the sentinel (its
+        // producer has not written it yet); false: a piece never settled (status set)
+        auto settle = [&](int i, int st) {
+            const int within = i * SLAB + pchunk;
+            unsigned char* dst = ring + ((unsigned)st * ks * npad + prow) * SROW + piece * 16;
+#pragma unroll 1
+            for (int grp = 0; grp < ks; ++grp) {
+                const int c = ga(grp) + within;
+                if (c >= gb(grp)) continue;
+                const bool x = c < nxc;
+                const int real = min(16, (x ? D * H * BPE(FX) : H * BPE(FH))
+                                         - ((x ? c : c - nxc) * 32 + (piece & 1) * 16));
+                if (real <= 0) continue;  // the row's padding: nobody writes it
+                const unsigned char* src = (x ? xsrc + xrow0 : hsrc + hrow0) + c * 32;
+                const int stride = (x ? xrowb : hrowb) * (THREADS / (SLAB * 2));
+                unsigned char* d = dst + (unsigned)grp * npad * SROW;
+#pragma unroll 1
+                for (int n = prow, at = 0; n < nb; n += THREADS / (SLAB * 2), at += stride) {
+                    long long spins = 0;
+                    while (unset(d, real, x ? FX : FH)) {
+                        if (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status)) {
+                            atomicExch(status, 1);
+                            bail = 1;
+                            return;
+                        }
+                        if (spins > 2) __nanosleep(128);  // a long wait: less L2 traffic
+                        cp16(d, src + at, 16);
+                        cp_commit();
+                        cp_wait<0>();
+                    }
+                    d += (THREADS / (SLAB * 2)) * SROW;
+                }
+            }
+        };
+#endif
 
         float acc[MT][NTW][4];
 #if STRADDLE
@@ -352,7 +409,13 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             if (i + STAGES - 1 < nslab) load(i + STAGES - 1, (i + STAGES - 1) % STAGES);
             cp_commit();
             cp_wait<STAGES - 1>();
+#if POLL
+            settle(i, i % STAGES);
             __syncthreads();
+            if (bail) return;
+#else
+            __syncthreads();
+#endif
             if (i == 0) MARK(8);
             if (active) {
                 const unsigned char* sb = ring + (unsigned)((i % STAGES) * ks + kg) * npad * SROW
@@ -494,7 +557,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         }
         MARK(4);
         __syncthreads();
-        if (tid == 0) red_release(mine, 1u);  // release: this CTA's writes before it
+        if (!POLL && tid == 0) red_release(mine, 1u);  // release: this CTA's writes before it
         MARK(5);
         MARK(7);
         if (s + 1 < T) {

@@ -43,6 +43,10 @@ CELL_CODE = {RNNMode.RNN_RELU: 0, RNNMode.RNN_TANH: 1, RNNMode.LSTM: 2, RNNMode.
 # compute capability each operand format's mma.sync needs (m16n8k16 f16/bf16, m16n8k32 s8/e4m3)
 MIN_CAPABILITY = {"fp16": (8, 0), "bf16": (8, 0), "int8": (8, 0), "e4m3": (8, 9)}
 FLOAT_PRECISIONS = ("fp16", "bf16")
+# POLL: the byte every state slot starts as, one no rounding of a value makes (INT8 clips to
+# +-127; E4M3's largest code is 0x7E and its NaN 0x7F; FP16's NaN is 0x7FFF; BF16 keeps a
+# NaN's sign and top bits, so only a NaN can make its 0xFFFF)
+SENTINEL = {"fp16": 0xFF, "bf16": 0xFF, "int8": 0x80, "e4m3": 0xFF}
 SPIN_LIMIT = 1 << 24  # polls of one counter before the kernel gives up (seconds)
 # cudaDeviceAttr values (driver_types.h)
 ATTR_SM_COUNT, ATTR_COOPERATIVE, ATTR_SMEM_OPTIN = 16, 95, 97
@@ -71,16 +75,21 @@ class Settings:
     ctas: int | None = None
     batch_slices: int = 1
     threads: int = 256
+    poll: bool = False  # consumers poll the state itself, not counters (POLL; not tuned yet)
 
     @property
     def name(self) -> str:
         ctas = "" if self.ctas is None else f"c{self.ctas}"
-        return f"b{self.batch_slices}{ctas}t{self.threads}"
+        return f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
 
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512))
+# shapes a diagnostic may name (tools/persistent_probe.py --settings) that the tuner does not
+# try: not yet measured against SETTINGS on a GPU
+EXPERIMENTS = tuple(Settings(batch_slices=s.batch_slices, threads=s.threads, poll=True)
+                    for s in SETTINGS)
 
 
 def formats(ops: list) -> tuple[str | None, str, str]:
@@ -105,7 +114,7 @@ def check_formats(fx: str | None, fh: str, cap: tuple[int, int]) -> None:
 
 
 def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
-            spin_limit: int = SPIN_LIMIT, trace: bool = False) -> dict:
+            spin_limit: int = SPIN_LIMIT, trace: bool = False, poll: bool = False) -> dict:
     """The compile-time constants of one kernel (persistent.cu's header lists them)."""
     fx = part.fx or part.fh
     return {"CELL": CELL_CODE[cfg.mode], "GATES": cfg.gates, "FX": FORMAT_CODE[fx],
@@ -114,7 +123,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             "SLAB": partition.SLAB, "STAGES": part.stages, "PAD": partition.PAD,
             "STRADDLE": int(part.straddles), "EXACT": int(part.exact),
             "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL",
-            "TRACE": int(trace)}
+            "TRACE": int(trace), "POLL": int(poll)}
 
 
 def source(consts: dict) -> str:
@@ -196,7 +205,7 @@ def precompile(cp, cfg: RNNConfig, stacked, float_precision: str, plan, shapes) 
             part, gx_precision = layout(cfg, ops, plan, settings, limits)
         except Exception:  # met again, and judged, when this shape's engine is built
             continue
-        consts = defines(cfg, part, gx_int(gx_precision))
+        consts = defines(cfg, part, gx_int(gx_precision), poll=settings.poll)
         sources[source(consts)] = consts
     device = cp.cuda.Device().id
 
@@ -303,7 +312,7 @@ class PersistentEngine(Forward):
         self.status = cp.zeros(1, cp.int32)
 
     def _compile(self, gx_int: bool, spin_limit: int, trace: bool) -> None:
-        consts = defines(self.cfg, self.part, gx_int, spin_limit, trace)
+        consts = defines(self.cfg, self.part, gx_int, spin_limit, trace, self.settings.poll)
         self.trace = (self.cp.zeros((self.part.grid, self.cfg.seq_length, 12), self.cp.int64)
                       if trace else None)
         self.module, self.kernel = compiled(self.cp, consts)
@@ -331,6 +340,11 @@ class PersistentEngine(Forward):
                 m.run(w.data.ptr, self.x_op.data.ptr, gx.data.ptr, self.workspace.data.ptr,
                       self.workspace.nbytes, stream.ptr)
             self.counters.fill(0)
+            if self.settings.poll:  # every slot unwritten: what a consumer polls for
+                for hq in self.hq:
+                    hq.fill(SENTINEL[self.part.fh])
+                for xin in self.xin.values():
+                    xin.fill(SENTINEL[self.part.fx])
             i32 = np.int32
             self.kernel((self.part.grid,), (self.part.threads,),
                         (t["layers"], t["slices"], t["waits"], t["blob"], self.counters,
