@@ -128,15 +128,18 @@ def test_each_product_path_of_the_kernel_verifies(cuda, exact, straddle, name):
         assert wrong is None, facts
 
 
-@pytest.mark.parametrize("mode,direction,names", [
-    (RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, ["persistent:fp16", "persistent:int8/both"]),
-    (RNNMode.GRU, DirectionMode.BIDIRECTIONAL, ["persistent:bf16", "persistent:e4m3/both",
-                                                "persistent:int8/input"])],
-    ids=["LSTM-UNI", "GRU-BID"])
-def test_the_polling_kernel_verifies_and_replays(cuda, fp8_capable, mode, direction, names):
+@pytest.mark.parametrize("mode,direction,hidden,names", [
+    (RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 24, ["persistent:fp16", "persistent:int8/both",
+                                                     "persistent:e4m3/both"]),
+    (RNNMode.GRU, DirectionMode.BIDIRECTIONAL, 64, ["persistent:bf16", "persistent:e4m3/both",
+                                                    "persistent:int8/input"])],
+    ids=["LSTM-UNI-H24", "GRU-BID-H64"])
+def test_the_polling_kernel_verifies_and_replays(cuda, fp8_capable, mode, direction, hidden,
+                                                 names):
     """POLL: no counters, every slot starts as the sentinel and a consumer reads its inputs
-    again until none is left; verified and replayed as every candidate, in each format."""
-    cfg = _cfg(mode, direction, 2)
+    again until none is left; verified and replayed as every candidate, in each format (H 24:
+    rows with padding past their codes, which must stay zero)."""
+    cfg = _cfg(mode, direction, 2, hidden=hidden)
     result = C.run_configs(cfg, names, reps=3, warmup=1, budget_s=None, settings=["b1t256p"])
     for rec in result["records"]:
         _check(rec, mode, fp8_capable)
@@ -152,8 +155,8 @@ def test_no_value_rounds_to_the_polling_sentinel(cuda, fp8_capable, fmt):
     if fmt == "e4m3" and not fp8_capable:
         pytest.skip("FP8 needs compute capability 8.9+")
     from cudnn_rnn.lowbit import kernels
-    v = np.concatenate([np.array([np.inf, -np.inf, np.nan, -np.nan, 0.0, -0.0, 3e38, -3e38],
-                                 np.float32),
+    nans = np.array([0xFFFFFFFF, 0x7FFFFFFF, 0xFFC00000, 0xFF800001], np.uint32).view(np.float32)
+    v = np.concatenate([np.array([np.inf, -np.inf, 0.0, -0.0, 3e38, -3e38], np.float32), nans,
                         np.random.default_rng(0).standard_normal(1 << 16).astype(np.float32)
                         * np.float32(1e3)])
     dtype = kernels.FORMATS[fmt][0]
@@ -162,8 +165,8 @@ def test_no_value_rounds_to_the_polling_sentinel(cuda, fp8_capable, fmt):
     codes = out.get().view(np.uint8).reshape(v.size, -1)
     sentinel = persistent.SENTINEL[fmt]
     hit = (codes == sentinel).all(axis=1)
-    if fmt == "bf16":  # only a NaN keeps its sign and top bits: not from a number
-        assert not hit[~np.isnan(v)].any()
+    if fmt == "bf16":  # only a NaN keeps its sign and top bits (a user's h0 of one would
+        assert not hit[~np.isnan(v)].any()  # stall a POLL launch): never from a number
     else:
         assert not hit.any(), v[hit]
 

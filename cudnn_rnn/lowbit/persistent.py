@@ -341,10 +341,7 @@ class PersistentEngine(Forward):
                       self.workspace.nbytes, stream.ptr)
             self.counters.fill(0)
             if self.settings.poll:  # every slot unwritten: what a consumer polls for
-                for hq in self.hq:
-                    hq.fill(SENTINEL[self.part.fh])
-                for xin in self.xin.values():
-                    xin.fill(SENTINEL[self.part.fx])
+                self._unwrite()
             i32 = np.int32
             self.kernel((self.part.grid,), (self.part.threads,),
                         (t["layers"], t["slices"], t["waits"], t["blob"], self.counters,
@@ -352,6 +349,18 @@ class PersistentEngine(Forward):
                          i32(c.seq_length), i32(c.mini_batch), i32(c.hidden_size),
                          i32(c.dirs), i32(self.part.hrowb), i32(self.part.xrowb)),
                         shared_mem=self.part.smem)
+
+    def _unwrite(self) -> None:
+        """POLL: every state slot's codes the sentinel, a row's padding past its codes left
+        zero (it meets zero weights; a sentinel there would be a NaN in 16 bits and in E4M3,
+        and no producer writes it)."""
+        c, part = self.cfg, self.part
+        for hq in self.hq:
+            width = c.hidden_size * partition.FORMAT_BYTES[part.fh]
+            hq.reshape(-1, part.hrowb)[:, :width].fill(SENTINEL[part.fh])
+        for xin in self.xin.values():
+            width = c.dirs * c.hidden_size * partition.FORMAT_BYTES[part.fx]
+            xin.reshape(-1, part.xrowb)[:, :width].fill(SENTINEL[part.fx])
 
     def check(self) -> None:
         """:class:`Stalled` if a launch since :meth:`set_inputs` gave up a wait."""
