@@ -316,6 +316,31 @@ def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_i
     assert {s.name for s in P.EXPERIMENTS} == {s.name + "p" for s in P.SETTINGS}
 
 
+@pytest.mark.parametrize("phase", ["mma", "load", "gates"])
+def test_the_probe_tool_leaves_each_phase_out_of_the_kernel_it_compiles(phase):
+    """tools/persistent_probe.py --drop: its exact-text patches still find the kernel's text
+    (as often as listed) and leave a kernel that compiles, so a phase's cost stays
+    measurable as the kernel changes."""
+    _nvrtc_or_skip()
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "tools" / "persistent_probe.py"
+    spec = importlib.util.spec_from_file_location("tools_persistent_probe", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    cfg = _cfg(RNNMode.GRU, 2, False, H=64, B=16)
+    part = partition.plan(cfg, "int8", "fp16", sm_count=132, smem_per_block=SMEM)
+    consts = P.defines(cfg, part, gx_int=True)
+    text = tool.without(phase)(consts)
+    assert text != P.source(consts)
+    from cupy_backends.cuda.libs import nvrtc
+    prog = nvrtc.createProgram(text, "dropped.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, ["--gpu-architecture=sm_90", "--std=c++17"])
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
 @pytest.mark.parametrize("threads", [256, 512])
 @pytest.mark.parametrize("fmt", list(P.FORMAT_CODE))
 def test_the_kernels_own_shared_memory_fits_what_the_engine_sets_aside(fmt, threads):

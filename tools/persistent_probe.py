@@ -2,6 +2,12 @@
 the chosen one verified and timed, beside the GEMM engine of the same plans (one process).
 
     python tools/persistent_probe.py --out DIR [--shapes LSTM:20:2:512:64,...] [--names ...]
+        [--settings b1t256,...] [--trace NAME@SETTINGS,...] [--drop mma,load,gates]
+
+``--drop`` traces each ``--trace`` item again with each phase left out of the kernel (an
+exact-text patch of its source, :data:`DROPS`; such a launch computes nothing that is
+read, only its phases' times): what a phase costs is the step's time with it against
+without it.
 
 A diagnostic behind statements in the README and the issue notes (not part of the package).
 """
@@ -14,6 +20,37 @@ from pathlib import Path
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit.candidates import run_configs
+
+# phase -> (text of persistent.cu, what replaces it, how many times it occurs)
+DROPS = {
+    "mma": [("mma<FH>(acc[m][nn], af[m], bf[nn]);", ";", 2),
+            ("mma<FX>(acc[m][nn], af[m], bf[nn]);", ";", 1)],
+    "load": [("if (c >= gb(grp)) continue;\n                const bool x = c < nxc;\n"
+              "                const unsigned char* src",
+              "if (true) continue;\n                const bool x = c < nxc;\n"
+              "                const unsigned char* src", 1)],
+    "gates": [("for (Pairs it(tid, nu); it.p < nb * nu;) {",
+               "for (Pairs it(tid, nu); it.p < 0;) {", 1)],
+}
+PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "step_total")
+
+
+def without(phase: str):
+    """persistent.source with ``phase`` left out (:data:`DROPS`); ValueError where the
+    kernel's text no longer holds a patch exactly as often as listed."""
+    from cudnn_rnn.lowbit import persistent
+    base = persistent.source
+
+    def source(consts):
+        text = base(consts)
+        for old, new, times in DROPS[phase]:
+            if text.count(old) != times:
+                raise ValueError(f"--drop {phase}: persistent.cu holds {old!r} "
+                                 f"{text.count(old)} times, not {times}")
+            text = text.replace(old, new)
+        return text
+    return source
+
 
 SHAPES = "LSTM:20:2:512:64,LSTM:50:1:1024:256,LSTM:50:1:2048:128,LSTM:50:1:1024:64,GRU:20:2:512:64"
 NAMES = "persistent:fp16,persistent:int8/both,persistent:e4m3/both,fp16,int8/both"
@@ -75,6 +112,20 @@ def trace(cfg, name: str, settings: str) -> dict:
     return out
 
 
+def _traced(cfg, name: str, settings: str, dropped: str | None) -> dict:
+    """:func:`trace`, with ``dropped`` left out of the kernel; an error is said, not raised."""
+    from cudnn_rnn.lowbit import persistent
+    base = persistent.source
+    try:
+        if dropped:
+            persistent.source = without(dropped)
+        return trace(cfg, name, settings)
+    except Exception as exc:  # noqa: BLE001 - a diagnostic: say it and go on
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        persistent.source = base
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
@@ -84,7 +135,13 @@ def main() -> int:
                    help="comma-separated launch shapes (the tuner's; b1t256p etc.: POLL)")
     p.add_argument("--trace", default=None,
                    help="NAME@SETTINGS,...: also one traced launch of each, per shape")
+    p.add_argument("--drop", default="",
+                   help=f"phases ({','.join(DROPS)}): each --trace again without each")
     a = p.parse_args()
+    drops = [d for d in a.drop.split(",") if d]
+    unknown = sorted(set(drops) - set(DROPS))
+    if unknown:
+        p.error(f"--drop: no phase {', '.join(unknown)} (choose from {', '.join(DROPS)})")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []
@@ -108,12 +165,14 @@ def main() -> int:
         traces = []
         for item in (a.trace.split(",") if a.trace else []):
             name, settings = item.split("@")
-            try:
-                t = trace(cfg, name, settings)
-            except Exception as exc:  # noqa: BLE001 - a diagnostic: say it and go on
-                t = {"error": f"{type(exc).__name__}: {exc}"}
-            traces.append({"name": name, **t})
-            print(f"trace {name}@{settings}: " + json.dumps(t, default=str))
+            for dropped in [None] + drops:
+                t = _traced(cfg, name, settings, dropped)
+                traces.append({"name": name, "dropped": dropped, **t})
+                print(f"trace {name}@{settings}" + (f" without {dropped}" if dropped else "")
+                      + ": " + json.dumps(t, default=str))
+                for k, m in t.get("layers", {}).items():
+                    print(f"  pseudo-layer {k}: " + " ".join(
+                        f"{ph}={m[ph]:.0f}" for ph in PHASES if m.get(ph) is not None) + " ns")
         results.append({"shape": spec, "records": r["records"], "traces": traces})
         (out / "persistent_probe.json").write_text(json.dumps(results, indent=1, default=str))
     return 0
