@@ -311,9 +311,13 @@ def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_i
     part = partition.plan(cfg, fx, fh, sm_count=132, smem_per_block=SMEM)
     consts = P.defines(cfg, part, gx_int=fx == "int8", poll=True)
     assert consts["POLL"] == 1 and ptxas.ptxas_info(consts)["spill_stores"] == 0
-    assert all(s.poll and s.name.endswith("p") for s in P.EXPERIMENTS)
     assert not any(s.poll for s in P.SETTINGS)
-    assert {s.name for s in P.EXPERIMENTS} == {s.name + "p" for s in P.SETTINGS}
+    for s in P.SETTINGS + (P.Settings(ctas=64, batch_slices=2, threads=512, poll=True),):
+        assert P.Settings.parse(s.name) == s  # a diagnostic names any shape
+    assert P.Settings.parse("b1t256p").poll and not P.Settings.parse("b1t256").poll
+    for bad in ("b1", "t256", "b1t256q", "B1T256"):
+        with pytest.raises(ValueError, match="no launch shape"):
+            P.Settings.parse(bad)
 
 
 @pytest.mark.parametrize("phase", ["mma", "load", "gates"])

@@ -62,7 +62,7 @@ def trace(cfg, name: str, settings: str) -> dict:
     step's wait ended."""
     import numpy as np
     from cudnn_rnn.lowbit import candidates as C, model, partition
-    from cudnn_rnn.lowbit.persistent import EXPERIMENTS, PersistentEngine, SETTINGS
+    from cudnn_rnn.lowbit.persistent import PersistentEngine, Settings
     from cudnn_rnn.engine.gpu import cupy_or_raise
     cp = cupy_or_raise()
     config = C.parse(name)
@@ -72,7 +72,7 @@ def trace(cfg, name: str, settings: str) -> dict:
         cal = values["calibration"]
         plan = model.plan(cfg, values["stacked"], model.calibrate(cfg, values["stacked"], **cal),
                           config.fmt, config.parts)
-    shape = next(s for s in SETTINGS + EXPERIMENTS if s.name == settings)
+    shape = Settings.parse(settings)
     with PersistentEngine(cfg, values["stacked"], config.precision, plan, shape,
                           trace=True) as e:
         io = values["io"]
@@ -132,7 +132,8 @@ def main() -> int:
     p.add_argument("--shapes", default=SHAPES)
     p.add_argument("--names", default=NAMES)
     p.add_argument("--settings", default=None,
-                   help="comma-separated launch shapes (the tuner's; b1t256p etc.: POLL)")
+                   help="comma-separated launch shapes (the tuner's; any b<slices>[c<CTAs>]"
+                        "t<threads>[p], p: POLL)")
     p.add_argument("--trace", default=None,
                    help="NAME@SETTINGS,...: also one traced launch of each, per shape")
     p.add_argument("--drop", default="",

@@ -337,10 +337,11 @@ def run_configs(cfg: RNNConfig, names: list, seed: int = 0, reps: int = 20, warm
                 settings: list | None = None) -> dict:
     """Every configuration in ``names`` (:attr:`Config.name`) at ``cfg``'s shape: records.
     ``settings``: the persistent kernel's launch shapes to try, by name (None: the tuner's,
-    :data:`persistent.SETTINGS`; named, also :data:`persistent.EXPERIMENTS`)."""
+    :data:`persistent.SETTINGS`; any :meth:`persistent.Settings.parse` reads: b1t512,
+    b1t256p, ...)."""
     cp = cupy_or_raise()
     shapes = persistent.SETTINGS if settings is None else tuple(
-        s for s in persistent.SETTINGS + persistent.EXPERIMENTS if s.name in settings)
+        persistent.Settings.parse(n) for n in settings)
     configs = [parse(n) for n in names]
     values = draw(cfg, seed)
     cal = values["calibration"]

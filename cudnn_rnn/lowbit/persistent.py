@@ -21,6 +21,7 @@ measurement).
 """
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,14 +83,22 @@ class Settings:
         ctas = "" if self.ctas is None else f"c{self.ctas}"
         return f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
 
+    @classmethod
+    def parse(cls, name: str) -> "Settings":
+        """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``);
+        ValueError otherwise."""
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)", name)
+        if m is None:
+            raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p] "
+                             "(e.g. b1t256, b2t512, b1t256p)")
+        return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
+                   threads=int(m[3]), poll=bool(m[4]))
+
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512))
-# shapes a diagnostic may name (tools/persistent_probe.py --settings) that the tuner does not
-# try: not yet measured against SETTINGS on a GPU
-EXPERIMENTS = tuple(Settings(batch_slices=s.batch_slices, threads=s.threads, poll=True)
-                    for s in SETTINGS)
+
 
 
 def formats(ops: list) -> tuple[str | None, str, str]:
