@@ -320,7 +320,7 @@ def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_i
             P.Settings.parse(bad)
 
 
-@pytest.mark.parametrize("phase", ["mma", "load", "gates"])
+@pytest.mark.parametrize("phase", ["mma", "load", "gates", "cell", "stores"])
 def test_the_probe_tool_leaves_each_phase_out_of_the_kernel_it_compiles(phase):
     """tools/persistent_probe.py --drop: its exact-text patches still find the kernel's text
     (as often as listed) and leave a kernel that compiles, so a phase's cost stays

@@ -2,7 +2,7 @@
 the chosen one verified and timed, beside the GEMM engine of the same plans (one process).
 
     python tools/persistent_probe.py --out DIR [--shapes LSTM:20:2:512:64,...] [--names ...]
-        [--settings b1t256,...] [--trace NAME@SETTINGS,...] [--drop mma,load,gates]
+        [--settings b1t256,...] [--trace NAME@SETTINGS,...] [--drop mma,load,gates,...]
 
 ``--drop`` traces each ``--trace`` item again with each phase left out of the kernel (an
 exact-text patch of its source, :data:`DROPS`; such a launch computes nothing that is
@@ -31,6 +31,19 @@ DROPS = {
               "                const unsigned char* src", 1)],
     "gates": [("for (Pairs it(tid, nu); it.p < nb * nu;) {",
                "for (Pairs it(tid, nu); it.p < 0;) {", 1)],
+    # within the gate math: its cell functions (the sums still read, the stores still made)
+    "cell": [("const float v = cell(X[k], R[k], own_h[p], c);",
+              "const float v = X[k][0] + R[k][GATES - 1];", 1)],
+    # within the gate math: its stores of h (every format its readers take) and of y
+    "stores": [("                put<FH>(L.hq + (unsigned)((s + 1) * B + b0 + b) * hrowb"
+                " + (unsigned)j * BPE(FH),\n                        v, L.hscale);\n", "", 1),
+               ("                if (L.xout0) put<FX>(L.xout0 + brow * xrowb + (unsigned)"
+                "(L.dir * H + j) * BPE(FX),\n                                     v, L.xscale0);\n",
+                "", 1),
+               ("                if (L.xout1) put<FX>(L.xout1 + brow * xrowb + (unsigned)"
+                "(L.dir * H + j) * BPE(FX),\n                                     v, L.xscale1);\n",
+                "", 1),
+               ("                if (L.y) L.y[brow * D * H + L.dir * H + j] = v;\n", "", 1)],
 }
 PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "step_total")
 
