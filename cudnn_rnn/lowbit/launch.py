@@ -1,0 +1,38 @@
+"""How a persistent launch is shaped (:class:`Settings`) and the shapes the tuner tries
+(:data:`SETTINGS`); :mod:`cudnn_rnn.lowbit.persistent` builds and runs them."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How one launch is shaped: CTAs (None: one per multiprocessor), batch slices (each
+    CTA holds the weights of its units for one slice of the batch: more slices, fewer bytes
+    of state read per CTA and step, more weight copies on chip) and threads per CTA."""
+    ctas: int | None = None
+    batch_slices: int = 1
+    threads: int = 256
+    poll: bool = False  # consumers poll the state itself, not counters (POLL; not tuned yet)
+
+    @property
+    def name(self) -> str:
+        ctas = "" if self.ctas is None else f"c{self.ctas}"
+        return f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
+
+    @classmethod
+    def parse(cls, name: str) -> "Settings":
+        """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``);
+        ValueError otherwise."""
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)", name)
+        if m is None:
+            raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p] "
+                             "(e.g. b1t256, b2t512, b1t256p)")
+        return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
+                   threads=int(m[3]), poll=bool(m[4]))
+
+
+# what the tuner tries, in order; the first that fits and verifies is the fallback
+SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
+            Settings(batch_slices=2, threads=512))
