@@ -241,6 +241,21 @@ def test_a_wait_that_is_never_met_ends_the_launch(cuda):
             engine.outputs()
 
 
+def test_a_polled_piece_that_never_settles_ends_the_launch(cuda):
+    """POLL's way to stall: an h0 of a NaN whose BF16 code is the sentinel (0xFFFF) is a
+    slot that looks unwritten for ever; the launch gives up, and says so."""
+    cfg = _cfg(RNNMode.GRU, DirectionMode.UNIDIRECTIONAL, 1)
+    values = C.draw(cfg, seed=2)
+    hx = values["io"]["hx"].copy()
+    hx.reshape(-1)[0] = np.array([0xFFFFFFFF], np.uint32).view(np.float32)[0]
+    with PersistentEngine(cfg, values["stacked"], "bf16", settings=Settings(poll=True),
+                          spin_limit=1 << 10) as engine:
+        engine.set_inputs(values["io"]["x"], hx, None)
+        engine.forward()
+        with pytest.raises(Stalled, match="sentinel"):
+            engine.outputs()
+
+
 def test_what_does_not_fit_is_refused_before_any_launch(cuda):
     big = RNNConfig(seq_length=4, num_layers=1, hidden_size=2048, mini_batch=16,
                     mode=RNNMode.LSTM)

@@ -342,7 +342,8 @@ class PersistentEngine(Forward):
         self.stream.synchronize()
         if int(self.status.get()[0]):
             raise Stalled("a wait of the persistent kernel gave up (a counter never reached "
-                          "its target): its outputs are not a result")
+                          "its target, or with POLL a state piece never lost its sentinel): "
+                          "its outputs are not a result")
 
     def outputs(self) -> dict:
         """Copies of y, hy and (LSTM) cy after the forward; :class:`Stalled` if it gave up."""
