@@ -48,7 +48,6 @@ PAD = 16  # bytes after each shared-memory row (no bank conflicts in ldmatrix)
 MAX_WAITS = 3  # counters one step waits on: its own group and at most two feeding directions
 MAX_ACC = 16  # m-tiles x n-tiles one warp accumulates (4 registers each, twice with an x part)
 MAX_NTW = 4
-UNIFORM = True  # give every pseudo-layer the heaviest one's units where the CTAs suffice
 
 
 class DoesNotFit(ValueError):
@@ -204,7 +203,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
                          f"least {len(pls) * batch_slices} CTAs, {ctas} given")
     counts = _units(cfg, per_slice, [x + hrowb for x in kx])
     nus = [_up(-(-H // u), 4) for u in counts]
-    if UNIFORM and len({_up(g * nu, 16) for nu in nus}) > 1:
+    if len({_up(g * nu, 16) for nu in nus}) > 1:
         # one tile shape for every CTA (the kernel then checks no bounds, EXACT): the
         # heaviest pseudo-layer's units for all, where the CTAs suffice
         even = [min(nus)] * len(nus)

@@ -311,7 +311,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 
         const unsigned char* xsrc = HASX ? L.xin + (unsigned)(t * B) * xrowb : nullptr;
         const unsigned char* hsrc = L.hq + (unsigned)(s * B) * hrowb;
-        auto load = [&](int i, int st) {
+        // this thread's 16-byte pieces of slab i (ring stage st), group by group: copied
+        // (cp.async; rows past the batch slice zeros, read nothing), or with POLL and
+        // `settle`, read again while a byte is still the sentinel (its producer has not
+        // written it yet: only the row's codes, not its padding); a piece that never
+        // settles sets status and bail
+        auto stage = [&](int i, int st, bool settle) {
             const int within = i * SLAB + pchunk;  // the chunk's place in its group
             unsigned char* dst = ring + ((unsigned)st * ks * npad + prow) * SROW + piece * 16;
 #pragma unroll 1
@@ -322,50 +327,32 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 const unsigned char* src = (x ? xsrc + xrow0 : hsrc + hrow0) + c * 32;
                 const int stride = (x ? xrowb : hrowb) * (THREADS / (SLAB * 2));
                 unsigned char* d = dst + (unsigned)grp * npad * SROW;
+                const int bytes = min(16, (x ? D * H * BPE(FX) : H * BPE(FH))
+                                          - ((x ? c : c - nxc) * 32 + (piece & 1) * 16));
 #pragma unroll 1
                 for (int n = prow, at = 0; n < npad; n += THREADS / (SLAB * 2), at += stride) {
-                    const bool real = n < nb;  // rows past the batch slice: zeros, read nothing
-                    cp16(d, src + (real ? at : 0), real ? 16 : 0);
-                    d += (THREADS / (SLAB * 2)) * SROW;
-                }
-            }
-        };
-#if POLL
-        // this thread's pieces of slab i, read again while a byte is still the sentinel (its
-        // producer has not written it yet); false: a piece never settled (status set)
-        auto settle = [&](int i, int st) {
-            const int within = i * SLAB + pchunk;
-            unsigned char* dst = ring + ((unsigned)st * ks * npad + prow) * SROW + piece * 16;
-#pragma unroll 1
-            for (int grp = 0; grp < ks; ++grp) {
-                const int c = ga(grp) + within;
-                if (c >= gb(grp)) continue;
-                const bool x = c < nxc;
-                const int real = min(16, (x ? D * H * BPE(FX) : H * BPE(FH))
-                                         - ((x ? c : c - nxc) * 32 + (piece & 1) * 16));
-                if (real <= 0) continue;  // the row's padding: nobody writes it
-                const unsigned char* src = (x ? xsrc + xrow0 : hsrc + hrow0) + c * 32;
-                const int stride = (x ? xrowb : hrowb) * (THREADS / (SLAB * 2));
-                unsigned char* d = dst + (unsigned)grp * npad * SROW;
-#pragma unroll 1
-                for (int n = prow, at = 0; n < nb; n += THREADS / (SLAB * 2), at += stride) {
-                    long long spins = 0;
-                    while (unset(d, real, x ? FX : FH)) {
-                        if (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status)) {
-                            atomicExch(status, 1);
-                            bail = 1;
-                            return;
+                    const bool real = n < nb;
+                    if (!(POLL && settle)) {
+                        cp16(d, src + (real ? at : 0), real ? 16 : 0);
+                    } else if (real && bytes > 0) {
+                        long long spins = 0;
+                        while (unset(d, bytes, x ? FX : FH)) {
+                            if (++spins > SPIN_LIMIT
+                                || ((spins & 1023) == 0 && *(volatile int*)status)) {
+                                atomicExch(status, 1);
+                                bail = 1;
+                                return;
+                            }
+                            if (spins > 2) __nanosleep(128);  // a long wait: less L2 traffic
+                            cp16(d, src + at, 16);
+                            cp_commit();
+                            cp_wait<0>();
                         }
-                        if (spins > 2) __nanosleep(128);  // a long wait: less L2 traffic
-                        cp16(d, src + at, 16);
-                        cp_commit();
-                        cp_wait<0>();
                     }
                     d += (THREADS / (SLAB * 2)) * SROW;
                 }
             }
         };
-#endif
 
         float acc[MT][NTW][4];
 #if STRADDLE
@@ -401,16 +388,16 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 
 #pragma unroll 1
         for (int st = 0; st < STAGES - 1; ++st) {
-            if (st < nslab) load(st, st);
+            if (st < nslab) stage(st, st, false);
             cp_commit();
         }
 #pragma unroll 1
         for (int i = 0; i < nslab; ++i) {
-            if (i + STAGES - 1 < nslab) load(i + STAGES - 1, (i + STAGES - 1) % STAGES);
+            if (i + STAGES - 1 < nslab) stage(i + STAGES - 1, (i + STAGES - 1) % STAGES, false);
             cp_commit();
             cp_wait<STAGES - 1>();
 #if POLL
-            settle(i, i % STAGES);
+            stage(i, i % STAGES, true);
             __syncthreads();
             if (bail) return;
 #else
