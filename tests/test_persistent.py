@@ -320,6 +320,29 @@ def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_i
             P.Settings.parse(bad)
 
 
+@pytest.mark.parametrize("args,needle", [
+    (["--settings", "b1"], "no launch shape 'b1'"),
+    (["--shapes", "LSTM:20"], "is not CELL:T:L:H:B"),
+    (["--shapes", "FOO:1:1:1:1"], "is not CELL:T:L:H:B"),
+    (["--trace", "persistent:fp16"], "NAME@SETTINGS"),
+    (["--trace", "persistent:fp16@b9"], "no launch shape 'b9'"),
+    (["--drop", "gate"], "no phase gate"),
+])
+def test_the_probe_tool_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, args,
+                                                                         needle):
+    from pathlib import Path
+    import subprocess
+    import sys
+    from tests.test_cli import assert_one_line_exit_2
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(root / "tools" / "persistent_probe.py"),
+                           "--out", str(out), *args], capture_output=True, text=True,
+                          timeout=120, cwd=root)
+    assert_one_line_exit_2(proc, needle)
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("phase", ["mma", "load", "gates", "cell", "stores"])
 def test_the_probe_tool_leaves_each_phase_out_of_the_kernel_it_compiles(phase):
     """tools/persistent_probe.py --drop: its exact-text patches still find the kernel's text

@@ -11,7 +11,6 @@ without it.
 
 A diagnostic behind statements in the README and the issue notes (not part of the package).
 """
-import argparse
 import json
 import sys
 import time
@@ -19,7 +18,10 @@ from pathlib import Path
 
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.cli import BadInput, OneLineParser
+from cudnn_rnn.engine.gpu import NoGPU, cupy_or_raise
 from cudnn_rnn.lowbit.candidates import run_configs
+from cudnn_rnn.lowbit.launch import Settings
 
 # phase -> (text of persistent.cu, what replaces it, how many times it occurs)
 DROPS = {
@@ -125,6 +127,18 @@ def trace(cfg, name: str, settings: str) -> dict:
     return out
 
 
+def _shape(spec: str) -> RNNConfig:
+    """CELL:T:L:H:B as a configuration; ValueError saying the form otherwise."""
+    parts = spec.split(":")
+    try:
+        cell, T, L, H, B = parts
+        return RNNConfig(seq_length=int(T), num_layers=int(L), hidden_size=int(H),
+                         mini_batch=int(B), mode=RNNMode[cell])
+    except (ValueError, KeyError):
+        raise ValueError(f"--shapes: {spec!r} is not CELL:T:L:H:B (e.g. LSTM:20:2:512:64; "
+                         f"cells {', '.join(m.name for m in RNNMode)})") from None
+
+
 def _traced(cfg, name: str, settings: str, dropped: str | None) -> dict:
     """:func:`trace`, with ``dropped`` left out of the kernel; an error is said, not raised."""
     from cudnn_rnn.lowbit import persistent
@@ -140,7 +154,7 @@ def _traced(cfg, name: str, settings: str, dropped: str | None) -> dict:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser()
+    p = OneLineParser()
     p.add_argument("--out", required=True)
     p.add_argument("--shapes", default=SHAPES)
     p.add_argument("--names", default=NAMES)
@@ -156,13 +170,23 @@ def main() -> int:
     unknown = sorted(set(drops) - set(DROPS))
     if unknown:
         p.error(f"--drop: no phase {', '.join(unknown)} (choose from {', '.join(DROPS)})")
+    items = [item.split("@") for item in (a.trace.split(",") if a.trace else [])]
+    if any(len(i) != 2 for i in items):
+        p.error("--trace takes NAME@SETTINGS items, e.g. persistent:int8/both@b1t256")
+    try:
+        shapes = [(spec, _shape(spec)) for spec in a.shapes.split(",")]
+        for name in (a.settings.split(",") if a.settings else []) + [i[-1] for i in items]:
+            Settings.parse(name)
+    except ValueError as exc:
+        p.error(str(exc))
+    try:
+        cupy_or_raise()
+    except NoGPU as exc:
+        p.error(str(exc))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []
-    for spec in a.shapes.split(","):
-        cell, T, L, H, B = spec.split(":")
-        cfg = RNNConfig(seq_length=int(T), num_layers=int(L), hidden_size=int(H),
-                        mini_batch=int(B), mode=RNNMode[cell])
+    for spec, cfg in shapes:
         started = time.monotonic()
         r = run_configs(cfg, a.names.split(","), reps=20, budget_s=0.3,
                         settings=a.settings.split(",") if a.settings else None)
@@ -177,8 +201,7 @@ def main() -> int:
                   f"plain {pl.get('median_ms', 0):.4f} err {err:.2e} {rec.get('settings', '')} "
                   f"[{tried}] {(rec.get('reason') or '')[:300]}")
         traces = []
-        for item in (a.trace.split(",") if a.trace else []):
-            name, settings = item.split("@")
+        for name, settings in items:
             for dropped in [None] + drops:
                 t = _traced(cfg, name, settings, dropped)
                 traces.append({"name": name, "dropped": dropped, **t})
@@ -193,4 +216,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BadInput as exc:  # one line, exit 2: what to give instead
+        print(f"persistent_probe.py: error: {exc}", file=sys.stderr)
+        sys.exit(2)
