@@ -24,6 +24,7 @@ from tabulate import tabulate
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
 from cudnn_rnn.matrix import (baseline, cells, provenance, runs, spec as specs, variants,
                               warmup, writer_lock)
+from cudnn_rnn.matrix.ahead import Schedule
 from cudnn_rnn.matrix.progress import Progress
 from cudnn_rnn.matrix.record import (RUN_SCHEMA, TIMED_KINDS, Record, add_speedup,
                                      max_error, ranked_timing, write_json)
@@ -231,11 +232,16 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
                         undecided=sum(len(v) for b, v in waiting.items() if b in to_run))
     started = time.monotonic()
     interrupted = False
+    schedule = Schedule(todo) if info["device_stages"] else None  # PERSIST_DYNAMIC builds
     try:
-        for cell in todo:
+        for i, cell in enumerate(todo):
             if variants.gated_out(cell, done):  # its base did not pass the RNN descriptor
                 continue
+            ahead = schedule.starting(i) if schedule is not None else []
+            worker.ahead(ahead)
             rec = worker.run(cell, args.timeout)
+            if rec.outcome == "CRASH" and ahead:
+                rec.notes.append("the worker was building ahead: " + ", ".join(a[0] for a in ahead))
             add_speedup(rec, done)
             done[rec.id] = rec
             results.write(rec.as_json())

@@ -15,6 +15,7 @@ stays explicit: :class:`~cudnn_rnn.engine.flow.RNNFlow` closes them innermost fi
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import numpy as np
 
@@ -22,6 +23,15 @@ from cudnn_rnn.bindings import Library
 from cudnn_rnn.bindings import ctypes_types as T
 from cudnn_rnn.bindings.enums import (DataType, RNNDataLayout, RNN_PADDED_IO_DISABLED,
                                       RNN_PADDED_IO_ENABLED)
+
+
+_THREAD = threading.local()
+
+
+def uncounted() -> None:
+    """The objects this thread creates from now on are left out of :func:`live_objects`
+    (a worker's builder threads: :mod:`cudnn_rnn.matrix.ahead`)."""
+    _THREAD.uncounted = True
 
 
 class _CObject:
@@ -38,7 +48,8 @@ class _CObject:
         self.closed = True
         getattr(lib, self._create)(ctypes.byref(self._ptr))
         self.closed = False
-        _CObject.live += 1
+        self._counted = not getattr(_THREAD, "uncounted", False)
+        _CObject.live += self._counted
 
     @property
     def _as_parameter_(self):
@@ -53,7 +64,7 @@ class _CObject:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            _CObject.live -= 1
+            _CObject.live -= self._counted
             getattr(self.lib, self._destroy)(self._ptr)
 
     def __enter__(self):

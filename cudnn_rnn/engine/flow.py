@@ -6,9 +6,9 @@ raises; :meth:`RNNFlow.run` stops at the first failing stage and records which c
 with which status and cuDNN's reason. No later call runs on outputs a failed call did not
 write (the seed's bogus out-of-memory came from a size that a failed query never set).
 
-Without a GPU only the descriptor stages run (they need no handle): the
-dropout descriptor is created but not set, and the RNN, data and state
-descriptors are set for real. Device stages are then *skipped*, not failed.
+Without a GPU only the descriptor stages run (they need no handle): the dropout descriptor
+is created but not set, the RNN, data and state descriptors set for real; device stages are
+then *skipped*, not failed.
 """
 from __future__ import annotations
 
@@ -102,12 +102,9 @@ def _ptr(buf) -> int | None:
     return None if buf is None else int(buf.data.ptr)
 
 
-_INT32_P = ctypes.POINTER(ctypes.c_int32)
-
-
 def _seq_lengths(buf):
     """The device ``int32_t devSeqLengths[]`` argument, typed as the prototype wants."""
-    return ctypes.cast(ctypes.c_void_p(_ptr(buf)), _INT32_P)
+    return ctypes.cast(ctypes.c_void_p(_ptr(buf)), ctypes.POINTER(ctypes.c_int32))
 
 
 class RNNFlow:
@@ -284,6 +281,11 @@ class RNNFlow:
         self.drawn.update(drawn["io"])
         self._place_io(drawn["io_bits"])
 
+    def adopt(self, built) -> None:
+        """Go on with ``built``'s RNN descriptor, set as this flow's and built ahead
+        (:mod:`cudnn_rnn.matrix.ahead`); its flow is now this flow's to close."""
+        self.rnn = self._own(built.flow).rnn
+
     def _stage_build_dynamic(self):
         self.lib.cudnnBuildRNNDynamic(self.handle, self.rnn, self.cfg.mini_batch)
         self.result.notes.append("cudnnBuildRNNDynamic called (PERSIST_DYNAMIC)")
@@ -316,11 +318,9 @@ class RNNFlow:
 
     def forward(self, mode: ForwardMode, dev_seq_lengths: bool = True) -> None:
         """cudnnRNNForward; inference writes y_inf/hy_inf/cy_inf and uses no reserve space.
-
-        The work space passed is the one buffer sized for both modes, with the size
-        cuDNN gave for *this* mode (as PyTorch passes it). ``dev_seq_lengths=False``
-        passes NULL for devSeqLengths, as PyTorch does (cuDNN 9 then reads the lengths
-        from xDesc); the sample passes the device copy."""
+        The work space passed is the one buffer sized for both modes, with the size cuDNN
+        gave for *this* mode (as PyTorch passes it). ``dev_seq_lengths=False`` passes NULL for
+        devSeqLengths as PyTorch does (cuDNN 9 reads xDesc's); the sample the device copy."""
         b, s, lstm = self.buf, self.sizes, self.cfg.has_cell_state
         training = mode == ForwardMode.TRAINING
         sfx = "" if training else "_inf"

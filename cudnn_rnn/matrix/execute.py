@@ -16,10 +16,11 @@ speed-ups against the FP32 baseline are added by the runner, which has every cel
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 
 import numpy as np
 
-from cudnn_rnn.bindings.enums import ForwardMode, StatusV9, status_category
+from cudnn_rnn.bindings.enums import ForwardMode, RNNAlgo, StatusV9, status_category
 from cudnn_rnn.check import kinks
 from cudnn_rnn.check.verify import compare_with
 from cudnn_rnn.bindings.errors import CudnnError
@@ -59,7 +60,8 @@ def outcome_of(result: FlowResult, version_number: int) -> str:
 def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_it: bool = True,
              cache: ReferenceCache | None = None, seed: int = 1234,
              values: ValuesCache | None = None, kinds: tuple | None = None,
-             budget_s: float | None = None, graphs: bool = True, handle=None) -> Record:
+             budget_s: float | None = None, graphs: bool = True, handle=None,
+             builder=None) -> Record:
     """Everything that happens to one cell; returns its record (never raises for cuDNN).
 
     ``kinds`` limits the timed calls (names of :data:`TIMED`; all four by default);
@@ -68,7 +70,9 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
     Verification always covers every output and gradient, whatever is timed. With
     ``graphs``, each timed call is also captured in a CUDA graph and its replays timed
     (:mod:`cudnn_rnn.engine.capture`). ``handle``: a cuDNN handle shared across cells (see
-    :class:`~cudnn_rnn.engine.flow.RNNFlow`).
+    :class:`~cudnn_rnn.engine.flow.RNNFlow`). ``builder``: a
+    :class:`~cudnn_rnn.matrix.ahead.Builder` that may have built this cell ahead; it builds
+    nothing while the cell is timed.
     """
     started = time.perf_counter()
     cfg = cell.config
@@ -77,11 +81,13 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
     with RNNFlow(cfg, lib, device=device, init="random", seed=seed, values=values,
                  handle=handle) as flow:
         try:
-            result = run_stages(flow, cache)
+            result = run_stages(flow, cache, builder and (lambda: builder.take(cell.id)))
             rec.add_flow(result)
             rec.outcome = outcome_of(result, lib.version_number)
             if rec.outcome is None:
-                verify_and_time(rec, flow, cache, reps, warmup, time_it, kinds, budget_s, graphs)
+                with builder.quiet() if builder is not None else nullcontext():
+                    verify_and_time(rec, flow, cache, reps, warmup, time_it, kinds, budget_s,
+                                    graphs)
         finally:
             cache.finish()  # a reference begun for a cell that failed: done before the next
     rec.duration_s = round(time.perf_counter() - started, 4)
@@ -111,14 +117,25 @@ def verify_and_time(rec: Record, flow: RNNFlow, cache: ReferenceCache, reps: int
         rec.phase_s["time"] = round(time.perf_counter() - t0, 4)
 
 
-def run_stages(flow: RNNFlow, cache: ReferenceCache) -> FlowResult:
+def run_stages(flow: RNNFlow, cache: ReferenceCache, take_built=None) -> FlowResult:
     """The flow's stages; with a GPU, the reference of the flow's values begins in a thread as
-    soon as they are drawn (its ``weights`` stage), beside the device stages after it."""
+    soon as they are drawn (its ``weights`` stage), beside the device stages after it.
+    ``take_built``: the cell's build ahead (:meth:`~cudnn_rnn.matrix.ahead.Builder.take`),
+    which a PERSIST_DYNAMIC flow adopts instead of calling cudnnBuildRNNDynamic itself."""
     if flow.cp is None:
         return flow.run()
     result = flow.run(until="weights")
     if result.failure is None and "weights" in result.reached:
         cache.start(flow, flow.cp)
+        if take_built is not None and flow.cfg.algo == RNNAlgo.PERSIST_DYNAMIC:
+            started = time.perf_counter()
+            built = take_built()
+            if built is not None:
+                result.notes.append(built.note())
+            if built is not None and built.flow is not None:
+                flow.adopt(built)
+                result.reached.append("build_dynamic")  # waited for, if it was under way
+                result.stage_s["build_dynamic"] = round(time.perf_counter() - started, 5)
     return flow.run()
 
 

@@ -14,12 +14,9 @@ message: a bug to report, not a cuDNN outcome). The supervisor then waits for th
 to end, so the next cell always starts in a live worker. Workers are started with ``spawn``:
 the parent never touches CUDA, the worker owns the only context.
 
-``CUDNN_RNN_FAULT`` is a test hook that injects faults into the worker, each before or
-inside the cell whose id contains TEXT: ``crash:TEXT`` (SIGSEGV), ``abort:TEXT``,
-``hang:TEXT`` (sleep forever), ``raise:TEXT`` (an exception inside the cell's run),
-``cuda:TEXT`` (a kernel that writes through a null pointer: a sticky CUDA error, on a GPU),
-``exit:TEXT`` (the first worker exits between cells, before acknowledging TEXT), and
-``slow:SECONDS`` (sleep before every cell).
+``("ahead", [(id, config), ...])`` (no answer) names the PERSIST_DYNAMIC cells to come,
+which the worker's :class:`~cudnn_rnn.matrix.ahead.Builder` builds beside the cells before
+them. Faults a test injects: :mod:`.faults`.
 """
 from __future__ import annotations
 
@@ -28,7 +25,8 @@ import os
 import signal
 import time
 
-FAULT_ENV = "CUDNN_RNN_FAULT"
+from cudnn_rnn.matrix.faults import fault, inject_cell_fault, inject_process_fault
+
 ACK_TIMEOUT_S = 60.0  # an idle worker acknowledges a cell at once; longer means it is gone
 TIMED_OUT, GONE = object(), object()  # what Worker._receive returns instead of a message
 
@@ -37,38 +35,6 @@ class WorkerStartFailed(RuntimeError):
     def __init__(self, message: str, library_missing: bool = False):
         super().__init__(message)
         self.library_missing = library_missing
-
-
-class InjectedFault(RuntimeError):
-    """Raised inside a cell by ``CUDNN_RNN_FAULT=raise:TEXT`` (tests only)."""
-
-
-def _fault(cell_id: str) -> tuple[str, str]:
-    kind, _, arg = os.environ.get(FAULT_ENV, "").partition(":")
-    if kind == "slow" and arg:
-        time.sleep(float(arg))
-        return "", ""
-    return (kind, arg) if arg and arg in cell_id else ("", "")
-
-
-def _inject_process_fault(kind: str) -> None:
-    if kind == "crash":
-        os.kill(os.getpid(), signal.SIGSEGV)
-    elif kind == "abort":
-        os.abort()
-    elif kind == "hang":
-        while True:
-            time.sleep(60)
-
-
-def _inject_cell_fault(kind: str, cupy) -> None:
-    """Faults that happen inside the cell's run (and go through its error handling)."""
-    if kind == "raise":
-        raise InjectedFault("fault injected by CUDNN_RNN_FAULT")
-    if kind == "cuda" and cupy is not None:
-        kernel = cupy.RawKernel(r'''extern "C" __global__ void null_write(int v)
-            { *((volatile int*)0) = v; }''', "null_write")
-        kernel((1,), (1,), (1,))  # asynchronous: the error surfaces at the cell's next CUDA call
 
 
 def _context_error(cupy) -> str | None:
@@ -89,6 +55,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         from cudnn_rnn.engine.descriptors import Handle, live_objects
         from cudnn_rnn.engine.values import ValuesCache
         from cudnn_rnn.matrix import jobs
+        from cudnn_rnn.matrix.ahead import Builder
         from cudnn_rnn.matrix.execute import run_cell
         from cudnn_rnn.matrix.references import ReferenceCache
         from cudnn_rnn.matrix.record import Record
@@ -105,7 +72,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
     cache = ReferenceCache.for_worker(options)
     values = (ValuesCache(size=options.get("values_cache_size", 2))
               if options.get("reuse_values") else None)
-    cupy = pool = handle = None
+    cupy = pool = handle = builder = None
     if device:
         import cupy  # only where there is a GPU
         pool = cupy.get_default_memory_pool()
@@ -118,6 +85,11 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
             return
         if cell is None:
             return
+        if isinstance(cell, tuple) and cell[0] == "ahead":
+            if device:
+                builder = builder or Builder(lib)
+                builder.want(cell[1])
+            continue
         if isinstance(cell, tuple) and cell[0] == "job":
             _, name, params = cell
             try:
@@ -131,13 +103,13 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
             if broken is not None:
                 return
             continue
-        kind, _arg = _fault(cell.id)
+        kind, _arg = fault(cell.id)
         if kind == "exit" and generation == 1:
             os._exit(0)  # gone before acknowledging: the cell was never started
         conn.send(("started", cell.id))
-        _inject_process_fault(kind)
+        inject_process_fault(kind)
         try:
-            _inject_cell_fault(kind, cupy)
+            inject_cell_fault(kind, cupy)
             if device and handle is None:  # one cuDNN handle per worker, as applications keep
                 try:
                     handle = Handle(lib)
@@ -150,7 +122,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
             rec = run_cell(cell, lib, device=device, reps=reps, handle=handle,
                            time_it=options.get("time", True), cache=cache, values=values,
                            kinds=kinds, budget_s=options.get("budget_s"),
-                           graphs=options.get("graphs", True))
+                           graphs=options.get("graphs", True), builder=builder)
         except cuda_errors as exc:  # outside a stage (timing, verification): still CUDA's
             rec = Record.unfinished(cell, info, "CRASH", "CUDA_ERROR", f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # an error of this tool's own code
@@ -162,7 +134,8 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         exiting = rec.outcome in ("CRASH", "ERROR")
         handle = _kept(handle, rec, exiting, bindings.errors.CudnnError)
         # what the cell left alive (not the worker's handle, weights and references kept)
-        kept = cache.on_device() + (values.on_device() if values is not None else 0)
+        kept = cache.on_device() + (values.on_device() if values is not None else 0) + (
+            builder.on_device() if builder is not None else 0)
         rec.add_worker(live_objects() - (handle is not None),
                        int(pool.used_bytes()) - kept if pool is not None and not exiting else None,
                        os.getpid())
@@ -350,6 +323,16 @@ class Worker:
         self._drop()
         return Record.unfinished(cell, ident, "CRASH", status,
                                  f"the worker process died ({status}) while running this cell")
+
+    def ahead(self, cells: list) -> None:
+        """Name the PERSIST_DYNAMIC cells to come (``(id, config)``) to a live worker, which
+        builds them beside the cells before them (no answer; a dead worker is left to
+        :meth:`run`)."""
+        if self.alive:
+            try:
+                self.conn.send(("ahead", cells))
+            except (BrokenPipeError, OSError):
+                pass
 
     def job(self, name: str, params: dict, timeout: float = 600.0) -> dict:
         """Run the job ``name`` (:mod:`.jobs`) in the worker; a dict with ``skipped`` when

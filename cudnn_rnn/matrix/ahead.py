@@ -1,0 +1,174 @@
+"""PERSIST_DYNAMIC cells built ahead, beside the cells before them.
+
+cudnnBuildRNNDynamic compiles a PERSIST_DYNAMIC cell's kernels (NVRTC) for its RNN
+descriptor and batch: 0.1-2.8 s a cell on the H200, 87 of the 214 s the cells of
+``make matrix`` took there (cuDNN 9.19; a second build of the same configuration is not
+free either). The call needs the descriptor only, so a worker's :class:`Builder` threads, each
+with its own cuDNN handle, set the descriptors of the next PERSIST_DYNAMIC cells the
+supervisor names (:meth:`Builder.want`) exactly as the cell's flow sets its own (the flow's
+handle, dropout and rnn_descriptor stages, on a flow of the cell's configuration) and build
+them while the worker runs the cells before. At its build_dynamic stage the cell's flow
+takes its built descriptor (:meth:`Builder.take`, waiting for a build under way) and runs
+its calls on it; its notes say so and how long the build took. A cell nobody built, or whose
+build ahead failed, calls cudnnBuildRNNDynamic itself, so every refusal is recorded by the
+cell's own flow.
+
+Nothing is built while a cell is timed (:meth:`Builder.quiet`). The builders' cuDNN
+objects are not counted by :func:`~cudnn_rnn.engine.descriptors.live_objects` (the cells'
+leak check), and their device bytes are reported by :meth:`Builder.on_device` for the same
+check. A builder that killed the process would show as the running cell's CRASH: the
+supervisor's record of it names the cells that were being built ahead.
+"""
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from cudnn_rnn.bindings.enums import RNNAlgo
+from cudnn_rnn.engine.gpu import held_bytes
+
+THREADS = 2  # builder threads (cuDNN's builds compile on the host)
+DEPTH = 8    # PERSIST_DYNAMIC cells the supervisor names ahead of the running one
+
+
+@dataclass
+class Built:
+    """What a builder made of one cell: its flow (stopped after rnn_descriptor, the RNN
+    descriptor built) or why not (``error``), and the build's seconds."""
+    flow: object | None
+    seconds: float
+    error: str | None = None
+
+    def note(self) -> str:
+        if self.flow is not None:
+            return (f"cudnnBuildRNNDynamic called ahead ({self.seconds:.3f} s, a builder "
+                    "thread's handle) on a descriptor set as this cell's; the cell's calls "
+                    "ran on it")
+        return f"the build ahead failed ({self.error}); cudnnBuildRNNDynamic called here"
+
+
+class Builder:
+    """Builds the descriptors of the cells :meth:`want` names, ``threads`` at a time."""
+
+    def __init__(self, lib, threads: int = THREADS):
+        self.lib = lib
+        self._cond = threading.Condition()
+        self._wanted: list = []        # (cell id, config), in the order they will run
+        self._done: dict = {}          # cell id -> Built
+        self._building: set = set()
+        self._quiet = False
+        self._threads = [threading.Thread(target=self._serve, daemon=True,
+                                          name=f"cudnn-rnn-builder-{i}") for i in range(threads)]
+        for t in self._threads:
+            t.start()
+
+    # ------------------------------------------------------------------ the worker's side
+    def want(self, cells) -> None:
+        """The cells to have built, ``(id, config)`` in running order; built ones no longer
+        named are destroyed."""
+        with self._cond:
+            self._wanted = list(cells)
+            names = {cid for cid, _cfg in self._wanted}
+            for cid in [c for c in self._done if c not in names]:
+                _close(self._done.pop(cid))
+            self._cond.notify_all()
+
+    def take(self, cell_id: str) -> Built | None:
+        """The cell's build (waiting for one under way), now the caller's; None when none
+        was begun."""
+        with self._cond:
+            self._wanted = [w for w in self._wanted if w[0] != cell_id]
+            while cell_id in self._building:
+                self._cond.wait()
+            return self._done.pop(cell_id, None)
+
+    @contextmanager
+    def quiet(self):
+        """No build runs inside (one under way is waited for), e.g. while a cell is timed."""
+        with self._cond:
+            self._quiet = True
+            while self._building:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._quiet = False
+                self._cond.notify_all()
+
+    def on_device(self) -> int:
+        """Bytes of GPU memory the builds not yet taken hold (their dropout states)."""
+        with self._cond:
+            return held_bytes(a for b in self._done.values() if b.flow is not None
+                              for a in b.flow.buf.values())
+
+    # ------------------------------------------------------------------ the threads
+    def _next(self):
+        """The first wanted cell nobody has built or is building (under the lock)."""
+        if self._quiet:
+            return None
+        return next(((cid, cfg) for cid, cfg in self._wanted
+                     if cid not in self._done and cid not in self._building), None)
+
+    def _serve(self) -> None:  # pragma: no cover - a GPU thread
+        # numpy, through descriptors and the flow: the probe's parent imports this module
+        from cudnn_rnn.engine.descriptors import Handle, uncounted
+        from cudnn_rnn.engine.flow import RNNFlow
+        uncounted()  # the builders' objects are not the cells'
+        handle = Handle(self.lib)
+        while True:
+            with self._cond:
+                while (job := self._next()) is None:
+                    self._cond.wait()
+                self._building.add(job[0])
+            built = None
+            try:
+                built = self._build(RNNFlow, handle, job[1])
+            finally:  # whatever happened, nobody waits for this cell any longer
+                with self._cond:
+                    self._building.discard(job[0])
+                    if built is not None and any(cid == job[0] for cid, _ in self._wanted):
+                        self._done[job[0]] = built
+                    elif built is not None:
+                        _close(built)
+                    self._cond.notify_all()
+
+    def _build(self, RNNFlow, handle, cfg) -> Built:  # pragma: no cover - a GPU thread
+        started, flow = time.perf_counter(), None
+        try:
+            flow = RNNFlow(cfg, self.lib, device=True, init="random", handle=handle)
+            result = flow.run(until="rnn_descriptor")
+            if result.failure is not None:
+                raise RuntimeError(f"{result.failure.call} returned {result.failure.status}")
+            self.lib.cudnnBuildRNNDynamic(handle, flow.rnn, cfg.mini_batch)
+            flow.stream.synchronize()  # the dropout states are set on the builder's stream
+        except Exception as exc:  # said in the cell's notes; the cell then builds itself
+            if flow is not None:
+                flow.close()
+            return Built(None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}")
+        return Built(flow, time.perf_counter() - started)
+
+
+def _close(built: Built) -> None:
+    if built.flow is not None:
+        built.flow.close()
+
+
+class Schedule:
+    """The supervisor's side: which PERSIST_DYNAMIC cells of ``cells`` (in running order)
+    come after a given one."""
+
+    def __init__(self, cells, depth: int = DEPTH):
+        self.depth = depth
+        self._dynamic = [(i, c.id, c.config) for i, c in enumerate(cells)
+                         if c.config.algo == RNNAlgo.PERSIST_DYNAMIC]
+        self._index = [i for i, _cid, _cfg in self._dynamic]
+
+    def starting(self, index: int) -> list:
+        """``(id, config)`` of the first ``depth`` PERSIST_DYNAMIC cells from
+        ``cells[index]`` on: what a worker should have built when it runs that one."""
+        j = bisect.bisect_left(self._index, index)
+        return [(cid, cfg) for _i, cid, cfg in self._dynamic[j:j + self.depth]]

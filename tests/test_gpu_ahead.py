@@ -1,0 +1,54 @@
+"""PERSIST_DYNAMIC cells built ahead by the worker's builder threads (marker ``gpu``): each
+cell runs on the descriptor a builder set and built, verifies against float64, is timed,
+leaves nothing behind, and computes what the same cell built by its own flow computes."""
+import pytest
+
+from cudnn_rnn.bindings.enums import DataType, DirectionMode, MathType, RNNAlgo, RNNMode
+from cudnn_rnn.matrix.ahead import Schedule
+from cudnn_rnn.matrix.cells import Cell
+from cudnn_rnn.matrix.worker import start_worker
+
+from .test_gpu_flow import SMALL
+
+pytestmark = pytest.mark.gpu
+
+DYNAMIC = SMALL.replace(algo=RNNAlgo.PERSIST_DYNAMIC)
+CELLS = [Cell(DYNAMIC.replace(mode=RNNMode.LSTM), "lstm"),
+         Cell(DYNAMIC.replace(mode=RNNMode.GRU, data_type=DataType.HALF,
+                              math_type=MathType.TENSOR_OP_MATH), "gru-half"),
+         Cell(DYNAMIC.replace(data_type=DataType.INT8), "refused"),
+         Cell(SMALL.replace(mode=RNNMode.RNN_TANH), "standard"),
+         Cell(DYNAMIC.replace(mode=RNNMode.RNN_RELU, direction=DirectionMode.BIDIRECTIONAL),
+              "relu-bi")]
+
+
+def _run(with_builder: bool) -> list:
+    worker, info = start_worker(None, {"reps": 3, "variant_reps": 3})
+    schedule = Schedule(CELLS)
+    try:
+        assert info["device_stages"]
+        recs = []
+        for i, cell in enumerate(CELLS):
+            if with_builder:
+                worker.ahead(schedule.starting(i))
+            recs.append(worker.run(cell, timeout=120).as_json())
+        return recs
+    finally:
+        worker.close()
+
+
+def test_cells_built_ahead_verify_time_and_compute_what_their_own_build_computes(cuda):
+    ahead, own = _run(True), _run(False)
+    assert [r["outcome"] for r in ahead] == ["OK", "OK", "NOT_SUPPORTED", "OK", "OK"], ahead
+    assert [r["outcome"] for r in own] == [r["outcome"] for r in ahead]
+    for a, o, cell in zip(ahead, own, CELLS):
+        built = [n for n in a["notes"] if "called ahead" in n]
+        dynamic = cell.config.algo == RNNAlgo.PERSIST_DYNAMIC and a["outcome"] == "OK"
+        assert bool(built) == dynamic, (cell.id, a["notes"])
+        assert not any("called ahead" in n for n in o["notes"])
+        if dynamic:
+            assert "build_dynamic" in a["stages"] and a["timings"] and a["graph_timings"]
+            assert a["errors"] == o["errors"], cell.id  # the same values, the same sums
+        assert a["live_descriptors"] == 0 and o["live_descriptors"] == 0, cell.id
+    # a builder's dropout states are its own, not a cell's
+    assert ahead[-1]["device_memory_bytes"] == own[-1]["device_memory_bytes"]
