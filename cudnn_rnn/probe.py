@@ -233,15 +233,20 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     started = time.monotonic()
     interrupted = False
     schedule = Schedule(todo) if info["device_stages"] else None  # PERSIST_DYNAMIC builds
+    suspects = set()  # named ahead to a worker that crashed or hung: built in their own cells
     try:
         for i, cell in enumerate(todo):
             if variants.gated_out(cell, done):  # its base did not pass the RNN descriptor
                 continue
-            ahead = schedule.starting(i) if schedule is not None else []
+            ahead = [] if schedule is None else schedule.starting(
+                i, lambda c: c.id in suspects or variants.gated_out(c, done))
             worker.ahead(ahead)
             rec = worker.run(cell, args.timeout)
-            if rec.outcome == "CRASH" and ahead:
-                rec.notes.append("the worker was building ahead: " + ", ".join(a[0] for a in ahead))
+            named = [cid for cid, _cfg in ahead if cid != cell.id]
+            if rec.outcome in ("CRASH", "TIMEOUT") and named:
+                suspects.update(named)
+                rec.notes.append("the worker's builders had been named these cells ahead (each "
+                                 "now builds in its own cell): " + ", ".join(named))
             add_speedup(rec, done)
             done[rec.id] = rec
             results.write(rec.as_json())

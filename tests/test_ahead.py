@@ -1,12 +1,15 @@
 """The PERSIST_DYNAMIC builds ahead (cudnn_rnn.matrix.ahead), what runs without a GPU: which
-cells the supervisor names, the builders' cuDNN objects left out of the cells' leak count,
-and a worker without a GPU that is named cells ahead and runs its cells as before."""
+cells the supervisor names, the builders' cuDNN objects left out of the cells' leak count, a
+worker without a GPU that is named cells ahead and runs its cells as before, and the
+builders' coordination (take, want, quiet) with builds the test holds and releases in place
+of cuDNN's (what cudnnBuildRNNDynamic does is tested on the GPU: test_gpu_ahead.py)."""
 import threading
+import time
 
 from cudnn_rnn.bindings.enums import RNNAlgo, RNNMode
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.descriptors import RNNDescriptor, live_objects, uncounted
-from cudnn_rnn.matrix.ahead import Schedule
+from cudnn_rnn.matrix.ahead import Builder, Schedule
 from cudnn_rnn.matrix.cells import Cell
 
 BASE = RNNConfig(seq_length=4, num_layers=1, hidden_size=16, mini_batch=2, input_size=8)
@@ -65,3 +68,96 @@ def test_a_worker_without_a_gpu_is_named_cells_ahead_and_runs_its_cells(lib):
     assert [r["id"] for r in recs] == [c.id for c in cells]
     assert all(r["outcome"] == "SKIPPED" for r in recs)  # descriptor stages passed, no device
     assert not any("called ahead" in n for r in recs for n in r["notes"])
+
+
+class _Flow:
+    """A stand-in for a builder's flow (the coordination under test is ours, not cuDNN's)."""
+
+    def __init__(self, cfg):
+        self.cfg, self.buf, self.closed = cfg, {}, False
+
+    def close(self):
+        assert not self.closed, "closed twice"
+        self.closed = True
+
+
+class _Builder(Builder):
+    """A Builder whose builds wait for the test to release them, per cell (its sequence
+    length), and fail for the lengths in ``fail``."""
+
+    def __init__(self, fail=()):
+        self.release, self.begun, self.flows, self.fail = {}, [], [], set(fail)
+        self.started = threading.Condition()
+        super().__init__(lib=None, threads=2)
+
+    def _open(self):
+        return None
+
+    def _prepare(self, handle, cfg):
+        flow = _Flow(cfg)
+        self.flows.append(flow)
+        return flow
+
+    def _compile(self, handle, flow, cfg):
+        with self.started:
+            self.begun.append(cfg.seq_length)
+            self.started.notify_all()
+        self.release.setdefault(cfg.seq_length, threading.Event()).wait(10)
+        if cfg.seq_length in self.fail:
+            raise RuntimeError("refused")
+
+    def wait_begun(self, n):
+        with self.started:
+            assert self.started.wait_for(lambda: len(self.begun) >= n, 10), self.begun
+
+    def let(self, length):
+        self.release.setdefault(length, threading.Event()).set()
+
+
+def _named(*lengths):
+    return [(f"c{n}", BASE.replace(algo=RNNAlgo.PERSIST_DYNAMIC, seq_length=n)) for n in lengths]
+
+
+def test_take_waits_for_a_build_under_way_and_gets_it():
+    b = _Builder()
+    b.want(_named(5, 6))
+    b.wait_begun(2)
+    threading.Timer(0.2, b.let, (5,)).start()
+    built = b.take("c5")  # under way: waited for, then the caller's
+    assert built is not None and built.flow is not None and built.error is None
+    assert not built.flow.closed and built.seconds >= 0.2
+    assert "called ahead" in built.note()
+    b.let(6)
+    assert b.take("c7") is None  # nobody began it: the cell builds itself
+
+
+def test_cells_no_longer_named_are_destroyed_and_a_failed_build_says_why():
+    b = _Builder(fail={6})
+    b.want(_named(5, 6))
+    b.wait_begun(2)
+    b.let(5)
+    b.let(6)
+    failed = b.take("c6")
+    assert failed.flow is None and "RuntimeError: refused" in failed.error
+    assert "failed" in failed.note() and "called here" in failed.note()
+    with b.quiet():  # c5's build finished too
+        pass
+    b.want(_named(8))  # c5 built, no longer named: destroyed
+    flows = {f.cfg.seq_length: f for f in b.flows}
+    assert flows[5].closed and flows[6].closed  # the failed one too
+    assert b.take("c5") is None
+
+
+def test_quiet_waits_for_builds_under_way_and_starts_none():
+    b = _Builder()
+    b.want(_named(5))
+    b.wait_begun(1)
+    threading.Timer(0.2, b.let, (5,)).start()
+    with b.quiet():
+        assert "c5" not in b._building  # the build under way finished first
+        b.want(_named(5, 6))
+        b.let(6)
+        time.sleep(0.2)
+        assert b.begun == [5]  # nothing began inside
+    b.wait_begun(2)
+    assert b.take("c6").flow is not None

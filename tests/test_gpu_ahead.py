@@ -13,11 +13,11 @@ from .test_gpu_flow import SMALL
 pytestmark = pytest.mark.gpu
 
 DYNAMIC = SMALL.replace(algo=RNNAlgo.PERSIST_DYNAMIC)
-CELLS = [Cell(DYNAMIC.replace(mode=RNNMode.LSTM), "lstm"),
+CELLS = [Cell(SMALL.replace(mode=RNNMode.RNN_TANH), "standard"),  # the builders begin meanwhile
+         Cell(DYNAMIC.replace(mode=RNNMode.LSTM), "lstm"),
          Cell(DYNAMIC.replace(mode=RNNMode.GRU, data_type=DataType.HALF,
                               math_type=MathType.TENSOR_OP_MATH), "gru-half"),
          Cell(DYNAMIC.replace(data_type=DataType.INT8), "refused"),
-         Cell(SMALL.replace(mode=RNNMode.RNN_TANH), "standard"),
          Cell(DYNAMIC.replace(mode=RNNMode.RNN_RELU, direction=DirectionMode.BIDIRECTIONAL),
               "relu-bi")]
 
@@ -39,16 +39,21 @@ def _run(with_builder: bool) -> list:
 
 def test_cells_built_ahead_verify_time_and_compute_what_their_own_build_computes(cuda):
     ahead, own = _run(True), _run(False)
-    assert [r["outcome"] for r in ahead] == ["OK", "OK", "NOT_SUPPORTED", "OK", "OK"], ahead
+    said = [(r["outcome"], r["reason"], r["notes"]) for r in ahead]
+    assert [r["outcome"] for r in ahead] == ["OK", "OK", "OK", "NOT_SUPPORTED", "OK"], said
     assert [r["outcome"] for r in own] == [r["outcome"] for r in ahead]
+    built = 0
     for a, o, cell in zip(ahead, own, CELLS):
-        built = [n for n in a["notes"] if "called ahead" in n]
-        dynamic = cell.config.algo == RNNAlgo.PERSIST_DYNAMIC and a["outcome"] == "OK"
-        assert bool(built) == dynamic, (cell.id, a["notes"])
-        assert not any("called ahead" in n for n in o["notes"])
-        if dynamic:
+        notes = [n for n in a["notes"] if "called ahead" in n]
+        built += bool(notes)
+        if notes:  # a dynamic cell that ran on the builder's descriptor
+            assert cell.config.algo == RNNAlgo.PERSIST_DYNAMIC and a["outcome"] == "OK"
             assert "build_dynamic" in a["stages"] and a["timings"] and a["graph_timings"]
-            assert a["errors"] == o["errors"], cell.id  # the same values, the same sums
+        assert not any("called ahead" in n for n in o["notes"])
+        assert a["errors"] == o["errors"], cell.id  # the same values, the same sums
+        # no cuDNN object left, and the builders' memory is not the cell's
         assert a["live_descriptors"] == 0 and o["live_descriptors"] == 0, cell.id
-    # a builder's dropout states are its own, not a cell's
-    assert ahead[-1]["device_memory_bytes"] == own[-1]["device_memory_bytes"]
+        assert a["device_memory_bytes"] == o["device_memory_bytes"], cell.id
+    # the three dynamic cells that run are named while the standard cell runs: a builder
+    # has begun each before its cell reaches its build (at worst the first builds itself)
+    assert built >= 2, said

@@ -49,7 +49,8 @@ class _CObject:
         getattr(lib, self._create)(ctypes.byref(self._ptr))
         self.closed = False
         self._counted = not getattr(_THREAD, "uncounted", False)
-        _CObject.live += self._counted
+        if self._counted:
+            _CObject.live += 1
 
     @property
     def _as_parameter_(self):
@@ -64,7 +65,8 @@ class _CObject:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            _CObject.live -= self._counted
+            if self._counted:
+                _CObject.live -= 1
             getattr(self.lib, self._destroy)(self._ptr)
 
     def __enter__(self):

@@ -58,7 +58,8 @@ class Builder:
         self._cond = threading.Condition()
         self._wanted: list = []        # (cell id, config), in the order they will run
         self._done: dict = {}          # cell id -> Built
-        self._building: set = set()
+        self._building: dict = {}      # cell id -> its flow once set up (None before)
+        self._taking: set = set()      # cells the worker waits for
         self._quiet = False
         self._threads = [threading.Thread(target=self._serve, daemon=True,
                                           name=f"cudnn-rnn-builder-{i}") for i in range(threads)]
@@ -71,7 +72,7 @@ class Builder:
         named are destroyed."""
         with self._cond:
             self._wanted = list(cells)
-            names = {cid for cid, _cfg in self._wanted}
+            names = {cid for cid, _cfg in self._wanted} | self._taking
             for cid in [c for c in self._done if c not in names]:
                 _close(self._done.pop(cid))
             self._cond.notify_all()
@@ -80,9 +81,11 @@ class Builder:
         """The cell's build (waiting for one under way), now the caller's; None when none
         was begun."""
         with self._cond:
-            self._wanted = [w for w in self._wanted if w[0] != cell_id]
+            self._taking.add(cell_id)
             while cell_id in self._building:
                 self._cond.wait()
+            self._taking.discard(cell_id)
+            self._wanted = [w for w in self._wanted if w[0] != cell_id]
             return self._done.pop(cell_id, None)
 
     @contextmanager
@@ -99,11 +102,13 @@ class Builder:
                 self._quiet = False
                 self._cond.notify_all()
 
-    def on_device(self) -> int:
-        """Bytes of GPU memory the builds not yet taken hold (their dropout states)."""
+    def measured(self, used_bytes) -> tuple[int, int]:
+        """(``used_bytes()``, the bytes of GPU memory the builders hold: their flows' dropout
+        states), read together, while no builder allocates or frees."""
         with self._cond:
-            return held_bytes(a for b in self._done.values() if b.flow is not None
-                              for a in b.flow.buf.values())
+            flows = [b.flow for b in self._done.values() if b.flow is not None]
+            flows += [f for f in self._building.values() if f is not None]
+            return int(used_bytes()), held_bytes(a for f in flows for a in f.buf.values())
 
     # ------------------------------------------------------------------ the threads
     def _next(self):
@@ -113,43 +118,56 @@ class Builder:
         return next(((cid, cfg) for cid, cfg in self._wanted
                      if cid not in self._done and cid not in self._building), None)
 
-    def _serve(self) -> None:  # pragma: no cover - a GPU thread
-        # numpy, through descriptors and the flow: the probe's parent imports this module
-        from cudnn_rnn.engine.descriptors import Handle, uncounted
-        from cudnn_rnn.engine.flow import RNNFlow
-        uncounted()  # the builders' objects are not the cells'
-        handle = Handle(self.lib)
+    def _serve(self) -> None:
+        handle = self._open()
         while True:
             with self._cond:
                 while (job := self._next()) is None:
                     self._cond.wait()
-                self._building.add(job[0])
-            built = None
+                cid, cfg = job
+                self._building[cid] = None
+            built, flow, started = None, None, time.perf_counter()
             try:
-                built = self._build(RNNFlow, handle, job[1])
+                with self._cond:  # what allocates, under the lock (see measured)
+                    flow = self._building[cid] = self._prepare(handle, cfg)
+                self._compile(handle, flow, cfg)
+                built = Built(flow, time.perf_counter() - started)
+            except Exception as exc:  # said in the cell's notes; the cell then builds itself
+                built = Built(None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}")
             finally:  # whatever happened, nobody waits for this cell any longer
                 with self._cond:
-                    self._building.discard(job[0])
-                    if built is not None and any(cid == job[0] for cid, _ in self._wanted):
-                        self._done[job[0]] = built
+                    if built is None or built.flow is None:
+                        _close(Built(flow, 0.0))
+                    self._building.pop(cid, None)
+                    if built is not None and (cid in self._taking
+                                              or any(c == cid for c, _ in self._wanted)):
+                        self._done[cid] = built
                     elif built is not None:
                         _close(built)
                     self._cond.notify_all()
 
-    def _build(self, RNNFlow, handle, cfg) -> Built:  # pragma: no cover - a GPU thread
-        started, flow = time.perf_counter(), None
-        try:
-            flow = RNNFlow(cfg, self.lib, device=True, init="random", handle=handle)
-            result = flow.run(until="rnn_descriptor")
-            if result.failure is not None:
-                raise RuntimeError(f"{result.failure.call} returned {result.failure.status}")
-            self.lib.cudnnBuildRNNDynamic(handle, flow.rnn, cfg.mini_batch)
-            flow.stream.synchronize()  # the dropout states are set on the builder's stream
-        except Exception as exc:  # said in the cell's notes; the cell then builds itself
-            if flow is not None:
-                flow.close()
-            return Built(None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}")
-        return Built(flow, time.perf_counter() - started)
+    def _open(self):  # pragma: no cover - a GPU thread
+        """The thread's cuDNN handle; its objects are not the cells' (leak check)."""
+        # numpy, through descriptors: the probe's parent imports this module
+        from cudnn_rnn.engine.descriptors import Handle, uncounted
+        uncounted()
+        return Handle(self.lib)
+
+    def _prepare(self, handle, cfg):  # pragma: no cover - a GPU thread
+        """A flow of ``cfg`` on the thread's handle, set up as the cell's own is up to its
+        RNN descriptor (RuntimeError naming the call where it was refused)."""
+        from cudnn_rnn.engine.flow import RNNFlow  # numpy: see _open
+        flow = RNNFlow(cfg, self.lib, device=True, init="random", handle=handle)
+        result = flow.run(until="rnn_descriptor")
+        if result.failure is not None:
+            flow.close()
+            raise RuntimeError(f"{result.failure.call} returned {result.failure.status}")
+        return flow
+
+    def _compile(self, handle, flow, cfg) -> None:  # pragma: no cover - a GPU thread
+        self.lib.cudnnBuildRNNDynamic(handle, flow.rnn, cfg.mini_batch)
+        flow.stream.synchronize()  # the dropout states are set on the builder's stream
+        handle.set_stream(0)  # not left on the flow's stream, which the cell will destroy
 
 
 def _close(built: Built) -> None:
@@ -159,16 +177,22 @@ def _close(built: Built) -> None:
 
 class Schedule:
     """The supervisor's side: which PERSIST_DYNAMIC cells of ``cells`` (in running order)
-    come after a given one."""
+    come from a given one on."""
 
     def __init__(self, cells, depth: int = DEPTH):
         self.depth = depth
-        self._dynamic = [(i, c.id, c.config) for i, c in enumerate(cells)
+        self._dynamic = [(i, c) for i, c in enumerate(cells)
                          if c.config.algo == RNNAlgo.PERSIST_DYNAMIC]
-        self._index = [i for i, _cid, _cfg in self._dynamic]
+        self._index = [i for i, _c in self._dynamic]
 
-    def starting(self, index: int) -> list:
+    def starting(self, index: int, leave_out=lambda cell: False) -> list:
         """``(id, config)`` of the first ``depth`` PERSIST_DYNAMIC cells from
-        ``cells[index]`` on: what a worker should have built when it runs that one."""
-        j = bisect.bisect_left(self._index, index)
-        return [(cid, cfg) for _i, cid, cfg in self._dynamic[j:j + self.depth]]
+        ``cells[index]`` on that ``leave_out`` keeps: what a worker should have built when
+        it runs that one."""
+        found = []
+        for _i, cell in self._dynamic[bisect.bisect_left(self._index, index):]:
+            if len(found) == self.depth:
+                break
+            if not leave_out(cell):
+                found.append((cell.id, cell.config))
+        return found

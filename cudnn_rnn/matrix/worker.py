@@ -134,11 +134,13 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         exiting = rec.outcome in ("CRASH", "ERROR")
         handle = _kept(handle, rec, exiting, bindings.errors.CudnnError)
         # what the cell left alive (not the worker's handle, weights and references kept)
-        kept = cache.on_device() + (values.on_device() if values is not None else 0) + (
-            builder.on_device() if builder is not None else 0)
-        rec.add_worker(live_objects() - (handle is not None),
-                       int(pool.used_bytes()) - kept if pool is not None and not exiting else None,
-                       os.getpid())
+        # (and not the builders': read with the pool's count while none allocates)
+        kept, used = cache.on_device() + (values.on_device() if values is not None else 0), None
+        if pool is not None and not exiting:
+            used, built = (builder.measured(pool.used_bytes) if builder is not None
+                           else (int(pool.used_bytes()), 0))
+            used -= kept + built
+        rec.add_worker(live_objects() - (handle is not None), used, os.getpid())
         conn.send(("record", rec, exiting))
         if exiting:
             return  # the next cell gets a fresh process
@@ -328,7 +330,7 @@ class Worker:
         """Name the PERSIST_DYNAMIC cells to come (``(id, config)``) to a live worker, which
         builds them beside the cells before them (no answer; a dead worker is left to
         :meth:`run`)."""
-        if self.alive:
+        if self.alive and self.conn is not None:
             try:
                 self.conn.send(("ahead", cells))
             except (BrokenPipeError, OSError):
