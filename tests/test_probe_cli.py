@@ -177,6 +177,13 @@ def test_missing_library(tmp_path):
     assert_one_line_exit_2(proc, "does not exist")
 
 
+def ctrl_c_heard() -> None:
+    """In the child before it starts: SIGINT as a terminal delivers it, even where this test
+    runs with SIGINT ignored (a job started in the background of a shell without job control,
+    e.g. ``nohup make test &``), a disposition children inherit and Python then keeps."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_cleanly_and_keeps_what_finished(tmp_path):
     """Independent of the machine's load: the probe stays on a known cell (the worker hangs
     there) and the test waits for what the probe announces, its records, not for a time."""
@@ -188,7 +195,8 @@ def test_ctrl_c_stops_cleanly_and_keeps_what_finished(tmp_path):
                CUDNN_RNN_FAULT=f"hang:{cells[finished].id}")
     proc = subprocess.Popen([sys.executable, "-m", "cudnn_rnn.probe", "--out", str(tmp_path),
                              "--cell", "GRU", "--timeout", "600"], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_heard)
     deadline = time.monotonic() + 600  # only turns a hang of the test into a failure
     while not (out.exists() and out.read_bytes().count(b"\n") >= finished):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()

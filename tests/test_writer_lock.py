@@ -21,7 +21,7 @@ from cudnn_rnn.matrix.record import read_records
 from cudnn_rnn.reporting import load
 
 from .test_cli import assert_one_line_exit_2, run
-from .test_probe_cli import probe
+from .test_probe_cli import ctrl_c_heard, probe
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ("--cell", "GRU", "--dtype", "INT8,FLOAT", "--math-type", "DEFAULT")
@@ -100,7 +100,8 @@ def test_two_probes_at_once_one_records_the_other_is_refused_the_folder_reads_wh
         [sys.executable, "-m", "cudnn_rnn.probe", "--out", str(tmp_path), *SMALL,
          "--timeout", "600"], cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env=dict(os.environ, PYTHONPATH=str(ROOT), CUDNN_RNN_NO_GPU="1",
-                 CUDNN_RNN_FAULT=f"hang:{cells[before].id}"))
+                 CUDNN_RNN_FAULT=f"hang:{cells[before].id}"),
+        preexec_fn=ctrl_c_heard)
     path = tmp_path / "default.jsonl"
     try:
         wait_for(lambda: path.exists() and path.read_bytes().count(b"\n") >= before,
