@@ -220,6 +220,9 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
             "legacy_symbols": info["symbols"]["legacy"], "seed_replay": info.get("seed_replay"),
             "sessions": sessions, "complete": False}
     runs.write_meta(meta_path, meta, results)
+    schedule = Schedule(todo) if info["device_stages"] else None  # PERSIST_DYNAMIC builds
+    if schedule is not None:  # the worker's builders begin while CuPy's kernels compile
+        worker.ahead(schedule.starting(0))
     if info["device_stages"] and todo:  # before the first timed call: compile side by side
         said = warmup.warm(f"probe-{spec.name}", dev_info,
                            warmup.cell_tasks(todo, args.cudnn, not args.no_graphs))
@@ -232,7 +235,6 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
                         undecided=sum(len(v) for b, v in waiting.items() if b in to_run))
     started = time.monotonic()
     interrupted = False
-    schedule = Schedule(todo) if info["device_stages"] else None  # PERSIST_DYNAMIC builds
     suspects = set()  # named ahead to a worker that crashed or hung: built in their own cells
     try:
         for i, cell in enumerate(todo):

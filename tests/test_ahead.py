@@ -161,3 +161,27 @@ def test_quiet_waits_for_builds_under_way_and_starts_none():
         assert b.begun == [5]  # nothing began inside
     b.wait_begun(2)
     assert b.take("c6").flow is not None
+
+
+def test_close_waits_for_builds_under_way_destroys_the_built_and_ends_the_threads():
+    b = _Builder()
+    b.want(_named(5, 6, 7))
+    b.wait_begun(2)
+    closer = threading.Thread(target=b.close)
+    closer.start()
+    deadline = time.monotonic() + 10
+    while not b._closed:  # closing, and waiting for the two under way
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    b.let(5)
+    b.let(6)
+    closer.join(10)
+    assert not closer.is_alive()
+    assert sorted(b.begun) == [5, 6]  # c7 never began
+    assert all(f.closed for f in b.flows) and len(b.flows) == 2
+    for t in b._threads:
+        t.join(5)
+        assert not t.is_alive()
+    b.want(_named(8))  # named after close: nothing begins
+    time.sleep(0.1)
+    assert sorted(b.begun) == [5, 6]

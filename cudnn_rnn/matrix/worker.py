@@ -20,6 +20,7 @@ them. Faults a test injects: :mod:`.faults`.
 """
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
 import os
 import signal
@@ -87,7 +88,9 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
             return
         if isinstance(cell, tuple) and cell[0] == "ahead":
             if device:
-                builder = builder or Builder(lib)
+                if builder is None:
+                    builder = Builder(lib)
+                    atexit.register(builder.close)  # no build left inside cuDNN at exit
                 builder.want(cell[1])
             continue
         if isinstance(cell, tuple) and cell[0] == "job":
@@ -204,6 +207,7 @@ class Worker:
         self.info: dict | None = None
         self.started = 0
         self.lost = 0
+        self._named = None  # (worker pid, cell ids) last named ahead
 
     @property
     def restarts(self) -> int:
@@ -328,11 +332,15 @@ class Worker:
 
     def ahead(self, cells: list) -> None:
         """Name the PERSIST_DYNAMIC cells to come (``(id, config)``) to a live worker, which
-        builds them beside the cells before them (no answer; a dead worker is left to
-        :meth:`run`)."""
+        builds them beside the cells before them (no answer; sent when the cells or the
+        worker changed; a dead worker is left to :meth:`run`)."""
         if self.alive and self.conn is not None:
+            named = (self.proc.pid, tuple(cid for cid, _cfg in cells))
+            if named == self._named:
+                return
             try:
                 self.conn.send(("ahead", cells))
+                self._named = named
             except (BrokenPipeError, OSError):
                 pass
 
