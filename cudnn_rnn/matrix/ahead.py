@@ -103,8 +103,10 @@ class Builder:
                 self._quiet = False
                 self._cond.notify_all()
 
-    def close(self, wait_s: float = 30.0) -> None:
-        """Begin no build, wait up to ``wait_s`` for those under way, destroy the built."""
+    def close(self, wait_s: float = 5.0) -> None:
+        """Begin no build, wait up to ``wait_s`` for those under way (less than the
+        supervisor gives a worker to end), destroy the built; one finishing later is
+        destroyed as it finishes."""
         with self._cond:
             self._closed = True
             self._cond.wait_for(lambda: not self._building, wait_s)
@@ -151,8 +153,8 @@ class Builder:
                     if built is None or built.flow is None:
                         _close(Built(flow, 0.0))
                     self._building.pop(cid, None)
-                    if built is not None and (cid in self._taking
-                                              or any(c == cid for c, _ in self._wanted)):
+                    if built is not None and not self._closed and (
+                            cid in self._taking or any(c == cid for c, _ in self._wanted)):
                         self._done[cid] = built
                     elif built is not None:
                         _close(built)

@@ -87,7 +87,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         if cell is None:
             return
         if isinstance(cell, tuple) and cell[0] == "ahead":
-            if device:
+            if device and (builder is not None or cell[1]):
                 if builder is None:
                     builder = Builder(lib)
                     atexit.register(builder.close)  # no build left inside cuDNN at exit
@@ -207,7 +207,7 @@ class Worker:
         self.info: dict | None = None
         self.started = 0
         self.lost = 0
-        self._named = None  # (worker pid, cell ids) last named ahead
+        self._named = None  # (workers started, cell ids) last named ahead
 
     @property
     def restarts(self) -> int:
@@ -335,7 +335,7 @@ class Worker:
         builds them beside the cells before them (no answer; sent when the cells or the
         worker changed; a dead worker is left to :meth:`run`)."""
         if self.alive and self.conn is not None:
-            named = (self.proc.pid, tuple(cid for cid, _cfg in cells))
+            named = (self.started, tuple(cid for cid, _cfg in cells))  # this worker's
             if named == self._named:
                 return
             try:
