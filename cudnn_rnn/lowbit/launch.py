@@ -35,11 +35,11 @@ class Settings:
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback. Not in
 # it, measured on the H200 (tools/persistent_probe.py, tree fadad4e; graph replay, ms):
-# b1t512, 4-9 % faster than b1t256 at the seed shape (LSTM INT8 0.1489 against 0.1557, FP16
-# 0.1947 against 0.2144) and LSTM 50/1/1024/64, but with it in this list the shipped LSTM's
-# precision table took 68 s against its 60 s target (47 s without it in the next run on the
-# same machine, whose kernel cache the first had filled: what the fifth shape itself costs
-# is not yet measured); and POLL (b1t256p), 35-130 % slower than b1t256 at the same shapes.
-# ``--settings`` of the tools reaches both.
+# b1t512, 4-11 % faster than b1t256 at the seed shape, LSTM and GRU (LSTM INT8 0.1489
+# against 0.1557, FP16 0.1947 against 0.2144) and 2.9-8.5 % at LSTM 50/1/1024/64, but with
+# it in this list the shipped LSTM's precision table took 68 s against its 60 s target (47 s
+# without it in the next run on the same machine, whose kernel cache the first had filled:
+# what the fifth shape itself costs is not yet measured); and POLL (b1t256p), 34-132 %
+# slower than b1t256 at the same shapes. ``--settings`` of the tools reaches both.
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512))
