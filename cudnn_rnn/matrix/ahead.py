@@ -15,9 +15,9 @@ cell's own flow.
 
 Nothing is built while a cell is timed (:meth:`Builder.quiet`). The builders' cuDNN
 objects are not counted by :func:`~cudnn_rnn.engine.descriptors.live_objects` (the cells'
-leak check), and their device bytes are reported by :meth:`Builder.on_device` for the same
-check. A builder that killed the process would show as the running cell's CRASH: the
-supervisor's record of it names the cells that were being built ahead.
+leak check), and their device bytes are read with the pool's count (:meth:`Builder.measured`)
+for the same check. A builder that killed the process would show as the running cell's
+CRASH: the supervisor's record of it names the cells the worker had been named ahead.
 """
 from __future__ import annotations
 
@@ -94,8 +94,7 @@ class Builder:
         """No build runs inside (one under way is waited for), e.g. while a cell is timed."""
         with self._cond:
             self._quiet = True
-            while self._building:
-                self._cond.wait()
+            self._cond.wait_for(lambda: not self._building)
         try:
             yield
         finally:
@@ -150,8 +149,8 @@ class Builder:
                 built = Built(None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}")
             finally:  # whatever happened, nobody waits for this cell any longer
                 with self._cond:
-                    if built is None or built.flow is None:
-                        _close(Built(flow, 0.0))
+                    if flow is not None and (built is None or built.flow is None):
+                        flow.close()  # set up, then its build failed
                     self._building.pop(cid, None)
                     if built is not None and not self._closed and (
                             cid in self._taking or any(c == cid for c, _ in self._wanted)):

@@ -132,10 +132,10 @@ def run_stages(flow: RNNFlow, cache: ReferenceCache, take_built=None) -> FlowRes
             built = take_built()
             if built is not None:
                 result.notes.append(built.note())
-            if built is not None and built.flow is not None:
-                flow.adopt(built)
-                result.reached.append("build_dynamic")  # waited for, if it was under way
-                result.stage_s["build_dynamic"] = round(time.perf_counter() - started, 5)
+                if built.flow is not None:
+                    flow.adopt(built)
+                    result.reached.append("build_dynamic")  # waited for, if under way
+                    result.stage_s["build_dynamic"] = round(time.perf_counter() - started, 5)
     return flow.run()
 
 
