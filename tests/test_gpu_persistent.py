@@ -3,6 +3,8 @@ x {FP16, BF16, INT8, E4M3} verified against the float64 reference (original weig
 seen) and an 8-bit one against its twin, captured in a graph whose replay writes the plain
 launch's bytes; every launch shape; the same function as the GEMM engine of the same plan;
 a deliberately broken slice caught; a wait that can never be met ends the launch."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -145,6 +147,56 @@ def test_the_polling_kernel_verifies_and_replays(cuda, fp8_capable, mode, direct
         _check(rec, mode, fp8_capable)
         if rec["outcome"] == "OK":
             assert rec["settings"] == "b1t256p"
+
+
+@pytest.mark.parametrize("exact,straddle", sorted(PATHS), ids=lambda v: str(int(v)))
+@pytest.mark.parametrize("mode,direction", [(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL),
+                                            (RNNMode.GRU, DirectionMode.BIDIRECTIONAL)],
+                         ids=["LSTM-UNI", "GRU-BID"])
+def test_the_early_input_kernel_verifies_and_replays_in_each_product_path(
+        cuda, mode, direction, exact, straddle):
+    """EARLYX (above the first layer, the input part staged before the wait for the layer's
+    own previous step), in each product path, 3 layers, 16 and 8 bits (int8/input: an 8-bit
+    input part beside a 16-bit recurrent one)."""
+    _layers, hidden, batch, settings = PATHS[(exact, straddle)]
+    shape = dataclasses.replace(settings, early_x=True).name
+    cfg = _cfg(mode, direction, 3, hidden=hidden, batch=batch)
+    names = ["persistent:fp16", "persistent:int8/input", "persistent:int8/both"]
+    result = C.run_configs(cfg, names, reps=3, warmup=1, budget_s=None, settings=[shape])
+    assert sorted(r["config"] for r in result["records"]) == sorted(names)
+    for rec in result["records"]:
+        _check(rec, mode, True)
+        assert rec["settings"] == shape
+
+
+@pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])
+def test_a_launch_reads_and_writes_the_arrays_bound_to_it(cuda, mode):
+    """The states and outputs are launch arguments: bound to the caller's arrays (as
+    cudnn_rnn.torch binds PyTorch's tensors), a forward reads that x, h0 (c0) and writes
+    there exactly what it writes into its own buffers, which it then leaves alone."""
+    cfg = _cfg(mode, DirectionMode.BIDIRECTIONAL, 2)
+    values = C.draw(cfg, seed=5)
+    io = values["io"]
+    with PersistentEngine(cfg, values["stacked"], "fp16") as engine:
+        engine.set_inputs(io["x"], io["hx"], io["cx"])
+        engine.forward()
+        want = {n: a.get() for n, a in engine.outputs().items()}
+        names = [n for n in ("x", "hx", "cx", "y", "hy", "cy") if getattr(engine, n) is not None]
+        own = {n: getattr(engine, n) for n in names}
+        with engine.stream:
+            snap = {n: a.copy() for n, a in own.items()}
+            mine = {n: cuda.full_like(a, np.nan) for n, a in own.items()}
+            for n in ("x", "hx", "cx"):
+                if n in mine:
+                    mine[n][...] = cuda.asarray(io[n], dtype=cuda.float32)
+        engine.bind(None, **mine)
+        engine.forward()
+        engine.check()
+        assert sorted(want) == sorted(n for n in names if n in ("y", "hy", "cy"))
+        for n, v in want.items():
+            assert (mine[n].get() == v).all(), n
+        for n, a in own.items():
+            assert (a.get() == snap[n].get()).all(), n
 
 
 @pytest.mark.parametrize("fmt", ["int8", "e4m3", "fp16", "bf16"])

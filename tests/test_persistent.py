@@ -275,6 +275,27 @@ def _nvrtc_or_skip():
         pytest.skip(f"NVRTC is not available here ({type(exc).__name__}: {exc})")
 
 
+def _struct_fields(name: str) -> list:
+    """(field, numpy type) of ``struct name`` in persistent.cu, in order (pointers u8)."""
+    import re
+    body = re.search(r"struct %s \{[^\n]*\n(.*?)\n\};" % name, P.SOURCE.read_text(), re.S)[1]
+    fields = []
+    for line in body.splitlines():
+        decl = line.split("//")[0].strip().rstrip(";")
+        m = re.fullmatch(r"(?:const )?(unsigned char|long long|float|int|void)(\*?) (.+)", decl)
+        kind = "u8" if m[2] else {"float": "f4", "int": "i4", "long long": "i8"}[m[1]]
+        fields += [(n.strip(), kind) for n in m[3].split(",")]
+    return fields
+
+
+@pytest.mark.parametrize("struct,dtype", [("Layer", P.LAYER), ("Slice", P.SLICE)])
+def test_the_launch_tables_lay_out_the_kernels_structs(struct, dtype):
+    """The host's records (persistent.LAYER, SLICE) name the kernel's struct fields in its
+    order and sizes, so the kernel reads each value where the host wrote it."""
+    want = [(n, np.dtype(t)) for n, t in _struct_fields(struct)]
+    assert [(n, dtype.fields[n][0]) for n in dtype.names] == want
+
+
 COMPILED = [("sm_90", RNNMode.LSTM, f, f) for f in P.FORMAT_CODE] + \
     [("sm_90", mode, "int8", "fp16") for mode in CELLS] + \
     [("sm_80", RNNMode.GRU, f, f) for f in ("fp16", "bf16", "int8")]
@@ -320,8 +341,49 @@ def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_i
             P.Settings.parse(bad)
 
 
+@pytest.mark.parametrize("exact,straddle", [(0, 0), (0, 1), (1, 0), (1, 1)])
+def test_the_early_input_kernel_compiles_in_each_product_path_and_the_tuner_does_not_try_it(
+        exact, straddle):
+    """EARLYX (above the first layer, the input part staged before the wait for the layer's
+    own previous step): an experiment a diagnostic names (b1t256x, ...), not a shape the
+    tuner tries; it cannot be combined with POLL."""
+    _nvrtc_or_skip()
+    cfg = _cfg(RNNMode.GRU, 2, False, H=128 if exact else 64, B=32 if straddle else 16)
+    part = partition.plan(cfg, "int8", "fp16", sm_count=132 if exact else 7,
+                          smem_per_block=SMEM, threads=64 if straddle else 256)
+    consts = P.defines(cfg, part, gx_int=False, early_x=True)
+    assert (consts["EXACT"], consts["STRADDLE"], consts["EARLYX"]) == (exact, straddle, 1)
+    assert ptxas.ptxas_info(consts)["spill_stores"] == 0
+    assert not any(s.early_x for s in P.SETTINGS)
+    shape = P.Settings.parse("b2c64t512x")
+    assert shape == P.Settings(ctas=64, batch_slices=2, threads=512, early_x=True)
+    assert P.Settings.parse(shape.name) == shape and not P.Settings.parse("b1t256").early_x
+    with pytest.raises(ValueError, match="not both"):
+        P.Settings.parse("b1t256px")
+
+
+@pytest.mark.parametrize("layers,bi,batch_slices", [(1, False, 1), (2, False, 1), (3, False, 2),
+                                                    (1, True, 1), (2, True, 2), (3, True, 1)])
+def test_each_steps_first_wait_is_its_own_layers_and_the_others_the_layers_below(
+        layers, bi, batch_slices):
+    """The kernel's EARLYX reads the wait table's rows apart: row 0 of a step, the CTA's own
+    group (its previous step), after rows 1.., the groups of the layer below in the same
+    batch slice (whose outputs are the input part it stages first)."""
+    cfg = _cfg(RNNMode.LSTM, layers, bi, T=5)
+    part = partition.plan(cfg, "int8", "int8", sm_count=24, smem_per_block=SMEM,
+                          batch_slices=batch_slices)
+    w = partition.waits(part)
+    pls = walk.pseudo_layers(cfg)
+    for c, sl in enumerate(part.slices):
+        below = {part.counter(q.index, sl.bs) for q in pls if q.layer == pls[sl.k].layer - 1}
+        for s in range(cfg.seq_length):
+            assert w[c, s, 0, 0] == part.counter(sl.k, sl.bs)
+            assert {int(x) for x in w[c, s, 1:, 0] if x >= 0} == below
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--settings", "b1"], "no launch shape 'b1'"),
+    (["--settings", "b1t256px"], "not both"),
     (["--shapes", "LSTM:20"], "is not CELL:T:L:H:B"),
     (["--shapes", "FOO:1:1:1:1"], "is not CELL:T:L:H:B"),
     (["--trace", "persistent:fp16"], "NAME@SETTINGS"),

@@ -27,10 +27,7 @@ from cudnn_rnn.lowbit.launch import Settings
 DROPS = {
     "mma": [("mma<FH>(acc[m][nn], af[m], bf[nn]);", ";", 2),
             ("mma<FX>(acc[m][nn], af[m], bf[nn]);", ";", 1)],
-    "load": [("if (c >= gb(grp)) continue;\n                const bool x = c < nxc;\n"
-              "                const unsigned char* src",
-              "if (true) continue;\n                const bool x = c < nxc;\n"
-              "                const unsigned char* src", 1)],
+    "load": [("if (c >= gb(grp)) continue;", "if (true) continue;", 1)],
     "gates": [("for (Pairs it(tid, nu); it.p < nb * nu;) {",
                "for (Pairs it(tid, nu); it.p < 0;) {", 1)],
     # within the gate math: its cell functions (the sums still read, the stores still made)
@@ -45,7 +42,7 @@ DROPS = {
                ("                if (L.xout1) put<FX>(L.xout1 + brow * xrowb + (unsigned)"
                 "(L.dir * H + j) * BPE(FX),\n                                     v, L.xscale1);\n",
                 "", 1),
-               ("                if (L.y) L.y[brow * D * H + L.dir * H + j] = v;\n", "", 1)],
+               ("                if (L.last) y[brow * D * H + L.dir * H + j] = v;\n", "", 1)],
 }
 PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "step_total")
 

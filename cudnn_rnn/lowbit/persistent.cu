@@ -15,6 +15,9 @@
 //   POLL     1: no counters; every state slot starts as the sentinel (persistent.SENTINEL,
 //            a code no rounding makes), and a CTA stages its inputs at once, reading again
 //            each 16-byte piece that still holds a sentinel byte (an experiment, not tuned)
+//   EARLYX   1: above the first layer a CTA waits for the layer below first and stages its
+//            input part (the ring's first slabs) before it waits for its own layer's
+//            previous step, so those bytes arrive while it waits (an experiment, not tuned)
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
@@ -38,15 +41,11 @@ struct Layer {                 // one pseudo-layer (persistent.LAYER)
     const void* gx;            // layer 0: (T*B, GATES*H) input GEMM output; else null
     const unsigned char* xin;  // layers above 0: (T, B, xrowb) input codes in FX
     unsigned char* hq;         // (T+1, B, hrowb) h codes in FH, slot 0 from h0
-    const float* h0;           // (B, H)
-    const float* c0;           // (B, H), LSTM
-    float* hy;
-    float* cy;
     unsigned char* xout0;      // the next layer's inputs (one per reader), or null
     unsigned char* xout1;
-    float* y;                  // last layer: (T, B, D*H), else null
     float hscale, xscale0, xscale1;
-    int layer, dir, pad;
+    int layer, dir;
+    int last;                  // 1: the last layer's, which writes y
 };
 
 struct Slice {                 // one CTA (partition.Slice)
@@ -166,13 +165,18 @@ __device__ __forceinline__ bool unset(const unsigned char* d, int real, int f) {
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slices,
                const int* __restrict__ waits, const unsigned char* __restrict__ blob,
-               unsigned* counters, int* status, long long* trace, int T, int B, int H, int D,
-               int hrowb, int xrowb)
+               unsigned* counters, int* status, long long* trace,
+               const float* __restrict__ hx, const float* __restrict__ cx, float* y, float* hy,
+               float* cy, int T, int B, int H, int D, int hrowb, int xrowb)
 {
+    // hx, cx, hy, cy: (pseudo-layers, B, H); y (T, B, D*H). Arguments, not the layer table,
+    // so that a forward reads and writes the caller's arrays (Forward.bind) as they are
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ int bail;
     const Slice S = slices[blockIdx.x];
     const Layer L = layers[S.k];
+    const unsigned lb = (unsigned)S.k * B * H;  // this pseudo-layer's states
+
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int nu = S.nu, nb = S.nb, mpad = S.mpad, npad = S.npad, ks = S.ks;
     const int nxc = S.nxc, nc = S.nc, rowb = nc * 32 + PAD, gH = GATES * H;
@@ -220,11 +224,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     }
 #pragma unroll 1
     for (Pairs it(tid, nu); it.p < nb * nu; it.next()) {  // h0, c0 in; h0's codes to slot 0
-        const unsigned g = (unsigned)(b0 + it.b) * H + j0 + it.u;
-        const float h = L.h0[g];
+        const unsigned g = lb + (unsigned)(b0 + it.b) * H + j0 + it.u;
+        const float h = hx[g];
         own_h[it.p] = h;
 #if CELL == 2
-        own_c[it.p] = L.c0[g];
+        own_c[it.p] = cx[g];
 #endif
         put<FH>(L.hq + (unsigned)(b0 + it.b) * hrowb + (unsigned)(j0 + it.u) * BPE(FH), h,
                 L.hscale);
@@ -282,13 +286,15 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     const long long hrow0 = (long long)(b0 + min(prow, nb - 1)) * hrowb + (piece & 1) * 16
                             - (long long)nxc * 32;
 
-#pragma unroll 1
-    for (int s = 0; s < T; ++s) {
-        const int t = L.dir ? T - 1 - s : s;
-        MARK(0);
+    // EARLYX: this CTA stages its input part before it waits for its own layer (layers above
+    // the first; the same for every thread of the CTA)
+    const bool early = EARLYX && !POLL && nxc > 0;
+    // thread 0 waits for counters i0 .. i1-1 of step s's row of the wait table; every thread
+    // then knows whether the launch goes on
+    auto wait = [&](int s, int i0, int i1) {
         if (!POLL && tid == 0) {
             int ok = 1;
-            for (int i = 0; i < MAXW && ok; ++i) {
+            for (int i = i0; i < i1 && ok; ++i) {
                 const int ctr = my_waits[((unsigned)s * MAXW + i) * 2];
                 if (ctr < 0) continue;
                 const unsigned target = (unsigned)my_waits[((unsigned)s * MAXW + i) * 2 + 1];
@@ -305,18 +311,23 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             bail = !ok;
         }
         __syncthreads();
-        if (bail) return;
-        MARK(1);
-        MARK(6);
+        return !bail;
+    };
 
+#pragma unroll 1
+    for (int s = 0; s < T; ++s) {
+        const int t = L.dir ? T - 1 - s : s;
+        MARK(0);
+        // EARLYX: the layer below's steps this one reads only (its own comes below)
+        if (!wait(s, early ? 1 : 0, MAXW)) return;
         const unsigned char* xsrc = HASX ? L.xin + (unsigned)(t * B) * xrowb : nullptr;
         const unsigned char* hsrc = L.hq + (unsigned)(s * B) * hrowb;
-        // this thread's 16-byte pieces of slab i (ring stage st), group by group: copied
-        // (cp.async; rows past the batch slice zeros, read nothing), or with POLL and
-        // `settle`, read again while a byte is still the sentinel (its producer has not
-        // written it yet: only the row's codes, not its padding); a piece that never
-        // settles sets status and bail
-        auto stage = [&](int i, int st, bool settle) {
+        // this thread's 16-byte pieces of slab i (ring stage st), group by group, of the
+        // input part (part 1), the recurrent part (2) or both (0): copied (cp.async; rows
+        // past the batch slice zeros, read nothing), or with POLL and `settle`, read again
+        // while a byte is still the sentinel (its producer has not written it yet: only the
+        // row's codes, not its padding); a piece that never settles sets status and bail
+        auto stage = [&](int i, int st, bool settle, int which) {
             const int within = i * SLAB + pchunk;  // the chunk's place in its group
             unsigned char* dst = ring + ((unsigned)st * ks * npad + prow) * SROW + piece * 16;
 #pragma unroll 1
@@ -324,6 +335,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 const int c = ga(grp) + within;
                 if (c >= gb(grp)) continue;
                 const bool x = c < nxc;
+                if ((which == 1 && !x) || (which == 2 && x)) continue;
                 const unsigned char* src = (x ? xsrc + xrow0 : hsrc + hrow0) + c * 32;
                 const int stride = (x ? xrowb : hrowb) * (THREADS / (SLAB * 2));
                 unsigned char* d = dst + (unsigned)grp * npad * SROW;
@@ -353,6 +365,17 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 }
             }
         };
+
+        if (early) {  // the input part's slabs staged, then this layer's previous step
+            MARK(9);
+#pragma unroll 1
+            for (int st = 0; st < STAGES - 1; ++st)
+                if (st < nslab) stage(st, st, false, 1);
+            cp_commit();  // the oldest group: complete whenever slab 0's is
+            if (!wait(s, 0, 1)) return;
+        }
+        MARK(1);
+        MARK(6);
 
         float acc[MT][NTW][4];
 #if STRADDLE
@@ -388,16 +411,16 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 
 #pragma unroll 1
         for (int st = 0; st < STAGES - 1; ++st) {
-            if (st < nslab) stage(st, st, false);
+            if (st < nslab) stage(st, st, false, early ? 2 : 0);
             cp_commit();
         }
 #pragma unroll 1
         for (int i = 0; i < nslab; ++i) {
-            if (i + STAGES - 1 < nslab) stage(i + STAGES - 1, (i + STAGES - 1) % STAGES, false);
+            if (i + STAGES - 1 < nslab) stage(i + STAGES - 1, (i + STAGES - 1) % STAGES, false, 0);
             cp_commit();
             cp_wait<STAGES - 1>();
 #if POLL
-            stage(i, i % STAGES, true);
+            stage(i, i % STAGES, true, 0);
             __syncthreads();
             if (bail) return;
 #else
@@ -539,7 +562,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                                      v, L.xscale0);
                 if (L.xout1) put<FX>(L.xout1 + brow * xrowb + (unsigned)(L.dir * H + j) * BPE(FX),
                                      v, L.xscale1);
-                if (L.y) L.y[brow * D * H + L.dir * H + j] = v;
+                if (L.last) y[brow * D * H + L.dir * H + j] = v;
             }
         }
         MARK(4);
@@ -554,10 +577,10 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     }
 #pragma unroll 1
     for (Pairs it(tid, nu); it.p < nb * nu; it.next()) {
-        const unsigned g = (unsigned)(b0 + it.b) * H + j0 + it.u;
-        L.hy[g] = own_h[it.p];
+        const unsigned g = lb + (unsigned)(b0 + it.b) * H + j0 + it.u;
+        hy[g] = own_h[it.p];
 #if CELL == 2
-        L.cy[g] = own_c[it.p];
+        cy[g] = own_c[it.p];
 #endif
     }
 }

@@ -54,10 +54,10 @@ STATIC_SMEM = 1024  # what the kernel's own __shared__ variables may take
 OPTIONS = ("--std=c++17", "-lineinfo")  # NVRTC's; line info costs nothing at run time (ncu reads it)
 
 _P = "u8"  # a device pointer
-LAYER = np.dtype([(n, _P) for n in ("dqx", "dqh", "bW", "bR", "gx", "xin", "hq", "h0", "c0",
-                                    "hy", "cy", "xout0", "xout1", "y")]
+LAYER = np.dtype([(n, _P) for n in ("dqx", "dqh", "bW", "bR", "gx", "xin", "hq", "xout0",
+                                    "xout1")]
                  + [(n, "f4") for n in ("hscale", "xscale0", "xscale1")]
-                 + [(n, "i4") for n in ("layer", "dir", "pad")], align=True)
+                 + [(n, "i4") for n in ("layer", "dir", "last")], align=True)
 SLICE = np.dtype([("blob", "i8")] + [(n, "i4") for n in (
     "k", "j0", "nu", "bs", "b0", "nb", "mpad", "npad", "ts", "ks", "kx", "nxc", "nc", "off_dq",
     "off_own", "off_gx", "off_ring")], align=True)
@@ -89,7 +89,8 @@ def check_formats(fx: str | None, fh: str, cap: tuple[int, int]) -> None:
 
 
 def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
-            spin_limit: int = SPIN_LIMIT, trace: bool = False, poll: bool = False) -> dict:
+            spin_limit: int = SPIN_LIMIT, trace: bool = False, poll: bool = False,
+            early_x: bool = False) -> dict:
     """The compile-time constants of one kernel (persistent.cu's header lists them)."""
     fx = part.fx or part.fh
     return {"CELL": CELL_CODE[cfg.mode], "GATES": cfg.gates, "FX": FORMAT_CODE[fx],
@@ -98,7 +99,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             "SLAB": partition.SLAB, "STAGES": part.stages, "PAD": partition.PAD,
             "STRADDLE": int(part.straddles), "EXACT": int(part.exact),
             "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL",
-            "TRACE": int(trace), "POLL": int(poll)}
+            "TRACE": int(trace), "POLL": int(poll), "EARLYX": int(early_x)}
 
 
 def source(consts: dict) -> str:
@@ -180,7 +181,8 @@ def precompile(cp, cfg: RNNConfig, stacked, float_precision: str, plan, shapes) 
             part, gx_precision = layout(cfg, ops, plan, settings, limits)
         except Exception:  # met again, and judged, when this shape's engine is built
             continue
-        consts = defines(cfg, part, gx_int(gx_precision), poll=settings.poll)
+        consts = defines(cfg, part, gx_int(gx_precision), poll=settings.poll,
+                         early_x=settings.early_x)
         sources[source(consts)] = consts
     device = cp.cuda.Device().id
 
@@ -204,7 +206,6 @@ class PersistentEngine(Forward):
     :class:`~cudnn_rnn.lowbit.engine.GemmEngine`: :meth:`set_inputs`, :meth:`forward` (enqueued
     on :attr:`stream`, capturable), :attr:`buf`, :meth:`outputs`, :meth:`close`."""
 
-    BINDABLE = ("x",)  # the states and outputs stay its own: their addresses are in its tables
 
     def __init__(self, cfg: RNNConfig, stacked, float_precision: str, plan=None,
                  settings: Settings = Settings(), stream=None, lt=None,
@@ -263,14 +264,11 @@ class PersistentEngine(Forward):
             row["gx"] = self.gx[p.direction].data.ptr if p.layer == 0 else 0
             row["xin"] = self.xin[p.index].data.ptr if p.layer > 0 else 0
             row["hq"] = self.hq[p.index].data.ptr
-            row["h0"], row["hy"] = self.hx[p.index].data.ptr, self.hy[p.index].data.ptr
-            if self.cx is not None:
-                row["c0"], row["cy"] = self.cx[p.index].data.ptr, self.cy[p.index].data.ptr
             readers = layers[p.layer + 1] if p.layer + 1 < c.num_layers else []
             for i, r in enumerate(readers):
                 row[f"xout{i}"] = self.xin[r.index].data.ptr
                 row[f"xscale{i}"] = ops[r.index].input.act_scale
-            row["y"] = self.y.data.ptr if not readers else 0
+            row["last"] = int(not readers)
             row["hscale"] = ops[p.index].recurrent.act_scale
             row["layer"], row["dir"] = p.layer, p.direction
         slices = np.zeros(part.grid, dtype=SLICE)
@@ -287,7 +285,8 @@ class PersistentEngine(Forward):
         self.status = cp.zeros(1, cp.int32)
 
     def _compile(self, gx_int: bool, spin_limit: int, trace: bool) -> None:
-        consts = defines(self.cfg, self.part, gx_int, spin_limit, trace, self.settings.poll)
+        consts = defines(self.cfg, self.part, gx_int, spin_limit, trace, self.settings.poll,
+                         self.settings.early_x)
         self.trace = (self.cp.zeros((self.part.grid, self.cfg.seq_length, 12), self.cp.int64)
                       if trace else None)
         self.module, self.kernel = compiled(self.cp, consts)
@@ -317,10 +316,12 @@ class PersistentEngine(Forward):
             self.counters.fill(0)
             if self.settings.poll:  # every slot unwritten: what a consumer polls for
                 self._unwrite()
-            i32 = np.int32
+            i32, null = np.int32, np.uint64(0)
             self.kernel((self.part.grid,), (self.part.threads,),
                         (t["layers"], t["slices"], t["waits"], t["blob"], self.counters,
-                         self.status, self.trace if self.trace is not None else np.uint64(0),
+                         self.status, self.trace if self.trace is not None else null,
+                         self.hx, null if self.cx is None else self.cx, self.y, self.hy,
+                         null if self.cy is None else self.cy,
                          i32(c.seq_length), i32(c.mini_batch), i32(c.hidden_size),
                          i32(c.dirs), i32(self.part.hrowb), i32(self.part.xrowb)),
                         shared_mem=self.part.smem)

@@ -13,9 +13,8 @@ call can be captured in a CUDA graph), ``facts()`` and ``close()``.
 * :class:`EngineRunner`: the GEMM engine or the persistent kernel
   (:func:`cudnn_rnn.charlm.rows.build_engine`), 8-bit scales made for this shape from the
   candidate's calibrated thresholds (:func:`cudnn_rnn.lowbit.model.plan`, weights per output
-  channel, as the precision table's rows). The GEMM engine binds all six arrays; the
-  persistent kernel binds x and copies the states in and the outputs out on the stream
-  (their addresses are in its launch tables).
+  channel, as the precision table's rows). Both bind all six arrays (the persistent kernel
+  takes the states' and outputs' addresses as launch arguments): nothing is copied.
 
 A candidate this shape cannot have (cuDNN refusing a descriptor, an engine refusing the
 shape, a partition that does not fit) is :class:`NotServed`, with the reason.
@@ -148,27 +147,10 @@ class EngineRunner:
 
     def run(self, stream, x, hx, cx, y, hy, cy) -> None:
         self.stream = stream
-        if self.persistent:
-            self._run_persistent(stream, x, hx, cx, y, hy, cy)
-            return
         cells = {} if cy is None else {"cx": self.zero_c if cx is None else cx, "cy": cy}
         self.engine.bind(stream, x=x, hx=self.zero_h if hx is None else hx, y=y, hy=hy,
                          **cells)
         self.engine.forward()
-
-    def _run_persistent(self, stream, x, hx, cx, y, hy, cy) -> None:
-        e = self.engine
-        e.bind(stream, x=x)
-        with stream:
-            e.hx[...] = self.zero_h if hx is None else hx
-            if e.cx is not None:
-                e.cx[...] = self.zero_c if cx is None else cx
-        e.forward()
-        with stream:
-            y[...] = e.y
-            hy[...] = e.hy
-            if cy is not None:
-                cy[...] = e.cy
 
     def check(self) -> None:
         """:class:`~cudnn_rnn.lowbit.persistent.Stalled` if a launch of the persistent kernel
