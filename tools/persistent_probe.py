@@ -157,7 +157,7 @@ def main() -> int:
     p.add_argument("--names", default=NAMES)
     p.add_argument("--settings", default=None,
                    help="comma-separated launch shapes (the tuner's; any b<slices>[c<CTAs>]"
-                        "t<threads>[p], p: POLL)")
+                        "t<threads>[p|x], p: POLL, x: EARLYX)")
     p.add_argument("--trace", default=None,
                    help="NAME@SETTINGS,...: also one traced launch of each, per shape")
     p.add_argument("--drop", default="",
