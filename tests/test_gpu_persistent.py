@@ -3,8 +3,6 @@ x {FP16, BF16, INT8, E4M3} verified against the float64 reference (original weig
 seen) and an 8-bit one against its twin, captured in a graph whose replay writes the plain
 launch's bytes; every launch shape; the same function as the GEMM engine of the same plan;
 a deliberately broken slice caught; a wait that can never be met ends the launch."""
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -147,26 +145,6 @@ def test_the_polling_kernel_verifies_and_replays(cuda, fp8_capable, mode, direct
         _check(rec, mode, fp8_capable)
         if rec["outcome"] == "OK":
             assert rec["settings"] == "b1t256p"
-
-
-@pytest.mark.parametrize("exact,straddle", sorted(PATHS), ids=lambda v: str(int(v)))
-@pytest.mark.parametrize("mode,direction", [(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL),
-                                            (RNNMode.GRU, DirectionMode.BIDIRECTIONAL)],
-                         ids=["LSTM-UNI", "GRU-BID"])
-def test_the_early_input_kernel_verifies_and_replays_in_each_product_path(
-        cuda, mode, direction, exact, straddle):
-    """EARLYX (above the first layer, the input part staged before the wait for the layer's
-    own previous step), in each product path, 3 layers, 16 and 8 bits (int8/input: an 8-bit
-    input part beside a 16-bit recurrent one)."""
-    _layers, hidden, batch, settings = PATHS[(exact, straddle)]
-    shape = dataclasses.replace(settings, early_x=True).name
-    cfg = _cfg(mode, direction, 3, hidden=hidden, batch=batch)
-    names = ["persistent:fp16", "persistent:int8/input", "persistent:int8/both"]
-    result = C.run_configs(cfg, names, reps=3, warmup=1, budget_s=None, settings=[shape])
-    assert sorted(r["config"] for r in result["records"]) == sorted(names)
-    for rec in result["records"]:
-        _check(rec, mode, True)
-        assert rec["settings"] == shape
 
 
 @pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])

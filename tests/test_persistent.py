@@ -341,54 +341,14 @@ def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_i
             P.Settings.parse(bad)
 
 
-@pytest.mark.parametrize("exact,straddle", [(0, 0), (0, 1), (1, 0), (1, 1)])
-def test_the_early_input_kernel_compiles_in_each_product_path_and_the_tuner_does_not_try_it(
-        exact, straddle):
-    """EARLYX (above the first layer, the input part staged before the wait for the layer's
-    own previous step): an experiment a diagnostic names (b1t256x, ...), not a shape the
-    tuner tries; it cannot be combined with POLL."""
-    _nvrtc_or_skip()
-    cfg = _cfg(RNNMode.GRU, 2, False, H=128 if exact else 64, B=32 if straddle else 16)
-    part = partition.plan(cfg, "int8", "fp16", sm_count=132 if exact else 7,
-                          smem_per_block=SMEM, threads=64 if straddle else 256)
-    consts = P.defines(cfg, part, gx_int=False, early_x=True)
-    assert (consts["EXACT"], consts["STRADDLE"], consts["EARLYX"]) == (exact, straddle, 1)
-    assert ptxas.ptxas_info(consts)["spill_stores"] == 0
-    assert not any(s.early_x for s in P.SETTINGS)
-    shape = P.Settings.parse("b2c64t512x")
-    assert shape == P.Settings(ctas=64, batch_slices=2, threads=512, early_x=True)
-    assert P.Settings.parse(shape.name) == shape and not P.Settings.parse("b1t256").early_x
-    with pytest.raises(ValueError, match="not both"):
-        P.Settings.parse("b1t256px")
-
-
-@pytest.mark.parametrize("layers,bi,batch_slices", [(1, False, 1), (2, False, 1), (3, False, 2),
-                                                    (1, True, 1), (2, True, 2), (3, True, 1)])
-def test_each_steps_first_wait_is_its_own_layers_and_the_others_the_layers_below(
-        layers, bi, batch_slices):
-    """The kernel's EARLYX reads the wait table's rows apart: row 0 of a step, the CTA's own
-    group (its previous step), after rows 1.., the groups of the layer below in the same
-    batch slice (whose outputs are the input part it stages first)."""
-    cfg = _cfg(RNNMode.LSTM, layers, bi, T=5)
-    part = partition.plan(cfg, "int8", "int8", sm_count=24, smem_per_block=SMEM,
-                          batch_slices=batch_slices)
-    w = partition.waits(part)
-    pls = walk.pseudo_layers(cfg)
-    for c, sl in enumerate(part.slices):
-        below = {part.counter(q.index, sl.bs) for q in pls if q.layer == pls[sl.k].layer - 1}
-        for s in range(cfg.seq_length):
-            assert w[c, s, 0, 0] == part.counter(sl.k, sl.bs)
-            assert {int(x) for x in w[c, s, 1:, 0] if x >= 0} == below
-
-
 @pytest.mark.parametrize("args,needle", [
     (["--settings", "b1"], "no launch shape 'b1'"),
-    (["--settings", "b1t256px"], "not both"),
     (["--shapes", "LSTM:20"], "is not CELL:T:L:H:B"),
     (["--shapes", "FOO:1:1:1:1"], "is not CELL:T:L:H:B"),
     (["--trace", "persistent:fp16"], "NAME@SETTINGS"),
     (["--trace", "persistent:fp16@b9"], "no launch shape 'b9'"),
     (["--drop", "gate"], "no phase gate"),
+    (["--variants", "fast"], "no variant fast"),
 ])
 def test_the_probe_tool_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, args,
                                                                          needle):
@@ -405,18 +365,24 @@ def test_the_probe_tool_refuses_bad_input_in_one_line_and_writes_nothing(tmp_pat
     assert not out.exists()
 
 
-@pytest.mark.parametrize("phase", ["mma", "load", "gates", "cell", "stores"])
-def test_the_probe_tool_leaves_each_phase_out_of_the_kernel_it_compiles(phase):
-    """tools/persistent_probe.py --drop: its exact-text patches still find the kernel's text
-    (as often as listed) and leave a kernel that compiles, so a phase's cost stays
-    measurable as the kernel changes."""
-    _nvrtc_or_skip()
+def _probe_tool():
+    """tools/persistent_probe.py as a module (it is not part of the package)."""
     import importlib.util
     from pathlib import Path
     path = Path(__file__).resolve().parent.parent / "tools" / "persistent_probe.py"
     spec = importlib.util.spec_from_file_location("tools_persistent_probe", path)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
+    return tool
+
+
+@pytest.mark.parametrize("phase", ["mma", "load", "gates", "cell", "stores"])
+def test_the_probe_tool_leaves_each_phase_out_of_the_kernel_it_compiles(phase):
+    """tools/persistent_probe.py --drop: its exact-text patches still find the kernel's text
+    (as often as listed) and leave a kernel that compiles, so a phase's cost stays
+    measurable as the kernel changes."""
+    _nvrtc_or_skip()
+    tool = _probe_tool()
     cfg = _cfg(RNNMode.GRU, 2, False, H=64, B=16)
     part = partition.plan(cfg, "int8", "fp16", sm_count=132, smem_per_block=SMEM)
     consts = P.defines(cfg, part, gx_int=True)
@@ -428,6 +394,24 @@ def test_the_probe_tool_leaves_each_phase_out_of_the_kernel_it_compiles(phase):
         nvrtc.compileProgram(prog, ["--gpu-architecture=sm_90", "--std=c++17"])
     finally:
         nvrtc.destroyProgram(prog)
+
+
+@pytest.mark.parametrize("variant", ["poll_together", "acquire_poll", "tanh_approx"])
+def test_the_probe_tools_kernel_variants_still_apply_and_compile_without_spills(variant,
+                                                                              monkeypatch):
+    """tools/persistent_probe.py --variants: each idea's exact-text patch still finds the
+    kernel's text, changes it, and leaves a kernel that compiles without spills, so the
+    idea stays measurable beside the kernel as the kernel changes."""
+    _nvrtc_or_skip()
+    tool = _probe_tool()
+    for mode, fx, fh in [(RNNMode.LSTM, "int8", "int8"), (RNNMode.GRU, "fp16", "fp16")]:
+        cfg = _cfg(mode, 2, True, H=64, B=16)
+        part = partition.plan(cfg, fx, fh, sm_count=132, smem_per_block=SMEM)
+        consts = P.defines(cfg, part, gx_int=fx == "int8")
+        text = tool.varied(variant)(consts)
+        assert text != P.source(consts)
+        monkeypatch.setattr(ptxas, "source", lambda c, text=text: text)
+        assert ptxas.ptxas_info(consts)["spill_stores"] == 0
 
 
 @pytest.mark.parametrize("threads", [256, 512])

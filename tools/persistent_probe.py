@@ -3,11 +3,17 @@ the chosen one verified and timed, beside the GEMM engine of the same plans (one
 
     python tools/persistent_probe.py --out DIR [--shapes LSTM:20:2:512:64,...] [--names ...]
         [--settings b1t256,...] [--trace NAME@SETTINGS,...] [--drop mma,load,gates,...]
+        [--variants poll_together,acquire_poll,tanh_approx]
 
 ``--drop`` traces each ``--trace`` item again with each phase left out of the kernel (an
 exact-text patch of its source, :data:`DROPS`; such a launch computes nothing that is
 read, only its phases' times): what a phase costs is the step's time with it against
 without it.
+
+``--variants`` runs everything (each shape's candidates verified and timed, the traces) again
+with the kernel changed by each of :data:`VARIANTS` (exact-text patches that keep what it
+computes, or change it within what the verification judges): an idea measured against the
+kernel as it is, in one process, before it is written into the kernel.
 
 A diagnostic behind statements in the README and the issue notes (not part of the package).
 """
@@ -27,7 +33,10 @@ from cudnn_rnn.lowbit.launch import Settings
 DROPS = {
     "mma": [("mma<FH>(acc[m][nn], af[m], bf[nn]);", ";", 2),
             ("mma<FX>(acc[m][nn], af[m], bf[nn]);", ";", 1)],
-    "load": [("if (c >= gb(grp)) continue;", "if (true) continue;", 1)],
+    "load": [("if (c >= gb(grp)) continue;\n                const bool x = c < nxc;\n"
+              "                const unsigned char* src",
+              "if (true) continue;\n                const bool x = c < nxc;\n"
+              "                const unsigned char* src", 1)],
     "gates": [("for (Pairs it(tid, nu); it.p < nb * nu;) {",
                "for (Pairs it(tid, nu); it.p < 0;) {", 1)],
     # within the gate math: its cell functions (the sums still read, the stores still made)
@@ -44,24 +53,104 @@ DROPS = {
                 "", 1),
                ("                if (L.last) y[brow * D * H + L.dir * H + j] = v;\n", "", 1)],
 }
+_WAIT_LOOP = """            int ok = 1;
+            for (int i = 0; i < MAXW && ok; ++i) {
+                const int ctr = my_waits[((unsigned)s * MAXW + i) * 2];
+                if (ctr < 0) continue;
+                const unsigned target = (unsigned)my_waits[((unsigned)s * MAXW + i) * 2 + 1];
+                long long spins = 0;
+                while (ld_relaxed(counters + ctr) < target) {
+                    if (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status)) {
+                        ok = 0;
+                        break;
+                    }
+                }
+            }
+"""
+_ONE_PASS = """            int ok = 1, ctrs[MAXW];
+            unsigned targets[MAXW];
+#pragma unroll
+            for (int i = 0; i < MAXW; ++i) {
+                ctrs[i] = my_waits[((unsigned)s * MAXW + i) * 2];
+                targets[i] = (unsigned)my_waits[((unsigned)s * MAXW + i) * 2 + 1];
+            }
+            long long spins = 0;
+            for (;;) {  // every counter read in one pass: one round trip once all are met
+                unsigned v[MAXW];
+#pragma unroll
+                for (int i = 0; i < MAXW; ++i)
+                    v[i] = ctrs[i] < 0 ? 0u : ld_relaxed(counters + ctrs[i]);
+                bool met = true;
+#pragma unroll
+                for (int i = 0; i < MAXW; ++i) met &= ctrs[i] < 0 || v[i] >= targets[i];
+                if (met) break;
+                if (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status)) {
+                    ok = 0;
+                    break;
+                }
+            }
+"""
+_ACQUIRE = """__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+struct Pairs {"""
+_TANH = ("__device__ __forceinline__ float lb_tanh(float a) {\n"
+         "    float r;\n"
+         "    asm(\"tanh.approx.f32 %0, %1;\" : \"=f\"(r) : \"f\"(a));\n"
+         "    return r;\n"
+         "}\n"
+         "__device__ __forceinline__ float lb_sig(float a) {\n"
+         "    return fmaf(0.5f, lb_tanh(0.5f * a), 0.5f);\n"
+         "}")
+# variant -> [(text of the kernel's source, what replaces it, how many times it occurs)]
+VARIANTS = {
+    # thread 0 reads all of a step's counters in each pass, not one after another (above
+    # the first layer the layer below's is often met already: now a second round trip)
+    "poll_together": [(_WAIT_LOOP, _ONE_PASS, 1)],
+    # the poll that sees its target is the acquire (ld.acquire), no fence after it: does the
+    # fence wait for the copies in flight (layer 0's next input projection)?
+    "acquire_poll": [("struct Pairs {", _ACQUIRE, 1),
+                     ("while (ld_relaxed(counters + ctr) < target) {",
+                      "while (ld_acquire_gpu(counters + ctr) < target) {", 1),
+                     ("            fence_acquire();  // what the producers wrote before their "
+                      "release, seen from here\n", "", 1)],
+    # the gate math's sigmoid and tanh on tanh.approx.f32 (one special-function instruction,
+    # about 5e-4 relative error: the verification judges it)
+    "tanh_approx": [("__device__ __forceinline__ float lb_sig(float a) { return "
+                     "__fdividef(1.0f, 1.0f + __expf(-a)); }", _TANH, 1),
+                    ("__device__ __forceinline__ float lb_tanh(float a) { return 2.0f * "
+                     "lb_sig(2.0f * a) - 1.0f; }\n", "", 1)],
+}
 PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "step_total")
 
 
-def without(phase: str):
-    """persistent.source with ``phase`` left out (:data:`DROPS`); ValueError where the
-    kernel's text no longer holds a patch exactly as often as listed."""
+def patched(option: str, name: str, patches):
+    """persistent.source with ``patches`` applied; ValueError (naming ``option`` and
+    ``name``) where the kernel's text no longer holds a patch exactly as often as listed."""
     from cudnn_rnn.lowbit import persistent
     base = persistent.source
 
     def source(consts):
         text = base(consts)
-        for old, new, times in DROPS[phase]:
+        for old, new, times in patches:
             if text.count(old) != times:
-                raise ValueError(f"--drop {phase}: persistent.cu holds {old!r} "
+                raise ValueError(f"{option} {name}: persistent.cu holds {old!r} "
                                  f"{text.count(old)} times, not {times}")
             text = text.replace(old, new)
         return text
     return source
+
+
+def without(phase: str):
+    """persistent.source with ``phase`` left out (:data:`DROPS`)."""
+    return patched("--drop", phase, DROPS[phase])
+
+
+def varied(variant: str):
+    """persistent.source changed by ``variant`` (:data:`VARIANTS`)."""
+    return patched("--variants", variant, VARIANTS[variant])
 
 
 SHAPES = "LSTM:20:2:512:64,LSTM:50:1:1024:256,LSTM:50:1:2048:128,LSTM:50:1:1024:64,GRU:20:2:512:64"
@@ -157,16 +246,23 @@ def main() -> int:
     p.add_argument("--names", default=NAMES)
     p.add_argument("--settings", default=None,
                    help="comma-separated launch shapes (the tuner's; any b<slices>[c<CTAs>]"
-                        "t<threads>[p|x], p: POLL, x: EARLYX)")
+                        "t<threads>[p], p: POLL)")
     p.add_argument("--trace", default=None,
                    help="NAME@SETTINGS,...: also one traced launch of each, per shape")
     p.add_argument("--drop", default="",
                    help=f"phases ({','.join(DROPS)}): each --trace again without each")
+    p.add_argument("--variants", default="",
+                   help=f"kernel changes ({','.join(VARIANTS)}): everything again with each")
     a = p.parse_args()
     drops = [d for d in a.drop.split(",") if d]
     unknown = sorted(set(drops) - set(DROPS))
     if unknown:
         p.error(f"--drop: no phase {', '.join(unknown)} (choose from {', '.join(DROPS)})")
+    variants = [v for v in a.variants.split(",") if v]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        p.error(f"--variants: no variant {', '.join(unknown)} "
+                f"(choose from {', '.join(VARIANTS)})")
     items = [item.split("@") for item in (a.trace.split(",") if a.trace else [])]
     if any(len(i) != 2 for i in items):
         p.error("--trace takes NAME@SETTINGS items, e.g. persistent:int8/both@b1t256")
@@ -183,33 +279,46 @@ def main() -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []
-    for spec, cfg in shapes:
-        started = time.monotonic()
-        r = run_configs(cfg, a.names.split(","), reps=20, budget_s=0.3,
-                        settings=a.settings.split(",") if a.settings else None)
-        print(f"\n== {spec}  ({time.monotonic() - started:.1f} s)")
-        for rec in r["records"]:
-            g = (rec.get("graph_timings") or {}).get("forward_inference", {})
-            pl = (rec.get("timings") or {}).get("forward_inference", {})
-            err = max((rec.get("errors") or {"": float("nan")}).values())
-            tried = " ".join(f"{t['settings']}={t['ms']:.4f}" if t["ms"] else
-                             f"{t['settings']}:{t['outcome']}" for t in rec.get("settings_tried", []))
-            print(f"{rec['config']:24s} {rec['outcome']:13s} replay {g.get('median_ms', 0):.4f} "
-                  f"plain {pl.get('median_ms', 0):.4f} err {err:.2e} {rec.get('settings', '')} "
-                  f"[{tried}] {(rec.get('reason') or '')[:300]}")
-        traces = []
-        for name, settings in items:
-            for dropped in [None] + drops:
-                t = _traced(cfg, name, settings, dropped)
-                traces.append({"name": name, "dropped": dropped, **t})
-                print(f"trace {name}@{settings}" + (f" without {dropped}" if dropped else "")
-                      + ": " + json.dumps(t, default=str))
-                for k, m in t.get("layers", {}).items():
-                    print(f"  pseudo-layer {k}: " + " ".join(
-                        f"{ph}={m[ph]:.0f}" for ph in PHASES if m.get(ph) is not None) + " ns")
-        results.append({"shape": spec, "records": r["records"], "traces": traces})
+    from cudnn_rnn.lowbit import persistent
+    base = persistent.source
+    for variant, spec, cfg in [(v, spec, cfg) for v in [None] + variants for spec, cfg in shapes]:
+        persistent.source = varied(variant) if variant else base
+        try:
+            results.append(_shape_run(a, spec, cfg, items, drops, variant))
+        finally:
+            persistent.source = base
         (out / "persistent_probe.json").write_text(json.dumps(results, indent=1, default=str))
     return 0
+
+
+def _shape_run(a, spec: str, cfg, items, drops, variant: str | None) -> dict:
+    """One shape's candidates verified and timed, and its traces, with the kernel as
+    persistent.source is now (``variant``, None: as it is)."""
+    started = time.monotonic()
+    r = run_configs(cfg, a.names.split(","), reps=20, budget_s=0.3,
+                    settings=a.settings.split(",") if a.settings else None)
+    print(f"\n== {spec}{f' with {variant}' if variant else ''}  "
+          f"({time.monotonic() - started:.1f} s)")
+    for rec in r["records"]:
+        g = (rec.get("graph_timings") or {}).get("forward_inference", {})
+        pl = (rec.get("timings") or {}).get("forward_inference", {})
+        err = max((rec.get("errors") or {"": float("nan")}).values())
+        tried = " ".join(f"{t['settings']}={t['ms']:.4f}" if t["ms"] else
+                         f"{t['settings']}:{t['outcome']}" for t in rec.get("settings_tried", []))
+        print(f"{rec['config']:24s} {rec['outcome']:13s} replay {g.get('median_ms', 0):.4f} "
+              f"plain {pl.get('median_ms', 0):.4f} err {err:.2e} {rec.get('settings', '')} "
+              f"[{tried}] {(rec.get('reason') or '')[:300]}")
+    traces = []
+    for name, settings in items:
+        for dropped in [None] + drops:
+            t = _traced(cfg, name, settings, dropped)
+            traces.append({"name": name, "dropped": dropped, **t})
+            print(f"trace {name}@{settings}" + (f" without {dropped}" if dropped else "")
+                  + ": " + json.dumps(t, default=str))
+            for k, m in t.get("layers", {}).items():
+                print(f"  pseudo-layer {k}: " + " ".join(
+                    f"{ph}={m[ph]:.0f}" for ph in PHASES if m.get(ph) is not None) + " ns")
+    return {"shape": spec, "variant": variant, "records": r["records"], "traces": traces}
 
 
 if __name__ == "__main__":

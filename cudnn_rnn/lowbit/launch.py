@@ -15,31 +15,22 @@ class Settings:
     batch_slices: int = 1
     threads: int = 256
     poll: bool = False  # consumers poll the state itself, not counters (POLL; not tuned yet)
-    # above the first layer, the input part staged before the wait for the layer's own
-    # previous step (EARLYX; not tuned yet)
-    early_x: bool = False
-
-    def __post_init__(self):
-        if self.poll and self.early_x:
-            raise ValueError("a launch shape polls the state (p) or stages the input part "
-                             "early (x), not both")
 
     @property
     def name(self) -> str:
         ctas = "" if self.ctas is None else f"c{self.ctas}"
-        return (f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
-                + ("x" if self.early_x else ""))
+        return f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
 
     @classmethod
     def parse(cls, name: str) -> "Settings":
-        """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``,
-        ``b1t256x``); ValueError otherwise."""
-        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(x?)", name)
+        """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``);
+        ValueError otherwise."""
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)", name)
         if m is None:
-            raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p|x] "
-                             "(e.g. b1t256, b2t512, b1t256p, b1t256x)")
+            raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p] "
+                             "(e.g. b1t256, b2t512, b1t256p)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
-                   threads=int(m[3]), poll=bool(m[4]), early_x=bool(m[5]))
+                   threads=int(m[3]), poll=bool(m[4]))
 
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback. Not in
@@ -47,8 +38,10 @@ class Settings:
 # b1t512, 4-11 % faster than b1t256 at the seed shape, LSTM and GRU (LSTM INT8 0.1489
 # against 0.1557, FP16 0.1947 against 0.2144) and 2.9-8.5 % at LSTM 50/1/1024/64, but with
 # it in this list the shipped LSTM's precision table took 68 s against its 60 s target (47 s
-# without it in the next run on the same machine, whose kernel cache the first had filled:
-# what the fifth shape itself costs is not yet measured); and POLL (b1t256p), 34-132 %
-# slower than b1t256 at the same shapes. ``--settings`` of the tools reaches both.
+# without it in the next run on the same machine, whose kernel cache the first had filled;
+# without it again at d641bc2, on other machines, 62.0 s and 74.8 s: the table's time moves
+# between machines more than that, and what the fifth shape itself costs is not yet
+# measured); and POLL (b1t256p), 34-132 % slower than b1t256 at the same shapes.
+# ``--settings`` of the tools reaches both.
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512))

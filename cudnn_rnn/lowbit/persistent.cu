@@ -15,9 +15,6 @@
 //   POLL     1: no counters; every state slot starts as the sentinel (persistent.SENTINEL,
 //            a code no rounding makes), and a CTA stages its inputs at once, reading again
 //            each 16-byte piece that still holds a sentinel byte (an experiment, not tuned)
-//   EARLYX   1: above the first layer a CTA waits for the layer below first and stages its
-//            input part (the ring's first slabs) before it waits for its own layer's
-//            previous step, so those bytes arrive while it waits (an experiment, not tuned)
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
@@ -286,15 +283,13 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     const long long hrow0 = (long long)(b0 + min(prow, nb - 1)) * hrowb + (piece & 1) * 16
                             - (long long)nxc * 32;
 
-    // EARLYX: this CTA stages its input part before it waits for its own layer (layers above
-    // the first; the same for every thread of the CTA)
-    const bool early = EARLYX && !POLL && nxc > 0;
-    // thread 0 waits for counters i0 .. i1-1 of step s's row of the wait table; every thread
-    // then knows whether the launch goes on
-    auto wait = [&](int s, int i0, int i1) {
+#pragma unroll 1
+    for (int s = 0; s < T; ++s) {
+        const int t = L.dir ? T - 1 - s : s;
+        MARK(0);
         if (!POLL && tid == 0) {
             int ok = 1;
-            for (int i = i0; i < i1 && ok; ++i) {
+            for (int i = 0; i < MAXW && ok; ++i) {
                 const int ctr = my_waits[((unsigned)s * MAXW + i) * 2];
                 if (ctr < 0) continue;
                 const unsigned target = (unsigned)my_waits[((unsigned)s * MAXW + i) * 2 + 1];
@@ -311,23 +306,18 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             bail = !ok;
         }
         __syncthreads();
-        return !bail;
-    };
+        if (bail) return;
+        MARK(1);
+        MARK(6);
 
-#pragma unroll 1
-    for (int s = 0; s < T; ++s) {
-        const int t = L.dir ? T - 1 - s : s;
-        MARK(0);
-        // EARLYX: the layer below's steps this one reads only (its own comes below)
-        if (!wait(s, early ? 1 : 0, MAXW)) return;
         const unsigned char* xsrc = HASX ? L.xin + (unsigned)(t * B) * xrowb : nullptr;
         const unsigned char* hsrc = L.hq + (unsigned)(s * B) * hrowb;
-        // this thread's 16-byte pieces of slab i (ring stage st), group by group, of the
-        // input part (part 1), the recurrent part (2) or both (0): copied (cp.async; rows
-        // past the batch slice zeros, read nothing), or with POLL and `settle`, read again
-        // while a byte is still the sentinel (its producer has not written it yet: only the
-        // row's codes, not its padding); a piece that never settles sets status and bail
-        auto stage = [&](int i, int st, bool settle, int which) {
+        // this thread's 16-byte pieces of slab i (ring stage st), group by group: copied
+        // (cp.async; rows past the batch slice zeros, read nothing), or with POLL and
+        // `settle`, read again while a byte is still the sentinel (its producer has not
+        // written it yet: only the row's codes, not its padding); a piece that never
+        // settles sets status and bail
+        auto stage = [&](int i, int st, bool settle) {
             const int within = i * SLAB + pchunk;  // the chunk's place in its group
             unsigned char* dst = ring + ((unsigned)st * ks * npad + prow) * SROW + piece * 16;
 #pragma unroll 1
@@ -335,7 +325,6 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 const int c = ga(grp) + within;
                 if (c >= gb(grp)) continue;
                 const bool x = c < nxc;
-                if ((which == 1 && !x) || (which == 2 && x)) continue;
                 const unsigned char* src = (x ? xsrc + xrow0 : hsrc + hrow0) + c * 32;
                 const int stride = (x ? xrowb : hrowb) * (THREADS / (SLAB * 2));
                 unsigned char* d = dst + (unsigned)grp * npad * SROW;
@@ -365,17 +354,6 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 }
             }
         };
-
-        if (early) {  // the input part's slabs staged, then this layer's previous step
-            MARK(9);
-#pragma unroll 1
-            for (int st = 0; st < STAGES - 1; ++st)
-                if (st < nslab) stage(st, st, false, 1);
-            cp_commit();  // the oldest group: complete whenever slab 0's is
-            if (!wait(s, 0, 1)) return;
-        }
-        MARK(1);
-        MARK(6);
 
         float acc[MT][NTW][4];
 #if STRADDLE
@@ -411,16 +389,16 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 
 #pragma unroll 1
         for (int st = 0; st < STAGES - 1; ++st) {
-            if (st < nslab) stage(st, st, false, early ? 2 : 0);
+            if (st < nslab) stage(st, st, false);
             cp_commit();
         }
 #pragma unroll 1
         for (int i = 0; i < nslab; ++i) {
-            if (i + STAGES - 1 < nslab) stage(i + STAGES - 1, (i + STAGES - 1) % STAGES, false, 0);
+            if (i + STAGES - 1 < nslab) stage(i + STAGES - 1, (i + STAGES - 1) % STAGES, false);
             cp_commit();
             cp_wait<STAGES - 1>();
 #if POLL
-            stage(i, i % STAGES, true, 0);
+            stage(i, i % STAGES, true);
             __syncthreads();
             if (bail) return;
 #else

@@ -89,8 +89,7 @@ def check_formats(fx: str | None, fh: str, cap: tuple[int, int]) -> None:
 
 
 def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
-            spin_limit: int = SPIN_LIMIT, trace: bool = False, poll: bool = False,
-            early_x: bool = False) -> dict:
+            spin_limit: int = SPIN_LIMIT, trace: bool = False, poll: bool = False) -> dict:
     """The compile-time constants of one kernel (persistent.cu's header lists them)."""
     fx = part.fx or part.fh
     return {"CELL": CELL_CODE[cfg.mode], "GATES": cfg.gates, "FX": FORMAT_CODE[fx],
@@ -99,7 +98,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             "SLAB": partition.SLAB, "STAGES": part.stages, "PAD": partition.PAD,
             "STRADDLE": int(part.straddles), "EXACT": int(part.exact),
             "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL",
-            "TRACE": int(trace), "POLL": int(poll), "EARLYX": int(early_x)}
+            "TRACE": int(trace), "POLL": int(poll)}
 
 
 def source(consts: dict) -> str:
@@ -181,8 +180,7 @@ def precompile(cp, cfg: RNNConfig, stacked, float_precision: str, plan, shapes) 
             part, gx_precision = layout(cfg, ops, plan, settings, limits)
         except Exception:  # met again, and judged, when this shape's engine is built
             continue
-        consts = defines(cfg, part, gx_int(gx_precision), poll=settings.poll,
-                         early_x=settings.early_x)
+        consts = defines(cfg, part, gx_int(gx_precision), poll=settings.poll)
         sources[source(consts)] = consts
     device = cp.cuda.Device().id
 
@@ -285,8 +283,7 @@ class PersistentEngine(Forward):
         self.status = cp.zeros(1, cp.int32)
 
     def _compile(self, gx_int: bool, spin_limit: int, trace: bool) -> None:
-        consts = defines(self.cfg, self.part, gx_int, spin_limit, trace, self.settings.poll,
-                         self.settings.early_x)
+        consts = defines(self.cfg, self.part, gx_int, spin_limit, trace, self.settings.poll)
         self.trace = (self.cp.zeros((self.part.grid, self.cfg.seq_length, 12), self.cp.int64)
                       if trace else None)
         self.module, self.kernel = compiled(self.cp, consts)
