@@ -204,7 +204,6 @@ class PersistentEngine(Forward):
     :class:`~cudnn_rnn.lowbit.engine.GemmEngine`: :meth:`set_inputs`, :meth:`forward` (enqueued
     on :attr:`stream`, capturable), :attr:`buf`, :meth:`outputs`, :meth:`close`."""
 
-
     def __init__(self, cfg: RNNConfig, stacked, float_precision: str, plan=None,
                  settings: Settings = Settings(), stream=None, lt=None,
                  spin_limit: int = SPIN_LIMIT, trace: bool = False):

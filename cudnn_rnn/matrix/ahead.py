@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from cudnn_rnn.bindings.enums import RNNAlgo
 from cudnn_rnn.engine.gpu import held_bytes
 
-THREADS = 2  # builder threads (cuDNN's builds compile on the host). More do not build faster:
-             # with 4 threads and 256 cells ahead the H200 matrix took 257 s against 219 s
-             # (tree d641bc2), its builds 204 s of builder time against 101 s (they take
-             # turns, each slower) and the cells' verify phase 33 s against 22 s
+THREADS = 2  # builder threads (cuDNN's builds compile on the host). More did not build
+             # faster: with 4 threads and 256 cells ahead (both changed at once) the H200
+             # matrix took 257 s against 219 s (tree d641bc2), its builds 204 s of builder
+             # time against 101 s (they take turns, each slower) and the cells' verify phase
+             # 33 s against 22 s
 DEPTH = 64   # PERSIST_DYNAMIC cells the supervisor names ahead of the running one (each
              # build holds its dropout states until its cell runs: 6.2 MiB on the H200)
 
