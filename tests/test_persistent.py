@@ -296,6 +296,14 @@ def test_the_launch_tables_lay_out_the_kernels_structs(struct, dtype):
     assert [(n, dtype.fields[n][0]) for n in dtype.names] == want
 
 
+def test_the_launch_passes_the_kernels_parameters_in_their_order():
+    """PersistentEngine.forward passes persistent.ARGS in that order: the names of
+    persistent_rnn's parameters, so that no two pointers trade places."""
+    import re
+    sig = re.search(r"persistent_rnn\((.*?)\)\s*\{", P.SOURCE.read_text(), re.S)[1]
+    assert tuple(p.split()[-1].lstrip("*") for p in sig.split(",")) == P.ARGS
+
+
 COMPILED = [("sm_90", RNNMode.LSTM, f, f) for f in P.FORMAT_CODE] + \
     [("sm_90", mode, "int8", "fp16") for mode in CELLS] + \
     [("sm_80", RNNMode.GRU, f, f) for f in ("fp16", "bf16", "int8")]

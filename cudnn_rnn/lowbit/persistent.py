@@ -54,6 +54,9 @@ STATIC_SMEM = 1024  # what the kernel's own __shared__ variables may take
 OPTIONS = ("--std=c++17", "-lineinfo")  # NVRTC's; line info costs nothing at run time (ncu reads it)
 
 _P = "u8"  # a device pointer
+# the kernel's parameters, in persistent_rnn's order (a CPU test reads them from its source)
+ARGS = ("layers", "slices", "waits", "blob", "counters", "status", "trace", "hx", "cx", "y",
+        "hy", "cy", "T", "B", "H", "D", "hrowb", "xrowb")
 LAYER = np.dtype([(n, _P) for n in ("dqx", "dqh", "bW", "bR", "gx", "xin", "hq", "xout0",
                                     "xout1")]
                  + [(n, "f4") for n in ("hscale", "xscale0", "xscale1")]
@@ -313,14 +316,14 @@ class PersistentEngine(Forward):
             if self.settings.poll:  # every slot unwritten: what a consumer polls for
                 self._unwrite()
             i32, null = np.int32, np.uint64(0)
+            given = {**t, "counters": self.counters, "status": self.status,
+                     "trace": null if self.trace is None else self.trace, "hx": self.hx,
+                     "cx": null if self.cx is None else self.cx, "y": self.y, "hy": self.hy,
+                     "cy": null if self.cy is None else self.cy, "T": i32(c.seq_length),
+                     "B": i32(c.mini_batch), "H": i32(c.hidden_size), "D": i32(c.dirs),
+                     "hrowb": i32(self.part.hrowb), "xrowb": i32(self.part.xrowb)}
             self.kernel((self.part.grid,), (self.part.threads,),
-                        (t["layers"], t["slices"], t["waits"], t["blob"], self.counters,
-                         self.status, self.trace if self.trace is not None else null,
-                         self.hx, null if self.cx is None else self.cx, self.y, self.hy,
-                         null if self.cy is None else self.cy,
-                         i32(c.seq_length), i32(c.mini_batch), i32(c.hidden_size),
-                         i32(c.dirs), i32(self.part.hrowb), i32(self.part.xrowb)),
-                        shared_mem=self.part.smem)
+                        tuple(given[n] for n in ARGS), shared_mem=self.part.smem)
 
     def _unwrite(self) -> None:
         """POLL: every state slot's codes the sentinel, a row's padding past its codes left
