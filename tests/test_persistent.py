@@ -384,7 +384,7 @@ def _probe_tool():
     return tool
 
 
-@pytest.mark.parametrize("phase", ["mma", "load", "gates", "cell", "stores"])
+@pytest.mark.parametrize("phase", ["mma", "load", "gates", "cell", "stores", "fence"])
 def test_the_probe_tool_leaves_each_phase_out_of_the_kernel_it_compiles(phase):
     """tools/persistent_probe.py --drop: its exact-text patches still find the kernel's text
     (as often as listed) and leave a kernel that compiles, so a phase's cost stays
@@ -404,7 +404,8 @@ def test_the_probe_tool_leaves_each_phase_out_of_the_kernel_it_compiles(phase):
         nvrtc.destroyProgram(prog)
 
 
-@pytest.mark.parametrize("variant", ["poll_together", "acquire_poll", "tanh_approx"])
+@pytest.mark.parametrize("variant", ["poll_together", "acquire_poll", "acquire_once",
+                                     "tanh_approx"])
 def test_the_probe_tools_kernel_variants_still_apply_and_compile_without_spills(variant,
                                                                               monkeypatch):
     """tools/persistent_probe.py --variants: each idea's exact-text patch still finds the

@@ -3,7 +3,7 @@ the chosen one verified and timed, beside the GEMM engine of the same plans (one
 
     python tools/persistent_probe.py --out DIR [--shapes LSTM:20:2:512:64,...] [--names ...]
         [--settings b1t256,...] [--trace NAME@SETTINGS,...] [--drop mma,load,gates,...]
-        [--variants poll_together,acquire_poll,tanh_approx]
+        [--variants poll_together,acquire_poll,acquire_once,tanh_approx]
 
 ``--drop`` traces each ``--trace`` item again with each phase left out of the kernel (an
 exact-text patch of its source, :data:`DROPS`; such a launch computes nothing that is
@@ -42,6 +42,10 @@ DROPS = {
     # within the gate math: its cell functions (the sums still read, the stores still made)
     "cell": [("const float v = cell(X[k], R[k], own_h[p], c);",
               "const float v = X[k][0] + R[k][GATES - 1];", 1)],
+    # the fence after the wait (what orders the state's reads after the producers' writes:
+    # without it a launch may read stale state; its time is what is measured)
+    "fence": [("            fence_acquire();  // what the producers wrote before their "
+               "release, seen from here\n", "", 1)],
     # within the gate math: its stores of h (every format its readers take) and of y
     "stores": [("                put<FH>(L.hq + (unsigned)((s + 1) * B + b0 + b) * hrowb"
                 " + (unsigned)j * BPE(FH),\n                        v, L.hscale);\n", "", 1),
@@ -116,6 +120,17 @@ VARIANTS = {
                       "while (ld_acquire_gpu(counters + ctr) < target) {", 1),
                      ("            fence_acquire();  // what the producers wrote before their "
                       "release, seen from here\n", "", 1)],
+    # as the kernel polls, then one ld.acquire of each counter once met, no fence: whether
+    # the fence costs more than one more read of the counter
+    "acquire_once": [("struct Pairs {", _ACQUIRE, 1),
+                      ("                        ok = 0;\n                        break;\n"
+                       "                    }\n                }\n            }\n"
+                       "            fence_acquire();  // what the producers wrote before their "
+                       "release, seen from here\n",
+                       "                        ok = 0;\n                        break;\n"
+                       "                    }\n                }\n"
+                       "                if (ok) ld_acquire_gpu(counters + ctr);\n            }\n",
+                       1)],
     # the gate math's tanh on tanh.approx.f32 (one special-function instruction, relative
     # error about 5e-4) and sigmoid as 0.5 + 0.5 tanh(a/2) (absolute error about 2.5e-4):
     # the verification judges them
