@@ -95,3 +95,25 @@ def test_the_reference_on_held_values_is_rerun_only_where_storing_changes_a_valu
     w, w16 = model.rnn.params[0].W[0], rnn.params[0].W[0]
     assert not np.array_equal(w16, w) and np.array_equal(w16, w.astype(np.float16))
     assert rnn.mode == model.rnn.mode and rnn.hidden == model.rnn.hidden
+
+
+def test_the_tables_rows_keep_their_ids_and_its_builder_names_the_dynamic_ones():
+    """cudnn_row's ids are those of the committed H200 table (a report or a plan that reads
+    them finds them), and the builder of run_table is named exactly the PERSIST_DYNAMIC ones
+    among them, in the order the rows run, each with its row's configuration."""
+    from cudnn_rnn.bindings.enums import RNNAlgo
+    from cudnn_rnn.charlm.rows import cudnn_config, cudnn_id
+    from cudnn_rnn.charlm.table import FLOAT_FAMILIES, dynamic_rows
+    from cudnn_rnn.matrix.families import search_space
+    from pathlib import Path
+    committed = json.loads((Path(__file__).resolve().parent.parent / "results" / "nvidia-h200"
+                            / "9.19.0" / "precision.json").read_text())["result"]["records"]
+    ran = [c for f in FLOAT_FAMILIES for c in search_space(f)]
+    assert [cudnn_id(c) for c in ran] == [r["id"] for r in committed if r["engine"] == "cuDNN"]
+    rnn = network.load(network.shipped("lstm")).rnn
+    got = dynamic_rows(rnn, 7, 3, FLOAT_FAMILIES)
+    want = [c for c in ran if c[3] == RNNAlgo.PERSIST_DYNAMIC]
+    assert [i for i, _ in got] == [cudnn_id(c) for c in want] and len(want) == 16
+    for (_, cfg), c in zip(got, want):
+        assert cfg == cudnn_config(rnn, 7, 3, c) and cfg.algo == RNNAlgo.PERSIST_DYNAMIC
+        assert (cfg.seq_length, cfg.mini_batch, cfg.hidden_size) == (7, 3, rnn.hidden)

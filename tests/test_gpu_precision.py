@@ -38,7 +38,6 @@ def test_the_shipped_lstms_table(cuda, tmp_path):
         assert path.with_suffix(".html").read_text().count('id="row-') == sum(
             r["speedup_fp32"] is not None for r in s["rows"])
         assert path.with_suffix(".png").is_file()
-    assert wall <= 60.0, f"the table took {wall:.1f} s (target: 60 s on the H200)"
     rows = {r["family"]: r for r in s["rows"] if r["engine"] == "cuDNN"}
     assert set(rows) == {"fp32", "tf32", "fp16", "bf16"}
     recorded = network.load(network.shipped("lstm")).meta["heldout"]
@@ -64,6 +63,12 @@ def test_the_shipped_lstms_table(cuda, tmp_path):
         assert max(r["errors_twin"].values()) <= r["bound"]
     assert {r["family"] for r in s["rows"]} == {"fp32", "tf32", "fp16", "bf16", "int8", "fp8"}
     assert s["answer"]["deploy"] and s["targets"]["fp16"]["met"] is not None
+    # every PERSIST_DYNAMIC row that verified ran on the descriptor built ahead for it
+    dynamic = [r for r in res["records"] if r["id"].endswith("/PERSIST_DYNAMIC")
+               and r["outcome"] == "OK"]
+    assert dynamic and all(r["built_ahead_s"] > 0 for r in dynamic), dynamic
+    assert wall <= 60.0, f"the table took {wall:.1f} s (target: 60 s on the H200); " \
+        f"phases {res['phases_s']}"
 
 
 def test_a_users_module_from_its_state_dict(cuda, tmp_path):

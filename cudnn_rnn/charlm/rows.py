@@ -33,6 +33,7 @@ or None where the configuration did not verify):
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 
 from cudnn_rnn.bindings.enums import RNNAlgo
 from cudnn_rnn.check.verify import tolerances
@@ -51,15 +52,29 @@ def _failed(rec: dict, outcome: str, call: str, status: str, code, reason: str) 
     return rec
 
 
+def cudnn_id(choice: tuple) -> str:
+    """The record id of cuDNN's configuration ``choice`` (data type, math precision, math
+    type, algorithm)."""
+    return "cudnn/" + "/".join(c.name for c in choice)
+
+
+def cudnn_config(rnn, T: int, B: int, choice: tuple):
+    """The configuration of ``rnn``'s row ``choice`` at sequence ``T``, batch ``B``."""
+    dt, prec, math, algo = choice
+    return rnn.config(T, B, data_type=dt, math_prec=prec, math_type=math, algo=algo)
+
+
 def cudnn_row(lib, handle, rnn, arrays: dict, io: dict, ref: dict, held: dict, choice: tuple,
-              family: str, reps: int, warmup: int, budget_s: float | None):
+              family: str, reps: int, warmup: int, budget_s: float | None, builder=None):
     """One cuDNN configuration ``choice`` = (data type, math precision, math type, algo);
     ``ref``: the float64 outputs on the original values, ``held``: on the values rounded to
-    the data type."""
+    the data type. ``builder``: a :class:`~cudnn_rnn.matrix.ahead.Builder` that may have
+    built a PERSIST_DYNAMIC row's descriptor ahead (by its :func:`cudnn_id`); the row then
+    runs on it (``built_ahead_s``), else builds its own; no build runs while it is timed."""
     dt, prec, math, algo = choice
     T, B = io["x"].shape[:2]
-    cfg = rnn.config(T, B, data_type=dt, math_prec=prec, math_type=math, algo=algo)
-    rec = {"id": f"cudnn/{dt.name}/{prec.name}/{math.name}/{algo.name}", "engine": "cuDNN",
+    cfg = cudnn_config(rnn, T, B, choice)
+    rec = {"id": cudnn_id(choice), "engine": "cuDNN",
            "family": family, "label": f"{dt.name}/{prec.name}/{math.name}/{algo.name}",
            "bound": tolerances(cfg)[0], "flop": cfg.flop_count()}
     started = time.monotonic()
@@ -71,7 +86,12 @@ def cudnn_row(lib, handle, rnn, arrays: dict, io: dict, ref: dict, held: dict, c
                            f.code, f.reason), None
         values.place(flow, arrays, io)
         try:
-            if algo == RNNAlgo.PERSIST_DYNAMIC:
+            built = builder.take(rec["id"]) if builder and algo == RNNAlgo.PERSIST_DYNAMIC \
+                else None
+            if built is not None and built.flow is not None:
+                flow.adopt(built)
+                rec["built_ahead_s"] = round(built.seconds, 3)
+            elif algo == RNNAlgo.PERSIST_DYNAMIC:
                 flow.run_stage("build_dynamic")
             flow.poison_outputs()
             flow.run_stage("forward_inference")
@@ -88,8 +108,9 @@ def cudnn_row(lib, handle, rnn, arrays: dict, io: dict, ref: dict, held: dict, c
             rec.update(outcome="WRONG_RESULT", reason=f"largest relative error {worst:.3g} "
                        f"against the reference on the values held > bound {rec['bound']:g}")
             return rec, None
-        plain, replayed, refused = time_cell(flow, reps, warmup, ("forward_inference",),
-                                             budget_s, graphs=True)
+        with builder.quiet() if builder else nullcontext():
+            plain, replayed, refused = time_cell(flow, reps, warmup, ("forward_inference",),
+                                                 budget_s, graphs=True)
         rec.update(outcome="OK", timings=plain, graph_timings=replayed, graph_refused=refused,
                    duration_s=round(time.monotonic() - started, 3))
         return rec, out

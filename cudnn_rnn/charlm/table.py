@@ -9,13 +9,15 @@ calibrated on ``calibration`` or else on the inputs themselves, which the record
 :func:`precision_table` (a worker job, in one process and CUDA context) runs, in order:
 
 1. the float64 reference on the GPU (:func:`cudnn_rnn.charlm.network.reference_outputs`);
-2. every cuDNN configuration of the FP32, TF32, FP16 and BF16 families
-   (:mod:`cudnn_rnn.matrix.families`), FP32 first (:func:`.rows.cudnn_row`), each verified
-   against the reference on the weights and inputs rounded to its data type; the fastest
-   verified FP32 one is the baseline the others' agreement and speed-up are measured on;
-3. calibration: histograms of every GEMM's activation operand in a float64 run on the
+2. calibration: histograms of every GEMM's activation operand in a float64 run on the
    calibration batch, and each method's thresholds per format
    (:mod:`cudnn_rnn.lowbit.calibration`);
+3. every cuDNN configuration of the FP32, TF32, FP16 and BF16 families
+   (:mod:`cudnn_rnn.matrix.families`), FP32 first (:func:`.rows.cudnn_row`), each verified
+   against the reference on the weights and inputs rounded to its data type; the fastest
+   verified FP32 one is the baseline the others' agreement and speed-up are measured on.
+   The PERSIST_DYNAMIC rows' descriptors are built ahead from the start, beside 1 and 2
+   (:func:`dynamic_rows`, :class:`cudnn_rnn.matrix.ahead.Builder`);
 4. the GEMM engine in FP16, then INT8 and FP8 E4M3 on each part (input, recurrent, both)
    with each calibration method (:func:`.rows.engine_row`);
 5. the persistent kernel in FP16, and on each 8-bit format and part with the calibration
@@ -36,7 +38,8 @@ import numpy as np
 from cudnn_rnn import bindings
 from cudnn_rnn.bindings import cublaslt
 from cudnn_rnn.charlm import corpus, files, network, statedict
-from cudnn_rnn.charlm.rows import cudnn_row, engine_row
+from cudnn_rnn.bindings.enums import RNNAlgo
+from cudnn_rnn.charlm.rows import cudnn_config, cudnn_id, cudnn_row, engine_row
 from cudnn_rnn.check import reference
 from cudnn_rnn.check.verify import relative_error
 from cudnn_rnn.engine import dtypes
@@ -44,6 +47,7 @@ from cudnn_rnn.engine.descriptors import Handle
 from cudnn_rnn.engine.gpu import cupy_or_raise
 from cudnn_rnn.lowbit import calibration, model
 from cudnn_rnn.lowbit.operands import FORMAT_PRECISION
+from cudnn_rnn.matrix.ahead import Builder
 from cudnn_rnn.matrix.families import search_space
 from cudnn_rnn.matrix.jobs import job
 from cudnn_rnn.matrix.record import objective_ms, objective_speedup
@@ -170,15 +174,38 @@ def histograms(rnn: statedict.RNNWeights, stacked_dev: list, batches, cp) -> dic
     return calibration.collect(run)
 
 
+def dynamic_rows(rnn, T: int, B: int, families: tuple) -> list:
+    """``(row id, configuration)`` of the PERSIST_DYNAMIC rows of ``families``, in the order
+    :func:`run_table` runs them: what its builder builds ahead (cudnnBuildRNNDynamic, about
+    a second a row on the H200, 11 of the shipped LSTM's 56 s)."""
+    return [(cudnn_id(c), cudnn_config(rnn, T, B, c)) for family in families
+            for c in search_space(family) if c[3] == RNNAlgo.PERSIST_DYNAMIC]
+
+
 def run_table(src: Source, reps: int = 20, warmup: int = 1, budget_s: float = 0.1,
               methods: tuple = calibration.METHODS, formats: tuple = model.FORMATS,
               parts: tuple = model.PARTS, families: tuple = FLOAT_FAMILIES) -> dict:
     """:func:`precision_table` on a loaded source, in this process, with cuDNN's
     configurations of ``families`` only (FP32 first where it is among them: the baseline
-    of the metrics' agreement; without it they have none)."""
+    of the metrics' agreement; without it they have none). The PERSIST_DYNAMIC rows'
+    builds begin at once, in builder threads, beside the reference and the calibration
+    (which need no cuDNN) and the rows before them; none runs while a row is timed, and
+    the builders are closed before the engines' rows."""
     cp = cupy_or_raise()
     lib = bindings.load()
     started = time.monotonic()
+    T, B, _ = src.x.shape
+    builder = Builder(lib)
+    try:
+        builder.want(dynamic_rows(src.rnn, T, B, families))
+        return _run(src, lib, cp, builder, started, reps, warmup, budget_s, methods, formats,
+                    parts, families)
+    finally:
+        builder.close()
+
+
+def _run(src: Source, lib, cp, builder, started: float, reps: int, warmup: int,
+         budget_s: float, methods: tuple, formats: tuple, parts: tuple, families: tuple) -> dict:
     T, B, _ = src.x.shape
     cfg = src.rnn.config(T, B)
     hx, cx = network.zero_state(cfg, np)
@@ -187,6 +214,12 @@ def run_table(src: Source, reps: int = 20, warmup: int = 1, budget_s: float = 0.
     chunk = max(1, min(B, (1 << 31) // (T * cfg.hidden_size * 80)))  # the reference's memory
     ref = network.reference_outputs(src.rnn, io_dev["x"], cp, chunk)
     phases = {"reference": round(time.monotonic() - started, 2)}
+    # the calibration before cuDNN's rows: it needs no cuDNN, so the builds run beside it
+    stacked = model.stack(cfg, src.rnn.params)
+    stacked_dev = model.moved(stacked, cp)
+    hists = histograms(src.rnn, stacked_dev, src.x_calibration, cp) if formats else {}
+    chosen = {fmt: {m: calibration.thresholds(hists, m, fmt) for m in methods} for fmt in formats}
+    phases["calibration"] = round(time.monotonic() - started - sum(phases.values()), 2)
     records, base, base_out, held = [], None, None, {}
     arrays = reference.arrays_from_params(cfg, src.rnn.params)
     with Handle(lib) as handle:
@@ -199,7 +232,7 @@ def run_table(src: Source, reps: int = 20, warmup: int = 1, budget_s: float = 0.
                     held[dt] = ref if values is None else network.reference_outputs(
                         values[0], cp.asarray(values[1]), cp, chunk)
                 rec, out = cudnn_row(lib, handle, src.rnn, arrays, io, ref, held[dt], choice,
-                                     family, reps, warmup, budget_s)
+                                     family, reps, warmup, budget_s, builder)
                 records.append(rec)
                 if out is not None and family == "fp32":
                     kept.append((rec, out))  # until the fastest is known
@@ -214,12 +247,8 @@ def run_table(src: Source, reps: int = 20, warmup: int = 1, budget_s: float = 0.
                     rec["metrics"] = metrics(src, out, base_out, cp)
             del kept
     del held
+    builder.close()  # every build taken: none beside the engines' timed calls
     phases["cudnn"] = round(time.monotonic() - started - sum(phases.values()), 2)
-    stacked = model.stack(cfg, src.rnn.params)
-    stacked_dev = model.moved(stacked, cp)
-    hists = histograms(src.rnn, stacked_dev, src.x_calibration, cp) if formats else {}
-    chosen = {fmt: {m: calibration.thresholds(hists, m, fmt) for m in methods} for fmt in formats}
-    phases["calibration"] = round(time.monotonic() - started - sum(phases.values()), 2)
     runs = [(None, None, None)] + [(f, p, m) for f in formats for p in parts for m in methods]
     done: dict = {}
     twins: dict = {}
