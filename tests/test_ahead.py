@@ -93,6 +93,9 @@ class _Builder(Builder):
     def _open(self):
         return None
 
+    def _shut(self, handle):
+        self.shut = getattr(self, "shut", 0) + 1
+
     def _prepare(self, handle, cfg):
         flow = _Flow(cfg)
         self.flows.append(flow)
@@ -182,6 +185,7 @@ def test_close_waits_for_builds_under_way_destroys_the_built_and_ends_the_thread
     for t in b._threads:
         t.join(5)
         assert not t.is_alive()
+    assert b.shut == 2  # each thread's handle destroyed as it ended (many builders a process)
 
 
 def test_a_build_that_finishes_after_close_gave_up_waiting_is_destroyed():

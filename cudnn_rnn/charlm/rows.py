@@ -92,6 +92,8 @@ def cudnn_row(lib, handle, rnn, arrays: dict, io: dict, ref: dict, held: dict, c
                 flow.adopt(built)
                 rec["built_ahead_s"] = round(built.seconds, 3)
             elif algo == RNNAlgo.PERSIST_DYNAMIC:
+                if built is not None:  # the build ahead failed: this row's own call says why
+                    rec["built_ahead_error"] = built.error
                 flow.run_stage("build_dynamic")
             flow.poison_outputs()
             flow.run_stage("forward_inference")

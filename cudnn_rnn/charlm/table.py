@@ -174,6 +174,9 @@ def histograms(rnn: statedict.RNNWeights, stacked_dev: list, batches, cp) -> dic
     return calibration.collect(run)
 
 
+CLOSE_S = 60.0  # how long closing the builders waits for a build under way (0.1-2.8 s each)
+
+
 def dynamic_rows(rnn, T: int, B: int, families: tuple) -> list:
     """``(row id, configuration)`` of the PERSIST_DYNAMIC rows of ``families``, in the order
     :func:`run_table` runs them: what its builder builds ahead (cudnnBuildRNNDynamic, about
@@ -195,13 +198,16 @@ def run_table(src: Source, reps: int = 20, warmup: int = 1, budget_s: float = 0.
     lib = bindings.load()
     started = time.monotonic()
     T, B, _ = src.x.shape
-    builder = Builder(lib)
+    wanted = dynamic_rows(src.rnn, T, B, families)
+    builder = Builder(lib) if wanted else None
     try:
-        builder.want(dynamic_rows(src.rnn, T, B, families))
+        if builder:
+            builder.want(wanted)
         return _run(src, lib, cp, builder, started, reps, warmup, budget_s, methods, formats,
                     parts, families)
     finally:
-        builder.close()
+        if builder:
+            builder.close(CLOSE_S)
 
 
 def _run(src: Source, lib, cp, builder, started: float, reps: int, warmup: int,
@@ -247,7 +253,8 @@ def _run(src: Source, lib, cp, builder, started: float, reps: int, warmup: int,
                     rec["metrics"] = metrics(src, out, base_out, cp)
             del kept
     del held
-    builder.close()  # every build taken: none beside the engines' timed calls
+    if builder:  # every build taken or destroyed: none beside the engines' timed calls
+        builder.close(CLOSE_S)
     phases["cudnn"] = round(time.monotonic() - started - sum(phases.values()), 2)
     runs = [(None, None, None)] + [(f, p, m) for f in formats for p in parts for m in methods]
     done: dict = {}

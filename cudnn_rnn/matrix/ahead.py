@@ -60,6 +60,7 @@ class Builder:
 
     def __init__(self, lib, threads: int = THREADS):
         self.lib = lib
+        self._device = _current_device()  # the builders' GPU: the caller's, not device 0
         self._cond = threading.Condition()
         self._wanted: list = []        # (cell id, config), in the order they will run
         self._done: dict = {}          # cell id -> Built
@@ -135,6 +136,12 @@ class Builder:
 
     def _serve(self) -> None:
         handle = self._open()
+        try:
+            self._loop(handle)
+        finally:
+            self._shut(handle)
+
+    def _loop(self, handle) -> None:
         while True:
             with self._cond:
                 while (job := self._next()) is None:
@@ -164,11 +171,19 @@ class Builder:
                     self._cond.notify_all()
 
     def _open(self):  # pragma: no cover - a GPU thread
-        """The thread's cuDNN handle; its objects are not the cells' (leak check)."""
+        """The thread's cuDNN handle, on the GPU current where the builder was made (a new
+        thread starts on device 0); its objects are not the cells' (leak check)."""
         # numpy, through descriptors: the probe's parent imports this module
         from cudnn_rnn.engine.descriptors import Handle, uncounted
+        if self._device is not None:
+            import cupy
+            cupy.cuda.Device(self._device).use()
         uncounted()
         return Handle(self.lib)
+
+    def _shut(self, handle) -> None:  # pragma: no cover - a GPU thread
+        """The thread's handle destroyed as it ends (a process may make many builders)."""
+        handle.close()
 
     def _prepare(self, handle, cfg):  # pragma: no cover - a GPU thread
         """A flow of ``cfg`` on the thread's handle, set up as the cell's own is up to its
@@ -185,6 +200,15 @@ class Builder:
         self.lib.cudnnBuildRNNDynamic(handle, flow.rnn, cfg.mini_batch)
         flow.stream.synchronize()  # the dropout states are set on the builder's stream
         handle.set_stream(0)  # not left on the flow's stream, which the cell will destroy
+
+
+def _current_device() -> int | None:
+    """The CUDA device current in this thread, or None without CuPy or a GPU."""
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDevice()
+    except Exception:  # noqa: BLE001 - no CuPy, no driver, no device: the builders fail alone
+        return None
 
 
 def _close(built: Built) -> None:
