@@ -20,6 +20,7 @@ A diagnostic behind statements in the README and the issue notes (not part of th
 import json
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from cudnn_rnn.bindings.enums import RNNMode
@@ -29,6 +30,9 @@ from cudnn_rnn.engine.gpu import NoGPU, cupy_or_raise
 from cudnn_rnn.lowbit.candidates import run_configs
 from cudnn_rnn.lowbit.launch import Settings
 
+# the fence after a step's wait, as persistent.cu writes it
+_FENCE = ("            fence_acquire();  // what the producers wrote before their release, "
+          "seen from here\n")
 # phase -> (text of persistent.cu, what replaces it, how many times it occurs)
 DROPS = {
     "mma": [("mma<FH>(acc[m][nn], af[m], bf[nn]);", ";", 2),
@@ -44,8 +48,7 @@ DROPS = {
               "const float v = X[k][0] + R[k][GATES - 1];", 1)],
     # the fence after the wait (what orders the state's reads after the producers' writes:
     # without it a launch may read stale state; its time is what is measured)
-    "fence": [("            fence_acquire();  // what the producers wrote before their "
-               "release, seen from here\n", "", 1)],
+    "fence": [(_FENCE, "", 1)],
     # within the gate math: its stores of h (every format its readers take) and of y
     "stores": [("                put<FH>(L.hq + (unsigned)((s + 1) * B + b0 + b) * hrowb"
                 " + (unsigned)j * BPE(FH),\n                        v, L.hscale);\n", "", 1),
@@ -118,15 +121,12 @@ VARIANTS = {
     "acquire_poll": [("struct Pairs {", _ACQUIRE, 1),
                      ("while (ld_relaxed(counters + ctr) < target) {",
                       "while (ld_acquire_gpu(counters + ctr) < target) {", 1),
-                     ("            fence_acquire();  // what the producers wrote before their "
-                      "release, seen from here\n", "", 1)],
+                     (_FENCE, "", 1)],
     # as the kernel polls, then one ld.acquire of each counter once met, no fence: whether
     # the fence costs more than one more read of the counter
     "acquire_once": [("struct Pairs {", _ACQUIRE, 1),
                       ("                        ok = 0;\n                        break;\n"
-                       "                    }\n                }\n            }\n"
-                       "            fence_acquire();  // what the producers wrote before their "
-                       "release, seen from here\n",
+                       "                    }\n                }\n            }\n" + _FENCE,
                        "                        ok = 0;\n                        break;\n"
                        "                    }\n                }\n"
                        "                if (ok) ld_acquire_gpu(counters + ctr);\n            }\n",
@@ -241,18 +241,26 @@ def _shape(spec: str) -> RNNConfig:
                          f"cells {', '.join(m.name for m in RNNMode)})") from None
 
 
-def _traced(cfg, name: str, settings: str, dropped: str | None) -> dict:
-    """:func:`trace`, with ``dropped`` left out of the kernel; an error is said, not raised."""
+@contextmanager
+def _kernel(source):
+    """Engines built inside compile ``source(consts)`` (None: the kernel as it is) in place
+    of :func:`persistent.source`, which is put back after."""
     from cudnn_rnn.lowbit import persistent
     base = persistent.source
+    persistent.source = source or base
     try:
-        if dropped:
-            persistent.source = without(dropped)
-        return trace(cfg, name, settings)
-    except Exception as exc:  # noqa: BLE001 - a diagnostic: say it and go on
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        yield
     finally:
         persistent.source = base
+
+
+def _traced(cfg, name: str, settings: str, dropped: str | None) -> dict:
+    """:func:`trace`, with ``dropped`` left out of the kernel; an error is said, not raised."""
+    try:
+        with _kernel(without(dropped) if dropped else None):
+            return trace(cfg, name, settings)
+    except Exception as exc:  # noqa: BLE001 - a diagnostic: say it and go on
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def main() -> int:
@@ -300,14 +308,9 @@ def main() -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []
-    from cudnn_rnn.lowbit import persistent
-    base = persistent.source
     for variant, spec, cfg in [(v, spec, cfg) for v in [None] + variants for spec, cfg in shapes]:
-        persistent.source = varied(variant) if variant else base
-        try:
+        with _kernel(varied(variant) if variant else None):
             results.append(_shape_run(a, spec, cfg, items, drops, variant))
-        finally:
-            persistent.source = base
         (out / "persistent_probe.json").write_text(json.dumps(results, indent=1, default=str))
     return 0
 

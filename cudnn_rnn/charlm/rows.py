@@ -86,15 +86,15 @@ def cudnn_row(lib, handle, rnn, arrays: dict, io: dict, ref: dict, held: dict, c
                            f.code, f.reason), None
         values.place(flow, arrays, io)
         try:
-            built = builder.take(rec["id"]) if builder and algo == RNNAlgo.PERSIST_DYNAMIC \
-                else None
-            if built is not None and built.flow is not None:
-                flow.adopt(built)
-                rec["built_ahead_s"] = round(built.seconds, 3)
-            elif algo == RNNAlgo.PERSIST_DYNAMIC:
-                if built is not None:  # the build ahead failed: this row's own call says why
-                    rec["built_ahead_error"] = built.error
-                flow.run_stage("build_dynamic")
+            if algo == RNNAlgo.PERSIST_DYNAMIC:
+                built = builder.take(rec["id"]) if builder else None
+                if built is not None and built.flow is not None:
+                    flow.adopt(built)
+                    rec["built_ahead_s"] = round(built.seconds, 3)
+                else:
+                    if built is not None:  # the build ahead failed: this row's call says why
+                        rec["built_ahead_error"] = built.error
+                    flow.run_stage("build_dynamic")
             flow.poison_outputs()
             flow.run_stage("forward_inference")
         except FlowStop as stop:
