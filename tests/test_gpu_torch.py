@@ -95,6 +95,7 @@ def test_outputs_match_the_module_in_float64_within_the_tolerance(
     shapes = fast.shapes()
     assert shapes and all(max(s["verified"]["errors"].values()) <= TOLERANCE[precision]
                           for s in shapes)
+    assert shapes[0]["runs"] == fast.choice.label  # the example's shape runs the choice
 
 
 @pytest.mark.parametrize("mode,bidirectional,layers,precision", PARAMS)

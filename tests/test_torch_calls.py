@@ -77,6 +77,9 @@ def test_outputs_come_back_in_the_modules_data_type_from_a_runners():
     (lambda: torch.randn(4, 3, 5), lambda: torch.zeros(2, 3, 7), "an LSTM's state is a tuple"),
     (lambda: torch.randn(4, 3, 5), lambda: (torch.zeros(2, 2, 7), torch.zeros(2, 3, 7)),
      "h_0 has shape (2, 2, 7); expected (2, 3, 7)"),
+    (lambda: torch.randn(0, 3, 5), None, "the input has no steps (sequence length 0)"),
+    (lambda: torch.randn(4, 5), lambda: (torch.zeros(2, 1, 7), torch.zeros(2, 1, 7)),
+     "for an unbatched (2-D) input, h_0 is 2-D too"),
 ])
 def test_what_the_module_does_not_take_is_refused_in_one_line(x, hx, needle):
     spec = _spec("LSTM")

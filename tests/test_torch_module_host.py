@@ -17,7 +17,7 @@ import pytest
 from cudnn_rnn.charlm import network
 from cudnn_rnn.engine import packing
 from cudnn_rnn.lowbit import model
-from cudnn_rnn.torch import modules, runners
+from cudnn_rnn.torch import modules, runners, tuning
 from cudnn_rnn.torch.errors import NotAccelerated
 from cudnn_rnn.torch.plan import Candidate, Plan
 
@@ -81,8 +81,8 @@ BEHAVIOUR = {"refuses": "refuses", "ignores the state": "state", "1% off": "scal
 
 def _build(candidate, rnn, seq, batch, lengths=None):
     wrong = BEHAVIOUR.get(candidate.label)
-    if wrong == "refuses":
-        raise runners.NotServed("this host runner serves no shape")
+    if wrong == "refuses" or (candidate.label == "seq 4 only" and seq != 4):
+        raise runners.NotServed(f"this host runner serves {'seq 4 only' if wrong is None else 'no shape'}")
     return HostRunner(candidate, rnn, seq, batch, lengths, wrong)
 
 
@@ -199,3 +199,72 @@ def test_verify_judges_a_shape_already_made_on_new_inputs(on_the_host):
     with pytest.raises(NotAccelerated, match="^ignores the state at seq 4, batch 3: largest "
                                              "relative error"):
         fast.verify(x, torch.randn(1, 3, 7))
+
+
+def _rows(fast, statuses):
+    """The plan's table rows as the tuning writes them, one per candidate."""
+    fast.plan.report["rows"] = [
+        {"id": c.id, "label": c.label, "engine": c.engine, "family": c.family, "status": st,
+         "error": 0.0, "ms": 0.1 * (i + 1), "plain_ms": 0.2, "timed_as": "graph", "reason": None}
+        for i, (c, st) in enumerate(zip(fast.plan.candidates, statuses))]
+
+
+def test_a_choice_that_does_not_serve_the_example_in_the_module_is_passed_over(on_the_host):
+    """The ranking's first verified in the ranking's run but not inside the module: the
+    next eligible one becomes the choice, what the module shows names what runs, and the
+    passed-over row says why."""
+    fast = _accelerated(torch.nn.LSTM(5, 7, 1))
+    _rows(fast, ("chosen", "ranked", "fallback"))
+    with torch.no_grad():
+        fast(torch.randn(4, 3, 5))
+    tuning.settle(fast, 2, "fp16")
+    assert fast.plan.choice.label == "engine" == fast.shapes()[0]["runs"]
+    assert fast.choice.label == "engine"
+    assert [c.label for c in fast.plan.candidates] == ["engine", "cudnn"]
+    rows = {r["label"]: r for r in fast.plan.report["rows"]}
+    assert rows["engine"]["status"] == "chosen" and rows["refuses"]["status"] == "passed"
+    assert "this host runner serves no shape" in fast.table()
+    with torch.no_grad():  # a new shape no longer tries the one passed over
+        fast(torch.randn(6, 3, 5))
+    assert fast.shapes()[1]["passed_over"] == []
+
+
+def test_only_a_fallback_serving_the_example_is_refused(on_the_host):
+    fast = _accelerated(torch.nn.GRU(5, 7, 1), ("refuses", "1% off", "cudnn"))
+    with torch.no_grad():
+        fast(torch.randn(4, 3, 5))
+    assert fast.shapes()[0]["runs"] == "cudnn"
+    with pytest.raises(NotAccelerated, match=r"none of the 2 int8 configurations verified in "
+                                             r"the ranking served the module at seq 4, batch 3 "
+                                             r"\(refuses: this host runner serves no shape; 1% off"):
+        tuning.settle(fast, 2, "int8")
+
+
+def test_the_calibration_batches_are_verified_by_the_choice_itself(on_the_host):
+    """A calibration batch of another shape that the choice does not serve is not passed by
+    a later candidate that does: the choice did not hold on the data its scales came from."""
+    fast = _accelerated(torch.nn.GRU(5, 7, 1), ("seq 4 only", "cudnn"))
+    spec = fast.plan.module
+    with torch.no_grad():
+        fast(torch.randn(4, 3, 5))
+        assert tuning.verify_calibration(fast, [torch.randn(4, 3, 5)], spec)[0] < 1e-6
+        with pytest.raises(NotAccelerated, match="not on calibration batch 0: no verified "
+                                                 "configuration serves seq 6, batch 3: seq 4 "
+                                                 "only: this host runner serves seq 4 only"):
+            tuning.verify_calibration(fast, [torch.randn(6, 3, 5)], spec)
+        fast(torch.randn(6, 3, 5))  # a user's call at that shape may run what serves it
+        assert fast.shapes()[1]["runs"] == "cudnn"
+        with pytest.raises(NotAccelerated, match="seq 6, batch 3 is run by cudnn, not by the "
+                                                 "choice, seq 4 only"):
+            fast.verify(torch.randn(6, 3, 5), choice_only=True)
+
+
+def test_an_empty_batch_gives_empty_outputs_as_the_module_does(on_the_host):
+    m = torch.nn.LSTM(5, 7, 2)
+    fast = _accelerated(m)
+    x, state = torch.randn(4, 0, 5), (torch.zeros(2, 0, 7), torch.zeros(2, 0, 7))
+    with torch.no_grad():
+        y, (h, c) = fast(x, state)
+        y2, (h2, c2) = m(x, state)
+    assert (y.shape, h.shape, c.shape) == (y2.shape, h2.shape, c2.shape)
+    assert fast.shapes() == []  # no runner made for it

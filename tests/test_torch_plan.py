@@ -36,7 +36,7 @@ def test_an_8bit_choice_keeps_its_thresholds_for_every_pseudo_layer(tmp_path):
 
 
 def _broken(change):
-    d = real_plan("fp8", 6e-2).as_dict()
+    d = copy.deepcopy(real_plan("fp8", 6e-2).as_dict())
     change(d)
     return d
 
@@ -73,6 +73,12 @@ BAD = [
     (lambda d: _eight_bit(d)["thresholds"]["recurrent"].__setitem__(0, float("nan")),
      "has a recurrent threshold that is not a finite number"),
     (lambda d: d.update(report=[]), "'report' must be dict, got list"),
+    (lambda d: d["report"]["rows"][0].pop("label"), "'report' rows[0] is not a row of the table"),
+    (lambda d: d["report"]["rows"][1].update(status="lucky"), "rows[1] is not a row of the table"),
+    (lambda d: d["report"]["rows"][0].update(ms="fast"), "rows[0] is not a row of the table"),
+    (lambda d: d["report"].update(rows={}), "'rows' is not a list"),
+    (lambda d: d["report"]["times"]["module"].update(eager=3.0), "'times' is not {who: {how:"),
+    (lambda d: d["report"].update(run={"device": "H200"}), "'run' is not {'device'"),
 ]
 
 
@@ -124,3 +130,38 @@ def test_a_plan_is_loaded_only_for_the_module_it_was_made_for(tmp_path):
         load(path, other)
     with pytest.raises(Exception, match="accelerate needs a CUDA GPU|on the CPU"):
         load(path, lstm)  # the right module: refused only for want of a GPU here
+
+
+def test_a_plan_says_where_it_was_tuned_and_a_loaded_one_reads_back_every_table_field(tmp_path):
+    from cudnn_rnn.torch import report
+    plan = Plan.load(real_plan("int8", 2e-2).save(tmp_path / "p.json"))
+    assert plan.tuned_on() == {"gpu": "NVIDIA H200", "compute_capability": "9.0",
+                               "cudnn": "9.19.0"}
+    text = report.table(plan)
+    assert "tuned on NVIDIA H200 (compute capability 9.0), cuDNN 9.19.0" in text.splitlines()[0]
+    assert str(report.Choice.of(plan)).startswith(plan.choice.label)
+
+
+def test_a_plan_tuned_on_another_machine_is_refused_unless_asked(tmp_path, monkeypatch):
+    """The GPU and cuDNN here are stood in for (no GPU on CI): what load compares, and the
+    line it refuses with."""
+    torch = pytest.importorskip("torch", reason="loading a plan for a module needs PyTorch")
+    from cudnn_rnn.torch import load, modules, tuning
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(64, 256, 2)
+    plan = real_plan("fp8", 6e-2)
+    plan.digest = modules.digest(modules.state_arrays(lstm))
+    path = plan.save(tmp_path / "plan.json")
+    made = []
+    monkeypatch.setattr(tuning, "_device", lambda module, torch: torch.device("cuda", 0))
+    monkeypatch.setattr(tuning.gpu, "cupy_or_raise", lambda: __import__("types").SimpleNamespace(
+        cuda=__import__("types").SimpleNamespace(Device=lambda i: __import__("contextlib").nullcontext())))
+    monkeypatch.setattr(tuning.gpu, "device_info",
+                        lambda: {"gpu": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0"})
+    monkeypatch.setattr(tuning, "_accelerated", lambda plan, rnn, device: made.append(plan) or plan)
+    with pytest.raises(BadPlan, match=re.escape(
+            "was tuned on NVIDIA H200 (compute capability 9.0), cuDNN 9.19.0; this is "
+            "NVIDIA A100-SXM4-80GB (compute capability 8.0), cuDNN ")):
+        load(path, lstm)
+    assert made == []
+    assert load(path, lstm, tuned_elsewhere=True).choice == plan.choice

@@ -26,5 +26,9 @@ def real_plan(name: str = "fp8", limit: float = 6e-2) -> Plan:
     cands = [Candidate.from_record(r, cost_ms(r, False), cost_ms(r, False, plain=True),
                                    RESULT["thresholds"]) for r in mine + fallbacks]
     rows = report.rows(RECORDS, ranking.statuses(RECORDS, prec, limit))
+    prov = json.loads(RUN.read_text())["provenance"]
+    run = {"device": {k: prov[k] for k in ("gpu", "compute_capability")},
+           "library": RESULT["library"]}
     return Plan(SPEC, "0" * 64, (256, 128), name, limit, cands,
-                {"rows": rows, "times": TIMES, "example": "given"})
+                {"rows": rows, "times": json.loads(json.dumps(TIMES)), "example": "given",
+                 "run": run})

@@ -40,9 +40,12 @@ def sequence_major(x, spec, device) -> tuple:
         raise BadCall(f"the input has shape {tuple(x.shape)}; the module takes (seq, batch, "
                       f"{spec.input_size})" + (" with batch_first: (batch, seq, ...)"
                                                if spec.batch_first else ""))
-    if x.dim() == 2:
-        return x.unsqueeze(1), True
-    return (x.transpose(0, 1) if spec.batch_first else x), False
+    x, unbatched = (x.unsqueeze(1), True) if x.dim() == 2 else \
+        ((x.transpose(0, 1) if spec.batch_first else x), False)
+    if x.shape[0] == 0:
+        raise BadCall("the input has no steps (sequence length 0); the module runs sequences "
+                      "of one step or more, as torch.nn's do")
+    return x, unbatched
 
 
 def state(hx, spec, batch: int, device, unbatched: bool = False, order=None) -> tuple:
@@ -59,7 +62,11 @@ def state(hx, spec, batch: int, device, unbatched: bool = False, order=None) -> 
     out = []
     for name, t, features in shapes:
         _check_tensor(t, spec, device, name)
-        if unbatched and t.dim() == 2:
+        if unbatched and t.dim() != 2:
+            raise BadCall(f"for an unbatched (2-D) input, {name} is 2-D too (layers x "
+                          f"directions, features), as torch.nn's modules take it; got "
+                          f"{t.dim()}-D")
+        if unbatched:
             t = t.unsqueeze(1)
         want = (spec.layers * spec.dirs, batch, features)
         if tuple(t.shape) != want:

@@ -21,7 +21,7 @@ from torch.nn.utils.rnn import PackedSequence
 from cudnn_rnn.engine.gpu import cupy_or_raise, external_stream
 from cudnn_rnn.engine import packing
 from cudnn_rnn.torch import calls, report, runners, verify
-from cudnn_rnn.torch.errors import NotAccelerated
+from cudnn_rnn.torch.errors import BadCall, NotAccelerated
 from cudnn_rnn.torch.shapes import Attempt, Plans, describe, packed_lengths
 
 
@@ -59,6 +59,18 @@ class Accelerated(torch.nn.Module):
         return [{"shape": describe(key), "runs": e.candidate.label, "verified": e.facts,
                  "passed_over": e.passed_over} for key, e in self._plans.entries()]
 
+    def serving(self, shape: tuple):
+        """What runs ``shape`` ((seq, batch)): its :class:`~cudnn_rnn.torch.shapes.Entry`
+        (the candidate, its verification, why those before it did not serve), or None
+        before the shape's first call."""
+        return self._plans.cached(tuple(shape))
+
+    def choose(self, candidate) -> None:
+        """Make ``candidate``, one of the plan's, its choice: the candidates before it leave
+        the plan (the tuning's use, when they did not serve the example in this module)."""
+        self.plan.candidates = self.plan.candidates[self.plan.candidates.index(candidate):]
+        self._plans.start_at(candidate)
+
     def extra_repr(self) -> str:
         return f"{self.plan.module.describe()}; choice: {self.plan.choice.label}"
 
@@ -70,23 +82,33 @@ class Accelerated(torch.nn.Module):
             spec = self.plan.module
             x, unbatched = calls.sequence_major(input, spec, self._device)
             h0, c0 = calls.state(hx, spec, x.shape[1], self._device, unbatched)
-            y, hy, cy = self._run((x.shape[0], x.shape[1]), x, h0, c0)
+            if x.shape[1] == 0:  # an empty batch: empty outputs, as torch.nn's modules give
+                y, hy, cy = calls.empty_outputs(spec, (x.shape[0], 0), 0, x.dtype, self._device)
+            else:
+                y, hy, cy = self._run((x.shape[0], x.shape[1]), x, h0, c0)
             return calls.as_module_returns(spec, y, hy, cy, unbatched)
 
-    def verify(self, input, hx=None) -> dict:
+    def verify(self, input, hx=None, choice_only: bool = False) -> dict:
         """Run ``input`` (padded, the module's layout) from ``hx`` and judge the outputs as a
         shape's first call is judged (:mod:`.verify`: the candidate's own rule, then the
         tolerance against the module in float64); the facts (``errors`` against the module),
-        or :class:`~cudnn_rnn.torch.errors.NotAccelerated` saying what is outside."""
+        or :class:`~cudnn_rnn.torch.errors.NotAccelerated` saying what is outside.
+        ``choice_only``: the plan's choice must be what runs the shape (a shape not made yet
+        tries the choice alone), as the calibration batches are checked."""
         with torch.no_grad(), self._cp.cuda.Device(self._device.index):
             spec = self.plan.module
             x, unbatched = calls.sequence_major(input, spec, self._device)
             h0, c0 = calls.state(hx, spec, x.shape[1], self._device, unbatched)
+            if x.shape[1] == 0:
+                raise BadCall("the input's batch is empty: nothing to verify")
             key = (x.shape[0], x.shape[1])
             entry = self._plans.cached(key)
             if entry is None:  # made now, and verified on these very inputs
-                self._run(key, x, h0, c0)
+                self._run(key, x, h0, c0, [self.plan.choice] if choice_only else None)
                 return self._plans.cached(key).facts
+            if choice_only and entry.candidate is not self.plan.choice:
+                raise NotAccelerated(f"{describe(key)} is run by {entry.candidate.label}, not "
+                                     f"by the choice, {self.plan.choice.label}")
             outputs = self._call(entry.runner, key, x, h0, c0)
             torch.cuda.current_stream(self._device).synchronize()
             entry.runner.check()
@@ -106,10 +128,10 @@ class Accelerated(torch.nn.Module):
         return PackedSequence(y, input.batch_sizes, input.sorted_indices,
                               input.unsorted_indices), state
 
-    def _run(self, key: tuple, x, h0, c0) -> tuple:
+    def _run(self, key: tuple, x, h0, c0, only=None) -> tuple:
         entry = self._plans.cached(key)
         if entry is None:
-            _, outputs = self._plans.make(key, lambda c: self._attempt(c, key, x, h0, c0))
+            _, outputs = self._plans.make(key, lambda c: self._attempt(c, key, x, h0, c0), only)
             return outputs
         return self._call(entry.runner, key, x, h0, c0)
 

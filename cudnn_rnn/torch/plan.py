@@ -100,6 +100,11 @@ class Plan:
     def choice(self) -> Candidate:
         return self.candidates[0]
 
+    def tuned_on(self) -> dict:
+        """:func:`machine` of the run the ranking came from."""
+        run = self.report.get("run") or {}
+        return machine(run.get("device") or {}, run.get("library") or {})
+
     def as_dict(self) -> dict:
         return {"format": FORMAT, "version": VERSION, "module": self.module.as_dict(),
                 "digest": self.digest, "shape": list(self.shape), "precision": self.precision,
@@ -144,8 +149,20 @@ class Plan:
         raw = _field(d, "candidates", list, where)
         _check(bool(raw), where, "has no candidates")
         candidates = [_candidate(c, spec, f"{where}: candidates[{i}]") for i, c in enumerate(raw)]
-        report = _field(d, "report", dict, where)
+        report = _report(_field(d, "report", dict, where), f"{where}: 'report'")
         return cls(spec, digest, tuple(shape), precision, float(tolerance), candidates, report)
+
+
+def machine(device: dict, library: dict) -> dict:
+    """What a plan's ranking depends on: the GPU model, its compute capability, cuDNN's
+    version (from :func:`cudnn_rnn.engine.gpu.device_info` and the library's describe())."""
+    return {"gpu": device.get("gpu"), "compute_capability": device.get("compute_capability"),
+            "cudnn": library.get("cudnn_version")}
+
+
+def describe_machine(m: dict) -> str:
+    return (f"{m['gpu'] or 'an unknown GPU'} (compute capability "
+            f"{m['compute_capability'] or '?'}), cuDNN {m['cudnn'] or '?'}")
 
 
 # ---------------------------------------------------------------------------- checks
@@ -171,6 +188,39 @@ def _field(d: dict, key: str, types, where: str):
         names = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
         raise BadPlan(f"{where}: {key!r} must be {names}, got {type(value).__name__}")
     return value
+
+
+ROW_TEXT = ("id", "label", "engine", "family", "status")
+ROW_NUMBERS = ("error", "ms", "plain_ms")
+
+
+def _number_or_none(v) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _report(rep: dict, where: str) -> dict:
+    """``rep`` where it has what fast.choice and fast.table() read: rows, the times, the run."""
+    from cudnn_rnn.torch.ranking import STATUS  # the statuses' home (it imports the tuner)
+    rows = rep.get("rows", [])
+    _check(isinstance(rows, list), where, "'rows' is not a list")
+    for i, row in enumerate(rows):
+        _check(isinstance(row, dict) and all(isinstance(row.get(k), str) for k in ROW_TEXT)
+               and all(_number_or_none(row.get(k)) for k in ROW_NUMBERS)
+               and all(row.get(k) is None or isinstance(row[k], str)
+                       for k in ("timed_as", "reason"))
+               and row["status"] in STATUS, where,
+               f"rows[{i}] is not a row of the table (text {', '.join(ROW_TEXT)}, numbers or "
+               f"null {', '.join(ROW_NUMBERS)}, a known status)")
+    times = rep.get("times", {})
+    _check(isinstance(times, dict) and all(
+        isinstance(t, dict) and all(isinstance(m, dict) and _number_or_none(m.get("ms"))
+                                    for m in t.values()) for t in times.values()), where,
+        "'times' is not {who: {how: {'ms': number}}}")
+    run = rep.get("run", {})
+    _check(isinstance(run, dict) and all(isinstance(run.get(k) or {}, dict)
+                                         for k in ("device", "library")), where,
+           "'run' is not {'device': {...}, 'library': {...}}")
+    return rep
 
 
 def _module(d: dict, where: str) -> ModuleSpec:

@@ -47,10 +47,12 @@ PRECISIONS = {
     "int8": Precision(("fp16",), ("int8",), frozenset({"int8"})),
     "fp8": Precision(("fp16",), ("e4m3",), frozenset({"e4m3"})),
 }
-# each row's part in the choice, as the table shows it ("failed": the row's own reason)
+# each row's part in the choice, as the table shows it ("failed", "passed": the row's own
+# reason; "passed": verified in the ranking, then not served in the module, tuning.settle)
 STATUS = {"chosen": "chosen", "ranked": "ranked", "fallback": "cuDNN fallback",
           "outside": "outside the tolerance", "calibration": "a better calibration is ranked",
-          "same": "same run as another method", "other": "another precision", "failed": ""}
+          "same": "same run as another method", "other": "another precision", "failed": "",
+          "passed": ""}
 
 
 def precision(name) -> Precision:

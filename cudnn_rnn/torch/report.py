@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from tabulate import tabulate
 
 from cudnn_rnn.matrix.record import max_error
-from cudnn_rnn.torch.plan import label_of
+from cudnn_rnn.torch.plan import describe_machine, label_of
 from cudnn_rnn.torch.ranking import STATUS
 from cudnn_rnn.tune import basis, cost_ms
 
-ORDER = ("chosen", "ranked", "fallback", "other", "calibration", "outside", "same", "failed")
+ORDER = ("chosen", "ranked", "fallback", "passed", "other", "calibration", "outside", "same",
+         "failed")
 
 
 def rows(records: list, status: dict) -> list[dict]:
@@ -33,10 +34,27 @@ def rows(records: list, status: dict) -> list[dict]:
                     "plain_ms": cost_ms(r, False, plain=True) if ok else None,
                     "timed_as": basis(r, False) if ok else None,
                     "reason": None if ok else f"{r['outcome']}: {r.get('reason') or ''}".strip()})
-    rank = lambda row: (ORDER.index(row["status"]),  # noqa: E731
-                        row["ms"] if row["status"] in ("chosen", "ranked", "fallback")
-                        else row["error"] if row["error"] is not None else float("inf"))
-    return sorted(out, key=rank)
+    return sorted(out, key=_rank)
+
+
+def _rank(row: dict) -> tuple:
+    return (ORDER.index(row["status"]),
+            row["ms"] if row["status"] in ("chosen", "ranked", "fallback", "passed")
+            else row["error"] if row["error"] is not None else float("inf"))
+
+
+def passed_over(rows: list, reasons: dict, chosen: str) -> list:
+    """``rows`` with the ranked rows of ``reasons`` (id -> why) passed over, each saying why
+    it did not serve the module, and the row ``chosen`` the choice, in the table's order."""
+    out = []
+    for row in rows:
+        if row["id"] in reasons:
+            row = dict(row, status="passed",
+                       reason=f"verified in the ranking, not in the module: {reasons[row['id']]}")
+        elif row["id"] == chosen:
+            row = dict(row, status="chosen")
+        out.append(row)
+    return sorted(out, key=_rank)
 
 
 def speedup(module_ms: float | None, ms: float | None) -> float | None:
@@ -111,7 +129,8 @@ def table(plan) -> str:
             for i, r in enumerate(rep.get("rows", []))]
     head = (f"{plan.module.describe()}; example seq {plan.shape[0]}, batch {plan.shape[1]} "
             f"({rep.get('example', 'given')}); precision {plan.precision}, tolerance "
-            f"{plan.tolerance:g}; errors against the module in float64")
+            f"{plan.tolerance:g}; errors against the module in float64; tuned on "
+            f"{describe_machine(plan.tuned_on())}")
     lines = [head, tabulate(body, headers=("#", "configuration", "precision", "error", "ms",
                                            "timed as", "plain ms", "x module graph",
                                            "x module eager", ""))]

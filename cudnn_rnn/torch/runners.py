@@ -99,7 +99,9 @@ class CudnnRunner:
 
     def run(self, stream, x, hx, cx, y, hy, cy) -> None:
         flow = self.flow
-        if stream.ptr != self.stream_ptr:
+        if stream.ptr != self.stream_ptr:  # the new stream after the old one's calls: they
+            if not stream.is_capturing():  # share the flow's workspace (as Forward.bind)
+                stream.wait_event(flow.stream.record())
             flow.handle.set_stream(stream.ptr)
             flow.stream, self.stream_ptr = stream, stream.ptr
         flow.buf.update(x=x, hx=hx, cx=cx, y_inf=y, hy_inf=hy, cy_inf=cy)

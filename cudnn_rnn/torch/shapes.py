@@ -77,11 +77,12 @@ class Plans:
             self.packed.move_to_end(key)
         return entry
 
-    def make(self, key: tuple, attempt) -> tuple[Entry, object]:
+    def make(self, key: tuple, attempt, only=None) -> tuple[Entry, object]:
         """The first candidate that serves and verifies at ``key`` (``attempt(candidate) ->``
-        :class:`Attempt`), kept; (its entry, the outputs of the call that verified it)."""
+        :class:`Attempt`), kept; (its entry, the outputs of the call that verified it).
+        ``only``: these candidates tried, not the shape's whole order."""
         passed = []
-        for candidate in self.order(key):
+        for candidate in self.order(key) if only is None else only:
             got = attempt(candidate)
             if got.why is None:
                 entry = Entry(candidate, got.runner, got.facts, passed)
@@ -95,6 +96,10 @@ class Plans:
                                  f"or accelerate with precision='auto'")
         raise NotAccelerated(f"no verified configuration serves {describe(key)}: "
                              + "; ".join(passed))
+
+    def start_at(self, candidate) -> None:
+        """``candidate`` first: the candidates before it leave (see Accelerated.choose)."""
+        self.candidates = self.candidates[self.candidates.index(candidate):]
 
     def _keep(self, key: tuple, entry: Entry) -> None:
         if len(key) == 2:

@@ -26,12 +26,13 @@ from __future__ import annotations
 import copy
 import time
 
+from cudnn_rnn import bindings
 from cudnn_rnn.charlm import network, table
 from cudnn_rnn.engine import gpu
 from cudnn_rnn.lowbit.candidates import errors
 from cudnn_rnn.torch import inputs, modules, ranking, report, timing
 from cudnn_rnn.torch.errors import BadPlan, NotAccelerated
-from cudnn_rnn.torch.plan import Candidate, Plan
+from cudnn_rnn.torch.plan import Candidate, Plan, describe_machine, machine
 from cudnn_rnn.torch.verify import chunk
 from cudnn_rnn.tune import cost_ms
 
@@ -105,27 +106,61 @@ def _tune(module, spec, example, name, prec, calibration, limit, device, torch, 
                                 "device": gpu.device_info()}})
     fast = _accelerated(plan, rnn, device)
     given = x.transpose(0, 1) if spec.batch_first else x
-    fast(given)  # the example's shape made and verified before anything is timed
-    plan.report["calibration_errors"] = verify_calibration(fast, cal, spec)
+    try:
+        fast(given)  # the example's shape made and verified before anything is timed
+        settle(fast, len(mine), name)
+        plan.report["calibration_errors"] = verify_calibration(fast, cal, spec)
+    except NotAccelerated:
+        fast.close()
+        raise
     torch.cuda.synchronize(device)
-    plan.report["times"] = {
-        "module": timing.times(timing.step_of(module, given, torch), reps, budget_s),
-        "accelerated": timing.times(timing.step_of(fast, given, torch), reps, budget_s)}
+    training = module.training
+    module.eval()  # timed as it is verified (and as inference runs): not PyTorch's training path
+    try:
+        plan.report["times"] = {
+            "module": timing.times(timing.step_of(module, given, torch), reps, budget_s),
+            "accelerated": timing.times(timing.step_of(fast, given, torch), reps, budget_s)}
+    finally:
+        module.train(training)
     plan.report["run"]["tuning_s"] = round(time.monotonic() - started, 2)
     return fast
 
 
+def settle(fast, eligible: int, name: str) -> None:
+    """The example's shape runs the first candidate that built and verified inside ``fast``
+    on the example's tensors, which need not be the ranking's first (it verified in the
+    ranking's own run). The first that did becomes the choice, and the table's rows of those
+    before it say why they were passed over; when only a fallback (cuDNN in a precision not
+    asked for: ``eligible`` candidates come first) served, NotAccelerated."""
+    plan = fast.plan
+    entry = fast.serving(plan.shape)
+    at = plan.candidates.index(entry.candidate)
+    if at == 0:
+        return
+    if at >= eligible:
+        raise NotAccelerated(
+            f"none of the {eligible} {name} configurations verified in the ranking served the "
+            f"module at seq {plan.shape[0]}, batch {plan.shape[1]} ("
+            + "; ".join(entry.passed_over[:eligible]) + "); try precision='auto'")
+    reasons = {c.id: why for c, why in zip(plan.candidates[:at], entry.passed_over)}
+    fast.choose(entry.candidate)
+    plan.report["rows"] = report.passed_over(plan.report.get("rows", []), reasons,
+                                             entry.candidate.id)
+
+
 def verify_calibration(fast, batches, spec) -> list | None:
     """The largest error against the module in float64 of the module ``fast`` on each
-    calibration batch (each verified as a shape's first call is); NotAccelerated if one is
-    outside the tolerance (the 8-bit scales came from these batches: a choice that does
-    not hold on them is not handed back)."""
+    calibration batch (each verified as a shape's first call is, by the choice itself);
+    NotAccelerated if one is outside the tolerance or the choice does not serve its shape
+    (the 8-bit scales came from these batches: a choice that does not hold on them is not
+    handed back)."""
     if not batches:
         return None
     out = []
     for i, batch in enumerate(batches):
         try:
-            facts = fast.verify(batch.transpose(0, 1) if spec.batch_first else batch)
+            facts = fast.verify(batch.transpose(0, 1) if spec.batch_first else batch,
+                                choice_only=True)
         except NotAccelerated as exc:
             raise NotAccelerated(f"verified on the example but not on calibration batch {i}: "
                                  f"{exc}; give a larger tolerance or another precision") from None
@@ -162,10 +197,13 @@ def _accelerated(plan, rnn, device):
     return Accelerated(plan, rnn, device)
 
 
-def load(path, module):
+def load(path, module, *, tuned_elsewhere: bool = False):
     """The accelerated module a plan file describes, for ``module`` (the module it was made
     for: the same structure, data type and weights, else
-    :class:`~cudnn_rnn.torch.errors.BadPlan`); no tuning, each shape verified on first use."""
+    :class:`~cudnn_rnn.torch.errors.BadPlan`); no tuning, each shape verified on first use.
+    A plan tuned on another GPU model or cuDNN version is BadPlan too (its ranking and times
+    are that machine's) unless ``tuned_elsewhere``: then its candidates run here, each
+    verified on first use, and its table says where it was tuned."""
     torch = torch_or_refuse()
     spec = modules.inspect(module)
     plan = Plan.load(path)
@@ -179,4 +217,12 @@ def load(path, module):
     device = _device(module, torch)
     cp = gpu.cupy_or_raise()
     with cp.cuda.Device(device.index):
+        here = machine(gpu.device_info(), bindings.load().describe())
+        there = plan.tuned_on()
+        if here != there and not tuned_elsewhere:
+            raise BadPlan(f"{path} was tuned on {describe_machine(there)}; this is "
+                          f"{describe_machine(here)}: tune here with accelerate(), or "
+                          f"load(path, module, tuned_elsewhere=True) to run its candidates "
+                          f"(each verified on first use) with that machine's ranking")
         return _accelerated(plan, modules.weights(state, spec), device)
+
