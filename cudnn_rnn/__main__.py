@@ -42,6 +42,7 @@ def cli(argv=None) -> int:
             print(f"  {name:13s}{what}")
         return 0
     name, rest = argv[0], argv[1:]
+    name = name.replace("_", "-")  # as the module is named: bench_report is bench-report
     if name not in MODULES:
         print(f"cudnn-rnn: error: unknown command {name!r} (choose from "
               f"{', '.join(MODULES)}; see: cudnn-rnn --help)", file=sys.stderr)

@@ -26,8 +26,8 @@ from cudnn_rnn.matrix import (baseline, cells, provenance, runs, spec as specs, 
                               warmup, writer_lock)
 from cudnn_rnn.matrix.ahead import Schedule
 from cudnn_rnn.matrix.progress import Progress
-from cudnn_rnn.matrix.record import (RUN_SCHEMA, TIMED_KINDS, Record, add_speedup,
-                                     max_error, ranked_timing, write_json)
+from cudnn_rnn.matrix.record import (OUTCOME_SHORT, RUN_SCHEMA, TIMED_KINDS, Record,
+                                     add_speedup, max_error, ranked_timing, write_json)
 from cudnn_rnn.matrix.worker import start_worker
 from cudnn_rnn.reporting.grid import DESCRIPTOR_ONLY, OUTCOME_WORDS, outcome_words
 from cudnn_rnn.reporting.load import load as load_results
@@ -192,7 +192,9 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     device_line = (f"GPU {dev_info['gpu']} (compute capability {dev_info['compute_capability']}, "
                    f"driver {dev_info.get('driver_version')})" if info["device_stages"]
                    else f"no device stages: {dev_info.get('reason') or '--no-device'}; "
-                        "descriptor stages only, the rest recorded as SKIPPED")
+                        "descriptor stages only (a cell that passes them is recorded as "
+                        "SKIPPED and shown as passed the descriptor stages, "
+                        f"{OUTCOME_SHORT['SKIPPED']!r})")
     print(f"cuDNN {lib_info['cudnn_version']} from {lib_info['library_path']} "
           f"({lib_info['library_source']}); {device_line}")
     if out is None:
@@ -203,12 +205,15 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     recorded_n = sum(c.id in done for c in cells)
     not_to_run = len(cells) - recorded_n - len(todo)
     planned = sum(c.base is None for c in cells)
+    todo_ids = {c.id for c in todo}
+    waiting_n = sum(c.base is not None and c.base in todo_ids for c in todo)
     print(f"spec {spec.name!r}: {planned} cells"
           + (f" and {len(cells) - planned} variants (each run only if the cell it varies gets "
              "past cudnnSetRNNDescriptor_v8)" if len(cells) > planned else "")
           + f", {recorded_n} already recorded, "
           + (f"{not_to_run} variants not to run (their base was refused), " if not_to_run else "")
-          + f"{len(todo)} to run -> {path}")
+          + (f"up to {len(todo)} to run ({waiting_n} of them variants whose cell has not run "
+             f"yet) -> {path}" if waiting_n else f"{len(todo)} to run -> {path}"))
     command_line = provenance.command("cudnn_rnn.probe", argv)
     run_info = provenance.collect(lib_info, dev_info, command_line)
     meta = recorded if resume and recorded else {}

@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -7,6 +8,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from cudnn_rnn import REQUIRED  # noqa: E402
+
+# what the tests import beyond the project's own requirements (setup.cfg's test extra, by
+# the names they import as): without them, one line, not a traceback per test file
+TEST_REQUIRED = ("hypothesis", "ml_dtypes", "xdist")
+
 
 from cudnn_rnn import bindings  # noqa: E402
 from cudnn_rnn.engine import gpu  # noqa: E402
@@ -62,7 +70,14 @@ def pytest_report_header(config):
 def pytest_configure(config):
     """The GPU suite asked for by name (``-m gpu``, or a part of it such as ``-m "gpu and not
     timing"`` as ``make test-gpu`` runs it) on a machine without a usable GPU fails in one
-    line, rather than passing with every test skipped."""
+    line, rather than passing with every test skipped. A Python without the packages the
+    tests import fails in one line too, before collection (not a traceback per file)."""
+    missing = [n for n in REQUIRED + TEST_REQUIRED if importlib.util.find_spec(n) is None]
+    if missing:
+        raise pytest.UsageError(
+            f"this Python ({sys.executable}) lacks {', '.join(missing)}: run the tests with "
+            f"the project's environment (make test creates .venv and runs them), or install "
+            f"the project with its test extra: pip install -e '.[cuda12,test]'")
     marks = " ".join((config.getoption("markexpr", "") or "").split())
     if (marks == "gpu" or marks.startswith("gpu and ")) and not gpu.available():
         raise pytest.UsageError(f"the GPU suite needs a usable GPU: {gpu.unavailable_reason()}")

@@ -71,4 +71,8 @@ def test_one_console_command_runs_each_command_as_its_module():
     assert via.returncode == direct.returncode == 0 and via.stdout == direct.stdout
     assert_one_line_exit_2(run("cudnn_rnn"), "name a command")
     assert_one_line_exit_2(run("cudnn_rnn", "probes"), "unknown command 'probes'")
+    # a command named as its module (the README's python -m form) is that command
+    by_module = run("cudnn_rnn", "bench_report", "--help")
+    assert by_module.returncode == 0 and by_module.stdout == run("cudnn_rnn", "bench-report",
+                                                                 "--help").stdout
     assert_one_line_exit_2(run("cudnn_rnn", "example", "20"), "required")

@@ -107,7 +107,9 @@ def test_the_progress_bar_counts_the_cells_that_will_run(tmp_path):
     assert shown and shown[-1] == (str(recorded), str(recorded)), (shown, recorded)
     assert all(int(total) >= recorded for _, total in shown)
     assert not re.search(r"\] \d+/<=\d+ \|[^\n]*$", proc.stderr.strip())  # the end is exact
-    assert "SKIPPED" in proc.stderr.splitlines()[-1] and "other" not in proc.stderr
+    bar_end = proc.stderr.splitlines()[-1]
+    assert "desc OK" in bar_end and "SKIPPED" not in bar_end and "other" not in proc.stderr
+    assert "recorded as SKIPPED and shown as passed the descriptor stages" in proc.stdout
     # the summary names a descriptor-only cell as the report does, not "SKIPPED"
     assert "passed the descriptor stages (device stages not run on this machine)" in proc.stdout
     assert not re.search(r"^SKIPPED\s+\d+$", proc.stdout, re.M)

@@ -137,3 +137,24 @@ def test_make_matrix_from_a_python_without_the_packages_says_what_to_install(clo
     assert proc.returncode != 0 and len(ours) == 1, proc.stderr
     assert "lacks numpy and tabulate" in ours[0] and ".venv" in ours[0] and "Traceback" not in ours[0]
     assert not (clone / "runs").exists() or not list((clone / "runs").rglob("*.jsonl"))
+
+
+def test_make_test_from_a_python_without_the_packages_says_what_to_install(clone, tmp_path):
+    """``make test VENV=`` with a Python that has pytest but not the project's packages
+    (``-S`` and pytest's own packages only): one line, not a traceback per test file."""
+    import pytest as _pytest
+    site = Path(_pytest.__file__).resolve().parent.parent
+    only = tmp_path / "pytest-only"
+    only.mkdir()
+    for name in ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py.py", "pygments"):
+        if (site / name).exists():
+            (only / name).symlink_to(site / name)
+    env = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"} | {"PYTHONPATH": str(only)}
+    proc = subprocess.run(["make", "test", "VENV=", f"SYSTEM_PYTHON={sys.executable} -S"],
+                          cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    out = [x for x in (proc.stdout + proc.stderr).splitlines()
+           if x.strip() and not x.startswith(("make", sys.executable.split("/")[-1]))
+           and "-m pytest" not in x]
+    assert proc.returncode != 0 and len(out) == 1, proc.stdout + proc.stderr
+    assert "lacks numpy, tabulate" in out[0] and "make test creates .venv" in out[0]
+    assert "Traceback" not in proc.stdout + proc.stderr

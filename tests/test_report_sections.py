@@ -123,14 +123,21 @@ def test_the_html_carries_every_section_and_line_of_the_markdown(which, request)
             assert not shown or shown in text, shown
 
 
-def test_the_legend_is_in_colour(no_gpu):
-    _md, page = no_gpu
+@pytest.mark.parametrize("which,shown", [
+    ("no_gpu", ["ns", "bp", "desc"]),  # what a descriptor-only run's grids hold
+    ("h919", ["ok-fast", "ns", "bp"])])  # a GPU run without a wrong, crashed or errored cell
+def test_the_legend_is_in_colour_and_explains_what_the_grids_hold(which, shown, request):
+    md, page = request.getfixturevalue(which)
     legend = parsed(page).legend
-    assert legend and None not in legend and len(set(legend)) >= 5
+    assert legend == shown
     css = html.MATRIX_CSS.replace("\n", "")
     for cls in legend:
         assert re.search(r"\." + re.escape(cls) + r"\{background:#[0-9a-f]{6}", css), cls
     assert 'style="background:inherit"' not in page
+    said = md.split("Legend:\n\n")[1].split("\n\n")[0].splitlines()
+    assert len(said) == len(shown) and "`WRONG`" not in md  # neither run has a wrong cell
+    timed = "Times are medians of CUDA-event timed calls" in md
+    assert timed == (which == "h919") and ("No cell was timed" in md) == (not timed)
 
 
 def test_the_int8_answer_gives_both_speedups_of_a_cell_of_the_seeds_configuration(h919):

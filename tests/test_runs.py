@@ -123,3 +123,28 @@ def test_differences_name_each_part_of_the_identity():
     assert runs.run_dir(same_machine).parent == runs.run_dir(mine).parent
     assert runs.run_dir(same_machine) != runs.run_dir(mine)  # other settings: another folder
     assert runs.differences(None, mine) and runs.differences({"machine": 1}, mine)
+
+
+def test_an_archived_run_is_named_and_not_continued_and_an_overwrite_replaces_it(tmp_path):
+    """A run whose records are gzipped (as committed runs are) cannot be appended to: the
+    refusal names the .gz and the way on; --overwrite leaves no archive beside the new run."""
+    out = tmp_path / "out"
+    assert probe(tmp_path, "--out", str(out), *QUICK).returncode == 0
+    import gzip
+    plain = out / "default.jsonl"
+    (out / "default.jsonl.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    plain.unlink()
+    before = run_files(out)
+    proc = probe(tmp_path, "--out", str(out), *QUICK)
+    assert_one_line_exit_2(proc, f"{out / 'default.jsonl.gz'} is an archived run (gzip): it is "
+                                 "read, not continued", "or --overwrite to replace it")
+    assert run_files(out) == before
+    assert probe(tmp_path, "--out", str(out), "--overwrite", *QUICK).returncode == 0
+    assert sorted(f.name for f in out.glob("default.jsonl*")) == ["default.jsonl"]
+
+
+def test_a_value_a_run_lacks_reads_as_none_not_as_pythons_none():
+    machine = {"gpu": None, "cudnn_version": "9.19.0"}
+    mine = runs.run_identity(machine, "default", "ab" * 32, {})
+    there = runs.run_identity(dict(machine, gpu="NVIDIA H200"), "default", "ab" * 32, {})
+    assert runs.differences(there, mine) == ["gpu 'NVIDIA H200' there, none here"]

@@ -7,6 +7,8 @@ import sys
 import time
 from collections import Counter
 
+from cudnn_rnn.matrix.record import OUTCOME_SHORT
+
 SHOWN = ("OK", "NOT_SUPPORTED", "BAD_PARAM", "WRONG_RESULT", "CRASH")
 
 
@@ -52,7 +54,8 @@ class Progress:
         filled = int(width * self.done / self.total) if self.total else width
         bar = "#" * filled + "." * (width - filled)
         counts = " ".join(f"{k} {self.counts.get(k, 0)}" for k in SHOWN)
-        counts += "".join(f" {k} {v}" for k, v in sorted(self.counts.items()) if k not in SHOWN)
+        counts += "".join(f" {OUTCOME_SHORT.get(k, k)} {v}"
+                          for k, v in sorted(self.counts.items()) if k not in SHOWN)
         eta_text = "--:--" if eta == float("inf") else f"{int(eta // 60):d}:{int(eta % 60):02d}"
         bound = "<=" if self.undecided else ""
         return (f"[{bar}] {self.done}/{bound}{self.total} | {counts} | "

@@ -45,6 +45,11 @@ SCHEMA = 4  # of each record; 2 added "schema" (0.3.0), 3 graph timings (0.4.0),
 RUN_SCHEMA = 2  # of <spec>.run.json; 2 added the run's identity
 FSYNC_INTERVAL_S = 0.5
 UNFINISHED = ("CRASH", "TIMEOUT", "ERROR")  # outcomes of a cell whose worker could not finish it
+# SKIPPED where no device stages run: every descriptor-level call passed. Its name alone would
+# say the cell was left out, so the reports and the progress bar call it otherwise
+OUTCOME_WORDS = {"SKIPPED": "passed the descriptor stages"}
+OUTCOME_SHORT = {"SKIPPED": "desc OK"}
+DESCRIPTOR_ONLY = "device stages not run on this machine"
 
 TIMING = Obj({"median_ms": POS_NUM, "tflops": NUM, "min_ms": NUM, "max_ms": NUM, "q1_ms": NUM,
               "q3_ms": NUM, "reps": POS_INT},

@@ -91,17 +91,27 @@ def open_run(records: Path, meta: Path, identity: dict, overwrite: bool, read_me
                        "--overwrite would replace them; add --force to do so anyway, or "
                        "give another --out")
     writer_lock.hold(records.parent, tell=False)  # said when its records are opened
+    archived = records.with_name(records.name + ".gz")
     recorded_any = (records.exists() and (records.is_dir() or records.stat().st_size)) \
-        or meta.exists()
-    if not recorded_any or overwrite:
+        or meta.exists() or archived.exists()
+    if not recorded_any:
         return False, None
+    replace = "--overwrite --force" if kept else "--overwrite"
+    if overwrite:
+        if archived.exists():  # replaced, not left beside the new run for a reader to pick
+            archived.unlink()
+        return False, None
+    if archived.exists():
+        raise BadInput(f"{archived} is an archived run (gzip): it is read, not continued; it "
+                       f"is kept as it is: pass --out DIR for a new run, or {replace} to "
+                       "replace it")
     recorded = read_meta(meta)
     differ = differences((recorded or {}).get("identity"), identity)
     if differ:
         more = f" and {len(differ) - 1} more" if len(differ) > 1 else ""
-        raise BadInput(f"{records} is not resumed: it is a run of another setup ({differ[0]}{more});"
-                       " it is kept as it is: pass --out DIR for a new run, or --overwrite to "
-                       "replace it")
+        raise BadInput(f"{records if records.exists() else meta} is not resumed: it is a run of "
+                       f"another setup ({differ[0]}{more}); it is kept as it is: pass --out DIR "
+                       f"for a new run, or {replace} to replace it")
     return True, recorded
 
 
@@ -153,7 +163,7 @@ def differences(recorded: dict | None, current: dict) -> list[str]:
     rm = recorded.get("machine") if isinstance(recorded.get("machine"), dict) else {}
     for key, value in current["machine"].items():
         if rm.get(key) != value:
-            out.append(f"{key} {rm.get(key)!r} there, {value!r} here")
+            out.append(f"{key} {_value(rm.get(key))} there, {_value(value)} here")
     if recorded.get("spec") != current["spec"]:
         out.append(f"spec {recorded.get('spec')!r} there, {current['spec']!r} here")
     elif recorded.get("spec_sha256") != current["spec_sha256"]:
@@ -164,6 +174,11 @@ def differences(recorded: dict | None, current: dict) -> list[str]:
         if rs.get(key) != value:
             out.append(f"setting {key} {rs.get(key)!r} there, {value!r} here")
     return out
+
+
+def _value(value) -> str:
+    """A recorded value as a user reads it: none for a missing one (no GPU: no GPU name)."""
+    return "none" if value is None else repr(value)
 
 
 def read_json_dict(path: Path) -> dict | None:

@@ -2,12 +2,13 @@
 grid that one refusal covers whole, said once."""
 from __future__ import annotations
 
-from cudnn_rnn.matrix.record import max_error, ranked_timing
+from cudnn_rnn.matrix.record import (DESCRIPTOR_ONLY, OUTCOME_SHORT, OUTCOME_WORDS, max_error,
+                                     ranked_timing)
 from cudnn_rnn.reporting.analysis import fwd_ms
 
 SHORT_STATUS = {"NOT_SUPPORTED": "NS", "BAD_PARAM": "BP", "WRONG_RESULT": "WRONG", "CRASH": "CRASH",
-                "TIMEOUT": "TIMEOUT", "SKIPPED": "desc OK", "INTERNAL_ERROR": "IE",
-                "EXECUTION_FAILED": "EF", "HOST_ERROR": "HOST"}
+                "TIMEOUT": "TIMEOUT", "INTERNAL_ERROR": "IE", "EXECUTION_FAILED": "EF",
+                "HOST_ERROR": "HOST"} | OUTCOME_SHORT
 SHORT_CALL = {
     "cudnnSetRNNDescriptor_v8": "SetRNN", "cudnnSetRNNDataDescriptor": "SetData",
     "cudnnSetTensorNdDescriptor": "SetTensor", "cudnnGetRNNWeightSpaceSize": "WSpace",
@@ -30,7 +31,7 @@ LEGEND = [
                  "BwdD/BwdW cudnnRNNBackwardData_v8/Weights_v8"),
     ("`WRONG`", "every call succeeded but the numbers are outside the stated tolerance; "
                 "no speed is claimed"),
-    ("`desc OK`", "passed the descriptor stages (device stages not run on this machine)"),
+    (f"`{OUTCOME_SHORT['SKIPPED']}`", f"{OUTCOME_WORDS['SKIPPED']} ({DESCRIPTOR_ONLY})"),
     ("`CRASH` / `TIMEOUT`", "the worker process died or hung on this cell, or the cell left "
                             "the CUDA context in error"),
     ("`ERROR`", "this tool's own code raised on this cell (a bug to report, not a cuDNN "
@@ -39,9 +40,18 @@ LEGEND = [
 
 
 LEGEND_CLASS = ("ok-fast", "ns", "bp", "wrong", "desc", "crash", "crash")  # LEGEND's colours
-# what an outcome is called in a report, where its name alone would mislead
-OUTCOME_WORDS = {"SKIPPED": "passed the descriptor stages"}
-DESCRIPTOR_ONLY = "device stages not run on this machine"
+# the outcomes each LEGEND entry explains (None: the calls' short names, where any call
+# refused): a grid's legend has the entries of what its cells hold
+LEGEND_OUTCOMES = (("OK",), ("NOT_SUPPORTED",), None, ("WRONG_RESULT",), ("SKIPPED",),
+                   ("CRASH", "TIMEOUT"), ("ERROR",))
+
+
+def legend(records: list) -> list[tuple]:
+    """(key, text, colour class) of the :data:`LEGEND` entries for what ``records`` hold."""
+    outcomes = {r["outcome"] for r in records}
+    refused = any(r.get("failed_call") for r in records)
+    return [(k, v, cls) for (k, v), cls, what in zip(LEGEND, LEGEND_CLASS, LEGEND_OUTCOMES)
+            if (refused if what is None else bool(outcomes & set(what)))]
 
 
 def outcome_words(outcome: str) -> str:

@@ -104,18 +104,20 @@ def chart_line(sweep: dict, chart: charts.Chart | None) -> str:
     return chart.markdown(CHART) if chart else charts.LEFT_OUT
 
 
-def legend() -> str:
-    """The grid's legend, each entry in its cell's colour."""
+def legend(records: list) -> str:
+    """The grids' legend (the entries for what ``records`` hold), each in its cells' colour."""
     return '<p>Legend:</p><div class="legend">' + "".join(
         f'<span class="{cls}"><b>{escape(k.replace("`", ""))}</b>: {mdhtml.inline(v)}</span>'
-        for (k, v), cls in zip(C.LEGEND, C.LEGEND_CLASS)) + "</div>"
+        for k, v, cls in C.legend(records)) + "</div>"
 
 
 def support_matrix(title: str, records: list) -> str:
     """The section of the grids: its heading, the coloured legend and one grid per data type."""
     return (f"<h2>{escape(title)}</h2><p>One table per data type: rows math precision x math "
             "type, columns algorithm x cell. Hover a cell for the failing call and cuDNN's "
-            "reason, or the timings and error.</p>" + legend() + grids(records))
+            "reason, or the timings and error.</p>"
+            + legend([r for r in records if is_sample_shape(r) and not r.get("varies")])
+            + grids(records))
 
 
 def render(result, analysis: dict, report: dict, md: str | None = None,

@@ -33,7 +33,7 @@ def provenance_block(prov: dict, report: dict, legacy: dict | None = None) -> st
                      + (f": {', '.join(present)}" if present else " (removed in cuDNN 9)")))
     rows += [("report command", f"`{report['command']}`"), ("report commit", f"`{report['commit']}`"),
              ("report date", report["date"])]
-    return _table(rows, ("", ""))
+    return _table(rows, ("of this run", "value"))
 
 
 def figure(x, spec=".2f", none=""):
@@ -192,7 +192,7 @@ def data_type_tables(records: list) -> list[str]:
     out = ["## The support matrix at the sample's shape (20 2 512 64)", "",
            "One table per data type: rows math precision x math type, columns algorithm x cell.",
            "", "Legend:", ""]
-    out += [f"- {k}: {v}" for k, v in C.LEGEND] + [""]
+    out += [f"- {k}: {v}" for k, v, _cls in C.legend(sample)] + [""]
     for dt in C.data_types(sample):
         refused = C.one_refusal(sample, dt)
         if refused:  # one line, not a grid repeating it in every cell
@@ -231,9 +231,11 @@ def render(result, analysis: dict, report: dict, constraints, chart: str = "") -
            f"{len(result.records)} cells from `{', '.join(report['sources'])}`. Outcomes: "
            + outcomes_line(counts) + ".", "",
            "FLOP count (NVIDIA RNN_example's): matrices-per-cell (2 RELU/TANH, 8 LSTM, 6 GRU) x 2 x "
-           "directions x hidden^2 x seqLength x miniBatch x layers per pass. Times are medians of "
-           "CUDA-event timed calls after warm-up; a cell is timed only after its outputs and "
-           "gradients matched the float64 reference within the tolerance of its precision.", "",
+           "directions x hidden^2 x seqLength x miniBatch x layers per pass."
+           + (" Times are medians of CUDA-event timed calls after warm-up; a cell is timed only "
+              "after its outputs and gradients matched the float64 reference within the "
+              "tolerance of its precision." if any(r.get("timings") for r in result.records)
+              else " No cell was timed in this run."), "",
            "## Provenance", "", provenance_block(prov, report, result.meta.get("legacy_symbols")), ""]
     out += int8_section(analysis["int8"], version)
     out += tensor_op_section(analysis["sweep"], analysis["performance_rule"], chart)

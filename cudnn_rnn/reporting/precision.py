@@ -181,7 +181,7 @@ def markdown(doc: dict, chart: str = "") -> str:
         + [("cuBLASLt", (res.get("cublaslt") or {}).get("cublaslt_version")),
            ("libcublasLt path", (res.get("cublaslt") or {}).get("cublaslt_path")),
            ("job wall time (s)", res["wall_s"]), ("phases (s)", res["phases_s"])],
-        headers=("", ""), tablefmt="github", disable_numparse=True), ""]
+        headers=("of this run", "value"), tablefmt="github", disable_numparse=True), ""]
     return "\n".join(out)
 
 
