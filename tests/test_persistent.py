@@ -306,7 +306,8 @@ def test_the_launch_passes_the_kernels_parameters_in_their_order():
 
 COMPILED = [("sm_90", RNNMode.LSTM, f, f) for f in P.FORMAT_CODE] + \
     [("sm_90", mode, "int8", "fp16") for mode in CELLS] + \
-    [("sm_80", RNNMode.GRU, f, f) for f in ("fp16", "bf16", "int8")]
+    [("sm_80", RNNMode.GRU, f, f) for f in ("fp16", "bf16", "int8")] + \
+    [("sm_80", mode, "int8", "fp16") for mode in CELLS if mode != RNNMode.GRU]
 
 
 @pytest.mark.parametrize("arch,mode,fx,fh", COMPILED)

@@ -31,7 +31,7 @@ def render_md(result):
 
 def test_markdown_answers_the_int8_question_with_provenance(h919):
     md = render_md(h919)
-    assert "## Can this RNN run in INT8?" in md and "**No.**" in md
+    assert "## Can this RNN run in INT8?" in md and "**Not in cuDNN.**" in md
     assert "`cudnnSetRNNDescriptor_v8` returns `CUDNN_STATUS_NOT_SUPPORTED` (3000)" in md
     assert "fastest verified alternative" in md.lower() and "x** true FP32" in md
     for field in ("NVIDIA H200", "compute capability", "580.159.04", "9.19.0", "libcudnn path",
@@ -169,7 +169,8 @@ def test_the_int8_answer_names_the_projects_8bit_paths_from_a_benchmark_run(h919
     rules = cons.load()
     md = markdown.render(h919, report.analyse(h919, rules, paths), INFO, rules)
     section = md[md.index("## Can this RNN run in INT8?"):md.index("### The seed's cascade")]
-    assert "**No.**" in section and "This project's own 8-bit paths" in section
+    assert "**Not in cuDNN; yes with this project's own 8-bit paths (below).**" in section
+    assert "This project's own 8-bit paths" in section
     for r in rows:  # each engine's figures at the seed shape, as the benchmark has them
         assert f"| {r['cell']}" in section and f"`{r['config']}`" in section
         assert f"{r['ms']:.4f}" in section and markdown.figure(r["vs_cudnn16"]) in section

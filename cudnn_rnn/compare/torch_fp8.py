@@ -46,6 +46,21 @@ def _gates(cell: str):
             "RNN_RELU": plain(torch.relu)}[cell]
 
 
+def compiled_gates(cell: str, forward) -> tuple:
+    """(the gate function, how it runs): ``torch.compile``d, where ``forward(gates)`` runs
+    with it (compiling is lazy: a failure shows at the first call, so the first forward is
+    made here); else the eager function, with why."""
+    import torch
+    eager = _gates(cell)
+    try:
+        fast = torch.compile(eager, dynamic=False, fullgraph=True)
+        forward(fast)
+        return fast, "torch.compile"
+    except Exception as exc:  # noqa: BLE001 - recorded, and the eager gates are used
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        return eager, f"eager (torch.compile failed: {type(exc).__name__}: {first})"
+
+
 def _layers(module):
     """(W_ih, W_hh, b_ih + 0, b_hh) per layer and direction, float32."""
     out = []
@@ -140,11 +155,8 @@ def time_torch_fp8(cell: str, seq: int, layers: int, hidden: int, batch: int, in
     with torch.no_grad():
         _, seen = _run(cell, module, cal_x, cal_h0, cal_c0)
         scales = _quantized(module, seen)
-        try:
-            gates = torch.compile(_gates(cell), dynamic=False, fullgraph=True)
-            compiled = "torch.compile"
-        except Exception as exc:  # noqa: BLE001 - recorded, and the eager gates are used
-            gates, compiled = _gates(cell), f"eager (torch.compile failed: {exc})"
+        gates, compiled = compiled_gates(cell, lambda g: _run(cell, module, x, h0, c0, scales,
+                                                              g, torch._scaled_mm))
         out = {}
 
         def step():

@@ -80,7 +80,10 @@ def int8_section(a: dict, version: str) -> list[str]:
     seed = a["seed_cell"]
     if a["ran"] == 0:
         stop = a["where_int8_stops"][0] if a["where_int8_stops"] else None
-        verdict = (f"**No.** On cuDNN {version}, every one of the {a['cells']} INT8 cells is refused"
+        ours = bool((a.get("project_8bit") or {}).get("rows"))
+        verdict = ("**Not in cuDNN" + ("; yes with this project's own 8-bit paths (below)"
+                                       if ours else "") + ".** "
+                   + f"On cuDNN {version}, every one of the {a['cells']} INT8 cells is refused"
                    + (f" by `{stop['call']}` with `CUDNN_STATUS_{stop['status']}`" if stop else "")
                    + ".")
         out.append(verdict)
