@@ -91,6 +91,10 @@ def plan(args) -> tuple:
     return spec, specs.with_baselines(chosen)
 
 
+PHASE_WORDS = {"verify": "reference and compare",
+               "builds_wait": "waiting for builds ahead under way before verifying"}
+
+
 def summary(records: list, out=sys.stdout) -> None:
     counts = Counter(r["outcome"] for r in records)
     print(tabulate([(outcome_words(k) + (f" ({DESCRIPTOR_ONLY})" if k in OUTCOME_WORDS else ""),
@@ -109,7 +113,7 @@ def summary(records: list, out=sys.stdout) -> None:
         phase_time.update(r.get("phase_s") or {})
     if stage_time:
         spent = sorted({**{f"stage {k}": v for k, v in stage_time.items()},
-                        **{f"{k} (reference and compare)" if k == "verify" else f"{k} (timed calls)": v
+                        **{f"{k} ({PHASE_WORDS.get(k, 'timed calls')})": v
                            for k, v in phase_time.items()}}.items(), key=lambda kv: -kv[1])
         print("\nwhere the time went (seconds, all cells): " +
               ", ".join(f"{k} {v:.1f}" for k, v in spent[:8]), file=out)

@@ -50,6 +50,8 @@ def test_cells_built_ahead_verify_time_and_compute_what_their_own_build_computes
             assert cell.config.algo == RNNAlgo.PERSIST_DYNAMIC and a["outcome"] == "OK"
             assert "build_dynamic" in a["stages"] and a["timings"] and a["graph_timings"]
         assert not any("called ahead" in n for n in o["notes"])
+        if a["outcome"] == "OK":  # how long it waited for builds under way: said, with one
+            assert a["phase_s"]["builds_wait"] >= 0 and "builds_wait" not in o["phase_s"]
         assert a["errors"] == o["errors"], cell.id  # the same values, the same sums
         # no cuDNN object left, and the builders' memory is not the cell's
         assert a["live_descriptors"] == 0 and o["live_descriptors"] == 0, cell.id

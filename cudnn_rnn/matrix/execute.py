@@ -85,7 +85,10 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
             rec.add_flow(result)
             rec.outcome = outcome_of(result, lib.version_number)
             if rec.outcome is None:
+                waited = time.perf_counter()
                 with builder.quiet() if builder is not None else nullcontext():
+                    if builder is not None:  # what builds under way cost this cell
+                        rec.phase_s["builds_wait"] = round(time.perf_counter() - waited, 4)
                     verify_and_time(rec, flow, cache, reps, warmup, time_it, kinds, budget_s,
                                     graphs)
         finally:
