@@ -60,7 +60,8 @@ class HostRunner:
         if self.wrong == "state":
             hx = cx = None
         out = network.reference_outputs(self.rnn, x, np, hx=hx, cx=cx, lengths=self.lengths)
-        scale = 1.01 if self.wrong == "scale" else 1.0
+        scale = 1.01 if self.wrong == "scale" or (self.wrong == "negative" and x.sum() < 0) \
+            else 1.0
         y[...] = scale * (out["y"] if self.lengths is None else packing.pack(out["y"], self.lengths))
         hy[...] = scale * out["hy"]
         if cy is not None:
@@ -76,7 +77,8 @@ class HostRunner:
         self.closed = True
 
 
-BEHAVIOUR = {"refuses": "refuses", "ignores the state": "state", "1% off": "scale"}
+BEHAVIOUR = {"refuses": "refuses", "ignores the state": "state", "1% off": "scale",
+             "wrong on negative sums": "negative"}
 
 
 def _build(candidate, rnn, seq, batch, lengths=None):
@@ -190,15 +192,31 @@ def test_a_packed_sequence_runs_cudnn_in_the_callers_order(on_the_host):
 
 
 def test_verify_judges_a_shape_already_made_on_new_inputs(on_the_host):
-    """A runner that ignores the state passes at a zero state (ignoring it changes nothing)
-    and is caught on the first inputs where it matters."""
-    fast = _accelerated(torch.nn.GRU(5, 7, 1), ("ignores the state", "cudnn"))
-    x = torch.randn(4, 3, 5)
+    """A runner that is right on the first call's inputs is caught on the first inputs where
+    it is not."""
+    fast = _accelerated(torch.nn.GRU(5, 7, 1), ("wrong on negative sums", "cudnn"))
+    x = torch.randn(4, 3, 5).abs()
     facts = fast.verify(x)
-    assert max(facts["errors"].values()) < 1e-6 and fast.shapes()[0]["runs"] == "ignores the state"
-    with pytest.raises(NotAccelerated, match="^ignores the state at seq 4, batch 3: largest "
-                                             "relative error"):
-        fast.verify(x, torch.randn(1, 3, 7))
+    assert max(facts["errors"].values()) < 1e-6
+    assert fast.shapes()[0]["runs"] == "wrong on negative sums"
+    with pytest.raises(NotAccelerated, match="^wrong on negative sums at seq 4, batch 3: "
+                                             "largest relative error"):
+        fast.verify(-x, torch.randn(1, 3, 7))
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_a_runner_that_ignores_the_state_is_caught_at_a_first_call_without_one(on_the_host,
+                                                                                kind):
+    """A zero state proves nothing of how a runner reads a state: a shape's first call
+    without one is judged from a nonzero state too, so a later call that streams its state
+    in does not meet a runner that ignores it."""
+    fast = _accelerated(getattr(torch.nn, kind)(5, 7, 2), ("ignores the state", "cudnn"))
+    with torch.no_grad():
+        fast(torch.randn(4, 3, 5))
+    (made,) = fast.shapes()
+    assert made["runs"] == "cudnn"
+    assert made["passed_over"][0].startswith("ignores the state: from a nonzero initial state, "
+                                             "largest relative error")
 
 
 def _rows(fast, statuses):
