@@ -11,8 +11,9 @@ if str(ROOT) not in sys.path:
 
 from cudnn_rnn import REQUIRED  # noqa: E402
 
-# what the tests import beyond the project's own requirements (setup.cfg's test extra, by
-# the names they import as): without them, one line, not a traceback per test file
+# what the suite needs beyond the project's own requirements: setup.cfg's test extra, by the
+# names they import as (xdist: make test-gpu's processes); without them, one line, not a
+# traceback per test file
 TEST_REQUIRED = ("hypothesis", "ml_dtypes", "xdist")
 
 

@@ -208,15 +208,15 @@ def test_verify_judges_a_shape_already_made_on_new_inputs(on_the_host):
 def test_a_runner_that_ignores_the_state_is_caught_at_a_first_call_without_one(on_the_host,
                                                                                 kind):
     """A zero state proves nothing of how a runner reads a state: a shape's first call
-    without one is judged from a nonzero state too, so a later call that streams its state
-    in does not meet a runner that ignores it."""
+    without one is judged again from its own final state (a stream's next chunk), so a later
+    call that streams its state in does not meet a runner that ignores it."""
     fast = _accelerated(getattr(torch.nn, kind)(5, 7, 2), ("ignores the state", "cudnn"))
     with torch.no_grad():
         fast(torch.randn(4, 3, 5))
     (made,) = fast.shapes()
     assert made["runs"] == "cudnn"
-    assert made["passed_over"][0].startswith("ignores the state: from a nonzero initial state, "
-                                             "largest relative error")
+    assert made["passed_over"][0].startswith("ignores the state: from the call's own final "
+                                             "state, largest relative error")
 
 
 def _rows(fast, statuses):

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from cudnn_rnn.cli import run_main
-from cudnn_rnn.torch.errors import BadPlan
+from cudnn_rnn.torch.errors import BadPlan, NotAccelerated
 from cudnn_rnn.torch.plan import Plan
 
 from .torch_plans import real_plan
@@ -78,6 +78,9 @@ BAD = [
     (lambda d: d["report"]["rows"][0].update(ms="fast"), "rows[0] is not a row of the table"),
     (lambda d: d["report"].update(rows={}), "'rows' is not a list"),
     (lambda d: d["report"]["times"]["module"].update(eager=3.0), "'times' is not {who: {how:"),
+    (lambda d: d["report"]["times"]["module"].update(eager={"ms": None}), "'times' is not"),
+    (lambda d: d["report"]["rows"][2].pop("timed_as"), "rows[2] is not a row of the table"),
+    (lambda d: d["report"]["rows"][0].pop("ms"), "rows[0] is not a row of the table"),
     (lambda d: d["report"].update(run={"device": "H200"}), "'run' is not {'device'"),
 ]
 
@@ -165,3 +168,15 @@ def test_a_plan_tuned_on_another_machine_is_refused_unless_asked(tmp_path, monke
         load(path, lstm)
     assert made == []
     assert load(path, lstm, tuned_elsewhere=True).choice == plan.choice
+    # the machine it was tuned on loads it as it is
+    monkeypatch.setattr(tuning.gpu, "device_info",
+                        lambda: {"gpu": "NVIDIA H200", "compute_capability": "9.0"})
+    monkeypatch.setattr(tuning.bindings, "load", lambda: __import__("types").SimpleNamespace(
+        describe=lambda: {"cudnn_version": "9.19.0"}))
+    assert load(path, lstm).choice == plan.choice and len(made) == 2
+    # no cuDNN here: one line, not the loader's OSError
+    def missing():
+        raise tuning.bindings.errors.LibraryNotFound("no libcudnn.so.9 found")
+    monkeypatch.setattr(tuning.bindings, "load", missing)
+    with pytest.raises(NotAccelerated, match="cuDNN is not loadable here"):
+        load(path, lstm)

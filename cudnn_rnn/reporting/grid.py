@@ -5,6 +5,12 @@ from __future__ import annotations
 from cudnn_rnn.matrix.record import (DESCRIPTOR_ONLY, OUTCOME_SHORT, OUTCOME_WORDS, max_error,
                                      ranked_timing)
 from cudnn_rnn.reporting.analysis import fwd_ms
+from cudnn_rnn.reporting.load import is_sample_shape
+
+
+def planned(records: list, at_sample: bool = True) -> list:
+    """The planned cells (no variant) at the sample's shape (the grids), or at the others."""
+    return [r for r in records if is_sample_shape(r) == at_sample and not r.get("varies")]
 
 SHORT_STATUS = {"NOT_SUPPORTED": "NS", "BAD_PARAM": "BP", "WRONG_RESULT": "WRONG", "CRASH": "CRASH",
                 "TIMEOUT": "TIMEOUT", "INTERNAL_ERROR": "IE", "EXECUTION_FAILED": "EF",

@@ -5,7 +5,6 @@ from __future__ import annotations
 from html import escape
 
 from cudnn_rnn.reporting import charts, constraints as cons, grid as C, markdown, mdhtml
-from cudnn_rnn.reporting.load import is_sample_shape
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1b1f24}
@@ -39,7 +38,7 @@ def _cell(rec) -> str:
 
 
 def grids(records: list) -> str:
-    sample = [r for r in records if is_sample_shape(r) and not r.get("varies")]
+    sample = C.planned(records)
     parts = []
     for dt in C.data_types(sample):
         rows, cols, index = C.grid(sample, dt)
@@ -58,7 +57,7 @@ def grids(records: list) -> str:
 
 def other_cells(records: list) -> str:
     """Every cell not at the sample's shape (the sweep), one row each, so none is left out."""
-    rest = [r for r in records if not is_sample_shape(r) and not r.get("varies")]
+    rest = C.planned(records, at_sample=False)
     if not rest:
         return ""
     rows = "".join(
@@ -116,7 +115,7 @@ def support_matrix(title: str, records: list) -> str:
     return (f"<h2>{escape(title)}</h2><p>One table per data type: rows math precision x math "
             "type, columns algorithm x cell. Hover a cell for the failing call and cuDNN's "
             "reason, or the timings and error.</p>"
-            + legend([r for r in records if is_sample_shape(r) and not r.get("varies")])
+            + legend(C.planned(records) + C.planned(records, at_sample=False))
             + grids(records))
 
 

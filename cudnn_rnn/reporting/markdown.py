@@ -7,7 +7,6 @@ from cudnn_rnn.reporting import axes, product
 from cudnn_rnn.reporting import grid as C
 from cudnn_rnn.matrix.record import config_label, max_error
 from cudnn_rnn.reporting.analysis import shape_label, fwd_tflops
-from cudnn_rnn.reporting.load import is_sample_shape
 
 PROVENANCE_KEYS = (("gpu", "GPU"), ("compute_capability", "compute capability"),
                    ("driver_version", "NVIDIA driver"), ("cuda_driver_api", "CUDA driver API"),
@@ -189,7 +188,7 @@ def tensor_op_section(sweep: dict, perf: list, chart: str = "") -> list[str]:
 
 
 def data_type_tables(records: list) -> list[str]:
-    sample = [r for r in records if is_sample_shape(r) and not r.get("varies")]
+    sample = C.planned(records)
     if not sample:
         return []
     out = ["## The support matrix at the sample's shape (20 2 512 64)", "",

@@ -68,8 +68,8 @@ class Accelerated(torch.nn.Module):
     def choose(self, candidate) -> None:
         """Make ``candidate``, one of the plan's, its choice: the candidates before it leave
         the plan (the tuning's use, when they did not serve the example in this module)."""
-        self.plan.candidates = self.plan.candidates[self.plan.candidates.index(candidate):]
         self._plans.start_at(candidate)
+        self.plan.candidates = list(self._plans.candidates)
 
     def extra_repr(self) -> str:
         return f"{self.plan.module.describe()}; choice: {self.plan.choice.label}"
@@ -168,13 +168,13 @@ class Accelerated(torch.nn.Module):
             torch.cuda.current_stream(self._device).synchronize()
             runner.check()
             facts, why = self._judge(candidate, runner, key, x, h0, c0, (y, hy, cy))
-            if why is None and h0 is None:  # a zero state proves nothing of the state's path
-                hs, cs = self._some_state(key)
-                again = self._call(runner, key, x, hs, cs)
+            if why is None and h0 is None:  # a zero state proves nothing of the state's path:
+                hs, cs = self._as_state(hy, cy)  # the call again from its own final state, as
+                again = self._call(runner, key, x, hs, cs)  # a stream of chunks gives it
                 torch.cuda.current_stream(self._device).synchronize()
                 runner.check()
                 _, why = self._judge(candidate, runner, key, x, hs, cs, again)
-                why = why and f"from a nonzero initial state, {why}"
+                why = why and f"from the call's own final state, {why}"
         except runners.run_errors(self._cp) as exc:
             facts, why = {}, f"{type(exc).__name__}: {exc}"
         if why is not None:
@@ -182,15 +182,11 @@ class Accelerated(torch.nn.Module):
             return Attempt(facts=facts, why=why)
         return Attempt(runner, (y, hy, cy), dict(facts, **runner.facts()))
 
-    def _some_state(self, key: tuple) -> tuple:
-        """A fixed nonzero (h_0, c_0) for a shape (each element 0.5 N(0, 1), one seed), as a
-        call would give it: what a shape's first call without a state is also judged from."""
-        spec = self.plan.module
-        gen = torch.Generator().manual_seed(20)
-        dtype = getattr(torch, spec.dtype)
-        make = lambda features: (0.5 * torch.randn(  # noqa: E731
-            spec.layers * spec.dirs, key[1], features, generator=gen)).to(self._device, dtype)
-        return make(spec.proj), (make(spec.hidden) if spec.cell == "LSTM" else None)
+    def _as_state(self, hy, cy) -> tuple:
+        """A call's final (h_n, c_n) as the next call's (h_0, c_0): the module's data type, as
+        a caller streaming chunks gives them (values in the range calibration saw)."""
+        dtype = getattr(torch, self.plan.module.dtype)
+        return hy.to(dtype), (None if cy is None else cy.to(dtype))
 
     def _judge(self, candidate, runner, key, x, h0, c0, outputs) -> tuple:
         """:func:`.verify.judge` on this call's inputs and outputs, as float64 cupy arrays

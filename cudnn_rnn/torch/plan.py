@@ -192,6 +192,7 @@ def _field(d: dict, key: str, types, where: str):
 
 ROW_TEXT = ("id", "label", "engine", "family", "status")
 ROW_NUMBERS = ("error", "ms", "plain_ms")
+ROW_OPTIONAL = ("timed_as", "reason")  # text or null
 
 
 def _number_or_none(v) -> bool:
@@ -204,18 +205,19 @@ def _report(rep: dict, where: str) -> dict:
     rows = rep.get("rows", [])
     _check(isinstance(rows, list), where, "'rows' is not a list")
     for i, row in enumerate(rows):
-        _check(isinstance(row, dict) and all(isinstance(row.get(k), str) for k in ROW_TEXT)
-               and all(_number_or_none(row.get(k)) for k in ROW_NUMBERS)
-               and all(row.get(k) is None or isinstance(row[k], str)
-                       for k in ("timed_as", "reason"))
+        _check(isinstance(row, dict) and set(ROW_TEXT + ROW_NUMBERS + ROW_OPTIONAL) <= set(row)
+               and all(isinstance(row[k], str) for k in ROW_TEXT)
+               and all(_number_or_none(row[k]) for k in ROW_NUMBERS)
+               and all(row[k] is None or isinstance(row[k], str) for k in ROW_OPTIONAL)
                and row["status"] in STATUS, where,
                f"rows[{i}] is not a row of the table (text {', '.join(ROW_TEXT)}, numbers or "
-               f"null {', '.join(ROW_NUMBERS)}, a known status)")
+               f"null {', '.join(ROW_NUMBERS)}, text or null {', '.join(ROW_OPTIONAL)}, a "
+               f"known status)")
     times = rep.get("times", {})
     _check(isinstance(times, dict) and all(
-        isinstance(t, dict) and all(isinstance(m, dict) and _number_or_none(m.get("ms"))
-                                    for m in t.values()) for t in times.values()), where,
-        "'times' is not {who: {how: {'ms': number}}}")
+        isinstance(t, dict) and all(isinstance(m, dict) and ("ms" not in m or (
+            _number_or_none(m["ms"]) and m["ms"] is not None)) for m in t.values())
+        for t in times.values()), where, "'times' is not {who: {how: {'ms': number}}}")
     run = rep.get("run", {})
     _check(isinstance(run, dict) and all(isinstance(run.get(k) or {}, dict)
                                          for k in ("device", "library")), where,

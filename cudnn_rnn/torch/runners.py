@@ -100,7 +100,8 @@ class CudnnRunner:
     def run(self, stream, x, hx, cx, y, hy, cy) -> None:
         flow = self.flow
         if stream.ptr != self.stream_ptr:  # the new stream after the old one's calls: they
-            if not stream.is_capturing():  # share the flow's workspace (as Forward.bind)
+            # share the flow's workspace (as Forward.bind); not into or out of a capture
+            if not stream.is_capturing() and not flow.stream.is_capturing():
                 stream.wait_event(flow.stream.record())
             flow.handle.set_stream(stream.ptr)
             flow.stream, self.stream_ptr = stream, stream.ptr

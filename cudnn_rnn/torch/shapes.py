@@ -99,7 +99,8 @@ class Plans:
 
     def start_at(self, candidate) -> None:
         """``candidate`` first: the candidates before it leave (see Accelerated.choose)."""
-        self.candidates = self.candidates[self.candidates.index(candidate):]
+        self.candidates = self.candidates[next(i for i, c in enumerate(self.candidates)
+                                               if c is candidate):]
 
     def _keep(self, key: tuple, entry: Entry) -> None:
         if len(key) == 2:

@@ -106,20 +106,19 @@ def _tune(module, spec, example, name, prec, calibration, limit, device, torch, 
                                 "device": gpu.device_info()}})
     fast = _accelerated(plan, rnn, device)
     given = x.transpose(0, 1) if spec.batch_first else x
+    training = module.training
     try:
         fast(given)  # the example's shape made and verified before anything is timed
         settle(fast, len(mine), name)
         plan.report["calibration_errors"] = verify_calibration(fast, cal, spec)
-    except NotAccelerated:
-        fast.close()
-        raise
-    torch.cuda.synchronize(device)
-    training = module.training
-    module.eval()  # timed as it is verified (and as inference runs): not PyTorch's training path
-    try:
+        torch.cuda.synchronize(device)
+        module.eval()  # timed as verified (and as inference runs): not the training path
         plan.report["times"] = {
             "module": timing.times(timing.step_of(module, given, torch), reps, budget_s),
             "accelerated": timing.times(timing.step_of(fast, given, torch), reps, budget_s)}
+    except BaseException:  # a refusal, an error, an interrupt: no runner left behind
+        fast.close()
+        raise
     finally:
         module.train(training)
     plan.report["run"]["tuning_s"] = round(time.monotonic() - started, 2)
@@ -134,7 +133,7 @@ def settle(fast, eligible: int, name: str) -> None:
     asked for: ``eligible`` candidates come first) served, NotAccelerated."""
     plan = fast.plan
     entry = fast.serving(plan.shape)
-    at = plan.candidates.index(entry.candidate)
+    at = next(i for i, c in enumerate(plan.candidates) if c is entry.candidate)
     if at == 0:
         return
     if at >= eligible:
@@ -217,7 +216,12 @@ def load(path, module, *, tuned_elsewhere: bool = False):
     device = _device(module, torch)
     cp = gpu.cupy_or_raise()
     with cp.cuda.Device(device.index):
-        here = machine(gpu.device_info(), bindings.load().describe())
+        try:
+            library = bindings.load().describe()
+        except bindings.errors.LibraryNotFound as exc:
+            raise NotAccelerated(f"cuDNN is not loadable here ({exc}): install the project's "
+                                 f"CUDA extra") from None
+        here = machine(gpu.device_info(), library)
         there = plan.tuned_on()
         if here != there and not tuned_elsewhere:
             raise BadPlan(f"{path} was tuned on {describe_machine(there)}; this is "
