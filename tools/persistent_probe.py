@@ -3,7 +3,8 @@ the chosen one verified and timed, beside the GEMM engine of the same plans (one
 
     python tools/persistent_probe.py --out DIR [--shapes LSTM:20:2:512:64,...] [--names ...]
         [--settings b1t256,...] [--trace NAME@SETTINGS,...] [--drop mma,load,gates,...]
-        [--variants poll_together,acquire_poll,acquire_once,tanh_approx]
+        [--variants poll_together,acquire_poll,acquire_once,tanh_approx,sums_predicated,
+         quant_fast]
 
 ``--drop`` traces each ``--trace`` item again with each phase left out of the kernel (an
 exact-text patch of its source, :data:`DROPS`; such a launch computes nothing that is
@@ -139,6 +140,30 @@ VARIANTS = {
                     ("__device__ __forceinline__ float lb_tanh(float a) { return 2.0f * "
                      "lb_sig(2.0f * a) - 1.0f; }\n", "", 1)],
 }
+_SUMS = ("                    for (int g2 = 0; g2 < WARPS; ++g2) {  // four chains of adds, "
+         "not one\n"
+         "                        if (g2 >= ks) break;\n"
+         "                        sh[g2 & 3] += part[(unsigned)g2 * kstride + at];\n"
+         "                        if (SPLIT && nxc) sx[g2 & 3] += part_x[(unsigned)g2 * kstride "
+         "+ at];\n")
+_SUMS_PREDICATED = (
+    "                    for (int g2 = 0; g2 < WARPS; ++g2) {  // predicated loads, no branch\n"
+    "                        const bool in = g2 < ks;\n"
+    "                        sh[g2 & 3] += in ? part[(unsigned)g2 * kstride + at] : 0.0f;\n"
+    "                        if (SPLIT && nxc)\n"
+    "                            sx[g2 & 3] += in ? part_x[(unsigned)g2 * kstride + at] : 0.0f;\n")
+VARIANTS.update({
+    # the gate math's partial sums read with predicated loads, not a loop that branches out
+    # at the CTA's k-group count (known at run time only): ptxas then issues every load of
+    # a pair's gates before the adds (the branches made each load wait for the one before)
+    "sums_predicated": [(_SUMS, _SUMS_PREDICATED, 1)],
+    # the 8-bit codes' scaling by the fast division (reciprocal and multiply, 2 ulp) instead
+    # of the correctly rounded one (a correction sequence and a slow-path call per code, three
+    # codes a pair): a code differs only where v/s lies within 2 ulp of a rounding boundary
+    "quant_fast": [("    float q = rintf(v / s);", "    float q = rintf(__fdividef(v, s));", 1),
+                   ("    float x = v / s;\n    unsigned int sign",
+                    "    float x = __fdividef(v, s);\n    unsigned int sign", 1)],
+})
 PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "step_total")
 
 
