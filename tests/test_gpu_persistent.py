@@ -147,6 +147,24 @@ def test_the_polling_kernel_verifies_and_replays(cuda, fp8_capable, mode, direct
             assert rec["settings"] == "b1t256p"
 
 
+@pytest.mark.parametrize("mode", list(RNNMode)[:4])
+@pytest.mark.parametrize("layers,direction,hidden,batch", [
+    (2, DirectionMode.UNIDIRECTIONAL, 512, 64),  # the seed's shape: 2 slabs of fragments
+    (1, DirectionMode.BIDIRECTIONAL, 96, 64)])
+def test_the_kernel_with_weights_in_registers_verifies_and_replays(cuda, fp8_capable, mode,
+                                                                   layers, direction, hidden,
+                                                                   batch):
+    """AREG (b1t256r): each warp's weight fragments in registers for the whole sequence,
+    verified and replayed as every candidate, in 8 bits (where they fit registers)."""
+    cfg = _cfg(mode, direction, layers, hidden=hidden, batch=batch, input_size=hidden)
+    result = C.run_configs(cfg, ["persistent:int8/both", "persistent:e4m3/both"], reps=3,
+                           warmup=1, budget_s=None, settings=["b1t256r"])
+    for rec in result["records"]:
+        _check(rec, mode, fp8_capable)
+        if rec["outcome"] == "OK":
+            assert rec["settings"] == "b1t256r"
+
+
 @pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])
 def test_a_launch_reads_and_writes_the_arrays_bound_to_it(cuda, mode):
     """The states and outputs are launch arguments: bound to the caller's arrays (as

@@ -48,7 +48,7 @@ def _dq(plan, name, k, rows):
 
 
 def _run_model(cfg, fmt=None, parts=None, float_precision="fp16", seed=3, sms=12,
-               batch_slices=1, order=0, edit=None):
+               batch_slices=1, order=0, edit=None, areg=False):
     """(the numpy model's y, hy, cy, the twin's y, hy, cy, the partition)."""
     values = C.draw(cfg, seed)
     stacked, io = values["stacked"], values["io"]
@@ -56,7 +56,7 @@ def _run_model(cfg, fmt=None, parts=None, float_precision="fp16", seed=3, sms=12
     ops = operands.prepare(stacked, float_precision, plan)
     fx, fh, _ = P.formats(ops)
     part = partition.plan(cfg, fx, fh, sm_count=sms, smem_per_block=SMEM,
-                          batch_slices=batch_slices)
+                          batch_slices=batch_slices, areg=areg)
     blob = partition.blob(part, [o.input.codes for o in ops], [o.recurrent.codes for o in ops])
     if edit:
         edit(part, blob)
@@ -208,6 +208,47 @@ def test_the_model_of_the_kernel_equals_the_twin_in_eight_bits(fmt, parts, mode)
     _close(got, want)
 
 
+@pytest.mark.parametrize("fmt", ["int8", "e4m3"])
+@pytest.mark.parametrize("mode", CELLS)
+def test_the_partition_for_weights_in_registers_computes_the_twins_function(fmt, mode):
+    """AREG's partition (more warps along K, each with fewer weight fragments): the model of
+    the kernel on it equals the twin, and each warp's fragments fit AREG_REGS registers."""
+    cfg = _cfg(mode, 2, False, H=96, B=64)  # 8 n-tiles: 4 warps along n, or 2 with AREG
+    got, want, part = _run_model(cfg, fmt, "both", sms=16, areg=True)
+    _close(got, want)
+    plain = partition.plan(cfg, fmt, fmt, sm_count=16, smem_per_block=SMEM)
+    assert part.areg_slabs > 0 and plain.areg_slabs == 0
+    assert max(s.ks for s in part.slices) > max(s.ks for s in plain.slices)
+    assert part.mt_max * part.areg_slabs * partition.SLAB * 4 <= partition.AREG_REGS
+    assert part.chunks_per_group() <= part.areg_slabs * partition.SLAB
+
+
+def test_weights_that_do_not_fit_registers_are_refused_with_the_count():
+    big = _cfg(RNNMode.LSTM, 1, False, H=1024, B=256)
+    with pytest.raises(partition.DoesNotFit, match=r"take 256 registers a thread \(2 m-tiles x "
+                                                   r"32 chunks x 4\), more than 64"):
+        partition.plan(big, "int8", "int8", sm_count=132, smem_per_block=SMEM, areg=True)
+    with pytest.raises(partition.DoesNotFit, match="need at most 256 threads a CTA"):
+        partition.plan(_cfg(RNNMode.LSTM, 2, False, H=512, B=64), "fp16", "fp16", sm_count=132,
+                       smem_per_block=SMEM, threads=512, areg=True)
+
+
+@pytest.mark.parametrize("mode", CELLS)
+@pytest.mark.parametrize("fmt", ["int8", "e4m3"])
+def test_the_kernel_with_weights_in_registers_compiles_without_spills(mode, fmt):
+    """AREG at the seed's shape (20/2/512/64, 132 multiprocessors): every fragment a
+    register (no local memory), and the default kernel keeps its weights in shared memory."""
+    _nvrtc_or_skip()
+    cfg = _cfg(mode, 2, False, H=512, B=64)
+    part = partition.plan(cfg, fmt, fmt, sm_count=132, smem_per_block=SMEM, areg=True)
+    consts = P.defines(cfg, part, gx_int=fmt == "int8")
+    assert consts["AREG"] == 1 and consts["NSLAB"] == part.areg_slabs
+    info = ptxas.ptxas_info(consts)
+    assert info["spill_stores"] == info["spill_loads"] == 0, info
+    assert P.defines(cfg, partition.plan(cfg, fmt, fmt, sm_count=132, smem_per_block=SMEM),
+                     gx_int=False)["AREG"] == 0
+
+
 @pytest.mark.parametrize("order", [1, 2, 3])
 def test_any_order_the_waits_allow_gives_the_same_result(order):
     cfg = _cfg(RNNMode.LSTM, 3, False)
@@ -345,6 +386,9 @@ def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_i
     for s in P.SETTINGS + (P.Settings(ctas=64, batch_slices=2, threads=512, poll=True),):
         assert P.Settings.parse(s.name) == s  # a diagnostic names any shape
     assert P.Settings.parse("b1t256p").poll and not P.Settings.parse("b1t256").poll
+    assert P.Settings.parse("b1t256r").areg and P.Settings(areg=True).name == "b1t256r"
+    assert P.Settings.parse("b2c64t256pr") == P.Settings(64, 2, 256, True, True)
+    assert not any(s.areg for s in P.SETTINGS)  # not tuned until measured
     for bad in ("b1", "t256", "b1t256q", "B1T256"):
         with pytest.raises(ValueError, match="no launch shape"):
             P.Settings.parse(bad)

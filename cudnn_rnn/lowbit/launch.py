@@ -15,22 +15,25 @@ class Settings:
     batch_slices: int = 1
     threads: int = 256
     poll: bool = False  # consumers poll the state itself, not counters (POLL; not tuned yet)
+    areg: bool = False  # weight fragments in registers for the whole sequence (AREG; not
+                        # tuned yet)
 
     @property
     def name(self) -> str:
         ctas = "" if self.ctas is None else f"c{self.ctas}"
-        return f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
+        return (f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
+                + ("r" if self.areg else ""))
 
     @classmethod
     def parse(cls, name: str) -> "Settings":
-        """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``);
-        ValueError otherwise."""
-        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)", name)
+        """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``,
+        ``b1t256r``); ValueError otherwise."""
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)", name)
         if m is None:
-            raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p] "
-                             "(e.g. b1t256, b2t512, b1t256p)")
+            raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
+                             "[r] (e.g. b1t256, b2t512, b1t256p, b1t256r)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
-                   threads=int(m[3]), poll=bool(m[4]))
+                   threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]))
 
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback. Not in

@@ -48,6 +48,7 @@ PAD = 16  # bytes after each shared-memory row (no bank conflicts in ldmatrix)
 MAX_WAITS = 3  # counters one step waits on: its own group and at most two feeding directions
 MAX_ACC = 16  # m-tiles x n-tiles one warp accumulates (4 registers each, twice with an x part)
 MAX_NTW = 4
+AREG_REGS = 64  # registers a thread may give a k-group's weight fragments (AREG, below)
 
 
 class DoesNotFit(ValueError):
@@ -137,6 +138,13 @@ class Partition:
     xrowb: int  # bytes of one row of a layer input's codes (layers above the first)
     groups: dict = field(default_factory=dict)  # (k, bs) -> counter index
     units: dict = field(default_factory=dict)  # k -> CTAs per batch slice
+    # AREG: slabs of weight fragments each warp keeps in registers for the whole sequence
+    # (0: it reads them from shared memory at every step)
+    areg_slabs: int = 0
+
+    def chunks_per_group(self) -> int:
+        """The most chunks of K one k-group of any CTA multiplies."""
+        return max(len(s.chunks(g)) for s in self.slices for g in range(s.ks))
 
     @property
     def grid(self) -> int:
@@ -179,10 +187,13 @@ def _units(cfg: RNNConfig, ctas: int, work: list[int]) -> list[int]:
 
 
 def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_block: int,
-         ctas: int | None = None, batch_slices: int = 1, threads: int = 256) -> Partition:
+         ctas: int | None = None, batch_slices: int = 1, threads: int = 256,
+         areg: bool = False) -> Partition:
     """The partition of ``cfg`` over ``ctas`` CTAs (at most ``sm_count``: one per
     multiprocessor, all resident) in ``batch_slices`` batch slices; :class:`DoesNotFit`
-    says why it cannot run."""
+    says why it cannot run. ``areg``: each warp keeps its weight fragments in registers
+    (the kernel's ``AREG``): its warps take as many n-tiles each as they may, so that more
+    of them split K and each k-group's fragments fit :data:`AREG_REGS` registers."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
     ctas = sm_count if ctas is None else ctas
     if not 1 <= ctas <= sm_count:
@@ -214,6 +225,8 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     nb_full = -(-B // batch_slices)
     nt_max = _up(nb_full, 8) // 8
     ntw = max(min(2, nt_max), -(-nt_max // warps))  # two n-tiles share each A fragment
+    if areg:  # fewer warps along n, more along K: fewer weight fragments a warp holds
+        ntw = max(ntw, min(MAX_NTW, nt_max))
     if ntw > MAX_NTW:
         raise DoesNotFit(f"a batch slice of {nb_full} needs {ntw} n-tiles per warp "
                          f"with {warps} warps (at most {MAX_NTW}); slice the batch more")
@@ -230,6 +243,17 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         _fill(part, pls, nus, counts, nb_full, kx, warps)
         if part.smem <= smem_per_block or stages == STAGES[0]:
             break
+    if areg:
+        if threads > 256:  # 65536 registers a multiprocessor: 128 a thread at 512 threads
+            raise DoesNotFit(f"weight fragments in registers need at most 256 threads a CTA "
+                             f"(up to 255 registers a thread), {threads} given")
+        slabs = -(-part.chunks_per_group() // SLAB)
+        regs = mt_max * slabs * SLAB * 4
+        if regs > AREG_REGS:
+            raise DoesNotFit(f"a warp's weight fragments take {regs} registers a thread "
+                             f"({mt_max} m-tiles x {slabs * SLAB} chunks x 4), more than "
+                             f"{AREG_REGS}: more threads, 8-bit weights or more CTAs")
+        part.areg_slabs = slabs
     need = part.smem
     if need > smem_per_block:
         s = max(part.slices, key=lambda s: s.smem)

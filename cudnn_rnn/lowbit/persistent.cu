@@ -15,6 +15,9 @@
 //   POLL     1: no counters; every state slot starts as the sentinel (persistent.SENTINEL,
 //            a code no rounding makes), and a CTA stages its inputs at once, reading again
 //            each 16-byte piece that still holds a sentinel byte (an experiment, not tuned)
+//   AREG     1: each warp loads its k-group's weight fragments into registers once, before
+//            the first step, and multiplies from them (NSLAB slabs of SLAB chunks at most:
+//            partition.Partition.areg_slabs); 0: from shared memory at every step
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
@@ -282,6 +285,17 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     const long long xrow0 = (long long)(b0 + min(prow, nb - 1)) * xrowb + (piece & 1) * 16;
     const long long hrow0 = (long long)(b0 + min(prow, nb - 1)) * hrowb + (piece & 1) * 16
                             - (long long)nxc * 32;
+#if AREG
+    // this warp's weight fragments, for the whole sequence: chunk c0 + i of m-tile m in
+    // ar[m][i] (entries past the group's last chunk are never read)
+    unsigned ar[MT][NSLAB * SLAB][4];
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int i = 0; i < NSLAB * SLAB; ++i)
+            if (active && m_in(m) && c0 + i < c1)
+                ldsm_x4(ar[m][i], ws + a_lane + (unsigned)m * 16 * rowb + (c0 + i) * 32);
+#endif
 
 #pragma unroll 1
     for (int s = 0; s < T; ++s) {
@@ -392,8 +406,14 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             if (st < nslab) stage(st, st, false);
             cp_commit();
         }
+#if AREG
+#pragma unroll
+        for (int i = 0; i < NSLAB; ++i) {  // unrolled: the fragments' indices are constants
+            if (i >= nslab) break;
+#else
 #pragma unroll 1
         for (int i = 0; i < nslab; ++i) {
+#endif
             if (i + STAGES - 1 < nslab) stage(i + STAGES - 1, (i + STAGES - 1) % STAGES, false);
             cp_commit();
             cp_wait<STAGES - 1>();
@@ -408,7 +428,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             if (active) {
                 const unsigned char* sb = ring + (unsigned)((i % STAGES) * ks + kg) * npad * SROW
                                           + b_lane;
+#if !AREG
                 const unsigned char* wa = ws + a_lane;
+#endif
 #pragma unroll
                 for (int cc = 0; cc < SLAB; ++cc) {
                     const int c = c0 + i * SLAB + cc;
@@ -426,8 +448,14 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                         if (n_in(nn))
                             ldsm_x2(bf[nn], sb + (unsigned)(ng * NTW + nn) * 8 * SROW + cc * 32);
 #pragma unroll
-                    for (int m = 0; m < MT; ++m)
+                    for (int m = 0; m < MT; ++m) {
+#if AREG
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) af[m][r] = ar[m][i * SLAB + cc][r];
+#else
                         if (m_in(m)) ldsm_x4(af[m], wa + (unsigned)m * 16 * rowb + c * 32);
+#endif
+                    }
 #pragma unroll
                     for (int m = 0; m < MT; ++m)
 #pragma unroll

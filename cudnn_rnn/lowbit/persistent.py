@@ -101,7 +101,8 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             "SLAB": partition.SLAB, "STAGES": part.stages, "PAD": partition.PAD,
             "STRADDLE": int(part.straddles), "EXACT": int(part.exact),
             "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL",
-            "TRACE": int(trace), "POLL": int(poll)}
+            "TRACE": int(trace), "POLL": int(poll), "AREG": int(part.areg_slabs > 0),
+            "NSLAB": max(1, part.areg_slabs)}
 
 
 def source(consts: dict) -> str:
@@ -146,7 +147,8 @@ def layout(cfg: RNNConfig, ops: list, plan, settings: Settings, limits: dict) ->
     try:
         part = partition.plan(
             cfg, fx, fh, sm_count=limits["sm_count"], smem_per_block=limits["smem_per_block"],
-            ctas=settings.ctas, batch_slices=settings.batch_slices, threads=settings.threads)
+            ctas=settings.ctas, batch_slices=settings.batch_slices, threads=settings.threads,
+            areg=settings.areg)
     except partition.DoesNotFit as exc:
         raise Unsupported(f"does not fit on this GPU: {exc}") from None
     return part, gx_precision
