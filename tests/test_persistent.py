@@ -226,7 +226,8 @@ def test_the_partition_for_weights_in_registers_computes_the_twins_function(fmt,
 def test_weights_that_do_not_fit_registers_are_refused_with_the_count():
     big = _cfg(RNNMode.LSTM, 1, False, H=1024, B=256)
     with pytest.raises(partition.DoesNotFit, match=r"take 256 registers a thread \(2 m-tiles x "
-                                                   r"32 chunks x 4\), more than 64"):
+                                                   r"32 chunks x 4; at most 64\), 288 with its "
+                                                   r"accumulators \(at most 96\)"):
         partition.plan(big, "int8", "int8", sm_count=132, smem_per_block=SMEM, areg=True)
     with pytest.raises(partition.DoesNotFit, match="need at most 256 threads a CTA"):
         partition.plan(_cfg(RNNMode.LSTM, 2, False, H=512, B=64), "fp16", "fp16", sm_count=132,

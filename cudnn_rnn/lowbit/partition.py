@@ -49,6 +49,10 @@ MAX_WAITS = 3  # counters one step waits on: its own group and at most two feedi
 MAX_ACC = 16  # m-tiles x n-tiles one warp accumulates (4 registers each, twice with an x part)
 MAX_NTW = 4
 AREG_REGS = 64  # registers a thread may give a k-group's weight fragments (AREG, below)
+AREG_HELD = 96  # ... and those with the accumulators: past it ptxas spilled (50 of 142 such
+                # kernels at 96, MT 2 x NTW 4 x 2 slabs; 42 of 119 at MT 3-4 x NTW 4 x 1 slab,
+                # a helper's compile of 2,106 partitions); the engine refuses a kernel that
+                # spills all the same (its local memory, read where it is compiled)
 
 
 class DoesNotFit(ValueError):
@@ -249,10 +253,13 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
                              f"(up to 255 registers a thread), {threads} given")
         slabs = -(-part.chunks_per_group() // SLAB)
         regs = mt_max * slabs * SLAB * 4
-        if regs > AREG_REGS:
+        held = regs + mt_max * ntw * 4 * (2 if part.straddles else 1)
+        if regs > AREG_REGS or held > AREG_HELD:
             raise DoesNotFit(f"a warp's weight fragments take {regs} registers a thread "
-                             f"({mt_max} m-tiles x {slabs * SLAB} chunks x 4), more than "
-                             f"{AREG_REGS}: more threads, 8-bit weights or more CTAs")
+                             f"({mt_max} m-tiles x {slabs * SLAB} chunks x 4; at most "
+                             f"{AREG_REGS}), {held} with its accumulators (at most "
+                             f"{AREG_HELD}): 8-bit weights, more CTAs or fewer batch rows a "
+                             f"slice")
         part.areg_slabs = slabs
     need = part.smem
     if need > smem_per_block:

@@ -450,8 +450,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #pragma unroll
                     for (int m = 0; m < MT; ++m) {
 #if AREG
+                        if (m_in(m))
 #pragma unroll
-                        for (int r = 0; r < 4; ++r) af[m][r] = ar[m][i * SLAB + cc][r];
+                            for (int r = 0; r < 4; ++r) af[m][r] = ar[m][i * SLAB + cc][r];
 #else
                         if (m_in(m)) ldsm_x4(af[m], wa + (unsigned)m * 16 * rowb + c * 32);
 #endif

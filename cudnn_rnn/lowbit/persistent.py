@@ -291,6 +291,11 @@ class PersistentEngine(Forward):
         self.trace = (self.cp.zeros((self.part.grid, self.cfg.seq_length, 12), self.cp.int64)
                       if trace else None)
         self.module, self.kernel = compiled(self.cp, consts)
+        spilled = self.kernel.local_size_bytes if self.part.areg_slabs else 0
+        if spilled:  # registers where they fit: a kernel that spills them is not that
+            raise Unsupported(f"weights in registers spill: the kernel takes {spilled} bytes "
+                              f"of local memory a thread ({self.kernel.num_regs} registers); "
+                              f"the launch shapes without 'r' keep them in shared memory")
         # CuPy memoizes the module by its source, so engines whose constants agree share one
         # CUfunction even where their shared memory differs (it depends on H and the layers,
         # which are launch arguments): each one set to its own size would cap the others'
