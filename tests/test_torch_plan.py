@@ -3,9 +3,11 @@ order a shape tries them, the 8-bit thresholds, the module it was made for, the 
 saved and read back unchanged; anything else refused in one line naming the field. The
 plan is made from the records of a real precision-table run (results/nvidia-h200/9.19.0).
 No PyTorch, no GPU, except where a test says."""
+import contextlib
 import copy
 import json
 import re
+import types
 
 import pytest
 
@@ -116,14 +118,21 @@ def test_a_command_that_loads_a_bad_plan_prints_one_line_and_exits_2(tmp_path, c
     assert err.count("\n") == 1 and err.startswith("deploy: error: ") and "Traceback" not in err
 
 
-def test_a_plan_is_loaded_only_for_the_module_it_was_made_for(tmp_path):
+def _lstm_and_its_plan(tmp_path):
+    """(torch, an LSTM of the shipped model's structure, the real plan made its own, the
+    plan's file)."""
     torch = pytest.importorskip("torch", reason="loading a plan for a module needs PyTorch")
-    from cudnn_rnn.torch import load, modules
+    from cudnn_rnn.torch import modules
     torch.manual_seed(0)
     lstm = torch.nn.LSTM(64, 256, 2)
     plan = real_plan("fp8", 6e-2)
     plan.digest = modules.digest(modules.state_arrays(lstm))
-    path = plan.save(tmp_path / "plan.json")
+    return torch, lstm, plan, plan.save(tmp_path / "plan.json")
+
+
+def test_a_plan_is_loaded_only_for_the_module_it_was_made_for(tmp_path):
+    torch, lstm, plan, path = _lstm_and_its_plan(tmp_path)
+    from cudnn_rnn.torch import load
     with pytest.raises(BadPlan, match="was made for a LSTM 2 layers, 64 -> 256"):
         load(path, torch.nn.GRU(64, 256, 2))
     other = copy.deepcopy(lstm)
@@ -148,17 +157,12 @@ def test_a_plan_says_where_it_was_tuned_and_a_loaded_one_reads_back_every_table_
 def test_a_plan_tuned_on_another_machine_is_refused_unless_asked(tmp_path, monkeypatch):
     """The GPU and cuDNN here are stood in for (no GPU on CI): what load compares, and the
     line it refuses with."""
-    torch = pytest.importorskip("torch", reason="loading a plan for a module needs PyTorch")
-    from cudnn_rnn.torch import load, modules, tuning
-    torch.manual_seed(0)
-    lstm = torch.nn.LSTM(64, 256, 2)
-    plan = real_plan("fp8", 6e-2)
-    plan.digest = modules.digest(modules.state_arrays(lstm))
-    path = plan.save(tmp_path / "plan.json")
+    torch, lstm, plan, path = _lstm_and_its_plan(tmp_path)
+    from cudnn_rnn.torch import load, tuning
     made = []
     monkeypatch.setattr(tuning, "_device", lambda module, torch: torch.device("cuda", 0))
-    monkeypatch.setattr(tuning.gpu, "cupy_or_raise", lambda: __import__("types").SimpleNamespace(
-        cuda=__import__("types").SimpleNamespace(Device=lambda i: __import__("contextlib").nullcontext())))
+    monkeypatch.setattr(tuning.gpu, "cupy_or_raise", lambda: types.SimpleNamespace(
+        cuda=types.SimpleNamespace(Device=lambda i: contextlib.nullcontext())))
     monkeypatch.setattr(tuning.gpu, "device_info",
                         lambda: {"gpu": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0"})
     monkeypatch.setattr(tuning, "_accelerated", lambda plan, rnn, device: made.append(plan) or plan)
@@ -171,7 +175,7 @@ def test_a_plan_tuned_on_another_machine_is_refused_unless_asked(tmp_path, monke
     # the machine it was tuned on loads it as it is
     monkeypatch.setattr(tuning.gpu, "device_info",
                         lambda: {"gpu": "NVIDIA H200", "compute_capability": "9.0"})
-    monkeypatch.setattr(tuning.bindings, "load", lambda: __import__("types").SimpleNamespace(
+    monkeypatch.setattr(tuning.bindings, "load", lambda: types.SimpleNamespace(
         describe=lambda: {"cudnn_version": "9.19.0"}))
     assert load(path, lstm).choice == plan.choice and len(made) == 2
     # no cuDNN here: one line, not the loader's OSError
