@@ -135,8 +135,8 @@ class EngineRunner:
             self.cfg, self.stacked, candidate.thresholds, candidate.fmt, candidate.parts,
             channel=True)
         self.persistent = ENGINE_KEYS[candidate.engine] == "persistent"
-        settings = next((s for s in persistent.SETTINGS if s.name == candidate.settings),
-                        persistent.Settings()) if self.persistent else None
+        settings = None if not self.persistent else persistent.Settings.parse(
+            candidate.settings) if candidate.settings else persistent.Settings()
         try:
             self.engine = build_engine(self.cfg, self.stacked, self.plan,
                                        ENGINE_KEYS[candidate.engine], settings)
