@@ -306,6 +306,11 @@ def test_what_the_kernel_does_not_build_is_refused_with_the_reason():
     with pytest.raises(Unsupported, match=r"fp8 tensor-core GEMMs need compute capability 8\.9"):
         P.check_device(cfg, "int8", "fp16", limits, {"fp8"})  # layer 0's input GEMM in FP8
     P.check_device(cfg, "int8", "fp16", limits, {"int8"})  # INT8 and FP16 on sm_80: fine
+    turing = dict(limits, capability=(7, 5))  # no bf16, int8 m16n8k32 or e4m3 mma.sync
+    for fmt in ("fp16", "bf16", "int8"):
+        with pytest.raises(Unsupported, match=rf"{fmt} mma.sync needs compute capability 8\.0\+, "
+                                              r"this GPU has 7\.5"):
+            P.check_device(cfg, None, fmt, turing)
 
 
 # ---------------------------------------------------------------------------- the source
