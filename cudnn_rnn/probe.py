@@ -209,15 +209,17 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
     recorded_n = sum(c.id in done for c in cells)
     not_to_run = len(cells) - recorded_n - len(todo)
     planned = sum(c.base is None for c in cells)
-    todo_ids = {c.id for c in todo}
-    waiting_n = sum(c.base is not None and c.base in todo_ids for c in todo)
+    # variants wait for the cell each varies: they run only if it passes the RNN descriptor
+    waiting = variants.by_base(todo)
+    to_run = {c.id for c in todo}  # a variant of one of these waits for it to run
+    undecided = sum(len(v) for b, v in waiting.items() if b in to_run)
     print(f"spec {spec.name!r}: {planned} cells"
           + (f" and {len(cells) - planned} variants (each run only if the cell it varies gets "
              "past cudnnSetRNNDescriptor_v8)" if len(cells) > planned else "")
           + f", {recorded_n} already recorded, "
           + (f"{not_to_run} variants not to run (their base was refused), " if not_to_run else "")
-          + (f"up to {len(todo)} to run ({waiting_n} of them variants whose cell has not run "
-             f"yet) -> {path}" if waiting_n else f"{len(todo)} to run -> {path}"))
+          + (f"up to {len(todo)} to run ({undecided} of them variants whose cell has not run "
+             f"yet) -> {path}" if undecided else f"{len(todo)} to run -> {path}"))
     command_line = provenance.command("cudnn_rnn.probe", argv)
     run_info = provenance.collect(lib_info, dev_info, command_line)
     meta = recorded if resume and recorded else {}
@@ -238,10 +240,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
         if said:
             print(said)
     # the bar counts what will run: a variant leaves it when its base is refused
-    waiting = variants.by_base(todo)
-    to_run = {c.id for c in todo}  # a variant of one of these waits for it to run
-    progress = Progress(len(cells) - not_to_run, done=recorded_n,
-                        undecided=sum(len(v) for b, v in waiting.items() if b in to_run))
+    progress = Progress(len(cells) - not_to_run, done=recorded_n, undecided=undecided)
     started = time.monotonic()
     interrupted = False
     suspects = set()  # named ahead to a worker that crashed or hung: built in their own cells

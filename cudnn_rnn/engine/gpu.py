@@ -140,6 +140,14 @@ class _StreamPointer:
         return (0, self.ptr)
 
 
+def follow(stream, previous) -> None:
+    """Order ``stream``'s next work after what ``previous`` enqueued (a forward moving to
+    another stream: both use its buffers); not into or out of a CUDA graph capture, where an
+    event across the capture's edge would break it (the capture's first call came before)."""
+    if not stream.is_capturing() and not previous.is_capturing():
+        stream.wait_event(previous.record())
+
+
 def external_stream(cp, ptr: int, device_id: int = -1):
     """CuPy's view of a stream it does not own (PyTorch's): ``Stream.from_external`` where
     CuPy has it (14 deprecates ``ExternalStream``), else ``ExternalStream``."""

@@ -23,6 +23,7 @@ import numpy as np
 from cudnn_rnn.bindings.enums import RNNInputMode, RNNMode
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.engine.gpu import follow
 from cudnn_rnn.lowbit import kernels
 from cudnn_rnn.lowbit.gemm import LtHandle, Matmul, Shape, rnn_shapes
 from cudnn_rnn.lowbit.operands import Operands, eight_bit_precisions, prepare
@@ -86,8 +87,7 @@ class Forward:
             if name in self.buf:
                 self.buf[name] = a
         if stream is not None and stream.ptr != self.stream.ptr:
-            if not stream.is_capturing():  # (a capture's first call came before it)
-                stream.wait_event(self.stream.record())  # the set-up, and what came since
+            follow(stream, self.stream)  # the set-up, and what came since
             self.stream = stream
 
     def _set_up(self) -> None:

@@ -195,8 +195,12 @@ ROW_NUMBERS = ("error", "ms", "plain_ms")
 ROW_OPTIONAL = ("timed_as", "reason")  # text or null
 
 
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _number_or_none(v) -> bool:
-    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+    return v is None or _number(v)
 
 
 def _report(rep: dict, where: str) -> dict:
@@ -215,8 +219,8 @@ def _report(rep: dict, where: str) -> dict:
                f"known status)")
     times = rep.get("times", {})
     _check(isinstance(times, dict) and all(
-        isinstance(t, dict) and all(isinstance(m, dict) and ("ms" not in m or (
-            _number_or_none(m["ms"]) and m["ms"] is not None)) for m in t.values())
+        isinstance(t, dict) and all(isinstance(m, dict) and ("ms" not in m or _number(m["ms"]))
+                                    for m in t.values())
         for t in times.values()), where, "'times' is not {who: {how: {'ms': number}}}")
     run = rep.get("run", {})
     _check(isinstance(run, dict) and all(isinstance(run.get(k) or {}, dict)
@@ -280,6 +284,6 @@ def _engine_fields(c: Candidate, spec: ModuleSpec, where: str) -> None:
         _check(isinstance(per_layer, list) and len(per_layer) == pseudo, where,
                f"has {gemm} thresholds for {len(per_layer) if isinstance(per_layer, list) else '?'}"
                f" pseudo-layers; the module has {pseudo}")
-        _check(all(t is None or (isinstance(t, (int, float)) and not isinstance(t, bool)
-                       and math.isfinite(t) and t >= 0) for t in per_layer), where,
+        _check(all(t is None or (_number(t) and math.isfinite(t) and t >= 0)
+                   for t in per_layer), where,
                f"has a {gemm} threshold that is not a finite number >= 0")

@@ -29,7 +29,7 @@ from cudnn_rnn.charlm.rows import build_engine
 from cudnn_rnn.check import reference
 from cudnn_rnn.engine import values
 from cudnn_rnn.engine.flow import FlowStop, RNNFlow
-from cudnn_rnn.engine.gpu import cuda_errors, cupy_or_raise
+from cudnn_rnn.engine.gpu import cuda_errors, cupy_or_raise, follow
 from cudnn_rnn.lowbit import model, persistent
 from cudnn_rnn.lowbit.engine import Unsupported
 from cudnn_rnn.lowbit.persistent import Stalled
@@ -99,10 +99,8 @@ class CudnnRunner:
 
     def run(self, stream, x, hx, cx, y, hy, cy) -> None:
         flow = self.flow
-        if stream.ptr != self.stream_ptr:  # the new stream after the old one's calls: they
-            # share the flow's workspace (as Forward.bind); not into or out of a capture
-            if not stream.is_capturing() and not flow.stream.is_capturing():
-                stream.wait_event(flow.stream.record())
+        if stream.ptr != self.stream_ptr:  # after the old stream's calls: one workspace
+            follow(stream, flow.stream)
             flow.handle.set_stream(stream.ptr)
             flow.stream, self.stream_ptr = stream, stream.ptr
         flow.buf.update(x=x, hx=hx, cx=cx, y_inf=y, hy_inf=hy, cy_inf=cy)
@@ -135,8 +133,10 @@ class EngineRunner:
             self.cfg, self.stacked, candidate.thresholds, candidate.fmt, candidate.parts,
             channel=True)
         self.persistent = ENGINE_KEYS[candidate.engine] == "persistent"
-        settings = None if not self.persistent else persistent.Settings.parse(
-            candidate.settings) if candidate.settings else persistent.Settings()
+        settings = None
+        if self.persistent:  # the launch shape the plan names
+            settings = (persistent.Settings.parse(candidate.settings) if candidate.settings
+                        else persistent.Settings())
         try:
             self.engine = build_engine(self.cfg, self.stacked, self.plan,
                                        ENGINE_KEYS[candidate.engine], settings)

@@ -48,6 +48,12 @@ def packed_lengths(batch_sizes) -> tuple:
     return tuple(sum(1 for n in sizes if n > b) for b in range(sizes[0])) if sizes else ()
 
 
+def position(candidates: list, candidate) -> int:
+    """Where ``candidate`` itself stands in ``candidates`` (by identity: two candidates of a
+    plan may compare equal)."""
+    return next(i for i, c in enumerate(candidates) if c is candidate)
+
+
 def describe(key: tuple) -> str:
     """A shape key as a user reads it."""
     text = f"seq {key[0]}, batch {key[1]}"
@@ -99,8 +105,7 @@ class Plans:
 
     def start_at(self, candidate) -> None:
         """``candidate`` first: the candidates before it leave (see Accelerated.choose)."""
-        self.candidates = self.candidates[next(i for i, c in enumerate(self.candidates)
-                                               if c is candidate):]
+        self.candidates = self.candidates[position(self.candidates, candidate):]
 
     def _keep(self, key: tuple, entry: Entry) -> None:
         if len(key) == 2:

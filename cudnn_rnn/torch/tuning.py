@@ -33,6 +33,7 @@ from cudnn_rnn.lowbit.candidates import errors
 from cudnn_rnn.torch import inputs, modules, ranking, report, timing
 from cudnn_rnn.torch.errors import BadPlan, NotAccelerated
 from cudnn_rnn.torch.plan import Candidate, Plan, describe_machine, machine
+from cudnn_rnn.torch.shapes import position
 from cudnn_rnn.torch.verify import chunk
 from cudnn_rnn.tune import cost_ms
 
@@ -133,7 +134,7 @@ def settle(fast, eligible: int, name: str) -> None:
     asked for: ``eligible`` candidates come first) served, NotAccelerated."""
     plan = fast.plan
     entry = fast.serving(plan.shape)
-    at = next(i for i, c in enumerate(plan.candidates) if c is entry.candidate)
+    at = position(plan.candidates, entry.candidate)
     if at == 0:
         return
     if at >= eligible:
