@@ -151,6 +151,30 @@ def test_cells_no_longer_named_are_destroyed_and_a_failed_build_says_why():
     assert b.take("c5") is None
 
 
+class _Adopter:
+    """The side of a cell's flow that :meth:`Builder.adopt` uses."""
+
+    def __init__(self):
+        self.adopted = []
+
+    def adopt(self, built):
+        self.adopted.append(built)
+
+
+def test_adopt_hands_a_successful_build_to_the_flow_and_a_failed_one_back_with_its_error():
+    b = _Builder(fail={6})
+    b.want(_named(5, 6))
+    b.wait_begun(2)
+    b.let(5)
+    b.let(6)
+    ok, bad, none = _Adopter(), _Adopter(), _Adopter()
+    built = b.adopt(ok, "c5")
+    assert built.flow is not None and ok.adopted == [built]
+    failed = b.adopt(bad, "c6")
+    assert failed.flow is None and "refused" in failed.error and bad.adopted == []
+    assert b.adopt(none, "c9") is None and none.adopted == []
+
+
 def test_quiet_waits_for_builds_under_way_and_starts_none():
     b = _Builder()
     b.want(_named(5))

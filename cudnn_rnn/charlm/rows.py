@@ -87,9 +87,8 @@ def cudnn_row(lib, handle, rnn, arrays: dict, io: dict, ref: dict, held: dict, c
         values.place(flow, arrays, io)
         try:
             if algo == RNNAlgo.PERSIST_DYNAMIC:
-                built = builder.take(rec["id"]) if builder else None
-                if built is not None and built.flow is not None:
-                    flow.adopt(built)
+                built = builder.adopt(flow, rec["id"]) if builder else None
+                if built is not None and built.flow is not None:  # adopted
                     rec["built_ahead_s"] = round(built.seconds, 3)
                 else:
                     if built is not None:  # the build ahead failed: this row's call says why

@@ -94,6 +94,16 @@ class Builder:
             self._wanted = [w for w in self._wanted if w[0] != cell_id]
             return self._done.pop(cell_id, None)
 
+    def adopt(self, flow, cell_id: str) -> Built | None:
+        """The cell's build (:meth:`take`), which ``flow`` goes on with when it succeeded
+        (:meth:`~cudnn_rnn.engine.flow.RNNFlow.adopt`); returned either way, for the
+        caller's record (``error`` says why a build ahead failed: the flow then builds its
+        own). None when none was begun."""
+        built = self.take(cell_id)
+        if built is not None and built.flow is not None:
+            flow.adopt(built)
+        return built
+
     @contextmanager
     def quiet(self):
         """No build runs inside (one under way is waited for), e.g. while a cell is timed."""

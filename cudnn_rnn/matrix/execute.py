@@ -81,7 +81,7 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
     with RNNFlow(cfg, lib, device=device, init="random", seed=seed, values=values,
                  handle=handle) as flow:
         try:
-            result = run_stages(flow, cache, builder and (lambda: builder.take(cell.id)))
+            result = run_stages(flow, cache, builder and (lambda: builder.adopt(flow, cell.id)))
             rec.add_flow(result)
             rec.outcome = outcome_of(result, lib.version_number)
             if rec.outcome is None:
@@ -120,23 +120,22 @@ def verify_and_time(rec: Record, flow: RNNFlow, cache: ReferenceCache, reps: int
         rec.phase_s["time"] = round(time.perf_counter() - t0, 4)
 
 
-def run_stages(flow: RNNFlow, cache: ReferenceCache, take_built=None) -> FlowResult:
+def run_stages(flow: RNNFlow, cache: ReferenceCache, adopt_built=None) -> FlowResult:
     """The flow's stages; with a GPU, the reference of the flow's values begins in a thread as
     soon as they are drawn (its ``weights`` stage), beside the device stages after it.
-    ``take_built``: the cell's build ahead (:meth:`~cudnn_rnn.matrix.ahead.Builder.take`),
-    which a PERSIST_DYNAMIC flow adopts instead of calling cudnnBuildRNNDynamic itself."""
+    ``adopt_built``: adopts the cell's build ahead (:meth:`~cudnn_rnn.matrix.ahead.Builder.adopt`)
+    into a PERSIST_DYNAMIC flow, which then does not call cudnnBuildRNNDynamic itself."""
     if flow.cp is None:
         return flow.run()
     result = flow.run(until="weights")
     if result.failure is None and "weights" in result.reached:
         cache.start(flow, flow.cp)
-        if take_built is not None and flow.cfg.algo == RNNAlgo.PERSIST_DYNAMIC:
+        if adopt_built is not None and flow.cfg.algo == RNNAlgo.PERSIST_DYNAMIC:
             started = time.perf_counter()
-            built = take_built()
+            built = adopt_built()
             if built is not None:
                 result.notes.append(built.note())
-                if built.flow is not None:
-                    flow.adopt(built)
+                if built.flow is not None:  # adopted
                     result.reached.append("build_dynamic")  # waited for, if under way
                     result.stage_s["build_dynamic"] = round(time.perf_counter() - started, 5)
     return flow.run()

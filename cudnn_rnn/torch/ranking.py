@@ -47,12 +47,13 @@ PRECISIONS = {
     "int8": Precision(("fp16",), ("int8",), frozenset({"int8"})),
     "fp8": Precision(("fp16",), ("e4m3",), frozenset({"e4m3"})),
 }
-# each row's part in the choice, as the table shows it ("failed", "passed": the row's own
-# reason; "passed": verified in the ranking, then not served in the module, tuning.settle)
-STATUS = {"chosen": "chosen", "ranked": "ranked", "fallback": "cuDNN fallback",
-          "outside": "outside the tolerance", "calibration": "a better calibration is ranked",
-          "same": "same run as another method", "other": "another precision", "failed": "",
-          "passed": ""}
+# each row's part in the choice, as the table shows it, in the table's order (report.ORDER):
+# "failed" and "passed" show the row's own reason ("passed": verified in the ranking, then
+# not served in the module, tuning.settle)
+STATUS = {"chosen": "chosen", "ranked": "ranked", "fallback": "cuDNN fallback", "passed": "",
+          "other": "another precision", "calibration": "a better calibration is ranked",
+          "outside": "outside the tolerance", "same": "same run as another method",
+          "failed": ""}
 
 
 def precision(name) -> Precision:

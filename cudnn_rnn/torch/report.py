@@ -17,8 +17,7 @@ from cudnn_rnn.torch.plan import describe_machine, label_of
 from cudnn_rnn.torch.ranking import STATUS
 from cudnn_rnn.tune import basis, cost_ms
 
-ORDER = ("chosen", "ranked", "fallback", "passed", "other", "calibration", "outside", "same",
-         "failed")
+ORDER = tuple(STATUS)  # the rows' statuses in the table's order
 
 
 def rows(records: list, status: dict) -> list[dict]:
