@@ -66,3 +66,33 @@ def test_the_frontier_reads_the_fastest_of_every_engine_against_its_floor():
     unmeasured = {k: v for k, v in run.items() if k != "engine_floor"}  # ... before the floor
     assert frontier.summarise([rec], [unmeasured])["shapes"] == []
     assert frontier.markdown({"shapes": []}) == ""
+
+
+@pytest.mark.parametrize("written", [0, 1, 16])
+def test_the_microbenchmark_compiles_in_each_hand_off_mode(written):
+    """barrier.cu's three modes: the floor's reads of one state, and the persistent kernel's
+    hand-off (a fresh slot written in 1- or 16-byte stores before the barrier)."""
+    nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    from cudnn_rnn.lowbit import barrier
+    try:
+        nvrtc.getVersion()
+    except Exception as exc:  # no CUDA wheels with NVRTC in this environment
+        pytest.skip(f"NVRTC is not available here ({type(exc).__name__}: {exc})")
+    prog = nvrtc.createProgram(barrier.source(written), "barrier.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, ["--gpu-architecture=compute_90", "--std=c++17"])
+        ptx = nvrtc.getPTX(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    stores = {0: None, 1: "st.global.u8", 16: "st.global.v4.u32"}[written]
+    assert ("st.global" in ptx) == bool(written)
+    assert stores is None or stores in ptx
+
+
+def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_the_gpu():
+    from cudnn_rnn.lowbit import barrier
+    with pytest.raises(ValueError, match="written must be one of"):
+        barrier.source(8)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        barrier.barrier_read([0, 1000], written=16)

@@ -1,6 +1,10 @@
 """The floor's microbenchmark alone: barrier + every CTA reading N bytes, per round.
 
-    python tools/floor_probe.py --out DIR [--sizes 0,32768,...]
+    python tools/floor_probe.py --out DIR [--sizes 0,32768,...] [--written 0,1,16]
+
+``--written``: 0 reads the same state every round (the floor's measurement); 1 and 16 read
+a fresh slot the CTAs wrote in the round before (stores of 1 or 16 bytes), as the persistent
+kernel hands h from one step to the next: the difference is the hand-off's own cost.
 
 A diagnostic behind statements in the README and the issue notes (not part of the package).
 """
@@ -9,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from cudnn_rnn.lowbit.barrier import barrier_read
+from cudnn_rnn.lowbit.barrier import WRITES, barrier_read
 
 SIZES = "0,16384,32768,65536,131072,262144,524288,1048576,2097152"
 
@@ -18,12 +22,24 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     p.add_argument("--sizes", default=SIZES)
+    p.add_argument("--written", default="0", help="comma-separated, each 0, 1 or 16")
     a = p.parse_args()
-    r = barrier_read([int(s) for s in a.sizes.split(",")])
-    for size, us in r["per_round_us"].items():
-        print(f"{int(size):>9d} bytes per CTA: {us:8.3f} us per round")
+    try:
+        sizes = [int(s) for s in a.sizes.split(",")]
+        modes = [int(w) for w in a.written.split(",")]
+    except ValueError:
+        p.error("--sizes and --written take comma-separated integers")
+    if any(w not in WRITES for w in modes) or any(s < 0 for s in sizes):
+        p.error(f"--written takes {', '.join(map(str, WRITES))}; --sizes bytes >= 0")
+    if any(modes) and any(s % 16 for s in sizes):
+        p.error("with --written 1 or 16, every size is a multiple of 16")
+    runs = {}
+    for w in modes:
+        r = runs[str(w)] = barrier_read(sizes, written=w)
+        for size, us in r["per_round_us"].items():
+            print(f"written {w:>2d}: {int(size):>9d} bytes per CTA: {us:8.3f} us per round")
     Path(a.out).mkdir(parents=True, exist_ok=True)
-    (Path(a.out) / "floor_probe.json").write_text(json.dumps(r, indent=1))
+    (Path(a.out) / "floor_probe.json").write_text(json.dumps(runs, indent=1))
     return 0
 
 

@@ -2,20 +2,36 @@
 // (one per multiprocessor, all resident: a cooperative launch) reads `bytes` of state from
 // L2 into shared memory (16-byte cp.async, all in flight, the ring's contents discarded),
 // then all meet at a counter barrier (the persistent kernel's release, relaxed polls and
-// acquire fence); `rounds` times. Bytes 0: the barrier alone. Compiled with THREADS and RING (bytes) defined, after
-// device.cuh.
+// acquire fence); `rounds` times. Bytes 0: the barrier alone. Compiled with THREADS, RING
+// (bytes) and WRITTEN defined, after device.cuh. WRITTEN 0: every round reads the same
+// state (the floor's measurement); 1 or 16: as the persistent kernel hands a step's state
+// on, round r reads slot r of `state` ((rounds + 1) slots of `bytes`), which the CTAs wrote
+// in the round before (each its 1/grid share, in stores of WRITTEN bytes) before the
+// barrier, so the reads find lines other multiprocessors have just written.
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-barrier_read(const unsigned char* __restrict__ state, long long bytes, unsigned* counter,
-             int rounds)
+barrier_read(unsigned char* state, long long bytes, unsigned* counter, int rounds)
 {
     extern __shared__ __align__(128) unsigned char ring[];
     const int tid = threadIdx.x;
     for (int r = 0; r < rounds; ++r) {
+        const unsigned char* slot = state + (WRITTEN ? (long long)r * bytes : 0);
         for (long long off = (long long)tid * 16; off < bytes; off += (long long)THREADS * 16)
-            cp16(ring + (off % RING), state + off, 16);
+            cp16(ring + (off % RING), slot + off, 16);
         cp_commit();
         cp_wait<0>();
+#if WRITTEN
+        {   // this CTA's share of the next slot, 16-byte aligned
+            unsigned char* next = state + (long long)(r + 1) * bytes;
+            const long long share = ((bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
+            const long long lo = (long long)blockIdx.x * share, hi = min(bytes, lo + share);
+            for (long long off = lo + (long long)tid * WRITTEN; off < hi;
+                 off += (long long)THREADS * WRITTEN) {
+                if (WRITTEN == 16) *(uint4*)(next + off) = make_uint4(r, r, r, r);
+                else next[off] = (unsigned char)r;
+            }
+        }
+#endif
         __syncthreads();
         if (tid == 0) {
             red_release(counter, 1u);

@@ -16,28 +16,40 @@ RING = 64 << 10  # shared memory the reads land in (overwritten: only the traffi
 ROUNDS = 200
 
 
-def source() -> str:
-    return f"#define THREADS {THREADS}\n#define RING {RING}\n" + HELPERS.read_text() + \
-        SOURCE.read_text()
+WRITES = (0, 1, 16)  # barrier_read's ``written``: see barrier.cu's WRITTEN
+
+
+def source(written: int = 0) -> str:
+    if written not in WRITES:
+        raise ValueError(f"written must be one of {WRITES}, got {written!r}")
+    return (f"#define THREADS {THREADS}\n#define RING {RING}\n#define WRITTEN {written}\n"
+            + HELPERS.read_text() + SOURCE.read_text())
 
 
 @job
-def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5) -> dict:
+def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: int = 0) -> dict:
     """``{"per_round_us": {bytes: median µs of one round}, "ctas": n, "threads": ...}``:
     a cooperative launch of one CTA per multiprocessor, ``rounds`` rounds each (barrier
-    after every CTA read ``bytes``), median over ``repeats`` launches after a warm-up."""
+    after every CTA read ``bytes``), median over ``repeats`` launches after a warm-up.
+    ``written`` 1 or 16: each round's state is a fresh slot the CTAs wrote in the round
+    before, in stores of that many bytes (the persistent kernel's hand-off; 0, the floor's
+    measurement: the same state every round)."""
     import statistics
+
+    if written and any(int(b) % 16 for b in sizes):
+        raise ValueError(f"with written {written} every size is a multiple of 16 bytes "
+                         f"(slots of 16-byte stores), got {sizes}")
 
     from cudnn_rnn.engine.gpu import cupy_or_raise
     cp = cupy_or_raise()
     dev = cp.cuda.Device()
     ctas = dev.attributes["MultiProcessorCount"]
-    module = cp.RawModule(code=source(), options=("--std=c++17",),
+    module = cp.RawModule(code=source(written), options=("--std=c++17",),
                           enable_cooperative_groups=True)
     kernel = module.get_function("barrier_read")
     kernel.max_dynamic_shared_size_bytes = RING
     biggest = max([int(b) for b in sizes] + [16])
-    state = cp.zeros(biggest, cp.uint8)
+    state = cp.zeros(biggest * (rounds + 1) if written else biggest, cp.uint8)
     counter = cp.zeros(1, cp.uint32)
     stream = cp.cuda.Stream(non_blocking=True)
     out = {}
@@ -56,4 +68,4 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5) -> dict:
                     times.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / rounds)
             out[str(size)] = round(statistics.median(times), 4)
     return {"per_round_us": out, "ctas": ctas, "threads": THREADS, "rounds": rounds,
-            "repeats": repeats}
+            "repeats": repeats, "written": written}
