@@ -72,19 +72,33 @@ def render(args) -> int:
     src = Path(args.render)
     try:
         doc = json.loads(src.read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         raise BadInput(f"--render {src}: not a readable JSON file ({exc})") from None
     if not isinstance(doc, dict) or not {"summary", "result", "provenance"} <= set(doc):
         raise BadInput(f"--render {src}: not a precision table (python -m cudnn_rnn.precision "
                        "writes one as precision*.json)")
     prov = doc["provenance"]
-    where = (provenance.slug(prov.get("gpu")), str(prov.get("cudnn_version")))
+    if not isinstance(prov, dict):
+        raise BadInput(f"--render {src}: its provenance is not a table of fields (render a "
+                       "precision*.json python -m cudnn_rnn.precision wrote)")
+    try:  # every file made before any is written: a table that fails leaves nothing behind
+        files = report.rendered(doc, src.stem)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, RecursionError) as exc:
+        raise BadInput(f"--render {src}: not a precision table this version renders "
+                       f"({type(exc).__name__}: {str(exc)[:120]}); render a precision*.json "
+                       "python -m cudnn_rnn.precision wrote") from None
+    # names read from the file, as path components (no separator, never ..)
+    where = (provenance.slug(prov.get("gpu")), provenance.version_name(prov.get("cudnn_version")))
     if args.out is not None:
         folder = runs.output_dir(Path(args.out) / where[0] / where[1], "--out")
     else:  # another table, another folder: the key of the JSON read
         key = hashlib.sha256(src.read_bytes()).hexdigest()[:8]
         folder = runs.output_dir(runs.report_dir(f"{where[0]}-{where[1]}-{src.stem}-{key}"))
-    written = report.write(doc, folder, src.stem)
+    try:
+        written = report.write(doc, folder, src.stem, files)
+    except OSError as exc:
+        raise BadInput(f"--render: cannot write into {folder} ({exc}); choose another --out") \
+            from None
     print(f"written: {', '.join(str(w) for w in written)}")
     return 0
 
@@ -167,7 +181,7 @@ def _folder(out_root: Path | None, info: dict, job: dict, name: str) -> Path:
     if out_root is not None:
         lib = info["library"]
         return runs.output_dir(out_root / provenance.slug(info["device"].get("gpu"))
-                               / str(lib.get("cudnn_version")), "--out")
+                               / provenance.version_name(lib.get("cudnn_version")), "--out")
     machine = runs.machine_identity(info["library"], info["device"], info["device_stages"])
     key = runs.content_key([job, name, _content(job["spec"])])[:8]
     return runs.output_dir(runs.machine_dir(machine) / f"precision-{key}", "the run folder")

@@ -154,3 +154,81 @@ def test_the_fp16_explanation_divides_each_step_rate_by_its_own_shapes_dense_rat
     assert "Why 2048/128/25, 2048/128/50 (hidden/batch/seq) stay below 50%" in text
     assert "one step's GEMM reaches 20% of the dense rate" in text
     assert "the steps are 80% of the GEMM-only model's time. cuDNN runs 1.20×" in text
+
+
+PERSISTENT = Path(__file__).resolve().parent.parent / "results" / "nvidia-h200" / "9.19.0" / \
+    "persistent"  # a run with every section: PyTorch's variants, GEMM rates, the floor
+
+
+def _broken(tmp_path, base, change):
+    """The recorded run ``base`` copied with its files changed: ``change(records, run_file,
+    overhead)`` edits the parsed files in place (overhead None where the run has none)."""
+    d = tmp_path / change.__name__
+    shutil.copytree(base, d, ignore=lambda folder, names: [n for n in names
+                                                           if (Path(folder) / n).is_dir()])
+    records = [json.loads(line) for line in (d / "bench.jsonl").read_text().splitlines()]
+    run_file = json.loads((d / "bench.run.json").read_text())
+    has_overhead = (d / "overhead.json").is_file()
+    overhead = json.loads((d / "overhead.json").read_text()) if has_overhead else None
+    change(records, run_file, overhead)
+    (d / "bench.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (d / "bench.run.json").write_text(json.dumps(run_file))
+    if has_overhead:
+        (d / "overhead.json").write_text(json.dumps(overhead))
+    return d
+
+
+def _variant(records, run_file, overhead):
+    variants = records[0]["torch"]["variants"]
+    variants[next(iter(variants))] = "x"
+
+
+def _rate(records, run_file, overhead):
+    rates = run_file["runs"][0]["engine_gemm"]["rates"]
+    rates[next(iter(rates))] = "fast"
+
+
+def _floor(records, run_file, overhead):
+    floor = run_file["runs"][0]["engine_floor"]["per_round_us"]
+    floor.update({k: "slow" for k in floor})
+
+
+def _captured(records, run_file, overhead):
+    rows = [r for r in overhead["rows"] if (r.get("captured") or {}).get("ratio") is not None]
+    assert rows
+    for row in rows:
+        row["captured"].pop("ratio_max")
+
+
+@pytest.mark.parametrize("base,change,needle", [
+    (PERSISTENT, _variant, "torch.variants.bfloat16 eager: expected an object"),
+    (PERSISTENT, _rate, "engine_gemm.rates.bf16 1280x1536x512: expected an object"),
+    (PERSISTENT, _floor, "engine_floor.per_round_us.0: expected a positive"),
+    (PERSISTENT.parent, _captured, "captured: lacks 'ratio_max'")])
+def test_a_recorded_value_of_the_wrong_form_is_one_line_and_nothing_is_written(tmp_path, base,
+                                                                                change, needle):
+    d = _broken(tmp_path, base, change)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = run("cudnn_rnn.bench_report", str(d), "--out", str(out))
+    assert_one_line_exit_2(proc, needle)
+    assert not any(out.iterdir())
+
+
+def test_a_run_without_records_is_refused(tmp_path):
+    d = tmp_path / "empty"
+    shutil.copytree(FIX, d)
+    (d / "bench.jsonl").write_text("")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert_one_line_exit_2(run("cudnn_rnn.bench_report", str(d), "--out", str(out)),
+                           "holds no records")
+    assert not any(out.iterdir())
+
+
+def test_a_report_file_that_is_a_folder_is_one_line_and_leaves_no_temporary(tmp_path):
+    out = tmp_path / "out"
+    (out / "bench.json").mkdir(parents=True)
+    proc = run("cudnn_rnn.bench_report", str(FIX), "--out", str(out))
+    assert_one_line_exit_2(proc, "cannot write the report")
+    assert sorted(p.name for p in out.iterdir()) == ["bench.json"]

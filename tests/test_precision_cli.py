@@ -120,3 +120,46 @@ def test_without_a_gpu_both_commands_say_so_and_write_nothing(tmp_path):
     assert_one_line_exit_2(run("cudnn_rnn.precision", "--out", str(out), CUDNN_RNN_NO_GPU="1"),
                            "needs a CUDA GPU")
     assert not out.exists()
+
+
+RECORDED = Path(__file__).resolve().parent.parent / "results" / "nvidia-h200" / "9.19.0" / \
+    "precision.json"
+
+
+def _table(tmp_path, change) -> Path:
+    import json
+    doc = json.loads(RECORDED.read_text())
+    change(doc)
+    path = tmp_path / "precision-x.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("change,needle", [
+    (lambda d: d.update(provenance=[1]), "provenance is not a table"),
+    (lambda d: d["summary"].pop("rows"), "not a precision table this version renders"),
+    (lambda d: d.update(result=None), "not a precision table this version renders"),
+    (lambda d: d["summary"].update(calibration="x"), "not a precision table this version renders"),
+])
+def test_render_of_a_malformed_table_says_so_and_writes_nothing(tmp_path, change, needle):
+    proc = _precision(tmp_path, "--render", str(_table(tmp_path, change)))
+    assert_one_line_exit_2(proc, needle)
+
+
+def test_render_of_a_json_nested_too_deep_is_one_line(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    assert_one_line_exit_2(_precision(tmp_path, "--render", str(deep)), "not a readable JSON")
+
+
+def test_render_keeps_names_read_from_the_table_inside_the_output_folder(tmp_path):
+    """A provenance whose GPU or cuDNN version reads as a path (``..``, separators) still
+    names a folder under --out."""
+    def climb(d):
+        d["provenance"].update(gpu="../../x", cudnn_version="../../../../escaped")
+    table = _table(tmp_path, climb)
+    out = tmp_path / "out"
+    proc = run("cudnn_rnn.precision", "--render", str(table), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    made = sorted(p for p in tmp_path.rglob("*") if p.is_file() and p != table)
+    assert made and all(out in p.parents for p in made), made

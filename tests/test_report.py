@@ -240,3 +240,28 @@ def test_the_committed_matrix_reports_regenerate_as_committed(tmp_path, monkeypa
         assert committed.chart_words(now) == committed.chart_words(page)
         assert committed.png_size((d / "matrix.png").read_bytes()) == committed.png_size(
             (tmp_path / "matrix.png").read_bytes())
+
+
+def _one_record(tmp_path, **shape) -> Path:
+    rec = json.loads((FIX / "h200-919" / "default.jsonl").read_text().splitlines()[0])
+    rec["shape"].update(shape)
+    rec.pop("seq_lengths", None)  # a record from before the resolved lengths were kept
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(rec) + "\n")
+    return path
+
+
+def test_a_size_beyond_a_c_int_in_a_record_is_one_line(tmp_path):
+    path = _one_record(tmp_path, batch=10 ** 30)
+    assert_one_line_exit_2(run("cudnn_rnn.report", str(path), "--out", str(tmp_path / "o")),
+                           "shape.batch: expected a positive integer that fits a C int")
+
+
+def test_a_record_of_the_largest_c_int_batch_is_reported_without_drawing_its_lengths(tmp_path):
+    """Its lengths' order is known from their form ('equal'), not from 2**31 - 1 lengths."""
+    path = _one_record(tmp_path, batch=2 ** 31 - 1)
+    proc = run("cudnn_rnn.report", str(path), "--out", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads(path.read_text())
+    assert cons.lengths_order(dict(rec, lengths="equal")) == "equal"
+    assert cons.lengths_order(dict(rec, lengths="descending:1")) == "unknown"

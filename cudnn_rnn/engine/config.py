@@ -118,7 +118,8 @@ class RNNConfig:
                                  f"(at most {C_INT_MAX})")
         if not 0.0 <= self.dropout < 1.0:  # also false for NaN
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        sequence_lengths(self.lengths, self.seq_length, self.mini_batch)  # ValueError if wrong
+        if self.lengths != "equal":  # ValueError if wrong ("equal" is right for any batch)
+            sequence_lengths(self.lengths, self.seq_length, self.mini_batch)
         derived = []
         for name, value in (("input_size", self.hidden_size), ("proj_size", self.hidden_size),
                             ("math_prec", default_math_prec(self.data_type))):

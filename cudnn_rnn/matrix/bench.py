@@ -263,7 +263,10 @@ BENCH_RECORD = Obj({
     "flop": POS_INT, "candidates": List(CANDIDATE), "engine": Opt(List(ENGINE_CANDIDATE)),
     "torch_fp8": Opt(Dict(ANY)),
     "torch": Opt(Obj({"ms": Opt(POS_NUM), "q1_ms": Opt(NUM), "q3_ms": Opt(NUM),
-                      "skipped": Opt(STR), "cudnn": Opt(Dict(STR))})),
+                      "skipped": Opt(STR), "cudnn": Opt(Dict(STR)),
+                      "variants": Opt(Dict(Obj({  # each module variant's timing
+                          "ms": POS_NUM, "median_ms": POS_NUM, "q1_ms": NUM, "q3_ms": NUM,
+                          "min_ms": NUM, "max_ms": NUM, "reps": POS_INT}, required={"ms"})))})),
     "duration_s": Opt(NUM)}, required={"id", "outcome", "group", "shape", "flop", "candidates"})
 PROVENANCE = Obj({k: SCALAR for k in PROVENANCE_KEYS}, required=PROVENANCE_KEYS)
 RUN = Obj({"session": STR, "provenance": PROVENANCE,
@@ -271,7 +274,18 @@ RUN = Obj({"session": STR, "provenance": PROVENANCE,
                                                "tflops_q3": NUM, "compute_type": SCALAR},
                                               required={"tflops", "tflops_q1", "tflops_q3"})),
                             "skipped": Opt(STR)})),
-           "engine_gemm": Opt(Dict(ANY)), "engine_floor": Opt(Dict(ANY)),
+           # the 8-bit engine's GEMM rates and the floor's barrier-and-read microbenchmark
+           "engine_gemm": Opt(Obj({"library": Opt(Dict(ANY)),
+                                   "rates": Dict(Obj({"tflops": POS_NUM, "tflops_q1": NUM,
+                                                      "tflops_q3": NUM,
+                                                      "algorithm_workspace_bytes": Opt(INT),
+                                                      "timing": Opt(Dict(ANY))},
+                                                     required={"tflops", "tflops_q1",
+                                                               "tflops_q3"}))},
+                                  required={"rates"})),
+           "engine_floor": Opt(Obj({"per_round_us": Dict(POS_NUM), "ctas": POS_INT,
+                                    "threads": POS_INT, "rounds": POS_INT, "repeats": POS_INT,
+                                    "written": Opt(INT)}, required={"per_round_us"})),
            "spec": Opt(STR), "deadline_s": Opt(NUM), "budget_s": Opt(NUM), "reps": Opt(INT),
            "spec_shapes": Opt(List(STR)), "stopped": Opt(STR), "wall_s": Opt(NUM)},
           required={"session", "provenance"})
@@ -282,6 +296,11 @@ def _measured_row(row: dict, where: str) -> str | None:
     if "ratio" not in row:
         return None
     return MEASURED_ROW(row, where)
+
+
+def _captured(c: dict, where: str) -> str | None:
+    missing = [k for k in ("ratio_min", "ratio_max") if "ratio" in c and k not in c]
+    return f"{where}: lacks {missing[0]!r} beside 'ratio'" if missing else None
 
 
 MEASURED_ROW = Obj({
@@ -304,7 +323,12 @@ OVERHEAD = Obj({
     "rows": List(Obj({"shape": Obj({k: SCALAR for k in ("cell", "seq", "layers", "hidden",
                                                         "batch", "dtype")},
                                    required={"cell", "seq", "layers", "hidden", "batch", "dtype"}),
-                      "training_mode": BOOL, "skipped": Opt(STR)},
+                      "training_mode": BOOL, "skipped": Opt(STR),
+                      # both sides in CUDA graphs: the replays' ratio over processes
+                      "captured": Opt(Obj({"ratio": NUM, "ratio_min": NUM, "ratio_max": NUM,
+                                           "ours_ms": POS_NUM, "torch_ms": POS_NUM,
+                                           "processes": POS_INT, "skipped": Opt(STR)},
+                                          rule=_captured))},
                      required={"shape", "training_mode"}, rule=_measured_row))},
     required={"target", "rows"})
 

@@ -53,13 +53,17 @@ def slug(text: str | None) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-") or "unnamed"
 
 
+def version_name(version) -> str:
+    """A cuDNN version as a path component: dotted digits as they are, anything else
+    slugged, so that no name read from a file can be ``..`` or hold a separator."""
+    version = str(version)
+    return version if re.fullmatch(r"[0-9]+(\.[0-9]+){0,3}", version) else slug(version)
+
+
 def folder_name(gpu: str | None, version) -> str:
     """``nvidia-h200-9.19.0``: a result set's GPU (or no-gpu) and cuDNN version as one folder
-    name; a version that is not dotted digits is slugged too, so no name can be ``..``."""
-    version = str(version)
-    if not re.fullmatch(r"[0-9]+(\.[0-9]+){0,3}", version):
-        version = slug(version)
-    return f"{slug(gpu)}-{version}"
+    name (:func:`version_name`)."""
+    return f"{slug(gpu)}-{version_name(version)}"
 
 
 def collect(library: dict, device: dict, command_line: str) -> dict:

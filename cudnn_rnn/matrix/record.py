@@ -32,10 +32,11 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cudnn_rnn.engine.config import C_INT_MAX
 from cudnn_rnn.matrix import writer_lock
 from cudnn_rnn.matrix.errors import MalformedResults
 from cudnn_rnn.matrix.jsontypes import (ANY, BOOL, INT, NAME, NON_NEG_INT, NUM, POS_INT,
-                                        POS_NUM, STR, Dict, List, Obj, Opt, problem)
+                                        POS_NUM, STR, Dict, List, Obj, Opt, Pred, problem)
 # re-exported: the speeds read from a record live in .speed; their callers import them here
 from cudnn_rnn.matrix.speed import (TIMED_KINDS, add_speedup, objective_basis,  # noqa: F401
                                     objective_ms, objective_replay_ms, objective_speedup,
@@ -54,8 +55,11 @@ DESCRIPTOR_ONLY = "device stages not run on this machine"
 TIMING = Obj({"median_ms": POS_NUM, "tflops": NUM, "min_ms": NUM, "max_ms": NUM, "q1_ms": NUM,
               "q3_ms": NUM, "reps": POS_INT},
              required={"median_ms", "tflops", "min_ms", "max_ms", "q1_ms", "q3_ms", "reps"})
-SHAPE = Obj({"seq_length": POS_INT, "layers": POS_INT, "hidden": POS_INT, "batch": POS_INT,
-             "input_size": POS_INT}, required={"seq_length", "layers", "hidden", "batch"})
+# sizes cuDNN takes as C ints (RNNConfig.c_ints), as a record can hold them
+C_SIZE = Pred(lambda v: POS_INT(v, "") is None and v <= C_INT_MAX,
+              f"a positive integer that fits a C int (at most {C_INT_MAX})")
+SHAPE = Obj({"seq_length": C_SIZE, "layers": C_SIZE, "hidden": C_SIZE, "batch": C_SIZE,
+             "input_size": C_SIZE}, required={"seq_length", "layers", "hidden", "batch"})
 
 
 def _key(check, default=None, required: bool = False, factory=None):

@@ -14,7 +14,7 @@ medians measured in the same run (same worker process, same GPU).
 from __future__ import annotations
 
 import sys
-
+from contextlib import contextmanager
 from pathlib import Path
 
 from cudnn_rnn.bindings.enums import RNNMode
@@ -207,34 +207,68 @@ def summarise(records: list[dict], runs: list[dict], overhead: dict | None = Non
 
 
 # ------------------------------------------------------------------------------ markdown
+# what a recorded value of the wrong type or a missing field raises while a run is read
+# and rendered: the file's fault, said in one line (the committed runs render: their tests)
+UNREPORTABLE = (KeyError, TypeError, AttributeError, IndexError, ValueError, RecursionError)
+
+
 def read(run_dir: str | Path) -> dict:
-    """The summary of the benchmark recorded in ``run_dir`` (files checked; never writes)."""
+    """The summary of the benchmark recorded in ``run_dir`` (files checked; never writes);
+    :class:`BadInput` for a run without records or with values this version cannot read."""
     d = Path(run_dir)
     try:
         records, _ = read_records(d / "bench.jsonl", BENCH_RECORD, "benchmark record")
     except MalformedResults as exc:
         raise BadInput(str(exc)) from None
-    return summarise(records, read_run_file(d / "bench.run.json")["runs"],
-                     read_overhead(d / "overhead.json"))
+    if not records:
+        raise BadInput(f"{d / 'bench.jsonl'} holds no records: give a benchmark run folder "
+                       "python -m cudnn_rnn.bench wrote into")
+    runs, overhead = read_run_file(d / "bench.run.json")["runs"], read_overhead(d / "overhead.json")
+    with _reportable(d):
+        return summarise(records, runs, overhead)
+
+
+def rendered(run_dir: str | Path) -> dict:
+    """The report's files, made in memory before any is written: bench.json and bench.md
+    (text), the chart (bytes; None without one)."""
+    summary = read(run_dir)
+    with _reportable(Path(run_dir)):
+        chart = bench_chart.draw(summary)
+        sections = [markdown(summary, bench_chart.line(summary, chart))] + [
+            s for s in (eightbit.markdown(summary["eight_bit"]),
+                        frontier.markdown(summary["frontier"])) if s]
+        return {"bench.json": summary, "bench.md": "\n".join(sections),
+                bench_chart.CHART: chart.png() if chart else None}
 
 
 def write(run_dir: str | Path, out_dir: str | Path) -> Path:
     """``bench.json``, ``bench.md`` and its chart ``bench.png`` (with matplotlib) in
     ``out_dir`` from what is recorded in ``run_dir``."""
-    summary = read(run_dir)
+    files = rendered(run_dir)
     out = Path(out_dir)
-    write_json(out / "bench.json", summary)
-    chart = bench_chart.draw(summary)
-    sections = [markdown(summary, bench_chart.line(summary, chart))] + [
-        s for s in (eightbit.markdown(summary["eight_bit"]),
-                    frontier.markdown(summary["frontier"])) if s]
-    (out / "bench.md").write_text("\n".join(sections))
-    png = out / bench_chart.CHART
-    if chart:
-        png.write_bytes(chart.png())
-    else:  # a chart from an earlier rendering would be one bench.md no longer links
-        png.unlink(missing_ok=True)
+    try:
+        write_json(out / "bench.json", files["bench.json"])
+        (out / "bench.md").write_text(files["bench.md"])
+        png = out / bench_chart.CHART
+        if files[bench_chart.CHART] is not None:
+            png.write_bytes(files[bench_chart.CHART])
+        else:  # a chart from an earlier rendering would be one bench.md no longer links
+            png.unlink(missing_ok=True)
+    except OSError as exc:
+        (out / "bench.json.tmp").unlink(missing_ok=True)
+        raise BadInput(f"cannot write the report into {out} ({exc}); choose another --out") \
+            from None
     return out / "bench.md"
+
+
+@contextmanager
+def _reportable(d: Path):
+    try:
+        yield
+    except UNREPORTABLE as exc:
+        raise BadInput(f"{d}: a recorded value this version cannot report "
+                       f"({type(exc).__name__}: {str(exc)[:120]}); report a run "
+                       "python -m cudnn_rnn.bench wrote") from None
 
 
 if __name__ == "__main__":  # the command moved; say where rather than do nothing

@@ -24,11 +24,18 @@ def axis_of(rec: dict, axis: str):
     return rec.get(axis)
 
 
+MAX_DRAWN = 1 << 20  # batch rows whose lengths a report draws from a record's lengths form
+
+
 def lengths_order(rec: dict) -> str:
     """The order of the lengths the cell ran: as recorded (``seq_lengths``), else from its
     ``lengths`` form (records before the resolved lengths were kept)."""
     text, shape = rec.get("lengths") or "equal", rec.get("shape") or {}
     lengths = rec.get("seq_lengths")
+    if lengths is None and text == "equal":  # known without the batch's lengths
+        return "equal"
+    if lengths is None and (shape.get("batch") or 0) > MAX_DRAWN:
+        return "unknown"  # a record claiming a batch no cell ran: not drawn in memory
     if lengths is None:
         try:
             lengths = sequence_lengths(text, shape["seq_length"], shape["batch"])

@@ -260,15 +260,28 @@ def html(doc: dict, chart_: charts.Chart | None = None) -> str:
             f"<h2>Provenance</h2><table class='prov'>{prov}</table></body></html>")
 
 
-def write(doc: dict, folder: Path, stem: str) -> list[Path]:
-    """``stem``.md, .html and (with matplotlib) .png of the table ``doc`` in ``folder``; the
-    JSON is the caller's. Returns the paths written."""
+def rendered(doc: dict, stem: str) -> dict:
+    """The files of the table ``doc``, made in memory before any is written: ``stem``.md and
+    .html (text) and .png (bytes; None without a chart)."""
     drawn = chart(doc)
-    md, page, png = (folder / f"{stem}{ext}" for ext in (".md", ".html", ".png"))
-    md.write_text(markdown(doc, chart_line(doc, drawn, png.name)))
-    page.write_text(html(doc, drawn))
-    if drawn:
-        png.write_bytes(drawn.png())
-    else:  # a chart from an earlier rendering would be one the markdown no longer links
-        png.unlink(missing_ok=True)
-    return [md, page] + ([png] if drawn else [])
+    return {f"{stem}.md": markdown(doc, chart_line(doc, drawn, f"{stem}.png")),
+            f"{stem}.html": html(doc, drawn), f"{stem}.png": drawn.png() if drawn else None}
+
+
+def write(doc: dict, folder: Path, stem: str, files: dict | None = None) -> list[Path]:
+    """``stem``.md, .html and (with matplotlib) .png of the table ``doc`` in ``folder``
+    (``files``: :func:`rendered` already); the JSON is the caller's. Returns the paths
+    written."""
+    files = rendered(doc, stem) if files is None else files
+    written = []
+    for name, content in files.items():
+        path = folder / name
+        if content is None:  # a chart from an earlier rendering the markdown no longer links
+            path.unlink(missing_ok=True)
+            continue
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        written.append(path)
+    return written
