@@ -38,6 +38,9 @@ def files(tmp_path):
     bad["text_npz"].write_text("weights")
     bad["text_npy"] = tmp_path / "text.npy"
     bad["text_npy"].write_text("inputs")
+    bad["deep_st"] = tmp_path / "deep.safetensors"  # a header nested past Python's recursion
+    header = b"[" * 100000 + b"]" * 100000
+    bad["deep_st"].write_bytes(len(header).to_bytes(8, "little") + header)
     bad["x2d"] = tmp_path / "x2d.npy"
     np.save(bad["x2d"], np.zeros((5, 12), np.float32))
     bad["x_wide"] = tmp_path / "xwide.npy"
@@ -59,6 +62,7 @@ GOOD_W, GOOD_X = FIX / "gru.npz", FIX / "gru-inputs.npy"
     ("text_npz", GOOD_X, "not a .npz archive (not a zip file)"),
     ("other_npz", GOOD_X, "'conv1_weight' is not a tensor of torch.nn.LSTM, GRU or RNN"),
     ("short_st", GOOD_X, "too short for a safetensors file"),
+    ("deep_st", GOOD_X, "not a readable .safetensors file"),
     (GOOD_W, "x2d", "has shape (5, 12); give a (seq, batch, input) array"),
     (GOOD_W, "x_wide", "the inputs batch has 13 features per step; the module takes 12"),
     (GOOD_W, "text_npy", "not a .npy file (no numpy header)"),

@@ -24,10 +24,26 @@ def test_torn_last_line_is_dropped_and_truncated_on_resume(tmp_path):
     assert [r["id"] for r in read_records(p)[0]] == ["c1", "c2", "c3"]
 
 
-def test_complete_json_without_newline_counts_as_torn(tmp_path):
+def test_a_whole_last_record_without_its_newline_is_kept_and_the_run_goes_on_after_it(
+        tmp_path, capsys):
+    """A write that stopped just before the newline left a whole record (an object cut
+    before its closing brace is not JSON): nothing already recorded is lost."""
     p = tmp_path / "r.jsonl"
     p.write_text(json.dumps(rec(1)) + "\n" + json.dumps(rec(2)))
+    assert [r["id"] for r in read_records(p)[0]] == ["c1", "c2"]
+    assert "torn" not in capsys.readouterr().err
+    with ResultsFile(p, resume=True) as out:
+        assert [r["id"] for r in out.existing] == ["c1", "c2"]
+        out.write(rec(3))
+    assert [r["id"] for r in read_records(p)[0]] == ["c1", "c2", "c3"]
+    assert p.read_text().count("\n") == 3
+
+
+def test_a_last_line_that_is_json_but_not_a_record_is_torn(tmp_path, capsys):
+    p = tmp_path / "r.jsonl"
+    p.write_text(json.dumps(rec(1)) + "\n" + "12")  # a number cut from a longer line
     assert [r["id"] for r in read_records(p)[0]] == ["c1"]
+    assert "line 2 is torn" in capsys.readouterr().err
 
 
 def test_a_bad_line_in_the_middle_is_an_error(tmp_path):

@@ -63,7 +63,15 @@ BAD = [
     (lambda d: d.update(module={**d["module"], "cell": "TRANSFORMER"}), "'module' is not a module"),
     (lambda d: d.update(module={**d["module"], "wings": 2}), "'module' does not describe"),
     (lambda d: d["candidates"][0].update(engine="TensorRT"), "names the engine 'TensorRT'"),
-    (lambda d: d["candidates"][0].update(errors={}), "'errors' must map outputs to numbers"),
+    (lambda d: d["candidates"][0].update(errors={}), "'errors' must map outputs to finite"),
+    (lambda d: d["candidates"][0].update(errors={"y": True}), "'errors' must map outputs to"),
+    (lambda d: d["candidates"][0].update(ms="fast"), "'ms' must be a positive number of"),
+    (lambda d: d["candidates"][0].update(ms=0), "'ms' must be a positive number of"),
+    (lambda d: d["candidates"][0].update(plain_ms="x"), "'plain_ms' must be a positive number"),
+    (lambda d: _eight_bit(d).update(settings={}), "'settings' must be text or null, got dict"),
+    (lambda d: _cudnn(d).update(cudnn=5), "'cudnn' must be a list of four names"),
+    (lambda d: _cudnn(d).update(cudnn=[["HALF"], "FLOAT", "DEFAULT_MATH", "STANDARD"]),
+     "'cudnn' must be a list of four names"),
     (lambda d: _cudnn(d).update(cudnn=["HALF", "FLOAT", "WARP_MATH", "STANDARD"]),
      "names no MathType 'WARP_MATH'"),
     (lambda d: _cudnn(d).update(cudnn=None), "is a cuDNN candidate without"),
@@ -96,7 +104,8 @@ def test_a_plan_that_is_not_one_is_refused_naming_the_field(tmp_path, change, ne
     assert "\n" not in str(exc.value) and str(path) in str(exc.value)
 
 
-@pytest.mark.parametrize("content", [b"", b"{not json", b"\xff\xfe", b"[1, 2]", b"null"])
+@pytest.mark.parametrize("content", [b"", b"{not json", b"\xff\xfe", b"[1, 2]", b"null",
+                                     b"[" * 100000 + b"]" * 100000])
 def test_a_file_that_is_not_json_of_a_plan_is_one_line(tmp_path, content):
     path = tmp_path / "plan.json"
     path.write_bytes(content)

@@ -53,7 +53,7 @@ def read_weights(path, keep: tuple = ()) -> dict:
     except BadModel:
         raise
     except (OSError, ValueError, TypeError, zipfile.BadZipFile, EOFError, KeyError,
-            struct.error) as exc:
+            struct.error, RecursionError) as exc:  # RecursionError: a header nested too deep
         raise BadModel(f"{p}: not a readable {suffix} file ({exc})") from None
     return {k: v if k in keep else _float(p, k, v) for k, v in state.items()}
 

@@ -272,6 +272,11 @@ def read_records(path: str | Path, check=RECORD, what: str = "probe record"
                                    "again with gzip -n") from None
     good = data.rfind(b"\n") + 1
     lines = data[:good].split(b"\n")[:-1]
+    if good < len(data) and _whole(data[good:], check):
+        # a record whose write stopped just before its newline: whole, and kept (an object
+        # cut anywhere before its closing brace is not JSON)
+        lines.append(data[good:])
+        good = len(data)
     records = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -292,6 +297,14 @@ def read_records(path: str | Path, check=RECORD, what: str = "probe record"
         print(f"cudnn-rnn: {p}: line {len(lines) + 1} is torn (the run was cut mid-write); "
               "that record is left out", file=sys.stderr)
     return records, good
+
+
+def _whole(tail: bytes, check) -> bool:
+    try:
+        rec = json.loads(tail)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(rec, dict) and problem(rec, check, "the line") is None
 
 
 def run_file(records_path: str | Path) -> Path:
@@ -317,11 +330,18 @@ class ResultsFile:
                 with open(self.path, "r+b") as fh:
                     fh.truncate(good)
             self._fh = open(self.path, "a" if resume else "w", encoding="utf-8")
+            if resume and good and not self._ends_in_newline():
+                self._fh.write("\n")  # after a whole last record that lost its newline
             writer_lock.announce(self.path.parent)  # what a refused second writer names
         except BaseException:
             writer_lock.release(self.path.parent)
             raise
         self.existing, self._last_sync = existing, time.monotonic()
+
+    def _ends_in_newline(self) -> bool:
+        with open(self.path, "rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) == b"\n"
 
     def write(self, record: dict) -> None:
         wrong = problem(record, self.check, "the record")

@@ -125,7 +125,7 @@ class Plan:
             raise BadPlan(f"{p}: no such plan file (write one with fast.save(path))")
         try:
             data = json.loads(p.read_text())
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise BadPlan(f"{p}: not a plan file (not readable JSON: {exc})") from None
         return cls.from_dict(data, str(p))
 
@@ -248,10 +248,21 @@ def _candidate(d, spec: ModuleSpec, where: str) -> Candidate:
     engine = _field(d, "engine", str, where)
     _check(engine in ENGINES, where, f"names the engine {engine!r}; one of {', '.join(ENGINES)}")
     errors = _field(d, "errors", dict, where)
-    _check(bool(errors) and all(isinstance(v, (int, float)) for v in errors.values()), where,
-           "'errors' must map outputs to numbers")
+    _check(bool(errors) and all(_number(v) and math.isfinite(v) and v >= 0
+                                for v in errors.values()), where,
+           "'errors' must map outputs to finite numbers >= 0")
     fields = {k: d.get(k) for k in ("ms", "plain_ms", "fmt", "parts", "calibration",
                                     "settings", "thresholds")}
+    for key in ("ms", "plain_ms"):  # measured times, or null where none was measured
+        _check(fields[key] is None or (_number(fields[key]) and math.isfinite(fields[key])
+                                       and fields[key] > 0), where,
+               f"'{key}' must be a positive number of milliseconds or null, got {fields[key]!r}")
+    for key in ("fmt", "parts", "calibration", "settings"):
+        _check(fields[key] is None or isinstance(fields[key], str), where,
+               f"'{key}' must be text or null, got {type(fields[key]).__name__}")
+    _check(d.get("cudnn") is None or (isinstance(d["cudnn"], list)
+                                      and all(isinstance(n, str) for n in d["cudnn"])), where,
+           "'cudnn' must be a list of four names or null")
     c = Candidate(d["id"], engine, d["label"], d["family"], errors,
                   cudnn=tuple(d["cudnn"]) if d.get("cudnn") else None, **fields)
     if c.is_cudnn:
