@@ -18,6 +18,7 @@ import argparse
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 from tabulate import tabulate
 
@@ -37,6 +38,24 @@ FILTER_FLAGS = {"dtype": "data_type", "math_prec": "math_prec", "math_type": "ma
                 "input_mode": "input_mode", "bias_mode": "bias_mode", "proj_size": "proj_size",
                 "layout": "layout", "seq_length": "seq_length", "layers": "layers",
                 "hidden": "hidden", "batch": "batch", "lengths": "lengths"}
+
+
+def _others_report(folder, records) -> str | None:
+    """The sources of the report ``folder`` holds where they are not the run ``records``
+    alone (a folder of several runs, as results/ is); None where it holds none or its own."""
+    summary = runs.read_json_dict(Path(folder) / "summary.json") or {}
+    sources = (summary.get("report") or {}).get("sources") if isinstance(summary, dict) else None
+    if not isinstance(sources, list) or not sources:
+        return None
+    own = Path(records).resolve()
+    if all(isinstance(s, str) and _resolved(s, folder) == own for s in sources):
+        return None
+    return ", ".join(str(s) for s in sources[:3])
+
+
+def _resolved(source: str, folder) -> Path:
+    p = Path(source)
+    return p.resolve() if p.is_absolute() or p.exists() else (folder / p.name).resolve()
 
 
 def build_parser() -> OneLineParser:
@@ -66,7 +85,8 @@ def build_parser() -> OneLineParser:
     p.add_argument("--no-device", action="store_true",
                    help="descriptor stages only, even with a GPU")
     p.add_argument("--report", action="store_true",
-                   help="write the run's report (matrix.md, matrix.html, summary.json) beside it")
+                   help="write the run's report (matrix.md, matrix.html, summary.json) beside "
+                        "it (under reports/ where its folder holds another run's report)")
     return p
 
 
@@ -295,8 +315,14 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
               file=sys.stderr)
         return 130
     if args.report:
-        from cudnn_rnn.reporting.matrix import write_report
-        written = write_report(load_results(path), out_dir, command_line)
+        from cudnn_rnn.reporting.matrix import run_name, write_report
+        result = load_results(path)
+        where, other = out_dir, _others_report(out_dir, path)
+        if other:  # beside it is another run's report: this one goes where `report` puts it
+            where = runs.output_dir(runs.report_dir(run_name(result)))
+            print(f"{out_dir} holds the report of {other}; this run's report is written "
+                  f"apart", file=sys.stderr)
+        written = write_report(result, where, command_line)
         print(f"report of this run: {', '.join(str(w) for w in written)}")
     errors = [r for r in records if r["outcome"] == "ERROR"]
     if errors:

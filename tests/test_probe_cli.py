@@ -244,3 +244,26 @@ def test_the_calls_a_variant_times_are_part_of_the_runs_identity(tmp_path, value
 @pytest.mark.parametrize("value", ["forward", "", "all,forward_training"])
 def test_unknown_calls_for_variants_are_one_line_exit_2(tmp_path, value):
     assert_one_line_exit_2(probe(tmp_path, "--variant-kinds", value), "--variant-kinds")
+
+
+def test_report_beside_a_run_never_replaces_the_report_of_another_run_in_its_folder(tmp_path):
+    """A folder of several runs (as results/<gpu>/<version>/ is) keeps the report it holds:
+    a run of another spec with --report writes its own where `report` would put it."""
+    folder, home = tmp_path / "runs", tmp_path / "home"
+    first = probe(folder, "--dtype", "INT8", "--cell", "GRU", "--report", CUDNN_RNN_HOME=str(home))
+    assert first.returncode == 0, first.stderr
+    kept = {n: (folder / n).read_bytes() for n in ("matrix.md", "matrix.html", "summary.json")}
+    again = probe(folder, "--dtype", "INT8", "--cell", "GRU", "--report", CUDNN_RNN_HOME=str(home))
+    assert again.returncode == 0 and "written apart" not in again.stderr  # its own: replaced
+    spec = tmp_path / "tiny.toml"
+    spec.write_text('name = "tiny"\n[[block]]\nname = "b"\ndata_type = ["FLOAT"]\n'
+                    'math_prec = ["FLOAT"]\nmath_type = ["FMA"]\nalgo = ["STANDARD"]\n'
+                    'cell = ["LSTM"]\nshapes = [{seq_length = 4, layers = 1, hidden = 8, '
+                    'batch = 2}]\n')
+    kept = {n: (folder / n).read_bytes() for n in kept}
+    other = probe(folder, "--spec", str(spec), "--report", CUDNN_RNN_HOME=str(home))
+    assert other.returncode == 0, other.stderr
+    assert "holds the report of" in other.stderr and "written apart" in other.stderr
+    assert {n: (folder / n).read_bytes() for n in kept} == kept
+    apart = list((home / "reports").glob("*-tiny-*/matrix.md"))
+    assert len(apart) == 1 and "tiny" in str(apart[0])
