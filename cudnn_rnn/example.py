@@ -24,6 +24,7 @@ from cudnn_rnn.engine import gpu, timing
 from cudnn_rnn.check.verify import compare
 from cudnn_rnn.cli import BadInput, OneLineParser, enum_arg, positive_int, run_main
 from cudnn_rnn.engine.config import SAMPLE_MODES, RNNConfig
+from cudnn_rnn.matrix.loadable import library_survives
 from cudnn_rnn.engine import readback
 from cudnn_rnn.engine.flow import RNNFlow
 
@@ -108,6 +109,7 @@ def checksum_lines(cfg: RNNConfig, sums: dict) -> list[str]:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     cfg = config_from_args(args)
+    library_survives(args.cudnn)  # a library that kills its loader: said in one line
     lib = bindings.load(args.cudnn)
     gpu.cupy_or_raise()  # exit 2 with a clear line when there is no usable GPU
     out = sys.stdout

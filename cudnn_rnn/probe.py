@@ -29,6 +29,7 @@ from cudnn_rnn.matrix.ahead import Schedule
 from cudnn_rnn.matrix.progress import Progress
 from cudnn_rnn.matrix.record import (OUTCOME_SHORT, RUN_SCHEMA, TIMED_KINDS, Record,
                                      add_speedup, max_error, ranked_timing, write_json)
+from cudnn_rnn.matrix.loadable import library_survives
 from cudnn_rnn.matrix.worker import start_worker
 from cudnn_rnn.reporting.grid import DESCRIPTOR_ONLY, OUTCOME_WORDS, outcome_words
 from cudnn_rnn.reporting.load import load as load_results
@@ -179,6 +180,7 @@ def main(argv=None) -> int:
                  "cell it varies gets past cudnnSetRNNDescriptor_v8)" if planned < len(cells)
                  else ""))
         return 0
+    library_survives(args.cudnn)  # before the output folder is made
     out = runs.output_dir(args.out) if args.out is not None else None
     # cells that differ only in math, precision or algorithm draw the same values and share
     # one float64 reference (matrix/references.py): keep the last few sets of values (a data

@@ -177,6 +177,25 @@ def test_missing_library(tmp_path):
     assert_one_line_exit_2(proc, "does not exist")
 
 
+@pytest.mark.parametrize("damage", ["alone", "truncated"])
+def test_a_named_library_that_ends_its_loader_is_one_line_for_probe_and_example(
+        tmp_path, lib, damage):
+    """A libcudnn.so.9 copied without its sub-libraries aborts inside cuDNN, a truncated one
+    faults on mapping (SIGABRT, SIGBUS): each command says so in one line, before any work."""
+    import shutil
+    copy = tmp_path / damage / "libcudnn.so.9"
+    copy.parent.mkdir()
+    shutil.copy(lib.path, copy)
+    if damage == "truncated":
+        copy.write_bytes(copy.read_bytes()[:4096])
+    out = tmp_path / "out"
+    assert_one_line_exit_2(probe(out, "--cudnn", str(copy), "--dtype", "INT8"),
+                           f"loading {copy} ended the process", "sub-libraries")
+    assert not out.exists()
+    assert_one_line_exit_2(run("cudnn_rnn.example", "20", "2", "512", "64", "2", "--cudnn",
+                               str(copy)), f"loading {copy} ended the process")
+
+
 def ctrl_c_heard() -> None:
     """In the child before it starts: SIGINT as a terminal delivers it, even where this test
     runs with SIGINT ignored (a job started in the background of a shell without job control,

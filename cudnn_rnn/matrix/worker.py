@@ -27,6 +27,7 @@ import signal
 import time
 
 from cudnn_rnn.matrix.faults import fault, inject_cell_fault, inject_process_fault
+from cudnn_rnn.matrix.loadable import ADVICE, library_survives, signal_name
 
 ACK_TIMEOUT_S = 60.0  # an idle worker acknowledges a cell at once; longer means it is gone
 TIMED_OUT, GONE = object(), object()  # what Worker._receive returns instead of a message
@@ -178,17 +179,6 @@ def _short(job_name: str) -> str:
     return job_name.rpartition(":")[2]
 
 
-def _signal_name(code: int | None) -> str:
-    if code is None:
-        return "no exit status"
-    if code < 0:
-        try:
-            return signal.Signals(-code).name
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit status {code}"
-
-
 class Worker:
     """A supervised worker process; :meth:`run` always returns a record of that cell.
 
@@ -230,9 +220,11 @@ class Worker:
             kind, *payload = parent.recv()
         except (EOFError, OSError):
             self.proc.join(5)
-            status = _signal_name(self.proc.exitcode)
+            status = signal_name(self.proc.exitcode)
             self._drop(counted=False)
-            raise WorkerStartFailed(f"the worker died while starting ({status})") from None
+            named = self.cudnn_path or os.environ.get("CUDNN_LIBRARY")
+            raise WorkerStartFailed(f"the worker died while starting ({status})" + (
+                f": loading {named} ended it; {ADVICE}" if named else "")) from None
         if kind == "failed":
             self._drop(counted=False)
             raise WorkerStartFailed(payload[0], payload[1])
@@ -325,7 +317,7 @@ class Worker:
                 self._drop(wait_s=30)  # it retires after this cell: wait until it has
             return rec
         self.proc.join(5)
-        status = _signal_name(self.proc.exitcode)
+        status = signal_name(self.proc.exitcode)
         self._drop()
         return Record.unfinished(cell, ident, "CRASH", status,
                                  f"the worker process died ({status}) while running this cell")
@@ -382,7 +374,9 @@ def _setup(info: dict) -> tuple:
 
 def start_worker(cudnn_path: str | None, options: dict) -> tuple[Worker, dict]:
     """A started :class:`Worker` and its ready message; a missing libcudnn becomes
-    :class:`cudnn_rnn.bindings.errors.LibraryNotFound` (one line, exit 2 at the command line)."""
+    :class:`cudnn_rnn.bindings.errors.LibraryNotFound` (one line, exit 2 at the command line),
+    a named one that ends its loader :class:`BadInput` (:func:`library_survives`)."""
+    library_survives(cudnn_path)
     worker = Worker(cudnn_path, options)
     try:
         return worker, worker.start()
