@@ -16,6 +16,7 @@ backward calls (:mod:`cudnn_rnn.charlm.train`), and writes into ``--out``:
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.bindings.errors import CudnnError
 from cudnn_rnn.charlm import corpus, network
 from cudnn_rnn.charlm.network import EVAL_BATCH, EVAL_SEQ
-from cudnn_rnn.charlm.train import TrainingFailed, train
+from cudnn_rnn.charlm.train import TrainingFailed, config, train
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
 from cudnn_rnn.engine.gpu import cupy_or_raise, device_info
 from cudnn_rnn.matrix import provenance
@@ -64,11 +65,27 @@ def _provenance(command: str) -> dict:
     return provenance.collect(bindings.load().describe(), device_info(), command)
 
 
+def _writable(out: Path) -> None:
+    """:class:`BadInput` unless ``out`` (or the folder it would be made in) can be written:
+    said before the training, not after it."""
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BadInput(f"--out {out}: {existing} is not writable; give a writable folder")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out} is a file; give a folder")
+    _writable(out)
+    names = CELLS if args.cell == "all" else [args.cell]
+    for name in names:  # the sizes, before any GPU work
+        try:
+            config(CELLS[name], args.layers, args.hidden, args.embed, args.seq, args.batch)
+        except ValueError as exc:
+            raise BadInput(f"{name}: {exc}; choose smaller --layers, --hidden, --embed, --seq "
+                           "or --batch") from None
     cp = cupy_or_raise()
     try:
         text = corpus.load()
@@ -78,7 +95,7 @@ def main(argv=None) -> int:
         raise BadInput(f"this interpreter's standard library cannot be the corpus: {exc}") from None
     cmd = provenance.command("cudnn_rnn.train", argv)
     made = {}
-    for name in (CELLS if args.cell == "all" else [args.cell]):
+    for name in names:
         try:
             made[name] = _train_one(cp, name, args, text, heldout, cmd)
         except Exception as exc:  # noqa: BLE001 - reported in one line, nothing written
@@ -88,12 +105,16 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 1
     # every cell trained: only now replace what the folder holds
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "heldout.txt").write_text(heldout, encoding="utf-8")
-    (out / "calibration.txt").write_text(calibration, encoding="utf-8")
-    for name, (model, lines) in made.items():
-        (out / f"{name}-training.log").write_text("".join(line + "\n" for line in lines))
-        model.save(out / f"{name}.npz")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "heldout.txt").write_text(heldout, encoding="utf-8")
+        (out / "calibration.txt").write_text(calibration, encoding="utf-8")
+        for name, (model, lines) in made.items():
+            (out / f"{name}-training.log").write_text("".join(line + "\n" for line in lines))
+            model.save(out / f"{name}.npz")
+    except OSError as exc:
+        raise BadInput(f"--out {out}: cannot write the trained models ({exc}); give a "
+                       "writable folder") from None
     print(f"written: {', '.join(sorted(p.name for p in out.iterdir()))} in {out}")
     return 0
 

@@ -103,3 +103,12 @@ def test_each_fault_stays_with_its_cell_on_the_gpu(cuda, tmp_path, fault, outcom
     if fault == "cuda":
         assert "cuda" in (recs[2]["reason"] or "").lower(), recs[2]
     print(fault, [(r["id"].split("/GRU")[0], r["outcome"]) for r in recs])
+
+
+@pytest.mark.parametrize("value", ["slow:x", "slow:-1", "slow:inf", "bogus:1", "crash"])
+def test_a_fault_hook_the_workers_cannot_read_is_one_line_before_any_worker(tmp_path, value):
+    from .test_cli import assert_one_line_exit_2, run
+    proc = run("cudnn_rnn.probe", "--out", str(tmp_path / "o"), "--dtype", "INT8", "--cell",
+               "GRU", CUDNN_RNN_NO_GPU="1", CUDNN_RNN_FAULT=value)
+    assert_one_line_exit_2(proc, f"CUDNN_RNN_FAULT={value!r}")
+    assert not list((tmp_path / "o").rglob("*.jsonl"))

@@ -82,6 +82,17 @@ def test_a_pt_file_without_pytorch_or_not_weights(tmp_path, files):
                            "reading .pt needs PyTorch, which is not importable here")
 
 
+@pytest.mark.skipif(not HAS_TORCH, reason="saving a whole module needs PyTorch")
+def test_a_pt_file_of_a_whole_module_says_what_to_save_in_one_line(tmp_path):
+    """No line of torch's own (its warnings, its advice with terminal escapes)."""
+    import torch
+    path = tmp_path / "module.pt"
+    torch.save(torch.nn.LSTM(12, 8), path)
+    proc = _precision(tmp_path, "--weights", str(path), "--inputs", str(GOOD_X))
+    assert_one_line_exit_2(proc, "save module.state_dict() with torch.save")
+    assert "\x1b" not in proc.stderr
+
+
 @pytest.mark.parametrize("args,needle", [
     (("--weights", str(GOOD_W)), "needs both --weights and --inputs"),
     (("--calibration", str(GOOD_X)), "needs both --weights and --inputs"),
@@ -114,6 +125,18 @@ def test_train_bad_arguments(tmp_path):
                            "positive integer")
     assert_one_line_exit_2(run("cudnn_rnn.train", "--out", str(tmp_path / "m"), "--cell", "tcn"),
                            "invalid choice")
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("sizes,needle", [
+    (("--hidden", "4294967296"), "hidden_size = 4294967296 does not fit the C int"),
+    (("--seq", "3000000000"), "seq_length = 3000000000 does not fit the C int"),
+    (("--hidden", "65536", "--batch", "65536"), "stride (mini_batch x proj_size)"),
+])
+def test_train_refuses_sizes_beyond_cudnns_c_ints_before_any_gpu_work(tmp_path, sizes, needle):
+    """Said before the GPU is looked for (this machine has none: the same line either way)."""
+    proc = run("cudnn_rnn.train", "--out", str(tmp_path / "m"), *sizes)
+    assert_one_line_exit_2(proc, needle, "choose smaller")
     assert not (tmp_path / "m").exists()
 
 

@@ -265,3 +265,18 @@ def test_a_record_of_the_largest_c_int_batch_is_reported_without_drawing_its_len
     rec = json.loads(path.read_text())
     assert cons.lengths_order(dict(rec, lengths="equal")) == "equal"
     assert cons.lengths_order(dict(rec, lengths="descending:1")) == "unknown"
+
+
+def test_a_report_file_that_is_a_folder_is_one_line_and_nothing_else_is_written(tmp_path):
+    out = tmp_path / "o"
+    (out / "matrix.md").mkdir(parents=True)
+    proc = run("cudnn_rnn.report", str(FIX / "cpu-928"), "--out", str(out))
+    assert_one_line_exit_2(proc, "cannot write the report into")
+    assert [p.name for p in out.iterdir()] == ["matrix.md"]
+
+
+def test_a_file_whose_only_line_is_torn_is_one_line(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"id": "x", "outc')
+    assert_one_line_exit_2(run("cudnn_rnn.report", str(path), "--out", str(tmp_path / "o")),
+                           "holds no whole record: line 1 is torn")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -101,8 +102,15 @@ def _torch(p: Path) -> dict:
         raise BadModel(f"{p}: reading .pt needs PyTorch, which is not importable here; "
                        f"save the state_dict as .safetensors or .npz") from None
     try:
-        obj = torch.load(p, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch's own warnings: this command says one line
+            warnings.simplefilter("ignore")
+            obj = torch.load(p, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many kinds (UnpicklingError, RuntimeError)
+        if str(exc).startswith("Weights only load failed"):  # torch's weights-only refusal
+            raise BadModel(f"{p}: torch.load could not read it as tensors alone (not a "
+                           "torch.save file, or one holding a whole module or other objects, "
+                           "which this command does not unpickle); save module.state_dict() "
+                           "with torch.save") from None
         raise BadModel(f"{p}: torch.load could not read it as weights "
                        f"({type(exc).__name__}: {str(exc).splitlines()[0][:120]})") from None
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):

@@ -20,6 +20,29 @@ class InjectedFault(RuntimeError):
     """Raised inside a cell by ``CUDNN_RNN_FAULT=raise:TEXT`` (tests only)."""
 
 
+KINDS = ("crash", "abort", "hang", "raise", "cuda", "exit", "slow")
+
+
+def check_fault() -> None:
+    """:class:`BadInput` for a ``CUDNN_RNN_FAULT`` the workers could not read (checked by
+    the supervisor before any worker starts, so that none dies of it)."""
+    from cudnn_rnn.matrix.errors import BadInput
+    text = os.environ.get(FAULT_ENV, "")
+    if not text:
+        return
+    kind, _, arg = text.partition(":")
+    if kind not in KINDS or not arg:
+        raise BadInput(f"{FAULT_ENV}={text!r}: a test hook of the form KIND:TEXT, KIND one of "
+                       f"{', '.join(KINDS)}; unset it to run normally")
+    if kind == "slow":
+        try:
+            seconds = float(arg)
+        except ValueError:
+            seconds = float("nan")
+        if not 0 <= seconds < 3600:  # also false for NaN
+            raise BadInput(f"{FAULT_ENV}={text!r}: slow takes seconds from 0 to 3600")
+
+
 def fault(cell_id: str) -> tuple[str, str]:
     kind, _, arg = os.environ.get(FAULT_ENV, "").partition(":")
     if kind == "slow" and arg:

@@ -247,13 +247,15 @@ def config_label(rec: dict) -> str:
     return f"{rec['data_type']}/{rec['math_prec']}/{rec['math_type']}/{rec['algo']}"
 
 
-def read_records(path: str | Path, check=RECORD, what: str = "probe record"
-                 ) -> tuple[list[dict], int]:
+def read_records(path: str | Path, check=RECORD, what: str = "probe record",
+                 reading: bool = False) -> tuple[list[dict], int]:
     """Complete records of ``path`` and the byte length they occupy.
 
     Every line that ends in a newline must pass ``check`` (a :mod:`.jsontypes` check of
     a record's keys); bytes after the last newline are the torn tail of a
-    killed run: left out, with one line on stderr naming the file and the line.
+    killed run: left out, with one line on stderr naming the file and the line. ``reading``
+    (a report, not a run going on): a file whose only line is torn is an error, that one
+    line.
     """
     p = Path(path)
     if not p.exists():
@@ -293,6 +295,9 @@ def read_records(path: str | Path, check=RECORD, what: str = "probe record"
         if wrong:
             raise MalformedResults(f"{p}: line {number} is not a {what} ({wrong})")
         records.append(rec)
+    if reading and not records and good < len(data):
+        raise MalformedResults(f"{p} holds no whole record: line {len(lines) + 1} is torn (the "
+                               "run was cut mid-write); run it again")
     if good < len(data) and writer_lock.other_writer(p.parent) is None:
         print(f"cudnn-rnn: {p}: line {len(lines) + 1} is torn (the run was cut mid-write); "
               "that record is left out", file=sys.stderr)

@@ -26,7 +26,7 @@ import os
 import signal
 import time
 
-from cudnn_rnn.matrix.faults import fault, inject_cell_fault, inject_process_fault
+from cudnn_rnn.matrix.faults import check_fault, fault, inject_cell_fault, inject_process_fault
 from cudnn_rnn.matrix.loadable import ADVICE, library_survives, signal_name
 
 ACK_TIMEOUT_S = 60.0  # an idle worker acknowledges a cell at once; longer means it is gone
@@ -376,6 +376,7 @@ def start_worker(cudnn_path: str | None, options: dict) -> tuple[Worker, dict]:
     """A started :class:`Worker` and its ready message; a missing libcudnn becomes
     :class:`cudnn_rnn.bindings.errors.LibraryNotFound` (one line, exit 2 at the command line),
     a named one that ends its loader :class:`BadInput` (:func:`library_survives`)."""
+    check_fault()
     library_survives(cudnn_path)
     worker = Worker(cudnn_path, options)
     try:

@@ -106,7 +106,7 @@ def load(*paths) -> ResultSet:
     seen, records, meta = set(), [], {}
     for f in files:
         try:
-            found, _ = read_records(f)
+            found, _ = read_records(f, reading=True)
         except MalformedResults as exc:
             raise BadInput(str(exc)) from None
         if not found:

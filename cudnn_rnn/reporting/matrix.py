@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from cudnn_rnn.matrix import provenance
+from cudnn_rnn.matrix.errors import BadInput
 from cudnn_rnn.reporting import (analysis, axes, bench, constraints as cons, eightbit, html, load,
                                  markdown, product)
 
@@ -86,15 +87,9 @@ def write_report(result: load.ResultSet, out_dir: Path, command_line: str,
     info = report_info(command_line, result.paths)
     a = analyse(result, rules, eight_bit)
     md, page, js = (out_dir / f for f in FILES)
+    png = out_dir / html.CHART
     chart = html.sweep_chart(a["sweep"])
     text = markdown.render(result, a, info, rules, html.chart_line(a["sweep"], chart))
-    md.write_text(text)
-    png = out_dir / html.CHART
-    if chart:
-        png.write_bytes(chart.png())
-    else:  # a chart from an earlier rendering would be one matrix.md no longer links
-        png.unlink(missing_ok=True)
-    page.write_text(html.render(result, a, info, text, chart))
     cells = sorted((compact(r) for r in result.records), key=lambda r: r["id"])
     summary = {"schema_version": SCHEMA_VERSION, "provenance": result.provenance, "report": info,
                "counts": a["counts"], "int8": a["int8"], "tensor_op_sweep": a["sweep"],
@@ -102,5 +97,18 @@ def write_report(result: load.ResultSet, out_dir: Path, command_line: str,
                "documented_rule_checks": {"performance": a["performance_rule"],
                                           "contradictions": a["contradiction_groups"]},
                "constraints_sources": rules.sources, "cells": cells}
-    js.write_text(json.dumps(summary, sort_keys=True, default=list, separators=(",", ":")) + "\n")
+    files = {md: text, page: html.render(result, a, info, text, chart),
+             js: json.dumps(summary, sort_keys=True, default=list, separators=(",", ":")) + "\n",
+             png: chart.png() if chart else None}  # every file made before any is written
+    try:
+        for path, content in files.items():
+            if content is None:  # a chart from an earlier rendering matrix.md no longer links
+                path.unlink(missing_ok=True)
+            elif isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
+    except OSError as exc:
+        raise BadInput(f"cannot write the report into {out_dir} ({exc}); choose another "
+                       "--out") from None
     return [md, page, js] + ([png] if chart else [])
