@@ -33,9 +33,14 @@ def main() -> int:
         p.error(f"--written takes {', '.join(map(str, WRITES))}; --sizes bytes >= 0")
     if any(modes) and any(s % 16 for s in sizes):
         p.error("with --written 1 or 16, every size is a multiple of 16")
+    from cudnn_rnn.engine.gpu import NoGPU
     runs = {}
     for w in modes:
-        r = runs[str(w)] = barrier_read(sizes, written=w)
+        try:
+            r = runs[str(w)] = barrier_read(sizes, written=w)
+        except NoGPU as exc:
+            print(f"floor_probe.py: {exc}; run it on a machine with a GPU", file=sys.stderr)
+            return 2
         for size, us in r["per_round_us"].items():
             print(f"written {w:>2d}: {int(size):>9d} bytes per CTA: {us:8.3f} us per round")
     Path(a.out).mkdir(parents=True, exist_ok=True)

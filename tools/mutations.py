@@ -335,6 +335,8 @@ def main(argv=None) -> int:
                    help="the mistakes whose description contains this text")
     args = p.parse_args(argv)
     chosen = [m for m in MUTATIONS if args.only is None or args.only in m.mistake]
+    if not chosen:
+        p.error(f"--only {args.only!r}: no mistake's description holds it (see --list)")
     if args.list:
         print(listing(chosen))
         return 0

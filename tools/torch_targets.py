@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -121,10 +122,16 @@ def main(argv=None) -> int:
         return 0
     if args.processes < 0:
         p.error("--processes takes a count >= 0")
+    from cudnn_rnn.torch import ranking  # the choices accelerate() takes, checked before CUDA
+    if args.precision not in ranking.PRECISIONS:
+        p.error(f"--precision: one of {', '.join(ranking.PRECISIONS)}")
+    if not (math.isfinite(args.tolerance) and args.tolerance > 0):
+        p.error("--tolerance: a positive relative error such as 1e-2")
+    unknown = [n for n in args.shapes.split(",") if n not in SHAPES]
+    if unknown:
+        p.error(f"--shapes: unknown shape {unknown[0]!r} (choose from {', '.join(SHAPES)})")
     import torch
     for name in args.shapes.split(","):
-        if name not in SHAPES:
-            p.error(f"--shapes: unknown shape {name!r} (choose from {', '.join(SHAPES)})")
         module, seq, batch, hidden = _module(name, args.dtype, torch)
         layers = SHAPES[name][1]
         fast = accelerate(module, (seq, batch), precision=args.precision,
