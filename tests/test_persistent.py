@@ -4,6 +4,7 @@ pseudo-layer owned once per batch slice, sizes, refusals with their bytes), the 
 and the per-CTA arithmetic, run by a numpy model of the kernel against the float64 twin,
 and the CUDA source compiled by NVRTC for sm_80 and sm_90."""
 import dataclasses
+import re
 import threading
 import types
 
@@ -219,8 +220,45 @@ def test_the_partition_for_weights_in_registers_computes_the_twins_function(fmt,
     plain = partition.plan(cfg, fmt, fmt, sm_count=16, smem_per_block=SMEM)
     assert part.areg_slabs > 0 and plain.areg_slabs == 0
     assert max(s.ks for s in part.slices) > max(s.ks for s in plain.slices)
-    assert part.mt_max * part.areg_slabs * partition.SLAB * 4 <= partition.AREG_REGS
-    assert part.chunks_per_group() <= part.areg_slabs * partition.SLAB
+    # this shape's layout, worked by hand: H 96 on 8 CTAs a layer, 12 units a CTA (gates x
+    # 12 rows in 16-row m-tiles); 64 batch rows are 8 n-tiles, 4 a warp with AREG (2
+    # without); layer 1's K is 3 chunks of input and 3 of h over 2 + 2 k-groups: at most 2
+    # chunks a group, one slab
+    assert (part.mt_max, part.ntw, part.areg_slabs) == (-(-cfg.gates * 12 // 16), 4, 1)
+    assert plain.ntw == 2
+
+
+@pytest.mark.parametrize("cfg,kw,message", [
+    (_cfg(RNNMode.LSTM, 1, False, H=64, B=16), dict(ctas=200),
+     "200 CTAs: a persistent launch takes 1 to 132"),
+    (_cfg(RNNMode.LSTM, 1, False, H=64, B=4), dict(batch_slices=5),
+     "5 batch slices for a batch of 4 on 132 CTAs"),
+    (_cfg(RNNMode.LSTM, 1, False, H=64, B=16), dict(threads=100),
+     "100 threads: a whole number of warps up to 1024"),
+    (_cfg(RNNMode.LSTM, 1, False, H=64, B=512), {},
+     "a batch slice of 512 needs 8 n-tiles per warp with 8 warps (at most 4)"),
+    (_cfg(RNNMode.LSTM, 1, False, H=512, B=64), dict(ctas=4),
+     "32 m-tiles x 2 n-tiles per warp exceed the 16 accumulator tiles"),
+    (_cfg(RNNMode.LSTM, 1, False, H=64, B=9), dict(batch_slices=4),
+     "batch 9 in 4 slices of 3 leaves one empty"),
+    # y is wider than the input projection where directions outnumber gates
+    (RNNConfig(seq_length=150, num_layers=1, hidden_size=4096, mini_batch=512, input_size=64,
+               mode=RNNMode.RNN_TANH, direction=DirectionMode.BIDIRECTIONAL), {},
+     "y's values: 2516582400 bytes, beyond the kernel's 32-bit offsets"),
+    # h's rows are padded to a 32-byte chunk: past a projection of one unit
+    (RNNConfig(seq_length=65536, num_layers=1, hidden_size=1, mini_batch=1024, input_size=1,
+               mode=RNNMode.RNN_TANH), {},
+     "h's slots (bytes): 2147516416 bytes, beyond the kernel's 32-bit offsets"),
+    # the accumulators decide: 64 registers of fragments fit, 128 with them do not
+    (_cfg(RNNMode.LSTM, 1, False, H=128, B=32), dict(sm_count=8, areg=True),
+     "take 64 registers a thread (4 m-tiles x 4 chunks x 4; at most 64), 128 with its "
+     "accumulators (at most 96)"),
+])
+def test_each_refusal_of_the_partition_says_what_is_short(cfg, kw, message):
+    kw = dict(dict(sm_count=132), **kw)
+    with pytest.raises(partition.DoesNotFit, match=re.escape(message)):
+        partition.plan(cfg, "int8" if cfg.num_layers > 1 else None, "int8",
+                       smem_per_block=SMEM, **kw)
 
 
 def test_weights_that_do_not_fit_registers_are_refused_with_the_count():
@@ -560,3 +598,29 @@ def test_what_fails_to_compile_or_fit_is_left_to_the_engine_to_judge():
     cp = _CompilingCupy(1)
     cp.cuda.runtime.deviceGetAttribute = lambda attr, dev: 1 / 0  # no device to ask
     assert P.precompile(cp, big, stacked, "fp16", None, shapes) == 0 and cp.compiled == []
+
+
+def test_a_launch_shape_with_r_lays_out_weights_in_registers_and_a_spilling_kernel_is_refused():
+    """b1t256r's layout holds register slabs (layout passes the shape's areg through); its
+    kernel, compiled, is refused where ptxas made it spill (local memory a thread)."""
+    cfg = _cfg(RNNMode.LSTM, 2, False, H=96, B=64)
+    values = C.draw(cfg, 1)
+    plan = _plan(cfg, values, "int8", "both")
+    ops = operands.prepare(values["stacked"], "fp16", plan)
+    limits = {"sm_count": 16, "smem_per_block": SMEM - P.STATIC_SMEM, "cooperative": True,
+              "capability": (9, 0)}
+    part, gx = P.layout(cfg, ops, plan, P.Settings.parse("b1t256r"), limits)
+    assert part.areg_slabs > 0
+    assert P.layout(cfg, ops, plan, P.Settings.parse("b1t256"), limits)[0].areg_slabs == 0
+    kernel = types.SimpleNamespace(local_size_bytes=64, num_regs=255)
+    module = types.SimpleNamespace(get_function=lambda name: kernel)
+    engine = P.PersistentEngine.__new__(P.PersistentEngine)
+    engine.cfg, engine.part, engine.settings, engine.limits = cfg, part, P.Settings.parse(
+        "b1t256r"), limits
+    engine.cp = types.SimpleNamespace(RawModule=lambda **kw: module, zeros=None)
+    with pytest.raises(Unsupported, match=r"weights in registers spill: the kernel takes 64 "
+                                          r"bytes of local memory a thread \(255 registers\)"):
+        engine._compile(gx_int=True, spin_limit=P.SPIN_LIMIT, trace=False)
+    kernel.local_size_bytes = 0  # no spill: the kernel is kept
+    engine._compile(gx_int=True, spin_limit=P.SPIN_LIMIT, trace=False)
+    assert engine.consts["AREG"] == 1 and engine.consts["NSLAB"] == part.areg_slabs
