@@ -87,6 +87,7 @@ class _Builder(Builder):
 
     def __init__(self, fail=()):
         self.release, self.begun, self.flows, self.fail = {}, [], [], set(fail)
+        self.looks = []
         self.started = threading.Condition()
         super().__init__(lib=None, threads=2)
 
@@ -108,6 +109,19 @@ class _Builder(Builder):
         self.release.setdefault(cfg.seq_length, threading.Event()).wait(10)
         if cfg.seq_length in self.fail:
             raise RuntimeError("refused")
+
+    def _next(self):  # each builder thread's look for work (under the Builder's lock)
+        job = super()._next()
+        with self.started:
+            self.looks.append(job)
+            self.started.notify_all()
+        return job
+
+    def looked_since(self, mark, n):
+        """The looks for work from ``mark`` on, once there are ``n`` of them."""
+        with self.started:
+            assert self.started.wait_for(lambda: len(self.looks) >= mark + n, 10), self.looks
+            return self.looks[mark:]
 
     def wait_begun(self, n):
         with self.started:
@@ -182,9 +196,10 @@ def test_quiet_waits_for_builds_under_way_and_starts_none():
     threading.Timer(0.2, b.let, (5,)).start()
     with b.quiet():
         assert "c5" not in b._building  # the build under way finished first
-        b.want(_named(5, 6))
+        mark = len(b.looks)
+        b.want(_named(5, 6))  # wakes both threads: each looks for work, and finds none
         b.let(6)
-        time.sleep(0.2)
+        assert b.looked_since(mark, 2)[:2] == [None, None]
         assert b.begun == [5]  # nothing began inside
     b.wait_begun(2)
     assert b.take("c6").flow is not None

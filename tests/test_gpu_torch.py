@@ -214,7 +214,7 @@ def test_the_table_shows_the_modules_own_times_measured_beside_the_ranking(gpu_t
     assert times["module"]["eager"]["ms"] > 0 and times["accelerated"]["eager"]["ms"] > 0
     text = fast.table()
     assert "the module itself: eager" in text and fast.plan.choice.label in text
-    assert re.search(r"this module: eager [0-9.]+ ms, graph ([0-9.]+ ms|capture failed)", text)
+    assert re.search(r"this module: eager [0-9.]+ ms, graph [0-9.]+ ms", text)  # ours captures
     assert str(fast.choice).startswith(fast.plan.choice.label)
 
 

@@ -137,12 +137,19 @@ def test_jobs_run_only_what_a_module_registered(monkeypatch):
     assert jobs._JOBS[jobs.name_of(gemm_rates)] is gemm_rates
 
 
-def test_a_worker_answers_an_unknown_job_with_why_it_skipped_it():
+def test_a_job_that_fails_by_a_mistake_of_this_tool_is_raised_not_recorded_as_skipped():
+    """An unknown job or a wrong argument is this tool's bug: raised in the caller
+    (JobFailed), never a "skipped" entry a report would show as a finding; the worker lives
+    on. A job the machine refuses (here: no GPU) is skipped with its reason."""
     from cudnn_rnn.matrix.worker import start_worker
     worker, _info = start_worker(None, {"no_device": True})
     try:
-        got = worker.job("cudnn_rnn.compare.gemm:not_a_job", {}, timeout=60)
-        assert "no job named" in got["skipped"]
+        with pytest.raises(jobs.JobFailed, match="no job named"):
+            worker.job("cudnn_rnn.compare.gemm:not_a_job", {}, timeout=60)
+        with pytest.raises(jobs.JobFailed, match="TypeError: .*unexpected keyword argument"):
+            worker.job("cudnn_rnn.lowbit.barrier:barrier_read", {"sizez": []}, timeout=60)
+        got = worker.job("cudnn_rnn.lowbit.barrier:barrier_read", {"sizes": [0]}, timeout=60)
+        assert "NoGPU" in got["skipped"]
         assert worker.lost == 0  # the worker lives on
     finally:
         worker.close()

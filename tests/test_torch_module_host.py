@@ -61,7 +61,7 @@ class HostRunner:
             hx = cx = None
         out = network.reference_outputs(self.rnn, x, np, hx=hx, cx=cx, lengths=self.lengths)
         scale = 1.01 if self.wrong == "scale" or (self.wrong == "negative" and x.sum() < 0) \
-            else 1.0
+            else 1.001 if self.wrong == "slightly" else 1.0
         y[...] = scale * (out["y"] if self.lengths is None else packing.pack(out["y"], self.lengths))
         hy[...] = scale * out["hy"]
         if cy is not None:
@@ -78,7 +78,7 @@ class HostRunner:
 
 
 BEHAVIOUR = {"refuses": "refuses", "ignores the state": "state", "1% off": "scale",
-             "wrong on negative sums": "negative"}
+             "wrong on negative sums": "negative", "0.1% off": "slightly"}
 
 
 def _build(candidate, rnn, seq, batch, lengths=None):
@@ -105,10 +105,10 @@ def _candidate(label, cudnn=False):
                      cudnn=("FLOAT", "FLOAT", "FMA_MATH", "STANDARD") if cudnn else None)
 
 
-def _accelerated(m, labels=("refuses", "engine", "cudnn")):
+def _accelerated(m, labels=("refuses", "engine", "cudnn"), tolerance=1e-3):
     spec = modules.inspect(m)
     state = modules.state_arrays(m)
-    plan = Plan(spec, modules.digest(state), (4, 3), "fp16", 1e-3,
+    plan = Plan(spec, modules.digest(state), (4, 3), "fp16", tolerance,
                 [_candidate(n, n.startswith("cudnn")) for n in labels], {})
     return M.Accelerated(plan, modules.weights(state, spec), torch.device("cpu"))
 
@@ -275,6 +275,18 @@ def test_the_calibration_batches_are_verified_by_the_choice_itself(on_the_host):
         with pytest.raises(NotAccelerated, match="seq 6, batch 3 is run by cudnn, not by the "
                                                  "choice, seq 4 only"):
             fast.verify(torch.randn(6, 3, 5), choice_only=True)
+
+
+def test_the_calibration_errors_are_the_choices_own_on_each_batch(on_the_host):
+    """A choice 0.1 % off (inside its engine's FP16 bound and the 1 % tolerance): each
+    calibration batch's error is its 0.1 %."""
+    fast = _accelerated(torch.nn.GRU(5, 7, 1), ("0.1% off", "cudnn"), tolerance=0.01)
+    with torch.no_grad():
+        fast(torch.randn(4, 3, 5))
+        errors = tuning.verify_calibration(fast, [torch.randn(4, 3, 5), torch.randn(4, 3, 5)],
+                                           fast.plan.module)
+    assert fast.shapes()[0]["runs"] == "0.1% off"
+    assert len(errors) == 2 and all(e == pytest.approx(0.001, rel=1e-3) for e in errors)
 
 
 def test_an_empty_batch_gives_empty_outputs_as_the_module_does(on_the_host):

@@ -105,3 +105,20 @@ def test_the_choice_says_what_runs_its_error_and_its_time_against_the_modules():
     table = report.table(plan)
     assert c.label in table.splitlines()[3] and "capture failed: X" in table
     assert "the module itself: eager 9.0000 ms, graph 4.5000 ms" in table
+
+
+def test_a_failure_of_the_accelerated_call_is_raised_and_the_users_is_shown(monkeypatch):
+    """timing.times: the user's module failing is a finding (shown as skipped); the
+    accelerated module failing by anything but a capture's refusal is this package's bug.
+    (The timing itself, CUDA events on PyTorch's stream, is the GPU tests'; here each step
+    is called once.)"""
+    from cudnn_rnn.torch import timing
+    monkeypatch.setattr(timing, "_timed", lambda step, reps, budget_s: step())
+
+    def broken():
+        raise TypeError("follow() missing 1 required positional argument")
+    shown = timing.times(broken, 3, 0.01)
+    assert shown["eager"]["skipped"].startswith("TypeError: follow()") and \
+        shown["graph"] == {"skipped": "the eager call failed"}
+    with pytest.raises(TypeError, match="follow"):
+        timing.times(broken, 3, 0.01, ours=True)

@@ -280,10 +280,15 @@ def _kernel(source):
 
 
 def _traced(cfg, name: str, settings: str, dropped: str | None) -> dict:
-    """:func:`trace`, with ``dropped`` left out of the kernel; an error is said, not raised."""
+    """:func:`trace`, with ``dropped`` left out of the kernel; what the GPU or the kernel
+    refuses (a stall, a shape that does not fit, a patch the kernel no longer holds) is
+    said and the run goes on; a mistake of this tool's own (jobs.BUGS) is raised."""
+    from cudnn_rnn.matrix.jobs import BUGS
     try:
         with _kernel(without(dropped) if dropped else None):
             return trace(cfg, name, settings)
+    except BUGS:
+        raise
     except Exception as exc:  # noqa: BLE001 - a diagnostic: say it and go on
         return {"error": f"{type(exc).__name__}: {exc}"}
 

@@ -13,6 +13,16 @@ from typing import Callable
 _JOBS: dict[str, Callable] = {}
 
 
+# what a job raises only through a mistake of this tool (a wrong argument, a missing key or
+# attribute, a failed assertion), never because the GPU or a library refused something: the
+# worker sends it back as an error and the caller raises JobFailed, not a skipped result
+BUGS = (TypeError, AttributeError, NameError, LookupError, AssertionError, ZeroDivisionError)
+
+
+class JobFailed(RuntimeError):
+    """A job in the worker failed by a mistake of this tool (:data:`BUGS`)."""
+
+
 def job(fn: Callable) -> Callable:
     """Register ``fn`` as a job (a decorator); it is called with the job's parameters."""
     _JOBS[name_of(fn)] = fn

@@ -26,6 +26,7 @@ import os
 import signal
 import time
 
+from cudnn_rnn.matrix import jobs
 from cudnn_rnn.matrix.faults import check_fault, fault, inject_cell_fault, inject_process_fault
 from cudnn_rnn.matrix.loadable import ADVICE, library_survives, signal_name
 
@@ -56,7 +57,6 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         from cudnn_rnn.engine import gpu
         from cudnn_rnn.engine.descriptors import Handle, live_objects
         from cudnn_rnn.engine.values import ValuesCache
-        from cudnn_rnn.matrix import jobs
         from cudnn_rnn.matrix.ahead import Builder
         from cudnn_rnn.matrix.execute import run_cell
         from cudnn_rnn.matrix.references import ReferenceCache
@@ -98,7 +98,9 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
             _, name, params = cell
             try:
                 result = jobs.run(name, params)
-            except Exception as exc:
+            except jobs.BUGS as exc:  # this tool's own mistake: said as one, never a result
+                result = {"error": f"{_short(name)} raised {type(exc).__name__}: {exc}"}
+            except Exception as exc:  # what a device or library refuses: the run goes on
                 result = {"skipped": f"{_short(name)} failed: {type(exc).__name__}: {exc}"}
             broken = _context_error(cupy) if cupy is not None else None
             if broken is not None:  # the next cell must not inherit a broken context
@@ -353,6 +355,8 @@ class Worker:
         _kind, result, exiting = message
         if exiting:
             self._drop(wait_s=30)
+        if "error" in result:  # a bug of this tool in the job: raised here, not recorded
+            raise jobs.JobFailed(result["error"])
         return result
 
     def close(self, wait_s: float = 10.0) -> None:

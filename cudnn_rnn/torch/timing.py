@@ -21,19 +21,24 @@ def _timed(step, reps: int, budget_s: float) -> dict:
     return dict(t, ms=t["median_ms"])
 
 
-def times(step, reps: int, budget_s: float) -> dict:
+def times(step, reps: int, budget_s: float, ours: bool = False) -> dict:
     """``{"eager": timing, "graph": timing}``, each a timing record with ``ms``, or
     ``{"skipped": why}`` where the call or its capture failed (a module PyTorch cannot
-    capture is a finding to show, not an error)."""
+    capture is a finding to show, not an error). ``ours``: the accelerated module, which
+    must run: only a capture's refusal (PyTorch's or CUDA's RuntimeError) is shown, and
+    anything else is raised (a bug of this package, not a finding)."""
+    shown = RuntimeError if ours else Exception
     out = {}
     try:
         out["eager"] = _timed(step, reps, budget_s)
-    except Exception as exc:  # noqa: BLE001 - any failure of the user's call is shown
+    except shown as exc:  # noqa: BLE001 - any failure of the user's call is shown
+        if ours:
+            raise
         out["eager"] = {"skipped": f"{type(exc).__name__}: {_first_line(exc)}"}
         return out | {"graph": {"skipped": "the eager call failed"}}
     try:
         out["graph"] = _timed(graph_of(step), reps, budget_s)
-    except Exception as exc:  # noqa: BLE001 - PyTorch's and CUDA's refusals of a capture
+    except shown as exc:  # noqa: BLE001 - PyTorch's and CUDA's refusals of a capture
         out["graph"] = {"skipped": f"capture failed: {type(exc).__name__}: {_first_line(exc)}"}
     return out
 
