@@ -298,3 +298,67 @@ def test_an_empty_batch_gives_empty_outputs_as_the_module_does(on_the_host):
         y2, (h2, c2) = m(x, state)
     assert (y.shape, h.shape, c.shape) == (y2.shape, h2.shape, c2.shape)
     assert fast.shapes() == []  # no runner made for it
+
+
+@pytest.mark.parametrize("settings,want", [("b2t512", "b2t512"), ("b1t256r", "b1t256r"),
+                                           (None, "b1t256")])
+def test_a_persistent_runner_builds_the_launch_shape_its_plan_names(monkeypatch, settings, want):
+    """The candidate's settings reach the engine as parsed (not the default shape): here the
+    engine's build is stood in for and only what it is asked is looked at."""
+    asked = []
+
+    def build_engine(cfg, stacked, plan, engine, shape):
+        asked.append((engine, shape))
+        raise runners.Unsupported("stood in for")
+    monkeypatch.setattr(runners, "cupy_or_raise", lambda: HOST_CUPY)
+    monkeypatch.setattr(runners, "build_engine", build_engine)
+    m = torch.nn.GRU(5, 7, 1)
+    spec = modules.inspect(m)
+    rnn = modules.weights(modules.state_arrays(m), spec)
+    candidate = Candidate(id="p", engine="persistent", label="p", family="fp16",
+                          errors={"y": 0.0}, settings=settings)
+    with pytest.raises(runners.NotServed, match="stood in for"):
+        runners.EngineRunner(candidate, rnn, 4, 3)
+    assert [(e, s.name) for e, s in asked] == [("persistent", want)]
+
+
+def test_a_cudnn_runner_moving_to_another_stream_orders_its_call_after_the_old_ones(
+        monkeypatch):
+    """CudnnRunner.run on a new stream: the new stream follows the old one (engine.gpu.follow,
+    whose own rule tests/test_streams.py checks) before the handle moves and the call is
+    enqueued; on the same stream again, nothing is ordered. cuDNN's flow is stood in for."""
+    events = []
+    old, new = types.SimpleNamespace(ptr=1), types.SimpleNamespace(ptr=2)
+    flow = types.SimpleNamespace(
+        stream=old, buf={},
+        handle=types.SimpleNamespace(set_stream=lambda ptr: events.append(("handle", ptr))),
+        forward=lambda mode: events.append(("forward", flow.stream.ptr)))
+    monkeypatch.setattr(runners, "follow", lambda s, previous: events.append(
+        ("follow", s.ptr, previous.ptr)))
+    runner = runners.CudnnRunner.__new__(runners.CudnnRunner)
+    runner.flow, runner.stream_ptr = flow, old.ptr
+    runner.run(old, *(None,) * 6)
+    assert events == [("forward", 1)]
+    events.clear()
+    runner.run(new, *(None,) * 6)
+    assert events == [("follow", 2, 1), ("handle", 2), ("forward", 2)]
+    assert flow.buf == {}  # the caller's arrays are not kept after the call
+
+
+def test_a_persistent_runner_clears_the_kernels_status_after_a_stall_is_said():
+    """EngineRunner.check: a launch that gave up a wait raises Stalled, and the status is
+    cleared on the engine's stream either way, so the next call is judged on its own."""
+    filled = []
+    status = types.SimpleNamespace(fill=filled.append)
+
+    def stalled():
+        raise runners.Stalled("a wait gave up")
+    engine = types.SimpleNamespace(check=stalled, status=status,
+                                   stream=contextlib.nullcontext())
+    runner = runners.EngineRunner.__new__(runners.EngineRunner)
+    runner.engine, runner.persistent = engine, True
+    with pytest.raises(runners.Stalled):
+        runner.check()
+    engine.check = lambda: None
+    runner.check()
+    assert filled == [0, 0]
