@@ -624,3 +624,29 @@ def test_a_launch_shape_with_r_lays_out_weights_in_registers_and_a_spilling_kern
     kernel.local_size_bytes = 0  # no spill: the kernel is kept
     engine._compile(gx_int=True, spin_limit=P.SPIN_LIMIT, trace=False)
     assert engine.consts["AREG"] == 1 and engine.consts["NSLAB"] == part.areg_slabs
+
+
+def _ops(*pairs):
+    """Prepared operands as formats() reads them: (input precision, recurrent precision)."""
+    return [types.SimpleNamespace(input=types.SimpleNamespace(precision=i),
+                                  recurrent=types.SimpleNamespace(precision=r))
+            for i, r in pairs]
+
+
+def test_one_format_per_gemm_kind_across_layers_or_a_refusal():
+    assert P.formats(_ops(("fp16", "int8"), ("int8", "int8"))) == ("int8", "int8", "fp16")
+    assert P.formats(_ops(("fp8", "fp8"))) == (None, "e4m3", "fp8")
+    for mixed in (_ops(("fp16", "int8"), ("int8", "fp16")),
+                  _ops(("fp16", "int8"), ("int8", "int8"), ("fp16", "int8"))):
+        with pytest.raises(Unsupported, match="one format per GEMM kind across layers"):
+            P.formats(mixed)
+
+
+def test_a_polling_launch_shape_is_precompiled_as_the_polling_kernel():
+    """precompile compiles what the engine of each shape will load: POLL for a 'p' shape."""
+    cfg = _cfg(RNNMode.LSTM, 1, False, H=64, B=16)
+    stacked = model.stack(cfg, reference.random_params(cfg, np.random.default_rng(0)))
+    cp = _CompilingCupy(2)
+    shapes = (P.Settings.parse("b1t256"), P.Settings.parse("b1t256p"))
+    assert P.precompile(cp, cfg, stacked, "fp16", None, shapes) == 2
+    assert sorted("#define POLL 1\n" in code for code in cp.compiled) == [False, True]

@@ -297,4 +297,4 @@ def _engine_fields(c: Candidate, spec: ModuleSpec, where: str) -> None:
                f" pseudo-layers; the module has {pseudo}")
         _check(all(t is None or (_number(t) and math.isfinite(t) and t >= 0)
                    for t in per_layer), where,
-               f"has a {gemm} threshold that is not a finite number >= 0")
+               f"has a threshold of the {gemm} GEMM that is not a finite number >= 0")
