@@ -38,7 +38,7 @@ def main(argv=None) -> int:
                                     f"-bench-{key}"))  # another run, another folder
     else:
         out = output_dir(args.out)
-    md = write(d, out)
+    md = write(d, out, empty_ok=False)
     made = [md.name] + [n for n in ("bench.json", "bench.png") if (md.parent / n).is_file()]
     print(f"wrote {', '.join(made)} in {md.parent}")
     return 0

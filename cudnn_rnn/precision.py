@@ -30,6 +30,7 @@ from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int,
 from cudnn_rnn.engine.gpu import NoGPU
 from cudnn_rnn.lowbit.calibration import METHODS
 from cudnn_rnn.matrix import provenance, runs, warmup, writer_lock
+from cudnn_rnn.matrix.errors import UNREPORTABLE
 from cudnn_rnn.matrix.jobs import name_of
 from cudnn_rnn.matrix.worker import start_worker
 from cudnn_rnn.reporting import precision as report
@@ -83,7 +84,7 @@ def render(args) -> int:
                        "precision*.json python -m cudnn_rnn.precision wrote)")
     try:  # every file made before any is written: a table that fails leaves nothing behind
         files = report.rendered(doc, src.stem)
-    except (KeyError, TypeError, AttributeError, IndexError, ValueError, RecursionError) as exc:
+    except UNREPORTABLE as exc:
         raise BadInput(f"--render {src}: not a precision table this version renders "
                        f"({type(exc).__name__}: {str(exc)[:120]}); render a precision*.json "
                        "python -m cudnn_rnn.precision wrote") from None

@@ -43,20 +43,29 @@ FILTER_FLAGS = {"dtype": "data_type", "math_prec": "math_prec", "math_type": "ma
 
 def _others_report(folder, records) -> str | None:
     """The sources of the report ``folder`` holds where they are not the run ``records``
-    alone (a folder of several runs, as results/ is); None where it holds none or its own."""
+    alone (a folder of several runs, as results/ is); None where it holds none or its own.
+    A source recorded relative to another working directory counts as this run only where
+    its path ends as this run's does (an archived ``.gz`` as the run it archived)."""
     summary = runs.read_json_dict(Path(folder) / "summary.json") or {}
     sources = (summary.get("report") or {}).get("sources") if isinstance(summary, dict) else None
     if not isinstance(sources, list) or not sources:
         return None
-    own = Path(records).resolve()
-    if all(isinstance(s, str) and _resolved(s, folder) == own for s in sources):
+    own = _parts(Path(records).resolve())
+    if all(isinstance(s, str) and _same_run(s, own) for s in sources):
         return None
     return ", ".join(str(s) for s in sources[:3])
 
 
-def _resolved(source: str, folder) -> Path:
-    p = Path(source)
-    return p.resolve() if p.is_absolute() or p.exists() else (folder / p.name).resolve()
+def _parts(path: Path) -> tuple:
+    name = path.name[:-len(".gz")] if path.name.endswith(".gz") else path.name
+    return path.parent.parts + (name,)
+
+
+def _same_run(source: str, own: tuple) -> bool:
+    if Path(source).is_absolute():
+        return _parts(Path(source).resolve()) == own
+    parts = tuple(p for p in _parts(Path(source)) if p not in ("", "."))
+    return ".." not in parts and own[-len(parts):] == parts
 
 
 def build_parser() -> OneLineParser:
@@ -320,10 +329,10 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
         from cudnn_rnn.reporting.matrix import run_name, write_report
         result = load_results(path)
         where, other = out_dir, _others_report(out_dir, path)
-        if other:  # beside it is another run's report: this one goes where `report` puts it
-            where = runs.output_dir(runs.report_dir(run_name(result)))
+        if other:  # beside it is another run's report: this one goes into reports/ there
+            where = runs.output_dir(Path(out_dir) / "reports" / run_name(result), "--out")
             print(f"{out_dir} holds the report of {other}; this run's report is written "
-                  f"apart", file=sys.stderr)
+                  f"apart, in {where}", file=sys.stderr)
         written = write_report(result, where, command_line)
         print(f"report of this run: {', '.join(str(w) for w in written)}")
     errors = [r for r in records if r["outcome"] == "ERROR"]

@@ -204,7 +204,7 @@ def _captured(records, run_file, overhead):
     (PERSISTENT, _variant, "torch.variants.bfloat16 eager: expected an object"),
     (PERSISTENT, _rate, "engine_gemm.rates.bf16 1280x1536x512: expected an object"),
     (PERSISTENT, _floor, "engine_floor.per_round_us.0: expected a positive"),
-    (PERSISTENT.parent, _captured, "captured: lacks 'ratio_max'")])
+    (PERSISTENT.parent, _captured, "captured: 'ratio_min' without the other end")])
 def test_a_recorded_value_of_the_wrong_form_is_one_line_and_nothing_is_written(tmp_path, base,
                                                                                 change, needle):
     d = _broken(tmp_path, base, change)
@@ -213,6 +213,29 @@ def test_a_recorded_value_of_the_wrong_form_is_one_line_and_nothing_is_written(t
     proc = run("cudnn_rnn.bench_report", str(d), "--out", str(out))
     assert_one_line_exit_2(proc, needle)
     assert not any(out.iterdir())
+
+
+def _refused_forms(records, run_file, overhead):
+    """What a run writes where PyTorch, cuBLASLt or a job refuses, and one process's ratio."""
+    variants = records[0]["torch"]["variants"]
+    variants[next(iter(variants))] = {"skipped": "capture failed: RuntimeError: x"}
+    if "engine_gemm" in run_file["runs"][0]:
+        rates = run_file["runs"][0]["engine_gemm"]["rates"]
+        rates[next(iter(rates))] = {"refused": "cublasLtMatmulAlgoGetHeuristic: NOT_SUPPORTED"}
+    else:
+        run_file["runs"][0]["engine_gemm"] = {"skipped": "engine_rates did not finish"}
+    run_file["runs"][0]["engine_floor"] = {"skipped": "barrier_read did not finish"}
+    if overhead:
+        for row in overhead["rows"]:
+            if (row.get("captured") or {}).get("ratio") is not None:
+                row["captured"] = {"ours_ms": 0.5, "torch_ms": 0.6, "ratio": 0.8333}
+
+
+@pytest.mark.parametrize("base", [PERSISTENT, PERSISTENT.parent])
+def test_what_a_run_records_of_a_refusal_is_read_and_reported(tmp_path, base):
+    d = _broken(tmp_path, base, _refused_forms)
+    proc = run("cudnn_rnn.bench_report", str(d), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_a_run_without_records_is_refused(tmp_path):

@@ -284,5 +284,19 @@ def test_report_beside_a_run_never_replaces_the_report_of_another_run_in_its_fol
     assert other.returncode == 0, other.stderr
     assert "holds the report of" in other.stderr and "written apart" in other.stderr
     assert {n: (folder / n).read_bytes() for n in kept} == kept
-    apart = list((home / "reports").glob("*-tiny-*/matrix.md"))
-    assert len(apart) == 1 and "tiny" in str(apart[0])
+    apart = list((folder / "reports").glob("*-tiny-*/matrix.md"))  # inside the chosen folder
+    assert len(apart) == 1 and not (home / "reports").exists()
+
+
+def test_a_report_whose_sources_are_relative_to_another_directory_is_judged_by_their_ends(
+        tmp_path):
+    """A report written from another working directory names its runs relative to it: one
+    whose path ends as this run's does is this run's (an archive's .gz as its run), another
+    (or one climbing with ..) is not."""
+    from cudnn_rnn.probe import _parts, _same_run
+    own = _parts(tmp_path / "runs" / "B" / "default.jsonl")
+    assert _same_run("runs/B/default.jsonl", own) and _same_run("./B/default.jsonl.gz", own)
+    assert _same_run(str(tmp_path / "runs" / "B" / "default.jsonl"), own)
+    assert not _same_run("runs/A/default.jsonl", own)
+    assert not _same_run("../B/default.jsonl", own)
+    assert not _same_run(str(tmp_path / "runs" / "A" / "default.jsonl"), own)

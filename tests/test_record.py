@@ -137,16 +137,18 @@ def test_jobs_run_only_what_a_module_registered(monkeypatch):
     assert jobs._JOBS[jobs.name_of(gemm_rates)] is gemm_rates
 
 
-def test_a_job_that_fails_by_a_mistake_of_this_tool_is_raised_not_recorded_as_skipped():
-    """An unknown job or a wrong argument is this tool's bug: raised in the caller
-    (JobFailed), never a "skipped" entry a report would show as a finding; the worker lives
-    on. A job the machine refuses (here: no GPU) is skipped with its reason."""
+def test_a_job_asked_wrongly_is_raised_not_recorded_as_skipped(monkeypatch):
+    """An unknown job or parameters its function does not take are this tool's mistake:
+    raised in the caller (JobFailed), never a "skipped" entry a report would show as a
+    finding; the worker lives on. A job the machine refuses (here: no GPU, also on a
+    machine that has one) is skipped with its reason."""
     from cudnn_rnn.matrix.worker import start_worker
+    monkeypatch.setenv("CUDNN_RNN_NO_GPU", "1")
     worker, _info = start_worker(None, {"no_device": True})
     try:
         with pytest.raises(jobs.JobFailed, match="no job named"):
             worker.job("cudnn_rnn.compare.gemm:not_a_job", {}, timeout=60)
-        with pytest.raises(jobs.JobFailed, match="TypeError: .*unexpected keyword argument"):
+        with pytest.raises(jobs.JobFailed, match="barrier_read: TypeError: missing a required argument: 'sizes'"):
             worker.job("cudnn_rnn.lowbit.barrier:barrier_read", {"sizez": []}, timeout=60)
         got = worker.job("cudnn_rnn.lowbit.barrier:barrier_read", {"sizes": [0]}, timeout=60)
         assert "NoGPU" in got["skipped"]

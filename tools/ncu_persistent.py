@@ -21,7 +21,11 @@ def main() -> int:
                         mini_batch=int(B), mode=RNNMode[cell])
         config = C.parse(name)
         shape_ = Settings.parse(settings)
-    except (ValueError, KeyError) as exc:
+    except KeyError as exc:
+        print(f"ncu_persistent.py: unknown cell {exc} (one of "
+              f"{', '.join(m.name for m in RNNMode)}); {USAGE}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
         print(f"ncu_persistent.py: {exc}; {USAGE}", file=sys.stderr)
         return 2
     values = C.draw(cfg, 0)

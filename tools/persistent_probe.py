@@ -279,11 +279,14 @@ def _kernel(source):
         persistent.source = base
 
 
+# what trace() raises only through a mistake of its own: raised, not said as a result
+BUGS = (TypeError, AttributeError, NameError, LookupError, AssertionError, ZeroDivisionError)
+
+
 def _traced(cfg, name: str, settings: str, dropped: str | None) -> dict:
     """:func:`trace`, with ``dropped`` left out of the kernel; what the GPU or the kernel
     refuses (a stall, a shape that does not fit, a patch the kernel no longer holds) is
-    said and the run goes on; a mistake of this tool's own (jobs.BUGS) is raised."""
-    from cudnn_rnn.matrix.jobs import BUGS
+    said and the run goes on; a mistake of this tool's own (:data:`BUGS`) is raised."""
     try:
         with _kernel(without(dropped) if dropped else None):
             return trace(cfg, name, settings)

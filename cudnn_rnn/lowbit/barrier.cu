@@ -14,6 +14,11 @@ barrier_read(unsigned char* state, long long bytes, unsigned* counter, int round
 {
     extern __shared__ __align__(128) unsigned char ring[];
     const int tid = threadIdx.x;
+#if WRITTEN
+    // this CTA's share of each slot, 16-byte aligned (once: not part of a round's cost)
+    const long long share = ((bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
+    const long long lo = (long long)blockIdx.x * share, hi = min(bytes, lo + share);
+#endif
     for (int r = 0; r < rounds; ++r) {
         const unsigned char* slot = state + (WRITTEN ? (long long)r * bytes : 0);
         for (long long off = (long long)tid * 16; off < bytes; off += (long long)THREADS * 16)
@@ -21,10 +26,8 @@ barrier_read(unsigned char* state, long long bytes, unsigned* counter, int round
         cp_commit();
         cp_wait<0>();
 #if WRITTEN
-        {   // this CTA's share of the next slot, 16-byte aligned
+        {   // this CTA's share of the next slot, which holds r after the round
             unsigned char* next = state + (long long)(r + 1) * bytes;
-            const long long share = ((bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
-            const long long lo = (long long)blockIdx.x * share, hi = min(bytes, lo + share);
             for (long long off = lo + (long long)tid * WRITTEN; off < hi;
                  off += (long long)THREADS * WRITTEN) {
                 if (WRITTEN == 16) *(uint4*)(next + off) = make_uint4(r, r, r, r);

@@ -52,7 +52,7 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     state = cp.zeros(biggest * (rounds + 1) if written else biggest, cp.uint8)
     counter = cp.zeros(1, cp.uint32)
     stream = cp.cuda.Stream(non_blocking=True)
-    out = {}
+    out, handed = {}, {}
     with stream:
         for size in sorted({int(b) for b in sizes}):
             times = []
@@ -67,5 +67,21 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
                 if i:  # the first launch warms up
                     times.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / rounds)
             out[str(size)] = round(statistics.median(times), 4)
-    return {"per_round_us": out, "ctas": ctas, "threads": THREADS, "rounds": rounds,
-            "repeats": repeats, "written": written}
+            if written and size:  # what the last launch handed on: slot k holds k - 1
+                handed[str(size)] = _handed(cp, state, size, rounds, written)
+    result = {"per_round_us": out, "ctas": ctas, "threads": THREADS, "rounds": rounds,
+              "repeats": repeats, "written": written}
+    return result | ({"handed_on": handed} if written else {})
+
+
+def _handed(cp, state, size: int, rounds: int, written: int) -> bool:
+    """Whether every slot 1..rounds of the state holds what the round before wrote (its
+    number, in bytes or in 32-bit words): each CTA's share written, nothing lost."""
+    slots = state[size:(rounds + 1) * size].reshape(rounds, size)
+    if written == 16:
+        words = slots.view(cp.uint32)
+        want = cp.arange(rounds, dtype=cp.uint32)[:, None]
+    else:
+        words = slots
+        want = (cp.arange(rounds) % 256).astype(cp.uint8)[:, None]
+    return bool((words == want).all())

@@ -19,7 +19,7 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.matrix import baseline
 from cudnn_rnn.matrix.errors import BadInput
 from cudnn_rnn.matrix.jsontypes import (ANY, BOOL, INT, NAME, NUM, POS_INT, POS_NUM, SCALAR, STR,
-                                        Dict, List, Obj, Opt, Pred, problem)
+                                        Dict, Either, List, Obj, Opt, Pred, problem)
 from cudnn_rnn.matrix.record import (TIMED_KINDS, config_label, max_error, ranked_timing,
                                      same_basis_ratio)
 from cudnn_rnn.matrix.runs import content_key, read_json_dict
@@ -254,6 +254,7 @@ ENGINE_CANDIDATE = Obj({"config": STR, "label": Opt(STR), "format": Opt(STR), "p
                         "bound": Opt(NUM), "failed_call": Opt(STR), "status": Opt(STR),
                         "reason": Opt(STR), "engine": Opt(STR), "settings": Opt(STR)},
                        required={"config", "outcome", "timing", "tflops", "max_error"})
+SKIPPED = Obj({"skipped": STR}, required={"skipped"})  # a job that could not be done, and why
 BENCH_RECORD = Obj({
     "id": STR, "outcome": NAME, "group": STR, "session": Opt(STR), "objective": Opt(STR),
     "shape": Obj({"cell": Pred(lambda v: v in RNNMode.__members__, "an RNN mode such as LSTM"),
@@ -264,9 +265,12 @@ BENCH_RECORD = Obj({
     "torch_fp8": Opt(Dict(ANY)),
     "torch": Opt(Obj({"ms": Opt(POS_NUM), "q1_ms": Opt(NUM), "q3_ms": Opt(NUM),
                       "skipped": Opt(STR), "cudnn": Opt(Dict(STR)),
-                      "variants": Opt(Dict(Obj({  # each module variant's timing
-                          "ms": POS_NUM, "median_ms": POS_NUM, "q1_ms": NUM, "q3_ms": NUM,
-                          "min_ms": NUM, "max_ms": NUM, "reps": POS_INT}, required={"ms"})))})),
+                      # each module variant's timing, or why PyTorch refused it
+                      "variants": Opt(Dict(Either(
+                          Obj({"skipped": STR}, required={"skipped"}),
+                          Obj({"ms": POS_NUM, "median_ms": POS_NUM, "q1_ms": NUM, "q3_ms": NUM,
+                               "min_ms": NUM, "max_ms": NUM, "reps": POS_INT},
+                              required={"ms"}))))})),
     "duration_s": Opt(NUM)}, required={"id", "outcome", "group", "shape", "flop", "candidates"})
 PROVENANCE = Obj({k: SCALAR for k in PROVENANCE_KEYS}, required=PROVENANCE_KEYS)
 RUN = Obj({"session": STR, "provenance": PROVENANCE,
@@ -274,18 +278,20 @@ RUN = Obj({"session": STR, "provenance": PROVENANCE,
                                                "tflops_q3": NUM, "compute_type": SCALAR},
                                               required={"tflops", "tflops_q1", "tflops_q3"})),
                             "skipped": Opt(STR)})),
-           # the 8-bit engine's GEMM rates and the floor's barrier-and-read microbenchmark
-           "engine_gemm": Opt(Obj({"library": Opt(Dict(ANY)),
-                                   "rates": Dict(Obj({"tflops": POS_NUM, "tflops_q1": NUM,
-                                                      "tflops_q3": NUM,
-                                                      "algorithm_workspace_bytes": Opt(INT),
-                                                      "timing": Opt(Dict(ANY))},
-                                                     required={"tflops", "tflops_q1",
-                                                               "tflops_q3"}))},
-                                  required={"rates"})),
-           "engine_floor": Opt(Obj({"per_round_us": Dict(POS_NUM), "ctas": POS_INT,
-                                    "threads": POS_INT, "rounds": POS_INT, "repeats": POS_INT,
-                                    "written": Opt(INT)}, required={"per_round_us"})),
+           # the 8-bit engine's GEMM rates (a precision cuBLASLt refuses says why) and the
+           # floor's barrier-and-read microbenchmark, or why the job was skipped
+           "engine_gemm": Opt(Either(SKIPPED, Obj({
+               "library": Opt(Dict(ANY)),
+               "rates": Dict(Either(Obj({"refused": STR}, required={"refused"}),
+                                    Obj({"tflops": NUM, "tflops_q1": NUM, "tflops_q3": NUM,
+                                         "algorithm_workspace_bytes": Opt(INT),
+                                         "timing": Opt(Dict(ANY))},
+                                        required={"tflops", "tflops_q1", "tflops_q3"})))},
+               required={"rates"}))),
+           "engine_floor": Opt(Either(SKIPPED, Obj({
+               "per_round_us": Dict(POS_NUM), "ctas": POS_INT, "threads": POS_INT,
+               "rounds": POS_INT, "repeats": POS_INT, "written": Opt(INT)},
+               required={"per_round_us"}))),
            "spec": Opt(STR), "deadline_s": Opt(NUM), "budget_s": Opt(NUM), "reps": Opt(INT),
            "spec_shapes": Opt(List(STR)), "stopped": Opt(STR), "wall_s": Opt(NUM)},
           required={"session", "provenance"})
@@ -299,8 +305,11 @@ def _measured_row(row: dict, where: str) -> str | None:
 
 
 def _captured(c: dict, where: str) -> str | None:
-    missing = [k for k in ("ratio_min", "ratio_max") if "ratio" in c and k not in c]
-    return f"{where}: lacks {missing[0]!r} beside 'ratio'" if missing else None
+    """The range over processes is both ends or none (one process records the ratio only)."""
+    ends = [k for k in ("ratio_min", "ratio_max") if k in c]
+    if len(ends) == 1:
+        return f"{where}: {ends[0]!r} without the other end of the range"
+    return None
 
 
 MEASURED_ROW = Obj({

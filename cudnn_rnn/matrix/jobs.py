@@ -8,19 +8,16 @@ comparison, and nothing outside the registry can be run through it.
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Callable
 
 _JOBS: dict[str, Callable] = {}
 
 
-# what a job raises only through a mistake of this tool (a wrong argument, a missing key or
-# attribute, a failed assertion), never because the GPU or a library refused something: the
-# worker sends it back as an error and the caller raises JobFailed, not a skipped result
-BUGS = (TypeError, AttributeError, NameError, LookupError, AssertionError, ZeroDivisionError)
-
-
 class JobFailed(RuntimeError):
-    """A job in the worker failed by a mistake of this tool (:data:`BUGS`)."""
+    """A job was asked of the worker wrongly, by a mistake of this tool: no such job, or
+    parameters its function does not take (:func:`called`). What a job raises once running
+    (a device or a library refusing) is the job's result, ``skipped`` with the reason."""
 
 
 def job(fn: Callable) -> Callable:
@@ -33,12 +30,19 @@ def name_of(fn: Callable) -> str:
     return f"{fn.__module__}:{fn.__qualname__}"
 
 
-def run(name: str, params: dict):
-    """Run the job ``name`` with ``params``; :class:`LookupError` if no such job exists."""
+def called(name: str, params: dict) -> Callable:
+    """The job ``name`` bound to ``params``, ready to call; :class:`LookupError` if no such
+    job exists, TypeError if its function does not take ``params``."""
     module, _, _ = name.partition(":")
     if name not in _JOBS and module.startswith("cudnn_rnn."):
         importlib.import_module(module)
     fn = _JOBS.get(name)
     if fn is None:
         raise LookupError(f"no job named {name!r}")
-    return fn(**params)
+    inspect.signature(fn).bind(**params)
+    return lambda: fn(**params)
+
+
+def run(name: str, params: dict):
+    """Run the job ``name`` with ``params`` (:func:`called`)."""
+    return called(name, params)()

@@ -64,6 +64,23 @@ class Opt(Check):
         return None if value is None else self.inner(value, where)
 
 
+class Either(Check):
+    """One of ``choices`` (e.g. a timing, or why it was skipped); the problem said is the
+    first choice's whose shape the value is closest to: the choice whose required fields
+    it holds, else the last."""
+
+    def __init__(self, *choices: Check):
+        self.choices = choices
+
+    def __call__(self, value, where):
+        found = [c(value, where) for c in self.choices]
+        if any(f is None for f in found):
+            return None
+        held = [f for c, f in zip(self.choices, found) if isinstance(value, dict)
+                and getattr(c, "required", None) and c.required <= set(value)]
+        return (held or found)[-1]
+
+
 class List(Check):
     def __init__(self, item: Check):
         self.item = item

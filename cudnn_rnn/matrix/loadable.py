@@ -28,6 +28,10 @@ def signal_name(code: int | None) -> str:
     return f"exit status {code}"
 
 
+TRIAL_S = 120.0
+# the signals a library's own fault ends its loader with (not SIGKILL or SIGTERM: those come
+# from outside, such as the out-of-memory killer)
+FAULTS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE}
 LOAD_TRIAL = "import sys; from cudnn_rnn import bindings; bindings.load(sys.argv[1] or None)"
 
 
@@ -45,8 +49,12 @@ def _tried(path: str | None, named: str) -> None:
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (root, os.environ.get("PYTHONPATH")) if p))
-    proc = subprocess.run([sys.executable, "-c", LOAD_TRIAL, path or ""], env=env,
-                          capture_output=True, timeout=120)
-    if proc.returncode < 0:
+    try:
+        proc = subprocess.run([sys.executable, "-c", LOAD_TRIAL, path or ""], env=env,
+                              capture_output=True, timeout=TRIAL_S)
+    except subprocess.TimeoutExpired:
+        raise BadInput(f"loading {named} took more than {TRIAL_S:.0f} s in a trial process; "
+                       f"{ADVICE}") from None
+    if -proc.returncode in FAULTS:  # a fault of the library, not a kill from outside
         raise BadInput(f"loading {named} ended the process ({signal_name(proc.returncode)}): "
                        f"{ADVICE}")

@@ -295,10 +295,14 @@ def read_records(path: str | Path, check=RECORD, what: str = "probe record",
         if wrong:
             raise MalformedResults(f"{p}: line {number} is not a {what} ({wrong})")
         records.append(rec)
+    writer = writer_lock.other_writer(p.parent) if good < len(data) else None
     if reading and not records and good < len(data):
+        if writer is not None:  # its first record is being written now
+            raise MalformedResults(f"{p} holds no whole record yet: another process is "
+                                   f"writing it (pid {writer.get('pid', '?')}); read it later")
         raise MalformedResults(f"{p} holds no whole record: line {len(lines) + 1} is torn (the "
                                "run was cut mid-write); run it again")
-    if good < len(data) and writer_lock.other_writer(p.parent) is None:
+    if good < len(data) and writer is None:
         print(f"cudnn-rnn: {p}: line {len(lines) + 1} is torn (the run was cut mid-write); "
               "that record is left out", file=sys.stderr)
     return records, good

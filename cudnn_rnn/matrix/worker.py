@@ -97,11 +97,14 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         if isinstance(cell, tuple) and cell[0] == "job":
             _, name, params = cell
             try:
-                result = jobs.run(name, params)
-            except jobs.BUGS as exc:  # this tool's own mistake: said as one, never a result
-                result = {"error": f"{_short(name)} raised {type(exc).__name__}: {exc}"}
-            except Exception as exc:  # what a device or library refuses: the run goes on
-                result = {"skipped": f"{_short(name)} failed: {type(exc).__name__}: {exc}"}
+                call = jobs.called(name, params)
+            except (LookupError, TypeError) as exc:  # asked wrongly: this tool's mistake
+                result = {"error": f"{_short(name)}: {type(exc).__name__}: {exc}"}
+            else:
+                try:
+                    result = call()
+                except Exception as exc:  # what a device or library refuses: the run goes on
+                    result = {"skipped": f"{_short(name)} failed: {type(exc).__name__}: {exc}"}
             broken = _context_error(cupy) if cupy is not None else None
             if broken is not None:  # the next cell must not inherit a broken context
                 result = {"skipped": f"{_short(name)} left the CUDA context in error: {broken}"}
@@ -226,7 +229,7 @@ class Worker:
             self._drop(counted=False)
             named = self.cudnn_path or os.environ.get("CUDNN_LIBRARY")
             raise WorkerStartFailed(f"the worker died while starting ({status})" + (
-                f": loading {named} ended it; {ADVICE}" if named else "")) from None
+                f"; if loading {named} ended it: {ADVICE}" if named else "")) from None
         if kind == "failed":
             self._drop(counted=False)
             raise WorkerStartFailed(payload[0], payload[1])
@@ -355,7 +358,7 @@ class Worker:
         _kind, result, exiting = message
         if exiting:
             self._drop(wait_s=30)
-        if "error" in result:  # a bug of this tool in the job: raised here, not recorded
+        if "error" in result:  # the job was asked wrongly: raised here, never recorded
             raise jobs.JobFailed(result["error"])
         return result
 

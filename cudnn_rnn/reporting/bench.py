@@ -25,7 +25,7 @@ from cudnn_rnn.matrix.bench import (BENCH_RECORD, GEMM_TARGET, TORCH_TARGET, bes
                                     candidates_ratio, fp16_target, median_ms, plain_ms,
                                     read_overhead, read_run_file, replay_ms, verified,
                                     vs_torch_best)
-from cudnn_rnn.matrix.errors import BadInput, MalformedResults
+from cudnn_rnn.matrix.errors import UNREPORTABLE, BadInput, MalformedResults
 from cudnn_rnn.matrix.record import read_records, write_json
 from cudnn_rnn.reporting import bench_chart, eightbit, frontier
 from cudnn_rnn.reporting.bench_markdown import markdown
@@ -207,20 +207,17 @@ def summarise(records: list[dict], runs: list[dict], overhead: dict | None = Non
 
 
 # ------------------------------------------------------------------------------ markdown
-# what a recorded value of the wrong type or a missing field raises while a run is read
-# and rendered: the file's fault, said in one line (the committed runs render: their tests)
-UNREPORTABLE = (KeyError, TypeError, AttributeError, IndexError, ValueError, RecursionError)
-
-
-def read(run_dir: str | Path) -> dict:
+def read(run_dir: str | Path, empty_ok: bool = True) -> dict:
     """The summary of the benchmark recorded in ``run_dir`` (files checked; never writes);
-    :class:`BadInput` for a run without records or with values this version cannot read."""
+    :class:`BadInput` for values this version cannot read, and (``empty_ok`` False) for a
+    run without records (a benchmark stopped before its first shape reports none)."""
     d = Path(run_dir)
     try:
-        records, _ = read_records(d / "bench.jsonl", BENCH_RECORD, "benchmark record")
+        records, _ = read_records(d / "bench.jsonl", BENCH_RECORD, "benchmark record",
+                                  reading=True)
     except MalformedResults as exc:
         raise BadInput(str(exc)) from None
-    if not records:
+    if not records and not empty_ok:
         raise BadInput(f"{d / 'bench.jsonl'} holds no records: give a benchmark run folder "
                        "python -m cudnn_rnn.bench wrote into")
     runs, overhead = read_run_file(d / "bench.run.json")["runs"], read_overhead(d / "overhead.json")
@@ -228,10 +225,10 @@ def read(run_dir: str | Path) -> dict:
         return summarise(records, runs, overhead)
 
 
-def rendered(run_dir: str | Path) -> dict:
+def rendered(run_dir: str | Path, empty_ok: bool = True) -> dict:
     """The report's files, made in memory before any is written: bench.json and bench.md
     (text), the chart (bytes; None without one)."""
-    summary = read(run_dir)
+    summary = read(run_dir, empty_ok)
     with _reportable(Path(run_dir)):
         chart = bench_chart.draw(summary)
         sections = [markdown(summary, bench_chart.line(summary, chart))] + [
@@ -241,10 +238,10 @@ def rendered(run_dir: str | Path) -> dict:
                 bench_chart.CHART: chart.png() if chart else None}
 
 
-def write(run_dir: str | Path, out_dir: str | Path) -> Path:
+def write(run_dir: str | Path, out_dir: str | Path, empty_ok: bool = True) -> Path:
     """``bench.json``, ``bench.md`` and its chart ``bench.png`` (with matplotlib) in
     ``out_dir`` from what is recorded in ``run_dir``."""
-    files = rendered(run_dir)
+    files = rendered(run_dir, empty_ok)
     out = Path(out_dir)
     try:
         write_json(out / "bench.json", files["bench.json"])
