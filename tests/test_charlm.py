@@ -117,3 +117,20 @@ def test_the_tables_rows_keep_their_ids_and_its_builder_names_the_dynamic_ones()
     for (_, cfg), c in zip(got, want):
         assert cfg == cudnn_config(rnn, 7, 3, c) and cfg.algo == RNNAlgo.PERSIST_DYNAMIC
         assert (cfg.seq_length, cfg.mini_batch, cfg.hidden_size) == (7, 3, rnn.hidden)
+
+
+def test_an_eight_bit_output_need_not_be_nearer_its_twin_where_the_call_only_shows_the_state():
+    """check_outputs: within the twin's bound, nearer the unquantized reference than the
+    twin is refused as not shown to be the quantized network; with nearer_twin False (a
+    call from a state of its own, after the first call showed it) it is not."""
+    import numpy as np
+    from cudnn_rnn.charlm.rows import check_outputs
+    ref, twin = {"y": np.ones(8)}, {"y": np.full(8, 1.001)}
+    out = {"y": np.full(8, 1.0004)}  # 4e-4 from the reference, 6e-4 from the twin
+    _, why = check_outputs(out, ref, twin, 1e-2, "float64 twin")
+    assert why and "not shown to compute the quantized network" in why
+    facts, why = check_outputs(out, ref, twin, 1e-2, "float64 twin", nearer_twin=False)
+    assert why is None and facts["errors_twin"]["y"] > facts["errors"]["y"]
+    _, why = check_outputs({"y": np.full(8, 1.5)}, ref, twin, 1e-2, "float64 twin",
+                           nearer_twin=False)
+    assert why and "> bound" in why  # the bound still holds

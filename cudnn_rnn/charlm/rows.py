@@ -194,11 +194,12 @@ def build_engine(cfg, stacked, plan, engine: str, settings):
 
 
 def check_outputs(out: dict, ref: dict, twin: dict | None, bound: float,
-                  against: str) -> tuple[dict, str | None]:
+                  against: str, nearer_twin: bool = True) -> tuple[dict, str | None]:
     """An engine's outputs judged (see the module docstring): without a ``twin`` (FP16
     throughout) against the reference ``ref`` within ``bound``; with one (8 bits) against
-    the twin within ``bound`` and nearer to it than to ``ref`` in every output. (facts:
-    ``errors`` against ``ref`` and ``errors_twin``, why it is wrong or None)."""
+    the twin within ``bound`` and (``nearer_twin``) nearer to it than to ``ref`` in every
+    output. (facts: ``errors`` against ``ref`` and ``errors_twin``, why it is wrong or
+    None)."""
     facts = {"errors": errors(out, ref)}
     check = facts["errors"] if twin is None else errors(out, twin)
     if twin is not None:
@@ -207,7 +208,8 @@ def check_outputs(out: dict, ref: dict, twin: dict | None, bound: float,
     if not worst <= bound:  # NaN fails too
         return facts, (f"largest relative error {worst:.3g} against the {against} > bound "
                        f"{bound:g}")
-    nearer = [n for n in check if twin is not None and not check[n] < facts["errors"][n]]
+    nearer = [n for n in check if twin is not None and nearer_twin
+              and not check[n] < facts["errors"][n]]
     if nearer:
         n = nearer[0]
         return facts, (f"{n} is as near the unquantized reference ({facts['errors'][n]:.3g}) "

@@ -173,7 +173,8 @@ class Accelerated(torch.nn.Module):
                 again = self._call(runner, key, x, hs, cs)  # a stream of chunks gives it
                 torch.cuda.current_stream(self._device).synchronize()
                 runner.check()
-                _, why = self._judge(candidate, runner, key, x, hs, cs, again)
+                _, why = self._judge(candidate, runner, key, x, hs, cs, again,
+                                     nearer_twin=False)
                 why = why and f"from the call's own final state, {why}"
         except runners.run_errors(self._cp) as exc:
             facts, why = {}, f"{type(exc).__name__}: {exc}"
@@ -188,7 +189,7 @@ class Accelerated(torch.nn.Module):
         dtype = getattr(torch, self.plan.module.dtype)
         return hy.to(dtype), (None if cy is None else cy.to(dtype))
 
-    def _judge(self, candidate, runner, key, x, h0, c0, outputs) -> tuple:
+    def _judge(self, candidate, runner, key, x, h0, c0, outputs, nearer_twin=True) -> tuple:
         """:func:`.verify.judge` on this call's inputs and outputs, as float64 cupy arrays
         (a packed batch unpacked to (seq, batch, features))."""
         io = getattr(torch, runner.io_dtype)
@@ -203,7 +204,7 @@ class Accelerated(torch.nn.Module):
         y, hy, cy = outputs
         out = {"y": dense(f64(y)), "hy": f64(hy)} | ({} if cy is None else {"cy": f64(cy)})
         return verify.judge(candidate, runner, self._rnn, self.plan.tolerance, module_in,
-                            held_in, out, lengths)
+                            held_in, out, lengths, nearer_twin)
 
     def close(self) -> None:
         """Free every shape's runner (the module is unusable after; a graph captured with it
