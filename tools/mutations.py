@@ -117,8 +117,8 @@ MUTATIONS = (
         "an accelerated module's 8-bit runner judged without its quantized twin "
         "(cudnn_rnn.torch.verify)",
         "cudnn_rnn/torch/verify.py",
-        'check_outputs(out, ref, twin, TWIN_BOUNDS[candidate.fmt], "float64 twin")',
-        'check_outputs(out, ref, None, TWIN_BOUNDS[candidate.fmt], "float64 twin")',
+        'check_outputs(out, ref, twin, TWIN_BOUNDS[candidate.fmt], "float64 twin",',
+        'check_outputs(out, ref, None, TWIN_BOUNDS[candidate.fmt], "float64 twin",',
         cpu=("tests/test_torch_state.py::test_an_8bit_engines_arithmetic_passes_and_its_"
              "unquantized_network_does_not[LSTM]",)),
     Mutation(
