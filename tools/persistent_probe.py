@@ -3,8 +3,7 @@ the chosen one verified and timed, beside the GEMM engine of the same plans (one
 
     python tools/persistent_probe.py --out DIR [--shapes LSTM:20:2:512:64,...] [--names ...]
         [--settings b1t256,...] [--trace NAME@SETTINGS,...] [--drop mma,load,gates,...]
-        [--variants poll_together,acquire_poll,acquire_once,tanh_approx,sums_predicated,
-         quant_fast]
+        [--variants tanh_approx,sums_predicated,quant_fast]
 
 ``--drop`` traces each ``--trace`` item again with each phase left out of the kernel (an
 exact-text patch of its source, :data:`DROPS`; such a launch computes nothing that is
@@ -61,49 +60,6 @@ DROPS = {
                 "", 1),
                ("                if (L.last) y[brow * D * H + L.dir * H + j] = v;\n", "", 1)],
 }
-_WAIT_LOOP = """            int ok = 1;
-            for (int i = 0; i < MAXW && ok; ++i) {
-                const int ctr = my_waits[((unsigned)s * MAXW + i) * 2];
-                if (ctr < 0) continue;
-                const unsigned target = (unsigned)my_waits[((unsigned)s * MAXW + i) * 2 + 1];
-                long long spins = 0;
-                while (ld_relaxed(counters + ctr) < target) {
-                    if (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status)) {
-                        ok = 0;
-                        break;
-                    }
-                }
-            }
-"""
-_ONE_PASS = """            int ok = 1, ctrs[MAXW];
-            unsigned targets[MAXW];
-#pragma unroll
-            for (int i = 0; i < MAXW; ++i) {
-                ctrs[i] = my_waits[((unsigned)s * MAXW + i) * 2];
-                targets[i] = (unsigned)my_waits[((unsigned)s * MAXW + i) * 2 + 1];
-            }
-            long long spins = 0;
-            for (;;) {  // every counter read in one pass: one round trip once all are met
-                unsigned v[MAXW];
-#pragma unroll
-                for (int i = 0; i < MAXW; ++i)
-                    v[i] = ctrs[i] < 0 ? 0u : ld_relaxed(counters + ctrs[i]);
-                bool met = true;
-#pragma unroll
-                for (int i = 0; i < MAXW; ++i) met &= ctrs[i] < 0 || v[i] >= targets[i];
-                if (met) break;
-                if (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status)) {
-                    ok = 0;
-                    break;
-                }
-            }
-"""
-_ACQUIRE = """__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-struct Pairs {"""
 _TANH = ("__device__ __forceinline__ float lb_tanh(float a) {\n"
          "    float r;\n"
          "    asm(\"tanh.approx.f32 %0, %1;\" : \"=f\"(r) : \"f\"(a));\n"
@@ -114,24 +70,6 @@ _TANH = ("__device__ __forceinline__ float lb_tanh(float a) {\n"
          "}")
 # variant -> [(text of the kernel's source, what replaces it, how many times it occurs)]
 VARIANTS = {
-    # thread 0 reads all of a step's counters in each pass, not one after another (above
-    # the first layer the layer below's is often met already: now a second round trip)
-    "poll_together": [(_WAIT_LOOP, _ONE_PASS, 1)],
-    # the poll that sees its target is the acquire (ld.acquire), no fence after it: does the
-    # fence wait for the copies in flight (layer 0's next input projection)?
-    "acquire_poll": [("struct Pairs {", _ACQUIRE, 1),
-                     ("while (ld_relaxed(counters + ctr) < target) {",
-                      "while (ld_acquire_gpu(counters + ctr) < target) {", 1),
-                     (_FENCE, "", 1)],
-    # as the kernel polls, then one ld.acquire of each counter once met, no fence: whether
-    # the fence costs more than one more read of the counter
-    "acquire_once": [("struct Pairs {", _ACQUIRE, 1),
-                      ("                        ok = 0;\n                        break;\n"
-                       "                    }\n                }\n            }\n" + _FENCE,
-                       "                        ok = 0;\n                        break;\n"
-                       "                    }\n                }\n"
-                       "                if (ok) ld_acquire_gpu(counters + ctr);\n            }\n",
-                       1)],
     # the gate math's tanh on tanh.approx.f32 (one special-function instruction, relative
     # error about 5e-4) and sigmoid as 0.5 + 0.5 tanh(a/2) (absolute error about 2.5e-4):
     # the verification judges them

@@ -302,17 +302,29 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         const int t = L.dir ? T - 1 - s : s;
         MARK(0);
         if (!POLL && tid == 0) {
-            int ok = 1;
-            for (int i = 0; i < MAXW && ok; ++i) {
-                const int ctr = my_waits[((unsigned)s * MAXW + i) * 2];
-                if (ctr < 0) continue;
-                const unsigned target = (unsigned)my_waits[((unsigned)s * MAXW + i) * 2 + 1];
-                long long spins = 0;
-                while (ld_relaxed(counters + ctr) < target) {
-                    if (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status)) {
-                        ok = 0;
-                        break;
-                    }
+            int ok = 1, ctrs[MAXW];
+            unsigned targets[MAXW];
+#pragma unroll
+            for (int i = 0; i < MAXW; ++i) {
+                ctrs[i] = my_waits[((unsigned)s * MAXW + i) * 2];
+                targets[i] = (unsigned)my_waits[((unsigned)s * MAXW + i) * 2 + 1];
+            }
+            long long spins = 0;
+            // every counter read in one pass: one round trip once all are met (one after
+            // another, a layer's second wait cost another trip: H200, seed LSTM INT8, layer
+            // 1's wait 0.87 against 1.34 us, the forward 0.1459 against 0.1554 ms)
+            for (;;) {
+                unsigned v[MAXW];
+#pragma unroll
+                for (int i = 0; i < MAXW; ++i)
+                    v[i] = ctrs[i] < 0 ? 0u : ld_relaxed(counters + ctrs[i]);
+                bool met = true;
+#pragma unroll
+                for (int i = 0; i < MAXW; ++i) met &= ctrs[i] < 0 || v[i] >= targets[i];
+                if (met) break;
+                if (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status)) {
+                    ok = 0;
+                    break;
                 }
             }
             fence_acquire();  // what the producers wrote before their release, seen from here
