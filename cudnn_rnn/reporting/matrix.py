@@ -10,6 +10,7 @@ from cudnn_rnn.matrix import provenance
 from cudnn_rnn.matrix.errors import BadInput
 from cudnn_rnn.reporting import (analysis, axes, bench, constraints as cons, eightbit, html, load,
                                  markdown, product)
+from cudnn_rnn.reporting.files import write_files
 
 SCHEMA_VERSION = 1
 FILES = ("matrix.md", "matrix.html", "summary.json")
@@ -97,17 +98,12 @@ def write_report(result: load.ResultSet, out_dir: Path, command_line: str,
                "documented_rule_checks": {"performance": a["performance_rule"],
                                           "contradictions": a["contradiction_groups"]},
                "constraints_sources": rules.sources, "cells": cells}
-    files = {md: text, page: html.render(result, a, info, text, chart),
-             js: json.dumps(summary, sort_keys=True, default=list, separators=(",", ":")) + "\n",
-             png: chart.png() if chart else None}  # every file made before any is written
+    files = {md.name: text, page.name: html.render(result, a, info, text, chart),
+             js.name: json.dumps(summary, sort_keys=True, default=list,
+                                 separators=(",", ":")) + "\n",
+             png.name: chart.png() if chart else None}  # every file made before any is written
     try:
-        for path, content in files.items():
-            if content is None:  # a chart from an earlier rendering matrix.md no longer links
-                path.unlink(missing_ok=True)
-            elif isinstance(content, bytes):
-                path.write_bytes(content)
-            else:
-                path.write_text(content)
+        write_files(out_dir, files)
     except OSError as exc:
         raise BadInput(f"cannot write the report into {out_dir} ({exc}); choose another "
                        "--out") from None

@@ -14,6 +14,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from cudnn_rnn.reporting import charts
+from cudnn_rnn.reporting.files import write_files
 from cudnn_rnn.reporting.html import CSS
 from cudnn_rnn.reporting.markdown import PROVENANCE_KEYS, figure
 
@@ -272,16 +273,4 @@ def write(doc: dict, folder: Path, stem: str, files: dict | None = None) -> list
     """``stem``.md, .html and (with matplotlib) .png of the table ``doc`` in ``folder``
     (``files``: :func:`rendered` already); the JSON is the caller's. Returns the paths
     written."""
-    files = rendered(doc, stem) if files is None else files
-    written = []
-    for name, content in files.items():
-        path = folder / name
-        if content is None:  # a chart from an earlier rendering the markdown no longer links
-            path.unlink(missing_ok=True)
-            continue
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-        written.append(path)
-    return written
+    return write_files(folder, rendered(doc, stem) if files is None else files)
