@@ -143,7 +143,12 @@ class Model:
             if c is not None:
                 self.cy[p.index, rows, units] = c
 
-    def ready(self, cta: int, step: int) -> bool:
+    def ready(self, cta: int, step: int, done: list) -> bool:
+        """Whether ``cta``'s waits for ``step`` are met; in clusters also the cluster
+        barrier: every CTA of its cluster (consecutive CTAs) has finished the step before."""
+        c = self.part.cluster
+        if c and min(done[cta - cta % c:cta - cta % c + c]) < step:
+            return False
         return all(ctr < 0 or self.counters[ctr] >= target
                    for ctr, target in self.waits[cta, step])
 
@@ -155,15 +160,16 @@ class Model:
         rows = [self.weights(s) for s in part.slices]
         for i, s in enumerate(part.slices):
             self.start(s, own[i])
-            self.counters[self.waits[i, 0, 0, 0]] += 1
+            self.counters[s.ctr] += 1
         done = [0] * part.grid
         while min(done) < T:
-            runnable = [i for i in range(part.grid) if done[i] < T and self.ready(i, done[i])]
+            runnable = [i for i in range(part.grid)
+                        if done[i] < T and self.ready(i, done[i], done)]
             if not runnable:
                 raise AssertionError(f"deadlock: no CTA can take its next step ({done})")
             i = int(rng.choice(runnable))
             self.step(part.slices[i], own[i], done[i], *rows[i])
-            self.counters[self.waits[i, 0, 0, 0]] += 1
+            self.counters[part.slices[i].ctr] += 1
             done[i] += 1
         return self.y, self.hy, (self.cy if self.cx is not None else None)
 

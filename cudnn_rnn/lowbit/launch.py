@@ -17,23 +17,28 @@ class Settings:
     poll: bool = False  # consumers poll the state itself, not counters (POLL; not tuned yet)
     areg: bool = False  # weight fragments in registers for the whole sequence (AREG; not
                         # tuned yet)
+    cluster: int = 0  # CTAs of one thread-block cluster (sm_90): each (pseudo-layer, batch
+                      # slice) group is one cluster, whose steps meet at the cluster's
+                      # hardware barrier instead of a counter in global memory (0: no clusters)
 
     @property
     def name(self) -> str:
         ctas = "" if self.ctas is None else f"c{self.ctas}"
         return (f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
-                + ("r" if self.areg else ""))
+                + ("r" if self.areg else "") + (f"k{self.cluster}" if self.cluster else ""))
 
     @classmethod
     def parse(cls, name: str) -> "Settings":
         """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``,
-        ``b1t256r``); ValueError otherwise."""
-        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)", name)
+        ``b1t256r``, ``b3t256k16``); ValueError otherwise."""
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:k([1-9]\d*))?", name)
         if m is None:
             raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
-                             "[r] (e.g. b1t256, b2t512, b1t256p, b1t256r)")
+                             "[r][k<cluster CTAs>] (e.g. b1t256, b2t512, b1t256p, b1t256r, "
+                             "b3t256k16)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
-                   threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]))
+                   threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]),
+                   cluster=int(m[6]) if m[6] else 0)
 
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback. Not in

@@ -32,7 +32,7 @@ set of accumulators); only a CTA with a single k-group straddles.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -46,6 +46,7 @@ SLAB = 4  # chunks a k-group stages per pipeline stage
 STAGES = (2, 6)  # the staging ring's depth: all of a step's slabs in flight where they fit
 PAD = 16  # bytes after each shared-memory row (no bank conflicts in ldmatrix)
 MAX_WAITS = 3  # counters one step waits on: its own group and at most two feeding directions
+MAX_CLUSTER = 16  # CTAs of a thread-block cluster: 8 portable, 16 on sm_90 (non-portable)
 MAX_ACC = 16  # m-tiles x n-tiles one warp accumulates (4 registers each, twice with an x part)
 MAX_NTW = 4
 AREG_REGS = 64  # registers a thread may give a k-group's weight fragments (AREG, below)
@@ -94,6 +95,7 @@ class Slice:
     off_gx: int
     off_ring: int
     smem: int  # bytes in all
+    ctr: int = 0  # its group's counter (Partition.counter), which its steps advance
 
     @property
     def rowb(self) -> int:
@@ -145,6 +147,9 @@ class Partition:
     # AREG: slabs of weight fragments each warp keeps in registers for the whole sequence
     # (0: it reads them from shared memory at every step)
     areg_slabs: int = 0
+    # CTAs of a thread-block cluster, each group (pseudo-layer, batch slice) exactly one
+    # (0: no clusters): a group's steps meet at the cluster barrier, not at its counter
+    cluster: int = 0
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""
@@ -192,12 +197,15 @@ def _units(cfg: RNNConfig, ctas: int, work: list[int]) -> list[int]:
 
 def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_block: int,
          ctas: int | None = None, batch_slices: int = 1, threads: int = 256,
-         areg: bool = False) -> Partition:
+         areg: bool = False, cluster: int = 0) -> Partition:
     """The partition of ``cfg`` over ``ctas`` CTAs (at most ``sm_count``: one per
     multiprocessor, all resident) in ``batch_slices`` batch slices; :class:`DoesNotFit`
     says why it cannot run. ``areg``: each warp keeps its weight fragments in registers
     (the kernel's ``AREG``): its warps take as many n-tiles each as they may, so that more
-    of them split K and each k-group's fragments fit :data:`AREG_REGS` registers."""
+    of them split K and each k-group's fragments fit :data:`AREG_REGS` registers.
+    ``cluster``: each (pseudo-layer, batch slice) group is one thread-block cluster of that
+    many CTAs (its units split evenly among them; how many clusters this GPU holds at once
+    is the engine's check, not this one's)."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
     ctas = sm_count if ctas is None else ctas
     if not 1 <= ctas <= sm_count:
@@ -216,9 +224,22 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     if per_slice < len(pls):
         raise DoesNotFit(f"{len(pls)} pseudo-layers x {batch_slices} batch slices need at "
                          f"least {len(pls) * batch_slices} CTAs, {ctas} given")
-    counts = _units(cfg, per_slice, [x + hrowb for x in kx])
+    if cluster:
+        if not 1 <= cluster <= MAX_CLUSTER:
+            raise DoesNotFit(f"a cluster of {cluster} CTAs: 1 to {MAX_CLUSTER}")
+        nu = _up(-(-H // cluster), 4)
+        if -(-H // nu) != cluster:
+            raise DoesNotFit(f"H {H} does not split into {cluster} CTAs of whole groups of "
+                             f"4 units (each would take {nu}, leaving CTAs idle)")
+        if len(pls) * batch_slices * cluster > ctas:
+            raise DoesNotFit(f"{len(pls)} pseudo-layers x {batch_slices} batch slices x "
+                             f"{cluster} CTAs a cluster: {len(pls) * batch_slices * cluster} "
+                             f"CTAs, {ctas} available")
+        counts = [cluster] * len(pls)
+    else:
+        counts = _units(cfg, per_slice, [x + hrowb for x in kx])
     nus = [_up(-(-H // u), 4) for u in counts]
-    if len({_up(g * nu, 16) for nu in nus}) > 1:
+    if not cluster and len({_up(g * nu, 16) for nu in nus}) > 1:
         # one tile shape for every CTA (the kernel then checks no bounds, EXACT): the
         # heaviest pseudo-layer's units for all, where the CTAs suffice
         even = [min(nus)] * len(nus)
@@ -247,6 +268,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         _fill(part, pls, nus, counts, nb_full, kx, warps)
         if part.smem <= smem_per_block or stages == STAGES[0]:
             break
+    part.cluster = cluster
     if areg:
         if threads > 256:  # 65536 registers a multiprocessor: 128 a thread at 512 threads
             raise DoesNotFit(f"weight fragments in registers need at most 256 threads a CTA "
@@ -298,8 +320,9 @@ def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps) -> None:
             part.units[p.index] = count
             part.groups[(p.index, bs)] = len(part.groups)
             for i in range(count):
-                s = _slice(cfg, p, i * nu, min(nu, H - i * nu), _up(cfg.gates * nu, 16), bs, b0,
-                           nb, kx[p.index], part.hrowb, warps, part.ntw, part.stages, blob)
+                s = replace(_slice(cfg, p, i * nu, min(nu, H - i * nu), _up(cfg.gates * nu, 16),
+                                   bs, b0, nb, kx[p.index], part.hrowb, warps, part.ntw,
+                                   part.stages, blob), ctr=part.groups[(p.index, bs)])
                 blob += s.mpad * s.rowb
                 part.slices.append(s)
 
@@ -346,7 +369,8 @@ def waits(part: Partition) -> np.ndarray:
     """int32 ``(grid, T, MAX_WAITS, 2)``: before step s, CTA c waits until counter
     ``[c, s, i, 0]`` reaches ``[c, s, i, 1]`` (counter -1: no wait). A group's counter
     counts its CTAs' finished steps, hx's slot counting as one: slot ``s`` of h (what
-    step s reads) is whole at ``(s + 1) * units``."""
+    step s reads) is whole at ``(s + 1) * units``. In clusters (``part.cluster``) a CTA's
+    own group is its cluster, met at the cluster barrier: only the feeders' counters."""
     cfg = part.cfg
     T = cfg.seq_length
     pls = walk.pseudo_layers(cfg)
@@ -354,11 +378,13 @@ def waits(part: Partition) -> np.ndarray:
     for c, sl in enumerate(part.slices):
         p = pls[sl.k]
         for s in range(T):
-            row = [(part.counter(sl.k, sl.bs), (s + 1) * part.units[sl.k])]
+            row = [] if part.cluster else [(part.counter(sl.k, sl.bs),
+                                            (s + 1) * part.units[sl.k])]
             t = p.time(s, T)
             for f in walk.feeders(cfg, p):  # their step at time t wrote slot step+1
                 row.append((part.counter(f.index, sl.bs), (f.step(t, T) + 2) * part.units[f.index]))
-            table[c, s, :len(row)] = row
+            if row:
+                table[c, s, :len(row)] = row
     return table
 
 

@@ -18,6 +18,11 @@
 //   AREG     1: each warp loads its k-group's weight fragments into registers once, before
 //            the first step, and multiplies from them (NSLAB slabs of SLAB chunks at most:
 //            partition.Partition.areg_slabs); 0: from shared memory at every step
+//   CLUSTER  CTAs of a thread-block cluster (0: none): each group (pseudo-layer, batch
+//            slice) is one cluster (partition.Partition.cluster), and a CTA meets its group's
+//            previous step at the cluster barrier (barrier.cluster arrive.release at the end
+//            of a step, wait.acquire before the next stages h) instead of polling the
+//            group's counter; the counters then serve the layers above only
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
@@ -32,6 +37,17 @@
 // (batch row, unit) pairs a thread's gate math takes at once: 1 is 4 % faster than 4 at the
 // seed shape and LSTM 50/1/1024/64 on the H200 (a third less code in the step loop)
 #define PG 1
+#if CLUSTER
+#define CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
+__device__ __forceinline__ void cl_arrive() {
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cl_wait() {
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+#else
+#define CLUSTER_DIMS
+#endif
 
 struct Layer {                 // one pseudo-layer (persistent.LAYER)
     const float* dqx;          // (GATES*H) input part's dequantization per row
@@ -51,6 +67,7 @@ struct Layer {                 // one pseudo-layer (persistent.LAYER)
 struct Slice {                 // one CTA (partition.Slice)
     long long blob;
     int k, j0, nu, bs, b0, nb, mpad, npad, ts, ks, kx, nxc, nc, off_dq, off_own, off_gx, off_ring;
+    int ctr;                   // its group's counter, which its steps advance
 };
 
 __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* p) {
@@ -162,7 +179,7 @@ __device__ __forceinline__ bool unset(const unsigned char* d, int real, int f) {
     return any;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(THREADS, 1)
 persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slices,
                const int* __restrict__ waits, const unsigned char* __restrict__ blob,
                unsigned* counters, int* status, long long* trace,
@@ -197,7 +214,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     const int kstride = npad * ps;  // floats between two k-groups' partial sums
     float* part_x = part + (unsigned)ks * kstride;
     const int* my_waits = waits + (unsigned)blockIdx.x * T * MAXW * 2;
-    unsigned* const mine = counters + my_waits[0];
+    unsigned* const mine = counters + S.ctr;
 
     // the weight rows, once for the whole sequence
     {
@@ -251,6 +268,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     if (tid == 0) bail = 0;
     __syncthreads();
     if (!POLL && tid == 0) red_release(mine, 1u);
+#if CLUSTER
+    cl_arrive();  // slot 0 of h written: the cluster's first step may read it
+#endif
 #if TRACE
 #define MARK(i) do { if (tid == 0) trace[((unsigned)blockIdx.x * T + s) * 12 + (i)] = \
     ((i) == 6 || (i) == 7 ? globaltimer() : clock64()); } while (0)
@@ -301,7 +321,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     for (int s = 0; s < T; ++s) {
         const int t = L.dir ? T - 1 - s : s;
         MARK(0);
-        if (!POLL && tid == 0) {
+        // counters are filled from the first: none at all (a cluster's first layer) is no wait
+        if (!POLL && tid == 0 && my_waits[(unsigned)s * MAXW * 2] >= 0) {
             int ok = 1, ctrs[MAXW];
             unsigned targets[MAXW];
 #pragma unroll
@@ -332,7 +353,20 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             bail = !ok;
         }
         __syncthreads();
-        if (bail) return;
+        if (bail) {
+#if CLUSTER
+            // the cluster's other CTAs meet this one at every barrier to the end
+            for (int r = s; r < T; ++r) {
+                cl_wait();
+                cl_arrive();
+            }
+            cl_wait();
+#endif
+            return;
+        }
+#if CLUSTER
+        cl_wait();  // the group's previous step, h's slot s, written by every CTA of it
+#endif
         MARK(1);
         MARK(6);
 
@@ -585,8 +619,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             }
         }
         MARK(4);
+#if CLUSTER
+        cl_arrive();  // release: this thread's writes of h, before the group's next step
+#endif
         __syncthreads();
-        if (!POLL && tid == 0) red_release(mine, 1u);  // release: this CTA's writes before it
+        // release: this CTA's writes before it (in clusters, for the layers above only)
+        if (!POLL && tid == 0 && (!CLUSTER || L.xout0)) red_release(mine, 1u);
         MARK(5);
         MARK(7);
         if (s + 1 < T) {
@@ -594,6 +632,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             cp_commit();
         }
     }
+#if CLUSTER
+    cl_wait();  // every arrive met before the cluster's CTAs leave
+#endif
 #pragma unroll 1
     for (Pairs it(tid, nu); it.p < nb * nu; it.next()) {
         const unsigned g = lb + (unsigned)(b0 + it.b) * H + j0 + it.u;

@@ -41,6 +41,7 @@ HELPERS = Path(__file__).with_name("device.cuh")
 FORMAT_CODE = {"fp16": 0, "bf16": 1, "int8": 2, "e4m3": 3}
 CELL_CODE = {RNNMode.RNN_RELU: 0, RNNMode.RNN_TANH: 1, RNNMode.LSTM: 2, RNNMode.GRU: 3}
 # compute capability each operand format's mma.sync needs (m16n8k16 f16/bf16, m16n8k32 s8/e4m3)
+CLUSTER_CAPABILITY = (9, 0)  # thread-block clusters
 MIN_CAPABILITY = {"fp16": (8, 0), "bf16": (8, 0), "int8": (8, 0), "e4m3": (8, 9)}
 FLOAT_PRECISIONS = ("fp16", "bf16")
 # POLL: the byte every state slot starts as, one no rounding of a value makes (INT8 clips to
@@ -63,7 +64,7 @@ LAYER = np.dtype([(n, _P) for n in ("dqx", "dqh", "bW", "bR", "gx", "xin", "hq",
                  + [(n, "i4") for n in ("layer", "dir", "last")], align=True)
 SLICE = np.dtype([("blob", "i8")] + [(n, "i4") for n in (
     "k", "j0", "nu", "bs", "b0", "nb", "mpad", "npad", "ts", "ks", "kx", "nxc", "nc", "off_dq",
-    "off_own", "off_gx", "off_ring")], align=True)
+    "off_own", "off_gx", "off_ring", "ctr")], align=True)
 
 
 class Stalled(RuntimeError):
@@ -102,7 +103,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             "STRADDLE": int(part.straddles), "EXACT": int(part.exact),
             "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL",
             "TRACE": int(trace), "POLL": int(poll), "AREG": int(part.areg_slabs > 0),
-            "NSLAB": max(1, part.areg_slabs)}
+            "NSLAB": max(1, part.areg_slabs), "CLUSTER": part.cluster}
 
 
 def source(consts: dict) -> str:
@@ -144,11 +145,18 @@ def layout(cfg: RNNConfig, ops: list, plan, settings: Settings, limits: dict) ->
     otherwise."""
     fx, fh, gx_precision = formats(ops)
     check_device(cfg, fx, fh, limits, {gx_precision} | eight_bit_precisions(plan))
+    if settings.cluster and limits["capability"] < CLUSTER_CAPABILITY:
+        raise Unsupported(f"thread-block clusters need compute capability "
+                          f"{'.'.join(map(str, CLUSTER_CAPABILITY))}, this GPU has "
+                          f"{'.'.join(map(str, limits['capability']))}")
+    if settings.cluster and settings.poll:
+        raise Unsupported("a launch in clusters meets its group at the cluster barrier; "
+                          "polling the state (p) is the other way: choose one")
     try:
         part = partition.plan(
             cfg, fx, fh, sm_count=limits["sm_count"], smem_per_block=limits["smem_per_block"],
             ctas=settings.ctas, batch_slices=settings.batch_slices, threads=settings.threads,
-            areg=settings.areg)
+            areg=settings.areg, cluster=settings.cluster)
     except partition.DoesNotFit as exc:
         raise Unsupported(f"does not fit on this GPU: {exc}") from None
     return part, gx_precision
@@ -163,7 +171,9 @@ def gx_int(gx_precision: str) -> bool:
 def compiled(cp, consts: dict):
     """The kernel of ``consts``: compiled by NVRTC through CuPy (which keeps the module by
     its source, in memory and in its disk cache), or taken from CuPy's memo."""
-    module = cp.RawModule(code=source(consts), options=OPTIONS, enable_cooperative_groups=True)
+    # a kernel in clusters is launched plainly (clusters.max_active checks residency first)
+    module = cp.RawModule(code=source(consts), options=OPTIONS,
+                          enable_cooperative_groups=not consts.get("CLUSTER"))
     return module, module.get_function("persistent_rnn")
 
 
@@ -303,6 +313,19 @@ class PersistentEngine(Forward):
         # value, the most this GPU lets a block take; each launch asks for its own size.
         self.kernel.max_dynamic_shared_size_bytes = self.limits["smem_per_block"]
         self.consts = consts
+        if self.part.cluster:
+            self._check_clusters()
+
+    def _check_clusters(self) -> None:
+        """:class:`Unsupported` unless every cluster of the launch is resident at once."""
+        from cudnn_rnn.lowbit import clusters
+        p = self.part
+        wanted = p.grid // p.cluster
+        held = clusters.max_active(self.kernel, p.cluster, p.grid, p.threads, p.smem)
+        if held < wanted:
+            raise Unsupported(f"{wanted} clusters of {p.cluster} CTAs ({p.smem} bytes of "
+                              f"shared memory each): this GPU runs {held} at once; fewer "
+                              f"batch slices or smaller clusters")
 
     # ------------------------------------------------------------------------ use
     def set_inputs(self, x, hx, cx=None) -> None:
@@ -362,7 +385,7 @@ class PersistentEngine(Forward):
         """The launch: grid, threads, batch slices, shared memory, weights on chip, GEMMs."""
         p = self.part
         return {"kernel": "persistent", "settings": self.settings.name, "grid": p.grid,
-                "threads": p.threads, "batch_slices": p.batch_slices,
+                "threads": p.threads, "batch_slices": p.batch_slices, "cluster": p.cluster,
                 "smem_per_cta": p.smem, "weight_bytes_on_chip": p.weight_bytes(),
                 "formats": {"input": p.fx, "recurrent": p.fh},
                 "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw,

@@ -1,0 +1,44 @@
+"""How many thread-block clusters of a kernel this GPU holds at once: the CUDA driver's
+``cuOccupancyMaxActiveClusters``, which CuPy does not bind. A persistent launch in clusters
+is a plain launch (the driver's cooperative launch does not take clusters), so whether
+every cluster is resident at once is this check's to say before the launch: a cluster left
+waiting for another's multiprocessors would leave the layers above it spinning."""
+from __future__ import annotations
+
+import ctypes
+
+from cudnn_rnn.engine.gpu import DRIVER_LIBRARY
+
+NON_PORTABLE = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (cuda.h)
+PORTABLE = 8  # the cluster size every sm_90 GPU takes without NON_PORTABLE
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (cuda.h), without attributes: the cluster size is the kernel's own
+    (``__cluster_dims__``)."""
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint),
+                ("gridDimZ", ctypes.c_uint), ("blockDimX", ctypes.c_uint),
+                ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
+
+
+def max_active(kernel, size: int, grid: int, threads: int, smem: int) -> int:
+    """Clusters of ``size`` CTAs of CuPy's RawKernel ``kernel`` (compiled with that
+    ``__cluster_dims__``) this GPU runs at once, each CTA ``threads`` threads and ``smem``
+    bytes of dynamic shared memory; RuntimeError with the driver's code if it cannot say."""
+    from cupy_backends.cuda.api import driver
+    fn = kernel.kernel.ptr
+    if size > PORTABLE:
+        driver.funcSetAttribute(fn, NON_PORTABLE, 1)
+    lib = ctypes.CDLL(DRIVER_LIBRARY)
+    query = lib.cuOccupancyMaxActiveClusters
+    query.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p,
+                      ctypes.POINTER(_LaunchConfig)]
+    query.restype = ctypes.c_int
+    config = _LaunchConfig(grid, 1, 1, threads, 1, 1, smem, None, None, 0)
+    n = ctypes.c_int(0)
+    status = query(ctypes.byref(n), ctypes.c_void_p(fn), ctypes.byref(config))
+    if status:
+        raise RuntimeError(f"cuOccupancyMaxActiveClusters: CUresult {status}")
+    return n.value
