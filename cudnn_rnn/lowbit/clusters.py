@@ -1,8 +1,9 @@
 """How many thread-block clusters of a kernel this GPU holds at once: the CUDA driver's
 ``cuOccupancyMaxActiveClusters``, which CuPy does not bind. A persistent launch in clusters
-is a plain launch (the driver's cooperative launch does not take clusters), so whether
-every cluster is resident at once is this check's to say before the launch: a cluster left
-waiting for another's multiprocessors would leave the layers above it spinning."""
+is a plain launch (the grid-wide guarantee of a cooperative launch is not what its waits
+need), so whether every cluster is resident at once is this check's to say before the
+launch: a cluster left waiting for another's multiprocessors would leave the layers above
+it spinning until the kernel's waits give up."""
 from __future__ import annotations
 
 import ctypes
