@@ -15,7 +15,8 @@ import numpy as np
 from cudnn_rnn.bindings.enums import DataType, RNNMode
 from cudnn_rnn.engine import dtypes, walk
 from cudnn_rnn.lowbit import model, quant
-from cudnn_rnn.lowbit.partition import CHUNK, FORMAT_BYTES, Partition, waits
+from cudnn_rnn.lowbit.partition import CHUNK, FORMAT_BYTES, Partition
+from cudnn_rnn.lowbit.tables import waits
 
 
 def decode(raw: np.ndarray, fmt: str) -> np.ndarray:

@@ -7,7 +7,7 @@ import pytest
 
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine.config import RNNConfig
-from cudnn_rnn.lowbit import partition
+from cudnn_rnn.lowbit import partition, tables
 from cudnn_rnn.lowbit import persistent as P
 from cudnn_rnn.lowbit import ptxas
 from cudnn_rnn.lowbit.engine import Unsupported
@@ -47,7 +47,7 @@ def test_each_group_is_one_cluster_of_consecutive_ctas_and_waits_only_for_its_fe
         for s in group:
             owned[s.k, s.b0:s.b0 + s.nb, s.j0:s.j0 + s.nu] += 1
     assert (owned == 1).all()
-    w, w_plain = partition.waits(part), partition.waits(plain)
+    w, w_plain = tables.waits(part), tables.waits(plain)
     for i, s in enumerate(part.slices):
         own = part.counter(s.k, s.bs)
         assert own not in w[i, :, :, 0]  # its own group: the cluster barrier

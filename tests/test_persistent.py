@@ -16,7 +16,7 @@ from cudnn_rnn.check import reference
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import candidates as C
-from cudnn_rnn.lowbit import model, operands, partition
+from cudnn_rnn.lowbit import model, operands, partition, tables
 from cudnn_rnn.lowbit import persistent as P
 from cudnn_rnn.lowbit import ptxas
 from cudnn_rnn.lowbit.engine import Unsupported
@@ -58,7 +58,7 @@ def _run_model(cfg, fmt=None, parts=None, float_precision="fp16", seed=3, sms=12
     fx, fh, _ = P.formats(ops)
     part = partition.plan(cfg, fx, fh, sm_count=sms, smem_per_block=SMEM,
                           batch_slices=batch_slices, areg=areg, cluster=cluster)
-    blob = partition.blob(part, [o.input.codes for o in ops], [o.recurrent.codes for o in ops])
+    blob = tables.blob(part, [o.input.codes for o in ops], [o.recurrent.codes for o in ops])
     if edit:
         edit(part, blob)
     rows = cfg.gates * cfg.hidden_size
@@ -179,7 +179,7 @@ def test_a_shape_beyond_the_kernels_32_bit_offsets_is_refused_with_the_bytes():
 def test_layers_run_as_a_wavefront_and_a_reverse_layer_waits_for_the_end_of_the_one_below():
     uni = _cfg(RNNMode.GRU, 2, False, T=5)
     part = partition.plan(uni, "fp16", "fp16", sm_count=8, smem_per_block=SMEM)
-    w = partition.waits(part)
+    w = tables.waits(part)
     top = next(i for i, s in enumerate(part.slices) if s.k == 1)
     g0, g1 = part.counter(0, 0), part.counter(1, 0)
     for s in range(5):  # layer 1 at step s: itself after step s-1, layer 0 after step s
@@ -187,7 +187,7 @@ def test_layers_run_as_a_wavefront_and_a_reverse_layer_waits_for_the_end_of_the_
         assert w[top, s, 1].tolist() == [g0, (s + 2) * part.units[0]]
     bi = _cfg(RNNMode.GRU, 2, True, T=5)
     part = partition.plan(bi, "fp16", "fp16", sm_count=8, smem_per_block=SMEM)
-    w = partition.waits(part)
+    w = tables.waits(part)
     fwd_top = next(i for i, s in enumerate(part.slices) if s.k == 2)
     back = part.counter(1, 0)  # layer 0's reverse direction wrote time 0 at its last step
     assert [back, (4 + 2) * part.units[1]] in w[fwd_top, 0].tolist()
@@ -298,7 +298,7 @@ def test_any_order_the_waits_allow_gives_the_same_result(order):
 def test_a_wait_target_one_short_reads_an_unwritten_slot_and_one_over_deadlocks(monkeypatch):
     from tests import persistent_model
     cfg = _cfg(RNNMode.LSTM, 2, False)
-    real = partition.waits
+    real = tables.waits
 
     def short(part):
         w = real(part)

@@ -141,7 +141,7 @@ def trace(cfg, name: str, settings: str) -> dict:
     time of each phase of a step (ns), and how long after its last producer's signal a
     step's wait ended."""
     import numpy as np
-    from cudnn_rnn.lowbit import candidates as C, model, partition
+    from cudnn_rnn.lowbit import candidates as C, model, tables
     from cudnn_rnn.lowbit.persistent import PersistentEngine, Settings
     from cudnn_rnn.engine.gpu import cupy_or_raise
     cp = cupy_or_raise()
@@ -166,7 +166,7 @@ def trace(cfg, name: str, settings: str) -> dict:
     phases = ("wait", "mma", "partials", "gates", "signal")
     out = {"settings": settings, "grid": part.grid, "smem": part.smem, "stages": part.stages,
            "mt": part.mt_max, "ntw": part.ntw, "clock_ghz": ghz, "layers": {}}
-    w = partition.waits(part)
+    w = tables.waits(part)
     for k in range(cfg.pseudo_layers):
         rows = [i for i, s in enumerate(part.slices) if s.k == k]
         d = np.diff(tr[rows][:, :, :6], axis=2) / ghz  # cycles -> ns

@@ -9,9 +9,34 @@ from __future__ import annotations
 import ctypes
 
 from cudnn_rnn.engine.gpu import DRIVER_LIBRARY
+from cudnn_rnn.lowbit.engine import Unsupported
 
 NON_PORTABLE = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (cuda.h)
 PORTABLE = 8  # the cluster size every sm_90 GPU takes without NON_PORTABLE
+CAPABILITY = (9, 0)  # thread-block clusters
+
+
+def check_settings(settings, capability: tuple) -> None:
+    """:class:`Unsupported` for a launch shape in clusters this GPU or the shape itself
+    cannot take (before anything is built)."""
+    if capability < CAPABILITY:
+        raise Unsupported(f"thread-block clusters need compute capability "
+                          f"{'.'.join(map(str, CAPABILITY))}, this GPU has "
+                          f"{'.'.join(map(str, capability))}")
+    if settings.poll:
+        raise Unsupported("a launch in clusters meets its group at the cluster barrier; "
+                          "polling the state (p) is the other way: choose one")
+
+
+def check_resident(kernel, part) -> None:
+    """:class:`Unsupported` unless every cluster of ``part``'s launch of ``kernel`` is
+    resident at once."""
+    wanted = part.grid // part.cluster
+    held = max_active(kernel, part.cluster, part.grid, part.threads, part.smem)
+    if held < wanted:
+        raise Unsupported(f"{wanted} clusters of {part.cluster} CTAs ({part.smem} bytes of "
+                          f"shared memory each): this GPU runs {held} at once; fewer batch "
+                          f"slices or smaller clusters")
 
 
 class _LaunchConfig(ctypes.Structure):

@@ -49,7 +49,9 @@ class Settings:
 # without it in the next run on the same machine, whose kernel cache the first had filled;
 # without it again at d641bc2, on other machines, 62.0 s and 74.8 s: the table's time moves
 # between machines more than that, and what the fifth shape itself costs is not yet
-# measured); and POLL (b1t256p), 34-132 % slower than b1t256 at the same shapes.
+# measured); POLL (b1t256p), 34-132 % slower than b1t256 at the same shapes; clusters
+# (b2t256k16, b3t256k16: 0.190 and 0.225 against b1t512's 0.142 ms at the seed's LSTM INT8,
+# docs/lowbit.md).
 # ``--settings`` of the tools reaches both.
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512))

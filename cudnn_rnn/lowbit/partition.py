@@ -19,8 +19,10 @@ has one counter its CTAs increment after each step (once more after writing hx i
 0). A CTA waits only for what it reads: its own group's previous step, and for a layer
 above the first, the step of each direction of the layer below that produced this time.
 So layers run as a wavefront (layer 1 at time t beside layer 0 at time t+1) and a
-bidirectional layer follows the whole layer below as its data arrive. :func:`waits` writes
-these targets into a table the kernel reads; the kernel holds no schedule of its own.
+bidirectional layer follows the whole layer below as its data arrive.
+:func:`cudnn_rnn.lowbit.tables.waits` writes these targets into a table the kernel reads;
+the kernel holds no schedule of its own. In thread-block clusters (``cluster``) each group
+is one cluster, whose CTAs meet at the cluster's barrier instead of at their counter.
 
 **Sizes.** K is counted in bytes, in 32-byte *chunks* (one ``mma.sync`` k-step: k16 in 16
 bits, k32 in 8), so every format shares one layout. The warps of a CTA split the output
@@ -33,8 +35,6 @@ set of accumulators); only a CTA with a single k-group straddles.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-
-import numpy as np
 
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine import walk
@@ -50,10 +50,9 @@ MAX_CLUSTER = 16  # CTAs of a thread-block cluster: 8 portable, 16 on sm_90 (non
 MAX_ACC = 16  # m-tiles x n-tiles one warp accumulates (4 registers each, twice with an x part)
 MAX_NTW = 4
 AREG_REGS = 64  # registers a thread may give a k-group's weight fragments (AREG, below)
-AREG_HELD = 96  # ... and those with the accumulators: past it ptxas spilled (50 of 142 such
-                # kernels at 96, MT 2 x NTW 4 x 2 slabs; 42 of 119 at MT 3-4 x NTW 4 x 1 slab,
-                # a helper's compile of 2,106 partitions); the engine refuses a kernel that
-                # spills all the same (its local memory, read where it is compiled)
+# ... and those with the accumulators: past 96 ptxas spilled (a helper's compile of 2,106
+# partitions); the engine refuses a kernel that spills all the same (its local memory)
+AREG_HELD = 96
 
 
 class DoesNotFit(ValueError):
@@ -147,9 +146,7 @@ class Partition:
     # AREG: slabs of weight fragments each warp keeps in registers for the whole sequence
     # (0: it reads them from shared memory at every step)
     areg_slabs: int = 0
-    # CTAs of a thread-block cluster, each group (pseudo-layer, batch slice) exactly one
-    # (0: no clusters): a group's steps meet at the cluster barrier, not at its counter
-    cluster: int = 0
+    cluster: int = 0  # CTAs of a cluster, one per group (0: none; see plan)
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""
@@ -195,6 +192,19 @@ def _units(cfg: RNNConfig, ctas: int, work: list[int]) -> list[int]:
     return [max(1, min(cfg.hidden_size, ctas * w // total)) for w in work]
 
 
+def _clustered(H: int, pls: int, batch_slices: int, cluster: int, ctas: int) -> list[int]:
+    """CTAs per pseudo-layer in clusters of ``cluster``: one cluster a group."""
+    need = pls * batch_slices * cluster
+    if not 1 <= cluster <= MAX_CLUSTER:
+        raise DoesNotFit(f"a cluster of {cluster} CTAs: 1 to {MAX_CLUSTER}")
+    if -(-H // _up(-(-H // cluster), 4)) != cluster:
+        raise DoesNotFit(f"H {H} does not split into {cluster} CTAs of 4k units each")
+    if need > ctas:
+        raise DoesNotFit(f"{pls} pseudo-layers x {batch_slices} batch slices x {cluster} "
+                         f"CTAs a cluster: {need} CTAs, {ctas} available")
+    return [cluster] * pls
+
+
 def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_block: int,
          ctas: int | None = None, batch_slices: int = 1, threads: int = 256,
          areg: bool = False, cluster: int = 0) -> Partition:
@@ -203,9 +213,8 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     says why it cannot run. ``areg``: each warp keeps its weight fragments in registers
     (the kernel's ``AREG``): its warps take as many n-tiles each as they may, so that more
     of them split K and each k-group's fragments fit :data:`AREG_REGS` registers.
-    ``cluster``: each (pseudo-layer, batch slice) group is one thread-block cluster of that
-    many CTAs (its units split evenly among them; how many clusters this GPU holds at once
-    is the engine's check, not this one's)."""
+    ``cluster``: each group (pseudo-layer, batch slice) one cluster of that many CTAs (how
+    many clusters this GPU holds at once is the engine's check)."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
     ctas = sm_count if ctas is None else ctas
     if not 1 <= ctas <= sm_count:
@@ -224,20 +233,8 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     if per_slice < len(pls):
         raise DoesNotFit(f"{len(pls)} pseudo-layers x {batch_slices} batch slices need at "
                          f"least {len(pls) * batch_slices} CTAs, {ctas} given")
-    if cluster:
-        if not 1 <= cluster <= MAX_CLUSTER:
-            raise DoesNotFit(f"a cluster of {cluster} CTAs: 1 to {MAX_CLUSTER}")
-        nu = _up(-(-H // cluster), 4)
-        if -(-H // nu) != cluster:
-            raise DoesNotFit(f"H {H} does not split into {cluster} CTAs of whole groups of "
-                             f"4 units (each would take {nu}, leaving CTAs idle)")
-        if len(pls) * batch_slices * cluster > ctas:
-            raise DoesNotFit(f"{len(pls)} pseudo-layers x {batch_slices} batch slices x "
-                             f"{cluster} CTAs a cluster: {len(pls) * batch_slices * cluster} "
-                             f"CTAs, {ctas} available")
-        counts = [cluster] * len(pls)
-    else:
-        counts = _units(cfg, per_slice, [x + hrowb for x in kx])
+    counts = _clustered(H, len(pls), batch_slices, cluster, ctas) if cluster else \
+        _units(cfg, per_slice, [x + hrowb for x in kx])
     nus = [_up(-(-H // u), 4) for u in counts]
     if not cluster and len({_up(g * nu, 16) for nu in nus}) > 1:
         # one tile shape for every CTA (the kernel then checks no bounds, EXACT): the
@@ -362,48 +359,3 @@ def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blo
     partials = (2 if split else 1) * ks * pstride(mpad) * npad * 4
     return Slice(p.index, j0, nu, bs, b0, nb, mpad, npad, ts, ks, kx, nxc, nc, blob, off_dq,
                  off_own, off_gx, off_ring, off_ring + max(ring, partials))
-
-
-# ---------------------------------------------------------------------------- the schedule
-def waits(part: Partition) -> np.ndarray:
-    """int32 ``(grid, T, MAX_WAITS, 2)``: before step s, CTA c waits until counter
-    ``[c, s, i, 0]`` reaches ``[c, s, i, 1]`` (counter -1: no wait). A group's counter
-    counts its CTAs' finished steps, hx's slot counting as one: slot ``s`` of h (what
-    step s reads) is whole at ``(s + 1) * units``. In clusters (``part.cluster``) a CTA's
-    own group is its cluster, met at the cluster barrier: only the feeders' counters."""
-    cfg = part.cfg
-    T = cfg.seq_length
-    pls = walk.pseudo_layers(cfg)
-    table = np.full((part.grid, T, MAX_WAITS, 2), -1, dtype=np.int32)
-    for c, sl in enumerate(part.slices):
-        p = pls[sl.k]
-        for s in range(T):
-            row = [] if part.cluster else [(part.counter(sl.k, sl.bs),
-                                            (s + 1) * part.units[sl.k])]
-            t = p.time(s, T)
-            for f in walk.feeders(cfg, p):  # their step at time t wrote slot step+1
-                row.append((part.counter(f.index, sl.bs), (f.step(t, T) + 2) * part.units[f.index]))
-            if row:
-                table[c, s, :len(row)] = row
-    return table
-
-
-# ---------------------------------------------------------------------------- the blob
-def blob(part: Partition, input_codes: list, recurrent_codes: list) -> np.ndarray:
-    """uint8: every CTA's weight rows, in its shared-memory layout, back to back.
-    ``input_codes[k]`` / ``recurrent_codes[k]``: pseudo-layer k's (gates*H, in) and
-    (gates*H, H) codes (numpy, the operand dtype; layer 0's input codes are not used)."""
-    H = part.cfg.hidden_size
-    out = np.zeros(sum(s.mpad * s.rowb for s in part.slices), dtype=np.uint8)
-    for s in part.slices:
-        rows = out[s.blob:s.blob + s.mpad * s.rowb].reshape(s.mpad, s.rowb)
-        xb = s.nxc * CHUNK
-        for r in range(part.cfg.gates * s.nu):
-            q, u = divmod(r, s.nu)
-            src = q * H + s.j0 + u
-            if xb:
-                w = np.ascontiguousarray(input_codes[s.k][src]).view(np.uint8)
-                rows[r, :w.size] = w
-            rc = np.ascontiguousarray(recurrent_codes[s.k][src]).view(np.uint8)
-            rows[r, xb:xb + rc.size] = rc
-    return out

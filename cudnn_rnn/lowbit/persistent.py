@@ -29,7 +29,7 @@ import numpy as np
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
-from cudnn_rnn.lowbit import kernels, partition
+from cudnn_rnn.lowbit import kernels, partition, tables
 from cudnn_rnn.lowbit.engine import (WORKSPACE_BYTES, Forward, Unsupported, capability,
                                      check_supported)
 from cudnn_rnn.lowbit.gemm import LtHandle, Matmul, rnn_shapes
@@ -41,7 +41,6 @@ HELPERS = Path(__file__).with_name("device.cuh")
 FORMAT_CODE = {"fp16": 0, "bf16": 1, "int8": 2, "e4m3": 3}
 CELL_CODE = {RNNMode.RNN_RELU: 0, RNNMode.RNN_TANH: 1, RNNMode.LSTM: 2, RNNMode.GRU: 3}
 # compute capability each operand format's mma.sync needs (m16n8k16 f16/bf16, m16n8k32 s8/e4m3)
-CLUSTER_CAPABILITY = (9, 0)  # thread-block clusters
 MIN_CAPABILITY = {"fp16": (8, 0), "bf16": (8, 0), "int8": (8, 0), "e4m3": (8, 9)}
 FLOAT_PRECISIONS = ("fp16", "bf16")
 # POLL: the byte every state slot starts as, one no rounding of a value makes (INT8 clips to
@@ -145,13 +144,9 @@ def layout(cfg: RNNConfig, ops: list, plan, settings: Settings, limits: dict) ->
     otherwise."""
     fx, fh, gx_precision = formats(ops)
     check_device(cfg, fx, fh, limits, {gx_precision} | eight_bit_precisions(plan))
-    if settings.cluster and limits["capability"] < CLUSTER_CAPABILITY:
-        raise Unsupported(f"thread-block clusters need compute capability "
-                          f"{'.'.join(map(str, CLUSTER_CAPABILITY))}, this GPU has "
-                          f"{'.'.join(map(str, limits['capability']))}")
-    if settings.cluster and settings.poll:
-        raise Unsupported("a launch in clusters meets its group at the cluster barrier; "
-                          "polling the state (p) is the other way: choose one")
+    if settings.cluster:
+        from cudnn_rnn.lowbit import clusters
+        clusters.check_settings(settings, limits["capability"])
     try:
         part = partition.plan(
             cfg, fx, fh, sm_count=limits["sm_count"], smem_per_block=limits["smem_per_block"],
@@ -289,8 +284,8 @@ class PersistentEngine(Forward):
                 slices[i][n] = getattr(s, n)
         self.tables = {"layers": cp.asarray(table.view(np.uint8)),
                        "slices": cp.asarray(slices.view(np.uint8)),
-                       "waits": cp.asarray(partition.waits(part)),
-                       "blob": cp.asarray(partition.blob(
+                       "waits": cp.asarray(tables.waits(part)),
+                       "blob": cp.asarray(tables.blob(
                            part, [o.input.codes for o in ops],
                            [o.recurrent.codes for o in ops]))}
         self.counters = cp.zeros(len(part.groups), cp.uint32)
@@ -314,18 +309,8 @@ class PersistentEngine(Forward):
         self.kernel.max_dynamic_shared_size_bytes = self.limits["smem_per_block"]
         self.consts = consts
         if self.part.cluster:
-            self._check_clusters()
-
-    def _check_clusters(self) -> None:
-        """:class:`Unsupported` unless every cluster of the launch is resident at once."""
-        from cudnn_rnn.lowbit import clusters
-        p = self.part
-        wanted = p.grid // p.cluster
-        held = clusters.max_active(self.kernel, p.cluster, p.grid, p.threads, p.smem)
-        if held < wanted:
-            raise Unsupported(f"{wanted} clusters of {p.cluster} CTAs ({p.smem} bytes of "
-                              f"shared memory each): this GPU runs {held} at once; fewer "
-                              f"batch slices or smaller clusters")
+            from cudnn_rnn.lowbit import clusters
+            clusters.check_resident(self.kernel, self.part)
 
     # ------------------------------------------------------------------------ use
     def set_inputs(self, x, hx, cx=None) -> None:

@@ -1,0 +1,52 @@
+"""The launch's tables, made from a :class:`~cudnn_rnn.lowbit.partition.Partition`: when each
+CTA may take each step (:func:`waits`) and every CTA's weight rows in its shared-memory
+layout (:func:`blob`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from cudnn_rnn.engine import walk
+from cudnn_rnn.lowbit.partition import CHUNK, MAX_WAITS, Partition
+
+
+def waits(part: Partition) -> np.ndarray:
+    """int32 ``(grid, T, MAX_WAITS, 2)``: before step s, CTA c waits until counter
+    ``[c, s, i, 0]`` reaches ``[c, s, i, 1]`` (counter -1: no wait). A group's counter
+    counts its CTAs' finished steps, hx's slot counting as one: slot ``s`` of h (what
+    step s reads) is whole at ``(s + 1) * units``. In clusters (``part.cluster``) a CTA's
+    own group is its cluster, met at the cluster barrier: only the feeders' counters."""
+    cfg = part.cfg
+    T = cfg.seq_length
+    pls = walk.pseudo_layers(cfg)
+    table = np.full((part.grid, T, MAX_WAITS, 2), -1, dtype=np.int32)
+    for c, sl in enumerate(part.slices):
+        p = pls[sl.k]
+        for s in range(T):
+            row = [] if part.cluster else [(part.counter(sl.k, sl.bs),
+                                            (s + 1) * part.units[sl.k])]
+            t = p.time(s, T)
+            for f in walk.feeders(cfg, p):  # their step at time t wrote slot step+1
+                row.append((part.counter(f.index, sl.bs), (f.step(t, T) + 2) * part.units[f.index]))
+            if row:
+                table[c, s, :len(row)] = row
+    return table
+
+
+def blob(part: Partition, input_codes: list, recurrent_codes: list) -> np.ndarray:
+    """uint8: every CTA's weight rows, in its shared-memory layout, back to back.
+    ``input_codes[k]`` / ``recurrent_codes[k]``: pseudo-layer k's (gates*H, in) and
+    (gates*H, H) codes (numpy, the operand dtype; layer 0's input codes are not used)."""
+    H = part.cfg.hidden_size
+    out = np.zeros(sum(s.mpad * s.rowb for s in part.slices), dtype=np.uint8)
+    for s in part.slices:
+        rows = out[s.blob:s.blob + s.mpad * s.rowb].reshape(s.mpad, s.rowb)
+        xb = s.nxc * CHUNK
+        for r in range(part.cfg.gates * s.nu):
+            q, u = divmod(r, s.nu)
+            src = q * H + s.j0 + u
+            if xb:
+                w = np.ascontiguousarray(input_codes[s.k][src]).view(np.uint8)
+                rows[r, :w.size] = w
+            rc = np.ascontiguousarray(recurrent_codes[s.k][src]).view(np.uint8)
+            rows[r, xb:xb + rc.size] = rc
+    return out
