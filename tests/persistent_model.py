@@ -144,6 +144,12 @@ class Model:
             if c is not None:
                 self.cy[p.index, rows, units] = c
 
+    def signals(self, s) -> bool:
+        """Whether a CTA advances its group's counter after a step (as the kernel: in
+        clusters only where a layer above reads it)."""
+        return not self.part.cluster or \
+            walk.pseudo_layers(self.cfg)[s.k].layer + 1 < self.cfg.num_layers
+
     def ready(self, cta: int, step: int, done: list) -> bool:
         """Whether ``cta``'s waits for ``step`` are met; in clusters also the cluster
         barrier: every CTA of its cluster (consecutive CTAs) has finished the step before."""
@@ -170,7 +176,8 @@ class Model:
                 raise AssertionError(f"deadlock: no CTA can take its next step ({done})")
             i = int(rng.choice(runnable))
             self.step(part.slices[i], own[i], done[i], *rows[i])
-            self.counters[part.slices[i].ctr] += 1
+            if self.signals(part.slices[i]):
+                self.counters[part.slices[i].ctr] += 1
             done[i] += 1
         return self.y, self.hy, (self.cy if self.cx is not None else None)
 

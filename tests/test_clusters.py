@@ -128,8 +128,6 @@ def test_the_kernel_in_clusters_compiles_for_sm_90_without_spills(fmt, mode, bat
     consts = P.defines(cfg, part, gx_int=fmt == "int8")
     assert consts["CLUSTER"] == 16
     assert ptxas.ptxas_info(consts)["spill_stores"] == 0
-    source = P.source(consts)
-    assert "__cluster_dims__(CLUSTER, 1, 1)" in source
 
 
 def test_the_kernel_without_clusters_has_no_cluster_barrier():
@@ -147,5 +145,16 @@ def test_the_kernel_without_clusters_has_no_cluster_barrier():
         finally:
             nvrtc.destroyProgram(prog)
     assert "barrier.cluster" not in ptx[0] and ".reqnctapercluster" not in ptx[0]
-    assert "barrier.cluster.arrive.release" in ptx[8] and "barrier.cluster.wait.acquire" in ptx[8]
     assert ".reqnctapercluster 8" in ptx[8]
+    # arrives: after h0, at each step's end, in a bailing CTA's loop; waits: before each
+    # step stages its state, in the bailing loop and after it, before the CTA leaves
+    assert ptx[8].count("barrier.cluster.arrive.release.aligned") == 3
+    assert ptx[8].count("barrier.cluster.wait.acquire.aligned") == 4
+
+
+def test_a_kernel_in_clusters_that_polls_does_not_compile():
+    _nvrtc_or_skip()
+    cfg = _cfg(H=64, B=8)
+    part = partition.plan(cfg, "fp16", "fp16", sm_count=132, smem_per_block=SMEM, cluster=8)
+    with pytest.raises(RuntimeError, match="does not poll"):
+        ptxas.nvrtc_compile(P.defines(cfg, part, False, poll=True), "sm_90")

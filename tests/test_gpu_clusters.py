@@ -66,14 +66,20 @@ def test_the_seed_shape_in_8_bits_verifies_and_replays_in_clusters(cuda, hopper,
     _run(cfg, ["persistent:int8/both", "persistent:e4m3/both"], settings, fp8_capable, mode)
 
 
-def test_a_wait_that_is_never_met_ends_a_launch_in_clusters(cuda, hopper):
+@pytest.mark.parametrize("ctas", ["all", "one"])
+def test_a_wait_that_is_never_met_ends_a_launch_in_clusters(cuda, hopper, ctas):
+    """Every CTA of layer 1's cluster, or one of them, gives up at a middle step: the one
+    that gave up meets its cluster's barriers to the end, and the launch ends, Stalled."""
     cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2)
     values = C.draw(cfg, seed=2)
     with PersistentEngine(cfg, values["stacked"], "fp16", settings=Settings.parse("b1t256k8"),
                           spin_limit=1 << 14) as engine:
         waits = engine.tables["waits"]
-        assert int((waits[:, -1, 0, 0] >= 0).sum()) == 8  # layer 1's cluster waits on layer 0
-        waits[:, -1, 0, 1] += 1  # its last step waits for a step nobody takes
+        top = [i for i, s in enumerate(engine.part.slices) if s.k == 1]
+        assert len(top) == 8 and bool((waits[top, :, 0, 0] >= 0).all())  # on layer 0
+        step = cfg.seq_length // 2
+        chosen = top if ctas == "all" else top[3:4]
+        waits[chosen, step, 0, 1] += 1  # that step waits for a step nobody takes
         engine.set_inputs(values["io"]["x"], values["io"]["hx"], values["io"]["cx"])
         engine.forward()
         with pytest.raises(Stalled, match="gave up"):

@@ -37,6 +37,9 @@
 // (batch row, unit) pairs a thread's gate math takes at once: 1 is 4 % faster than 4 at the
 // seed shape and LSTM 50/1/1024/64 on the H200 (a third less code in the step loop)
 #define PG 1
+#if CLUSTER && POLL
+#error "a launch in clusters does not poll: a polling CTA's early return skips its barriers"
+#endif
 #if CLUSTER
 #define CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
 __device__ __forceinline__ void cl_arrive() {
