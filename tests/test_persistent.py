@@ -446,6 +446,8 @@ def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_i
     (["--trace", "persistent:fp16@b9"], "no launch shape 'b9'"),
     (["--drop", "gate"], "no phase gate"),
     (["--variants", "fast"], "no variant fast"),
+    (["--ntw", "2,9"], "--ntw: whole numbers 1 to 4"),
+    (["--ntw", "four"], "--ntw: whole numbers 1 to 4"),
 ])
 def test_the_probe_tool_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, args,
                                                                          needle):

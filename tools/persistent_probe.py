@@ -28,6 +28,7 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.cli import BadInput, OneLineParser
 from cudnn_rnn.engine.gpu import NoGPU, cupy_or_raise
 from cudnn_rnn.lowbit.candidates import run_configs
+from cudnn_rnn.lowbit import partition
 from cudnn_rnn.lowbit.launch import Settings
 
 # the fence after a step's wait, as persistent.cu writes it
@@ -248,7 +249,16 @@ def main() -> int:
                    help=f"phases ({','.join(DROPS)}): each --trace again without each")
     p.add_argument("--variants", default="",
                    help=f"kernel changes ({','.join(VARIANTS)}): everything again with each")
+    p.add_argument("--ntw", default="",
+                   help="n-tiles a warp takes at least (partition.NTW_SHARE), e.g. 2,4: "
+                        "everything again with each")
     a = p.parse_args()
+    try:
+        ntws = [int(v) for v in a.ntw.split(",") if v] or [partition.NTW_SHARE]
+    except ValueError:
+        ntws = [0]
+    if not all(1 <= v <= partition.MAX_NTW for v in ntws):
+        p.error(f"--ntw: whole numbers 1 to {partition.MAX_NTW}, comma-separated")
     drops = [d for d in a.drop.split(",") if d]
     unknown = sorted(set(drops) - set(DROPS))
     if unknown:
@@ -279,20 +289,25 @@ def main() -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []
-    for variant, spec, cfg in [(v, spec, cfg) for v in [None] + variants for spec, cfg in shapes]:
-        with _kernel(varied(variant) if variant else None):
-            results.append(_shape_run(a, spec, cfg, items, drops, variant))
-        (out / "persistent_probe.json").write_text(json.dumps(results, indent=1, default=str))
+    for ntw in ntws:
+        partition.NTW_SHARE = ntw
+        for variant, spec, cfg in [(v, spec, cfg) for v in [None] + variants
+                                   for spec, cfg in shapes]:
+            with _kernel(varied(variant) if variant else None):
+                results.append({"ntw": ntw, **_shape_run(a, spec, cfg, items, drops, variant,
+                                                          ntw)})
+            (out / "persistent_probe.json").write_text(json.dumps(results, indent=1,
+                                                                  default=str))
     return 0
 
 
-def _shape_run(a, spec: str, cfg, items, drops, variant: str | None) -> dict:
+def _shape_run(a, spec: str, cfg, items, drops, variant: str | None, ntw: int) -> dict:
     """One shape's candidates verified and timed, and its traces, with the kernel as
     persistent.source is now (``variant``, None: as it is)."""
     started = time.monotonic()
     r = run_configs(cfg, a.names.split(","), reps=20, budget_s=0.3,
                     settings=a.settings.split(",") if a.settings else None)
-    print(f"\n== {spec}{f' with {variant}' if variant else ''}  "
+    print(f"\n== {spec}{f' with {variant}' if variant else ''} (ntw >= {ntw})  "
           f"({time.monotonic() - started:.1f} s)")
     for rec in r["records"]:
         g = (rec.get("graph_timings") or {}).get("forward_inference", {})

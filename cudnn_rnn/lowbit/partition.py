@@ -49,6 +49,7 @@ MAX_WAITS = 3  # counters one step waits on: its own group and at most two feedi
 MAX_CLUSTER = 16  # CTAs of a thread-block cluster: 8 portable, 16 on sm_90 (non-portable)
 MAX_ACC = 16  # m-tiles x n-tiles one warp accumulates (4 registers each, twice with an x part)
 MAX_NTW = 4
+NTW_SHARE = 2  # n-tiles a warp takes at least, sharing each A fragment (the probe tool's --ntw)
 AREG_REGS = 64  # registers a thread may give a k-group's weight fragments (AREG, below)
 # ... and those with the accumulators: past 96 ptxas spilled (a helper's compile of 2,106
 # partitions); the engine refuses a kernel that spills all the same (its local memory)
@@ -246,7 +247,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     warps = threads // 32
     nb_full = -(-B // batch_slices)
     nt_max = _up(nb_full, 8) // 8
-    ntw = max(min(2, nt_max), -(-nt_max // warps))  # two n-tiles share each A fragment
+    ntw = max(min(NTW_SHARE, nt_max), -(-nt_max // warps))
     if areg:  # fewer warps along n, more along K: fewer weight fragments a warp holds
         ntw = max(ntw, min(MAX_NTW, nt_max))
     if ntw > MAX_NTW:
