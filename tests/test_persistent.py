@@ -404,6 +404,22 @@ def test_the_kernel_compiles_with_nvrtc(arch, mode, fx, fh):
     assert cubin[:4] == b"\x7fELF"
 
 
+def test_warp_groups_all_ctas_agree_on_are_compiled_in_and_others_read_at_run_time():
+    _nvrtc_or_skip()
+    seed = RNNConfig(seq_length=20, num_layers=2, hidden_size=512, mini_batch=64,
+                     input_size=512, mode=RNNMode.LSTM)
+    part = partition.plan(seed, "int8", "int8", sm_count=132, smem_per_block=SMEM, threads=512)
+    consts = P.defines(seed, part, gx_int=True)
+    assert (consts["KS"], consts["TS"]) == (4, 4)
+    uneven = _cfg(RNNMode.GRU, 1, False, H=64, B=33)  # batch slices of 17 and 16 rows
+    part = partition.plan(uneven, None, "fp16", sm_count=132, smem_per_block=SMEM,
+                          batch_slices=2)
+    assert len({s.ts for s in part.slices}) == 2
+    consts = P.defines(uneven, part, gx_int=False)
+    assert consts["TS"] == 0 and consts["KS"] == 0
+    assert ptxas.ptxas_info(consts)["spill_stores"] == 0
+
+
 @pytest.mark.parametrize("exact,straddle", [(0, 0), (0, 1), (1, 0), (1, 1)])
 def test_each_product_path_compiles(exact, straddle):
     """EXACT x STRADDLE, from the partitions that select them (the GPU test runs each)."""

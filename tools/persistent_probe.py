@@ -103,6 +103,12 @@ VARIANTS.update({
                    ("    float x = v / s;\n    unsigned int sign",
                     "    float x = __fdividef(v, s);\n    unsigned int sign", 1)],
 })
+VARIANTS.update({
+    # the kernel as it was before KS and TS: each CTA's warp groups along K and n read from
+    # its slice at run time (loops over them without constant bounds, divisions by ts)
+    "ks_runtime": [("ks = KS ? KS : S.ks;", "ks = S.ks;", 1),
+                   ("const int ts = TS ? TS : S.ts;", "const int ts = S.ts;", 1)],
+})
 PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "step_total")
 
 

@@ -23,6 +23,8 @@
 //            previous step at the cluster barrier (barrier.cluster arrive.release at the end
 //            of a step, wait.acquire before the next stages h) instead of polling the
 //            group's counter; the counters then serve the layers above only
+//   KS, TS   every CTA's k-groups and n-groups of warps where all CTAs agree, so that the
+//            loops over them have constant bounds (0: each CTA reads its own, Slice.ks/ts)
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
@@ -198,7 +200,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     const unsigned lb = (unsigned)S.k * B * H;  // this pseudo-layer's states
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int nu = S.nu, nb = S.nb, mpad = S.mpad, npad = S.npad, ks = S.ks;
+    // KS, TS: every CTA's warp groups along K and along n, where all agree (0: read here)
+    const int nu = S.nu, nb = S.nb, mpad = S.mpad, npad = S.npad, ks = KS ? KS : S.ks;
     const int nxc = S.nxc, nc = S.nc, rowb = nc * 32 + PAD, gH = GATES * H;
     const int j0 = S.j0, b0 = S.b0;
     unsigned char* ws = smem;
@@ -281,7 +284,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #define MARK(i) do { } while (0)
 #endif
 
-    const int ng = warp % S.ts, kg = warp / S.ts, kx = S.kx;
+    const int ts = TS ? TS : S.ts;
+    const int ng = warp % ts, kg = warp / ts, kx = S.kx;
     const bool active = kg < ks;
     // k-group g multiplies chunks ga(g) .. gb(g) - 1 (Slice.chunks): above the first layer
     // groups 0 .. kx-1 the input part's, the others the recurrent part's (kx 0: all of K

@@ -102,7 +102,14 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             "STRADDLE": int(part.straddles), "EXACT": int(part.exact),
             "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL",
             "TRACE": int(trace), "POLL": int(poll), "AREG": int(part.areg_slabs > 0),
-            "NSLAB": max(1, part.areg_slabs), "CLUSTER": part.cluster}
+            "NSLAB": max(1, part.areg_slabs), "CLUSTER": part.cluster,
+            "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
+
+
+def _agreed(part: partition.Partition, field: str) -> int:
+    """Every slice's ``field`` where all agree (a compile-time constant), else 0."""
+    values = {getattr(s, field) for s in part.slices}
+    return values.pop() if len(values) == 1 else 0
 
 
 def source(consts: dict) -> str:
