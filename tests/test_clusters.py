@@ -169,3 +169,37 @@ def test_a_kernel_in_clusters_that_polls_does_not_compile():
     part = partition.plan(cfg, "fp16", "fp16", sm_count=132, smem_per_block=SMEM, cluster=8)
     with pytest.raises(RuntimeError, match="does not poll"):
         ptxas.nvrtc_compile(P.defines(cfg, part, False, poll=True), "sm_90")
+
+
+def _tool(*args):
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, str(root / "tools" / "cluster_probe.py"), *args],
+                          capture_output=True, text=True, timeout=120, cwd=root)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--sizes", "2,x"], "comma-separated integers"),
+    (["--sizes", "17"], "clusters of 1 to 16"),
+    (["--bytes", "24"], "multiples of 16"),
+])
+def test_the_cluster_probe_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, args,
+                                                                            needle):
+    proc = _tool("--out", str(tmp_path / "out"), *args)
+    assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_cluster_probes_kernels_compile_for_sm_90(tmp_path):
+    _nvrtc_or_skip()
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "tools" / "cluster_probe.py"
+    spec = importlib.util.spec_from_file_location("tools_cluster_probe", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    for cluster in (2, 16):
+        ptx = _ptx(tool.source(cluster))
+        assert f".reqnctapercluster {cluster}" in ptx and "barrier.cluster.wait" in ptx

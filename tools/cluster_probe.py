@@ -1,0 +1,159 @@
+"""Thread-block clusters on this GPU: how many clusters of C CTAs it holds at once (one CTA
+a multiprocessor, ~200 KB of shared memory each), and what a round costs: every CTA pushes
+P bytes to every CTA of its cluster through distributed shared memory, then the cluster
+barrier (barrier.cluster arrive.release / wait.acquire). P 0 is the barrier alone.
+
+    python tools/cluster_probe.py --out DIR [--sizes 2,4,8,16] [--bytes 0,256,512,1024,2048]
+
+The measurements behind docs/lowbit.md's clusters (the persistent kernel's ``k`` launch
+shapes). A diagnostic (not part of the package); needs compute capability 9.0.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+SMEM = 200 * 1024
+THREADS = 256
+ROUNDS = 1000
+SOURCE = r'''
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ unsigned cl_rank() {
+    unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r;
+}
+__device__ __forceinline__ unsigned mapa(unsigned a, unsigned rank) {
+    unsigned r; asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ void st_cl(unsigned a, uint4 v) {
+    asm volatile("st.shared::cluster.v4.u32 [%0], {%1,%2,%3,%4};"
+                 :: "r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+__device__ __forceinline__ void cl_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ long long gt() {
+    long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t;
+}
+
+// every CTA counts itself in, then waits (a bounded spin) for all: ok[cta] 1 if all came
+extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1)
+resident(unsigned* arrived, int* ok, long long spin)
+{
+    if (threadIdx.x == 0) {
+        atomicAdd(arrived, 1u);
+        long long n = 0;
+        while (atomicAdd(arrived, 0u) < gridDim.x && ++n < spin) {}
+        ok[blockIdx.x] = n < spin;
+    }
+}
+
+// rounds of: push P bytes to slot (r & 1) of every CTA of the cluster, then the barrier
+extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1)
+round_trip(int rounds, int P, long long* out, unsigned* sink)
+{
+    extern __shared__ __align__(16) unsigned char buf[];  // [2][CL][P]
+    const unsigned me = cl_rank();
+    const int pieces = P / 16;
+    cl_sync();
+    const long long t0 = gt();
+    unsigned acc = 0;
+    for (int r = 0; r < rounds; ++r) {
+        unsigned char* slot = buf + (r & 1) * CL * P;
+        for (int i = threadIdx.x; i < pieces * CL; i += THREADS) {
+            const int dst = i / pieces, pc = i - dst * pieces;
+            st_cl(mapa(smem_addr(slot + me * P + pc * 16), dst), make_uint4(r, me, pc, 0));
+        }
+        cl_sync();
+        if (P) acc += *(unsigned*)(slot + ((me + 1) % CL) * P);
+    }
+    const long long t1 = gt();
+    if (threadIdx.x == 0) { out[blockIdx.x] = t1 - t0; sink[blockIdx.x] = acc; }
+}
+'''
+
+
+def source(cluster: int) -> str:
+    """The probe's kernels for clusters of ``cluster`` CTAs."""
+    return f"#define CL {cluster}\n#define THREADS {THREADS}\n" + SOURCE
+
+
+def measure(cp, cluster: int, sizes: list) -> dict:
+    """Clusters of ``cluster`` held at once, and ns a round per P of ``sizes`` (median of
+    5 launches, with their range) on as many clusters as are held."""
+    from cupy_backends.cuda.api import driver
+    from cudnn_rnn.lowbit.clusters import NON_PORTABLE, PORTABLE
+    m = cp.RawModule(code=source(cluster), options=("--std=c++17",))
+    kernels = {n: m.get_function(n) for n in ("resident", "round_trip")}
+    for k in kernels.values():
+        k.max_dynamic_shared_size_bytes = SMEM
+        if cluster > PORTABLE:
+            driver.funcSetAttribute(k.kernel.ptr, NON_PORTABLE, 1)
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    held = 0
+    for n in range(sms // cluster, 0, -1):  # the most clusters whose CTAs all meet at once
+        arrived, ok = cp.zeros(1, cp.uint32), cp.zeros(n * cluster, cp.int32)
+        kernels["resident"]((n * cluster,), (THREADS,), (arrived, ok, cp.int64(300_000)),
+                            shared_mem=SMEM)
+        cp.cuda.runtime.deviceSynchronize()
+        if int(ok.sum()) == n * cluster:
+            held = n
+            break
+    rounds = {}
+    for size in sizes:
+        out = cp.zeros(held * cluster, cp.int64)
+        sink = cp.zeros(held * cluster, cp.uint32)
+        times = []
+        for _ in range(5):
+            kernels["round_trip"]((held * cluster,), (THREADS,),
+                                  (cp.int32(ROUNDS), cp.int32(size), out, sink), shared_mem=SMEM)
+            cp.cuda.runtime.deviceSynchronize()
+            times.append(float(cp.median(out.astype(cp.float64))) / ROUNDS)
+        times.sort()
+        rounds[str(size)] = {"median_ns": times[2], "min_ns": times[0], "max_ns": times[-1]}
+    return {"clusters_held": held, "ns_per_round": rounds}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--sizes", default="2,4,8,16", help="CTAs a cluster, comma-separated")
+    p.add_argument("--bytes", default="0,256,512,1024,2048",
+                   help="bytes each CTA pushes to each CTA of its cluster, multiples of 16")
+    a = p.parse_args()
+    try:
+        clusters = [int(c) for c in a.sizes.split(",")]
+        sizes = [int(b) for b in a.bytes.split(",")]
+    except ValueError:
+        p.error("--sizes and --bytes take comma-separated integers")
+    if any(not 1 <= c <= 16 for c in clusters):
+        p.error("--sizes: clusters of 1 to 16 CTAs")
+    if any(b < 0 or b % 16 or 2 * 16 * b > SMEM for b in sizes):
+        p.error(f"--bytes: multiples of 16 from 0 to {SMEM // 32}")
+    from cudnn_rnn.engine.gpu import NoGPU, cupy_or_raise
+    from cudnn_rnn.lowbit.engine import capability
+    try:
+        cp = cupy_or_raise()
+    except NoGPU as exc:
+        print(f"cluster_probe.py: {exc}; run it on a machine with a GPU", file=sys.stderr)
+        return 2
+    if capability(cp) < (9, 0):
+        print("cluster_probe.py: thread-block clusters need compute capability 9.0",
+              file=sys.stderr)
+        return 2
+    result = {}
+    for c in clusters:
+        r = result[str(c)] = measure(cp, c, sizes)
+        for size, t in r["ns_per_round"].items():
+            print(f"clusters of {c:2d} ({r['clusters_held']} held): {int(size):5d} bytes "
+                  f"pushed to each: {t['median_ns']:8.1f} ns a round")
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    (Path(a.out) / "cluster_probe.json").write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
