@@ -102,8 +102,6 @@ VARIANTS.update({
     "quant_fast": [("    float q = rintf(v / s);", "    float q = rintf(__fdividef(v, s));", 1),
                    ("    float x = v / s;\n    unsigned int sign",
                     "    float x = __fdividef(v, s);\n    unsigned int sign", 1)],
-})
-VARIANTS.update({
     # the kernel as it was before KS and TS: each CTA's warp groups along K and n read from
     # its slice at run time (loops over them without constant bounds, divisions by ts)
     "ks_runtime": [("ks = KS ? KS : S.ks;", "ks = S.ks;", 1),
@@ -259,12 +257,13 @@ def main() -> int:
                    help="n-tiles a warp takes at least (partition.NTW_SHARE), e.g. 2,4: "
                         "everything again with each")
     a = p.parse_args()
+    ntw_wrong = f"--ntw: whole numbers 1 to {partition.MAX_NTW}, comma-separated"
     try:
         ntws = [int(v) for v in a.ntw.split(",") if v] or [partition.NTW_SHARE]
     except ValueError:
-        ntws = [0]
+        p.error(ntw_wrong)
     if not all(1 <= v <= partition.MAX_NTW for v in ntws):
-        p.error(f"--ntw: whole numbers 1 to {partition.MAX_NTW}, comma-separated")
+        p.error(ntw_wrong)
     drops = [d for d in a.drop.split(",") if d]
     unknown = sorted(set(drops) - set(DROPS))
     if unknown:

@@ -7,6 +7,7 @@ it spinning until the kernel's waits give up."""
 from __future__ import annotations
 
 import ctypes
+import functools
 
 from cudnn_rnn.engine.gpu import DRIVER_LIBRARY
 from cudnn_rnn.lowbit.engine import Unsupported
@@ -31,8 +32,11 @@ def check_settings(settings, capability: tuple) -> None:
 def check_resident(kernel, part) -> None:
     """:class:`Unsupported` unless every cluster of ``part``'s launch of ``kernel`` is
     resident at once."""
+    if part.cluster > PORTABLE:  # allowed for the query and for the launch after it
+        from cupy_backends.cuda.api import driver
+        driver.funcSetAttribute(kernel.kernel.ptr, NON_PORTABLE, 1)
     wanted = part.grid // part.cluster
-    held = max_active(kernel, part.cluster, part.grid, part.threads, part.smem)
+    held = max_active(kernel, part.grid, part.threads, part.smem)
     if held < wanted:
         raise Unsupported(f"{wanted} clusters of {part.cluster} CTAs ({part.smem} bytes of "
                           f"shared memory each): this GPU runs {held} at once; fewer batch "
@@ -49,22 +53,25 @@ class _LaunchConfig(ctypes.Structure):
                 ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
 
 
-def max_active(kernel, size: int, grid: int, threads: int, smem: int) -> int:
-    """Clusters of ``size`` CTAs of CuPy's RawKernel ``kernel`` (compiled with that
-    ``__cluster_dims__``) this GPU runs at once, each CTA ``threads`` threads and ``smem``
-    bytes of dynamic shared memory; RuntimeError with the driver's code if it cannot say."""
-    from cupy_backends.cuda.api import driver
-    fn = kernel.kernel.ptr
-    if size > PORTABLE:
-        driver.funcSetAttribute(fn, NON_PORTABLE, 1)
-    lib = ctypes.CDLL(DRIVER_LIBRARY)
-    query = lib.cuOccupancyMaxActiveClusters
+@functools.cache
+def _query():
+    """The driver's ``cuOccupancyMaxActiveClusters``, typed (loaded once)."""
+    query = ctypes.CDLL(DRIVER_LIBRARY).cuOccupancyMaxActiveClusters
     query.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p,
                       ctypes.POINTER(_LaunchConfig)]
     query.restype = ctypes.c_int
+    return query
+
+
+def max_active(kernel, grid: int, threads: int, smem: int) -> int:
+    """Clusters of CuPy's RawKernel ``kernel`` (of its ``__cluster_dims__``; above
+    :data:`PORTABLE` CTAs, with NON_PORTABLE allowed) this GPU runs at once, each CTA
+    ``threads`` threads and ``smem`` bytes of dynamic shared memory; RuntimeError with the
+    driver's code if it cannot say."""
+    fn = kernel.kernel.ptr
     config = _LaunchConfig(grid, 1, 1, threads, 1, 1, smem, None, None, 0)
     n = ctypes.c_int(0)
-    status = query(ctypes.byref(n), ctypes.c_void_p(fn), ctypes.byref(config))
+    status = _query()(ctypes.byref(n), ctypes.c_void_p(fn), ctypes.byref(config))
     if status:
         raise RuntimeError(f"cuOccupancyMaxActiveClusters: CUresult {status}")
     return n.value

@@ -173,7 +173,7 @@ def gx_int(gx_precision: str) -> bool:
 def compiled(cp, consts: dict):
     """The kernel of ``consts``: compiled by NVRTC through CuPy (which keeps the module by
     its source, in memory and in its disk cache), or taken from CuPy's memo."""
-    # a kernel in clusters is launched plainly (clusters.max_active checks residency first)
+    # a kernel in clusters is launched plainly (clusters.check_resident checks residency first)
     module = cp.RawModule(code=source(consts), options=OPTIONS,
                           enable_cooperative_groups=not consts.get("CLUSTER"))
     return module, module.get_function("persistent_rnn")

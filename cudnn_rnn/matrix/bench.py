@@ -267,7 +267,7 @@ BENCH_RECORD = Obj({
                       "skipped": Opt(STR), "cudnn": Opt(Dict(STR)),
                       # each module variant's timing, or why PyTorch refused it
                       "variants": Opt(Dict(Either(
-                          Obj({"skipped": STR}, required={"skipped"}),
+                          SKIPPED,
                           Obj({"ms": POS_NUM, "median_ms": POS_NUM, "q1_ms": NUM, "q3_ms": NUM,
                                "min_ms": NUM, "max_ms": NUM, "reps": POS_INT},
                               required={"ms"}))))})),
