@@ -72,9 +72,11 @@ def pathfinder_candidate(libname: str) -> Candidate | None:
     return Candidate(loaded.abs_path, f"cuda-pathfinder ({loaded.found_via})")
 
 
-def search(libname: str, patterns: tuple[str, ...], sonames: tuple[str, ...]) -> list[Candidate]:
-    """The walk after an explicit candidate: cuda-pathfinder, the wheels, the sonames."""
-    pf = pathfinder_candidate(libname)
+def search(libname: str | None, patterns: tuple[str, ...],
+           sonames: tuple[str, ...]) -> list[Candidate]:
+    """The walk after an explicit candidate: cuda-pathfinder (unless ``libname`` is None),
+    the wheels, the sonames."""
+    pf = pathfinder_candidate(libname) if libname else None
     return ([pf] if pf else []) + wheel_candidates(patterns) + [
         Candidate(name, "system soname") for name in sonames]
 
@@ -114,7 +116,7 @@ class OnePerProcess:
     same library; asking for another file is refused, since a second copy of the library
     in one process would be a second copy of its global state."""
 
-    def __init__(self, what: str, env: str, libname: str, patterns: tuple, sonames: tuple,
+    def __init__(self, what: str, env: str, libname: str | None, patterns: tuple, sonames: tuple,
                  open_, not_found: type, hint: str):
         self.what, self.env, self.libname = what, env, libname
         self.patterns, self.sonames, self.open_ = patterns, sonames, open_

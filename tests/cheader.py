@@ -47,13 +47,14 @@ def _clean(text: str) -> str:
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     text = re.sub(r"//[^\n]*", " ", text)
     text = re.sub(r"^\s*#.*?(?<!\\)$", " ", text, flags=re.M)
-    for macro in ("CUDNNWINAPI", "CUDNN_DEPRECATED_ENUM", "CUDNN_DEPRECATED", "CUBLASWINAPI"):
+    for macro in ("CUDNNWINAPI", "CUDNN_DEPRECATED_ENUM", "CUDNN_DEPRECATED", "CUBLASWINAPI",
+                  "CUDAAPI", "__CUDA_DEPRECATED"):
         text = text.replace(macro, " ")
     return text
 
 
 def _eval(expr: str, known: dict) -> int:
-    expr = re.sub(r"(?<=\d)[uUlL]+\b", "", expr.strip())
+    expr = re.sub(r"(?<=\d)[uUlL]+\b", "", " ".join(expr.split()))
     return int(eval(expr, {"__builtins__": {}}, dict(known)))  # noqa: S307 - header text only
 
 
@@ -76,15 +77,19 @@ def parse_files(paths: list, prefix: str) -> Header:
     typedef of a struct typedef (``typedef cublasLtMatmulDescOpaque_t* cublasLtMatmulDesc_t``)
     names its struct; ``typedef struct {...} Name`` structs are kept by value in
     :attr:`Header.value_structs` with their fields."""
-    text = " ".join(_clean(Path(p).read_text(errors="replace")) for p in paths)
+    raw = [Path(p).read_text(errors="replace") for p in paths]
+    text = " ".join(_clean(r) for r in raw)
     structs = dict((m.group(2), m.group(1)) for m in
                    re.finditer(r"typedef\s+struct\s+(\w+)\s*\*\s*(\w+)\s*;", text))
     value_structs = {m.group(2): [f.strip() for f in m.group(1).split(";") if f.strip()]
-                     for m in re.finditer(r"typedef\s+struct\s*\{([^{}]*)\}\s*(\w+)\s*;", text)}
+                     for m in re.finditer(r"typedef\s+struct\s*(?:\w+\s*)?\{([^{}]*)\}\s*(\w+)\s*;",
+                                          text)}
     for m in re.finditer(r"typedef\s+(\w+)\s*\*\s*(\w+)\s*;", text):
         if m.group(1) in value_structs:
             structs[m.group(2)] = m.group(1)
-    enums, known, tags = {}, {}, {}
+    enums, tags = {}, {}
+    known = {m.group(1): int(m.group(2), 0) for r in raw  # integer macros enumerators use
+             for m in re.finditer(r"^\s*#define\s+(\w+)\s+(0x[0-9a-fA-F]+|\d+)\s*$", r, flags=re.M)}
     for m in re.finditer(r"typedef\s+enum\s*(\w+)?\s*\{(.*?)\}\s*(\w+)\s*;", text, flags=re.S):
         members, value = {}, -1
         for item in m.group(2).split(","):

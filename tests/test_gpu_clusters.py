@@ -96,3 +96,25 @@ def test_more_clusters_than_the_gpu_holds_are_refused_before_any_launch(cuda, ho
     with pytest.raises(Unsupported, match=r"clusters of 16 CTAs .* runs \d+ at once"):
         PersistentEngine(cfg, values["stacked"], "fp16",
                          settings=Settings(batch_slices=slices, cluster=16))
+
+
+def test_the_driver_bindings_answer_as_cupy_does_and_raise_the_drivers_own_error(cuda, hopper):
+    """The driver's version through the bindings equals CuPy's; a call the driver refuses
+    raises the exception generated from its CUresult, with the driver's own text; the cluster
+    query answers for a kernel in clusters of 16 once the non-portable size is allowed (an
+    H200 holds 7 such clusters at once)."""
+    import ctypes
+
+    from cudnn_rnn.bindings import driver
+    from cudnn_rnn.lowbit import clusters
+    drv = driver.load()
+    assert drv.version_raw == cuda.cuda.runtime.driverGetVersion()
+    assert drv.source == "system soname" and "libcuda.so" in drv.resolved_path
+    kernel = cuda.RawKernel(r'''extern "C" __global__ void __cluster_dims__(16, 1, 1)
+        noop(int *p) { if (p) p[0] = 1; }''', "noop")
+    kernel.compile()
+    with pytest.raises(driver.errors.InvalidValue, match="cuFuncSetAttribute failed") as bad:
+        drv.cuFuncSetAttribute(ctypes.cast(kernel.kernel.ptr, driver.types.CUfunction), 9999, 1)
+    assert bad.value.reason  # cuGetErrorString's text
+    clusters.allow_non_portable(kernel)
+    assert clusters.max_active(kernel, 32, 64, 0) >= 2

@@ -84,14 +84,13 @@ def source(cluster: int) -> str:
 def measure(cp, cluster: int, sizes: list) -> dict:
     """Clusters of ``cluster`` held at once, and ns a round per P of ``sizes`` (median of
     5 launches, with their range) on as many clusters as are held."""
-    from cupy_backends.cuda.api import driver
-    from cudnn_rnn.lowbit.clusters import NON_PORTABLE, PORTABLE
+    from cudnn_rnn.lowbit.clusters import PORTABLE, allow_non_portable
     m = cp.RawModule(code=source(cluster), options=("--std=c++17",))
     kernels = {n: m.get_function(n) for n in ("resident", "round_trip")}
     for k in kernels.values():
         k.max_dynamic_shared_size_bytes = SMEM
         if cluster > PORTABLE:
-            driver.funcSetAttribute(k.kernel.ptr, NON_PORTABLE, 1)
+            allow_non_portable(k)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     held = 0
     for n in range(sms // cluster, 0, -1):  # the most clusters whose CTAs all meet at once

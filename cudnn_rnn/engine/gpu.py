@@ -8,16 +8,14 @@ Set ``CUDNN_RNN_NO_GPU=1`` to behave as on a machine without a GPU.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 from functools import lru_cache
+
+from cudnn_rnn.bindings import driver
 
 
 class NoGPU(RuntimeError):
     """Device stages need a CUDA GPU; the message says why there is none."""
-
-
-DRIVER_LIBRARY = "libcuda.so.1"  # the NVIDIA driver's CUDA library: no driver, no such file
 
 
 def driver_missing() -> str | None:
@@ -25,9 +23,11 @@ def driver_missing() -> str | None:
     Without one, CUDA's own words ("driver version is insufficient") would send a user to
     upgrade a driver they do not have."""
     try:
-        ctypes.CDLL(DRIVER_LIBRARY)
-    except OSError:
-        return f"no NVIDIA driver found ({DRIVER_LIBRARY} cannot be loaded)"
+        driver.load()
+    except driver.errors.LibraryNotFound as exc:
+        if os.environ.get(driver.library.ENV):  # the user's path: say what was wrong with it
+            return f"no NVIDIA driver found ({exc})"
+        return f"no NVIDIA driver found ({driver.library.SONAME} cannot be loaded)"
     return None
 
 

@@ -1,5 +1,6 @@
 """How many thread-block clusters of a kernel this GPU holds at once: the CUDA driver's
-``cuOccupancyMaxActiveClusters``, which CuPy does not bind. A persistent launch in clusters
+``cuOccupancyMaxActiveClusters`` (through :mod:`cudnn_rnn.bindings.driver`: CuPy does not
+bind it). A persistent launch in clusters
 is a plain launch (the grid-wide guarantee of a cooperative launch is not what its waits
 need), so whether every cluster is resident at once is this check's to say before the
 launch: a cluster left waiting for another's multiprocessors would leave the layers above
@@ -7,13 +8,11 @@ it spinning until the kernel's waits give up."""
 from __future__ import annotations
 
 import ctypes
-import functools
 
-from cudnn_rnn.engine.gpu import DRIVER_LIBRARY
+from cudnn_rnn.bindings import driver
 from cudnn_rnn.lowbit.engine import Unsupported
 
-NON_PORTABLE = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (cuda.h)
-PORTABLE = 8  # the cluster size every sm_90 GPU takes without NON_PORTABLE
+PORTABLE = 8  # the cluster size every sm_90 GPU takes without allow_non_portable
 CAPABILITY = (9, 0)  # thread-block clusters
 
 
@@ -33,8 +32,7 @@ def check_resident(kernel, part) -> None:
     """:class:`Unsupported` unless every cluster of ``part``'s launch of ``kernel`` is
     resident at once."""
     if part.cluster > PORTABLE:  # allowed for the query and for the launch after it
-        from cupy_backends.cuda.api import driver
-        driver.funcSetAttribute(kernel.kernel.ptr, NON_PORTABLE, 1)
+        allow_non_portable(kernel)
     wanted = part.grid // part.cluster
     held = max_active(kernel, part.grid, part.threads, part.smem)
     if held < wanted:
@@ -43,35 +41,24 @@ def check_resident(kernel, part) -> None:
                           f"slices or smaller clusters")
 
 
-class _LaunchConfig(ctypes.Structure):
-    """CUlaunchConfig (cuda.h), without attributes: the cluster size is the kernel's own
-    (``__cluster_dims__``)."""
-    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint),
-                ("gridDimZ", ctypes.c_uint), ("blockDimX", ctypes.c_uint),
-                ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
-                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
-                ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
+def _function(kernel):
+    """The driver's CUfunction of CuPy's RawKernel ``kernel`` (compiled and loaded here)."""
+    return ctypes.cast(kernel.kernel.ptr, driver.types.CUfunction)
 
 
-@functools.cache
-def _query():
-    """The driver's ``cuOccupancyMaxActiveClusters``, typed (loaded once)."""
-    query = ctypes.CDLL(DRIVER_LIBRARY).cuOccupancyMaxActiveClusters
-    query.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p,
-                      ctypes.POINTER(_LaunchConfig)]
-    query.restype = ctypes.c_int
-    return query
+def allow_non_portable(kernel) -> None:
+    """Let ``kernel`` run in clusters larger than :data:`PORTABLE` CTAs (up to 16 on sm_90)."""
+    driver.load().cuFuncSetAttribute(
+        _function(kernel), driver.enums.FunctionAttribute.NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
 
 
 def max_active(kernel, grid: int, threads: int, smem: int) -> int:
     """Clusters of CuPy's RawKernel ``kernel`` (of its ``__cluster_dims__``; above
-    :data:`PORTABLE` CTAs, with NON_PORTABLE allowed) this GPU runs at once, each CTA
-    ``threads`` threads and ``smem`` bytes of dynamic shared memory; RuntimeError with the
-    driver's code if it cannot say."""
-    fn = kernel.kernel.ptr
-    config = _LaunchConfig(grid, 1, 1, threads, 1, 1, smem, None, None, 0)
+    :data:`PORTABLE` CTAs, with :func:`allow_non_portable` first) this GPU runs at once, each
+    CTA ``threads`` threads and ``smem`` bytes of dynamic shared memory; the driver's
+    exception (:mod:`cudnn_rnn.bindings.driver.errors`) if it cannot say."""
+    config = driver.types.CUlaunchConfig(grid, 1, 1, threads, 1, 1, smem, None, None, 0)
     n = ctypes.c_int(0)
-    status = _query()(ctypes.byref(n), ctypes.c_void_p(fn), ctypes.byref(config))
-    if status:
-        raise RuntimeError(f"cuOccupancyMaxActiveClusters: CUresult {status}")
+    driver.load().cuOccupancyMaxActiveClusters(ctypes.byref(n), _function(kernel),
+                                               ctypes.byref(config))
     return n.value
