@@ -281,16 +281,24 @@ def test_a_broken_slice_is_caught_by_the_verification(cuda):
         assert wrong and "bound" in wrong, facts
 
 
-def test_a_wait_that_is_never_met_ends_the_launch(cuda):
+def test_a_wait_that_is_never_met_ends_the_launch_and_leaves_nan_not_stale_numbers(cuda):
+    """Every CTA gives up at the last step: the launch ends, Stalled, and every output is
+    NaN (written by the CTAs that gave up), not the numbers the buffers held before."""
     cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2)
     values = C.draw(cfg, seed=2)
     with PersistentEngine(cfg, values["stacked"], "fp16", spin_limit=1 << 14) as engine:
+        engine.set_inputs(values["io"]["x"], values["io"]["hx"], values["io"]["cx"])
+        engine.forward()
+        engine.check()  # a whole forward first: the buffers hold its (finite) outputs
+        assert all(bool(cuda.isfinite(a).all()) for a in engine.buf.values())
         waits = engine.tables["waits"]
         waits[:, -1, 0, 1] += 1  # the last step waits for a step nobody takes
         engine.set_inputs(values["io"]["x"], values["io"]["hx"], values["io"]["cx"])
         engine.forward()
         with pytest.raises(Stalled, match="gave up"):
             engine.outputs()
+        assert set(engine.buf) == {"y", "hy", "cy"}
+        assert all(bool(cuda.isnan(a).all()) for a in engine.buf.values())
 
 
 def test_a_polled_piece_that_never_settles_ends_the_launch(cuda):

@@ -259,8 +259,9 @@ def test_only_a_fallback_serving_the_example_is_refused(on_the_host):
 
 
 def test_the_calibration_batches_are_verified_by_the_choice_itself(on_the_host):
-    """A calibration batch of another shape that the choice does not serve is not passed by
-    a later candidate that does: the choice did not hold on the data its scales came from."""
+    """verify_calibration judges the choice itself: a calibration batch of another shape
+    that the choice does not serve is not passed by a later candidate that does (the
+    tuning then makes that candidate the choice: hold_on_calibration, below)."""
     fast = _accelerated(torch.nn.GRU(5, 7, 1), ("seq 4 only", "cudnn"))
     spec = fast.plan.module
     with torch.no_grad():
@@ -275,6 +276,41 @@ def test_the_calibration_batches_are_verified_by_the_choice_itself(on_the_host):
         with pytest.raises(NotAccelerated, match="seq 6, batch 3 is run by cudnn, not by the "
                                                  "choice, seq 4 only"):
             fast.verify(torch.randn(6, 3, 5), choice_only=True)
+
+
+def test_a_choice_that_does_not_hold_on_calibration_gives_way_to_the_next_that_does(
+        on_the_host):
+    """The fastest eligible row serves only seq 4 and a calibration batch is seq 6: the next
+    eligible row becomes the choice (the example's shape made again with it), is verified on
+    every batch, and the table says why the first was passed over; a fallback (cuDNN in
+    another precision) never is, and with nothing left the refusal names each one's reason."""
+    fast = _accelerated(torch.nn.GRU(5, 7, 1), ("seq 4 only", "0.1% off", "cudnn"),
+                        tolerance=0.01)
+    fast.plan.report["rows"] = [
+        {"id": c.id, "label": c.label, "status": "ranked" if i else "chosen", "reason": None,
+         "ms": 1.0 + i, "error": 0.0}
+        for i, c in enumerate(fast.plan.candidates)]
+    x, spec = torch.randn(4, 3, 5), fast.plan.module
+    with torch.no_grad():
+        fast(x)
+        assert fast.shapes()[0]["runs"] == "seq 4 only"
+        errors = tuning.hold_on_calibration(fast, x, [torch.randn(4, 3, 5),
+                                                      torch.randn(6, 3, 5)], spec, 2, "fp16")
+    assert fast.plan.choice.label == "0.1% off" and len(errors) == 2
+    assert [s["runs"] for s in fast.shapes()] == ["0.1% off", "0.1% off"]
+    rows = {r["label"]: r for r in fast.plan.report["rows"]}
+    assert rows["0.1% off"]["status"] == "chosen" and rows["seq 4 only"]["status"] == "passed"
+    assert "not on calibration batch 1" in rows["seq 4 only"]["reason"]
+
+    only = _accelerated(torch.nn.GRU(5, 7, 1), ("seq 4 only", "cudnn"))
+    with torch.no_grad():
+        only(x)
+        with pytest.raises(NotAccelerated, match=r"none of the fp16 configurations that "
+                                                 r"verified on the example held on every "
+                                                 r"calibration batch \(seq 4 only: verified on "
+                                                 r"the example but not on calibration batch 0"):
+            tuning.hold_on_calibration(only, x, [torch.randn(6, 3, 5)], spec, 1, "fp16")
+        assert tuning.hold_on_calibration(only, x, None, spec, 1, "fp16") is None
 
 
 def test_the_calibration_errors_are_the_choices_own_on_each_batch(on_the_host):

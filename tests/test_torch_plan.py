@@ -83,6 +83,8 @@ BAD = [
      "has a threshold of the recurrent GEMM that is not a finite number"),
     (lambda d: _eight_bit(d)["thresholds"]["input"].__setitem__(0, -1.0),
      "has a threshold of the input GEMM that is not a finite number >= 0"),
+    (lambda d: _eight_bit(d)["thresholds"]["input"].__setitem__(0, None),
+     "lacks a threshold of the input GEMM, which its 'both' plan runs in 8 bits"),
     (lambda d: d["report"]["rows"][0].update(timed_as=5), "rows[0] is not a row of the table"),
     (lambda d: d["report"]["rows"][0].update(reason=["x"]), "rows[0] is not a row of the table"),
     (lambda d: d.update(report=[]), "'report' must be dict, got list"),
@@ -196,3 +198,5 @@ def test_a_plan_tuned_on_another_machine_is_refused_unless_asked(tmp_path, monke
     monkeypatch.setattr(tuning.bindings, "load", missing)
     with pytest.raises(NotAccelerated, match="cuDNN is not loadable here"):
         load(path, lstm)
+    with pytest.raises(NotAccelerated, match="cuDNN is not loadable here"):  # nor tuned
+        tuning.accelerate(lstm, example=(4, 2))

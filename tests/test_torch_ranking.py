@@ -107,6 +107,21 @@ def test_the_choice_says_what_runs_its_error_and_its_time_against_the_modules():
     assert "the module itself: eager 9.0000 ms, graph 4.5000 ms" in table
 
 
+def test_the_choice_compares_like_with_like_and_says_what_was_not_timed():
+    """A choice timed by plain calls (cuDNN may refuse a capture) is not set against the
+    module in a CUDA graph, as the table's columns are not; a plan without times (a plan
+    file may hold nulls) prints without them."""
+    import dataclasses
+    plan = real_plan()
+    graph = report.Choice.of(plan)
+    plain = dataclasses.replace(graph, timed_as="plain")
+    assert "the module in a CUDA graph" in str(graph)
+    assert "the module in a CUDA graph" not in str(plain)
+    assert f"x{9.0 / graph.plain_ms:.2f} over plain calls" in str(plain)
+    untimed = dataclasses.replace(graph, ms=None, plain_ms=None)
+    assert "not timed" in str(untimed) and "(x" not in str(untimed)
+
+
 def test_a_failure_of_the_accelerated_call_is_raised_and_the_users_is_shown(monkeypatch):
     """timing.times: the user's module failing is a finding (shown as skipped); the
     accelerated module failing by anything but a capture's refusal is this package's bug.

@@ -243,6 +243,13 @@ def _weight_scale(w: np.ndarray, fmt: str, channel: bool):
     return float(rule(quant.amax(w)))
 
 
+def quantized(parts: str) -> tuple:
+    """The GEMMs (of :data:`GEMMS`) a plan on ``parts`` runs in 8 bits, where they exist: the
+    projection goes with the recurrent product it feeds."""
+    return {"input": ("input",), "recurrent": ("recurrent", "projection"),
+            "both": GEMMS}[parts]
+
+
 def plan(cfg: RNNConfig, stacked: list[Stacked], amaxes: dict, fmt: str,
          parts: str, channel: bool | None = None) -> QuantPlan:
     """Scales: an activation's from its ``amaxes`` entry (max |x| from :func:`calibrate`, or
@@ -253,9 +260,7 @@ def plan(cfg: RNNConfig, stacked: list[Stacked], amaxes: dict, fmt: str,
         raise ValueError(f"fmt must be in {FORMATS} and parts in {PARTS}, got {fmt!r}, {parts!r}")
     act_scale = quant.int8_scale if fmt == "int8" else quant.e4m3_scale
     channel = fmt == "int8" if channel is None else channel
-    chosen = {"input": parts in ("input", "both"),
-              "recurrent": parts in ("recurrent", "both")}
-    chosen["projection"] = chosen["recurrent"]
+    chosen = {name: name in quantized(parts) for name in GEMMS}
     weights = {"input": lambda s: s.W, "recurrent": lambda s: s.R, "projection": lambda s: s.P}
     scales = {}
     for name in GEMMS:

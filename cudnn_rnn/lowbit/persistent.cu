@@ -369,7 +369,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             }
             cl_wait();
 #endif
-            return;
+            goto gave_up;
         }
 #if CLUSTER
         cl_wait();  // the group's previous step, h's slot s, written by every CTA of it
@@ -473,7 +473,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if POLL
             stage(i, i % STAGES, true);
             __syncthreads();
-            if (bail) return;
+            if (bail) goto gave_up;
 #else
             __syncthreads();
 #endif
@@ -649,5 +649,25 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if CELL == 2
         cy[g] = own_c[it.p];
 #endif
+    }
+    return;
+
+gave_up:
+    // a launch that gave up a wait: this CTA's outputs (every step's y of the last layer,
+    // its h_n and c_n) are NaN, not what the caller's buffers held before (a caller that
+    // does not read the status, such as a captured graph's replays, sees no stale numbers;
+    // the CTAs that wait for this one give up too, and write theirs)
+    const float nan = __int_as_float(0x7fffffff);
+#pragma unroll 1
+    for (Pairs it(tid, nu); it.p < nb * nu; it.next()) {
+        const unsigned g = lb + (unsigned)(b0 + it.b) * H + j0 + it.u;
+        hy[g] = nan;
+#if CELL == 2
+        cy[g] = nan;
+#endif
+        if (L.last)
+#pragma unroll 1
+            for (int r = 0; r < T; ++r)
+                y[(unsigned)(r * B + b0 + it.b) * D * H + L.dir * H + j0 + it.u] = nan;
     }
 }

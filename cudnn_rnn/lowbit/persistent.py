@@ -15,9 +15,9 @@ Refused before any launch, with the reason (:class:`~cudnn_rnn.lowbit.engine.Uns
 what the GEMM engine refuses; FP32/TF32 (no tensor-core path here); a GPU below compute
 capability 8.0 (8.9 for E4M3) or without cooperative launch; a partition that does not fit
 (:class:`~cudnn_rnn.lowbit.partition.DoesNotFit`: bytes needed against bytes available).
-The kernel guards every wait: one that would spin for seconds sets a status flag and the
-launch ends; :meth:`PersistentEngine.outputs` then raises :class:`Stalled` (a bug, never a
-measurement).
+The kernel guards every wait: one that would spin for seconds sets a status flag, the CTAs
+that gave up write NaN for their outputs, and the launch ends; :meth:`PersistentEngine.outputs`
+then raises :class:`Stalled` (a bug, never a measurement).
 """
 from __future__ import annotations
 

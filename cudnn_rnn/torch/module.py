@@ -71,6 +71,11 @@ class Accelerated(torch.nn.Module):
         self._plans.start_at(candidate)
         self.plan.candidates = list(self._plans.candidates)
 
+    def forget(self) -> None:
+        """Every shape made so far closed and forgotten: each is made again on its next call
+        (the tuning's use, when the choice changes after the example's shape was made)."""
+        self._plans.close()
+
     def extra_repr(self) -> str:
         return f"{self.plan.module.describe()}; choice: {self.plan.choice.label}"
 

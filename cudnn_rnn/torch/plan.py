@@ -298,3 +298,7 @@ def _engine_fields(c: Candidate, spec: ModuleSpec, where: str) -> None:
         _check(all(t is None or (_number(t) and math.isfinite(t) and t >= 0)
                    for t in per_layer), where,
                f"has a threshold of the {gemm} GEMM that is not a finite number >= 0")
+        exists = gemm != "projection" or spec.proj != spec.hidden  # a module's W, R always
+        _check(not exists or gemm not in model.quantized(c.parts) or None not in per_layer,
+               where, f"lacks a threshold of the {gemm} GEMM, which its {c.parts!r} plan "
+                      f"runs in 8 bits")

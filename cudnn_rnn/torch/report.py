@@ -94,16 +94,19 @@ class Choice:
                    _time(times, "module", "graph"), tuple(plan.shape))
 
     def __str__(self) -> str:
+        # like with like only: a graph replay against the module in a graph, plain calls
+        # against the module's eager calls (as the table's columns)
         vs = []
-        if self.module_graph_ms:
-            vs.append(f"the module in a CUDA graph {self.module_graph_ms:.4f} ms "
-                      f"(x{speedup(self.module_graph_ms, self.ms):.2f})")
-        if self.module_eager_ms:
-            vs.append(f"eager {self.module_eager_ms:.4f} ms "
-                      f"(x{speedup(self.module_eager_ms, self.plain_ms):.2f} over plain calls)")
-        timed = "" if self.ms is None else (
-            f"; {self.ms:.4f} ms ({self.timed_as or 'plain'}; plain calls "
-            f"{self.plain_ms:.4f} ms)")
+        graph = speedup(self.module_graph_ms, self.ms) if self.timed_as == "graph" else None
+        if graph:
+            vs.append(f"the module in a CUDA graph {self.module_graph_ms:.4f} ms (x{graph:.2f})")
+        eager = speedup(self.module_eager_ms, self.plain_ms)
+        if eager:
+            vs.append(f"eager {self.module_eager_ms:.4f} ms (x{eager:.2f} over plain calls)")
+        times = [f"{self.ms:.4f} ms ({self.timed_as or 'plain'})" if self.ms else None,
+                 f"plain calls {self.plain_ms:.4f} ms" if self.plain_ms else None]
+        timed = "; ".join(t for t in times if t)
+        timed = f"; {timed}" if timed else "; not timed"
         return (f"{self.label} ({self.engine}): the fastest of {self.ranked} {self.precision} "
                 f"configurations verified within tolerance {self.tolerance:g} "
                 f"({self.run} run) at seq {self.shape[0]}, batch {self.shape[1]}; error "

@@ -17,7 +17,8 @@ What :func:`accelerate` does, in the user's process and CUDA context:
    8-bit formats, calibrated on the calibration batches), each row verified and timed;
 4. keeps the fastest eligible row within the tolerance of the module in float64
    (:mod:`.ranking`), or refuses in one line saying how near the nearest came; the module
-   it returns is verified on the example and on every calibration batch as well;
+   it returns is verified on the example and on every calibration batch as well (a choice
+   that does not hold on a batch gives way to the next eligible row);
 5. times the module itself and the accelerated module, eager and in a CUDA graph, in the
    same process (:mod:`.timing`).
 """
@@ -76,8 +77,18 @@ def accelerate(module, example, precision: str = "auto", calibration=None,
     device = _device(module, torch)
     cp = gpu.cupy_or_raise()
     with cp.cuda.Device(device.index):
+        cudnn_or_refuse()
         return _tune(module, spec, example, precision, prec, calibration, limit, device,
                      torch, cp, reps, budget_s)
+
+
+def cudnn_or_refuse() -> dict:
+    """The loaded cuDNN's provenance, or :class:`NotAccelerated` saying it is not loadable."""
+    try:
+        return bindings.load().describe()
+    except bindings.errors.LibraryNotFound as exc:
+        raise NotAccelerated(f"cuDNN is not loadable here ({exc}): install the project's "
+                             f"CUDA extra") from None
 
 
 def _tune(module, spec, example, name, prec, calibration, limit, device, torch, cp, reps,
@@ -110,8 +121,9 @@ def _tune(module, spec, example, name, prec, calibration, limit, device, torch, 
     training = module.training
     try:
         fast(given)  # the example's shape made and verified before anything is timed
-        settle(fast, len(mine), name)
-        plan.report["calibration_errors"] = verify_calibration(fast, cal, spec)
+        left = settle(fast, len(mine), name)
+        plan.report["calibration_errors"] = hold_on_calibration(fast, given, cal, spec, left,
+                                                                name)
         torch.cuda.synchronize(device)
         module.eval()  # timed as verified (and as inference runs): not the training path
         plan.report["times"] = {
@@ -127,17 +139,18 @@ def _tune(module, spec, example, name, prec, calibration, limit, device, torch, 
     return fast
 
 
-def settle(fast, eligible: int, name: str) -> None:
+def settle(fast, eligible: int, name: str) -> int:
     """The example's shape runs the first candidate that built and verified inside ``fast``
     on the example's tensors, which need not be the ranking's first (it verified in the
     ranking's own run). The first that did becomes the choice, and the table's rows of those
     before it say why they were passed over; when only a fallback (cuDNN in a precision not
-    asked for: ``eligible`` candidates come first) served, NotAccelerated."""
+    asked for: ``eligible`` candidates come first) served, NotAccelerated. The eligible
+    candidates left, the choice first."""
     plan = fast.plan
     entry = fast.serving(plan.shape)
     at = position(plan.candidates, entry.candidate)
     if at == 0:
-        return
+        return eligible
     if at >= eligible:
         raise NotAccelerated(
             f"none of the {eligible} {name} configurations verified in the ranking served the "
@@ -147,6 +160,39 @@ def settle(fast, eligible: int, name: str) -> None:
     fast.choose(entry.candidate)
     plan.report["rows"] = report.passed_over(plan.report.get("rows", []), reasons,
                                              entry.candidate.id)
+    return eligible - at
+
+
+def hold_on_calibration(fast, given, batches, spec, eligible: int, name: str) -> list | None:
+    """:func:`verify_calibration` of the choice; where it does not hold, the next of the
+    ``eligible`` candidates becomes the choice (the example's shape made again with it,
+    :func:`settle`) and is checked the same way, so what is kept is the fastest that holds
+    on the example and on every calibration batch; the table's rows of those passed over
+    say why. NotAccelerated, with each one's reason, when none holds."""
+    if not batches:
+        return None
+    failed: dict = {}  # id -> (label, why)
+    while True:
+        try:
+            errors = verify_calibration(fast, batches, spec)
+            break
+        except NotAccelerated as exc:
+            failed[fast.plan.choice.id] = (fast.plan.choice.label, str(exc))
+        if eligible <= 1:
+            raise NotAccelerated(
+                f"none of the {name} configurations that verified on the example held on "
+                f"every calibration batch (" + "; ".join(
+                    f"{label}: {why}" for label, why in failed.values())
+                + "); give a larger tolerance or another precision")
+        fast.forget()  # the shapes made with the choice that did not hold
+        fast.choose(fast.plan.candidates[1])
+        fast(given)
+        eligible = settle(fast, eligible - 1, name)
+    if failed:
+        fast.plan.report["rows"] = report.passed_over(
+            fast.plan.report.get("rows", []), {i: why for i, (_, why) in failed.items()},
+            fast.plan.choice.id)
+    return errors
 
 
 def verify_calibration(fast, batches, spec) -> list | None:
@@ -164,7 +210,7 @@ def verify_calibration(fast, batches, spec) -> list | None:
                                 choice_only=True)
         except NotAccelerated as exc:
             raise NotAccelerated(f"verified on the example but not on calibration batch {i}: "
-                                 f"{exc}; give a larger tolerance or another precision") from None
+                                 f"{exc}") from None
         out.append(max(facts["errors"].values()))
     return out
 
@@ -218,12 +264,7 @@ def load(path, module, *, tuned_elsewhere: bool = False):
     device = _device(module, torch)
     cp = gpu.cupy_or_raise()
     with cp.cuda.Device(device.index):
-        try:
-            library = bindings.load().describe()
-        except bindings.errors.LibraryNotFound as exc:
-            raise NotAccelerated(f"cuDNN is not loadable here ({exc}): install the project's "
-                                 f"CUDA extra") from None
-        here = machine(gpu.device_info(), library)
+        here = machine(gpu.device_info(), cudnn_or_refuse())
         there = plan.tuned_on()
         if here != there and not tuned_elsewhere:
             raise BadPlan(f"{path} was tuned on {describe_machine(there)}; this is "
