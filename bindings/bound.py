@@ -14,6 +14,21 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 
+class CheckedFunction:
+    """A bound function whose nonzero status raises ``error_for(name, status, describe(status))``
+    (the cuBLASLt and CUDA driver mirrors'; cuDNN's also captures its log)."""
+
+    __slots__ = ("name", "raw", "_describe", "_error_for")
+
+    def __init__(self, name: str, raw, describe, error_for):
+        self.name, self.raw, self._describe, self._error_for = name, raw, describe, error_for
+
+    def __call__(self, *args) -> None:
+        status = self.raw(*args)
+        if status:
+            raise self._error_for(self.name, status, self._describe(status))
+
+
 @dataclass
 class BoundLibrary:
     path: str

@@ -200,3 +200,45 @@ def include_dir_for(library_path: str) -> Path | None:
         if (c / "cudnn_version.h").exists() and (c / "cudnn_adv.h").exists():
             return c
     return None
+
+
+def prototype_mismatches(prototypes, header: Header) -> list[str]:
+    """Each way the ``prototypes`` (bindings' :class:`Proto` records) differ from the
+    header's declarations: a function the header lacks, a parameter count, a type."""
+    mismatches = []
+    for proto in prototypes:
+        if proto.name not in header.functions:
+            mismatches.append(f"{proto.name}: not declared in the header")
+            continue
+        ret_text, params = header.functions[proto.name]
+        if len(params) != len(proto.params):
+            mismatches.append(f"{proto.name}: {len(proto.params)} params, header has {len(params)}")
+            continue
+        if not compatible(c_type(ret_text, header, is_param=False), ctypes_type(proto.restype)):
+            mismatches.append(f"{proto.name} returns {ret_text}, bound as {proto.restype}")
+        for (name, ct), c_text in zip(proto.params, params):
+            want, got = c_type(c_text, header), ctypes_type(ct)
+            if not compatible(want, got):
+                mismatches.append(f"{proto.name}({name}): C {c_text!r} is {want}, bound as {got}")
+    return mismatches
+
+
+def enum_problems(classes, header: Header, complete: bool) -> list[str]:
+    """Each way the enum ``classes`` (``C_NAME``, ``C_PREFIX``) differ from the header's:
+    a value, a member the header lacks, and where ``complete`` (the header is not newer than
+    the transcription) a member the bindings lack."""
+    problems = []
+    for cls in classes:
+        c_members = header.enums.get(cls.C_NAME)
+        if c_members is None:
+            problems.append(f"{cls.C_NAME} not found in the header")
+            continue
+        ours = {cls.C_PREFIX + name: m.value for name, m in cls.__members__.items()}
+        problems += [f"{k}: header {v}, bindings {ours[k]}" for k, v in c_members.items()
+                     if k in ours and ours[k] != v]
+        problems += [f"{cls.C_NAME}: bindings have {k}, header does not" for k in ours
+                     if k not in c_members]
+        if complete:
+            problems += [f"{cls.C_NAME}: header has {k}, bindings lack it" for k in c_members
+                         if k not in ours]
+    return problems

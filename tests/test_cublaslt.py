@@ -13,7 +13,7 @@ from cudnn_rnn.bindings.cublaslt import enums as E, errors, library, types as T
 from cudnn_rnn.bindings.cublaslt.prototypes import PROTOTYPES
 from cudnn_rnn.bindings.finder import Candidate
 
-from .cheader import c_type, compatible, ctypes_type, parse_files
+from .cheader import enum_problems, parse_files, prototype_mismatches
 
 
 @pytest.fixture(scope="module")
@@ -53,21 +53,9 @@ def test_the_library_loads_from_where_it_says_and_is_the_headers_version(lt, hea
 
 
 def test_every_prototype_matches_the_header(lt, header):
-    mismatches = []
-    for proto in PROTOTYPES:
-        assert proto.name in header.functions, proto.name
-        ret_text, params = header.functions[proto.name]
-        if len(params) != len(proto.params):
-            mismatches.append(f"{proto.name}: {len(proto.params)} params, header has {len(params)}")
-            continue
-        if not compatible(c_type(ret_text, header, is_param=False), ctypes_type(proto.restype)):
-            mismatches.append(f"{proto.name} returns {ret_text}, bound as {proto.restype}")
-        for (name, ct), c_text in zip(proto.params, params):
-            want, got = c_type(c_text, header), ctypes_type(ct)
-            if not compatible(want, got):
-                mismatches.append(f"{proto.name}({name}): C {c_text!r} is {want}, bound as {got}")
-        assert lt.has_symbol(proto.name), proto.name
+    mismatches = prototype_mismatches(PROTOTYPES, header)
     assert not mismatches, "\n".join(mismatches)
+    assert all(lt.has_symbol(proto.name) for proto in PROTOTYPES)
 
 
 def test_handles_point_to_the_headers_structs_and_value_structs_have_its_fields(header):
@@ -87,18 +75,8 @@ def test_handles_point_to_the_headers_structs_and_value_structs_have_its_fields(
 
 
 def test_enums_have_the_headers_exact_values(header):
-    problems = []
-    for cls in E.HEADER_CHECKED:
-        c_members = header.enums.get(cls.C_NAME)
-        assert c_members is not None, cls.C_NAME
-        ours = {cls.C_PREFIX + name: m.value for name, m in cls.__members__.items()}
-        problems += [f"{k}: header {v}, bindings {ours[k]}" for k, v in c_members.items()
-                     if k in ours and ours[k] != v]
-        problems += [f"{cls.C_NAME}: bindings have {k}, header does not" for k in ours
-                     if k not in c_members]
-        if header.version <= (12, 9, 3):  # members a later cuBLAS adds are transcribed later
-            problems += [f"{cls.C_NAME}: header has {k}, bindings lack it" for k in c_members
-                         if k not in ours]
+    # members a later cuBLAS adds are transcribed later
+    problems = enum_problems(E.HEADER_CHECKED, header, header.version <= (12, 9, 3))
     assert not problems, "\n".join(problems)
 
 

@@ -14,7 +14,9 @@ from cudnn_rnn.bindings.driver import enums as E, errors, library, types as T
 from cudnn_rnn.bindings.driver.prototypes import PROTOTYPES
 from cudnn_rnn.engine import gpu
 
-from .cheader import c_type, compatible, ctypes_type, parse_files
+from cudnn_rnn.bindings.enums import CEnum, _c
+
+from .cheader import c_type, compatible, ctypes_type, enum_problems, parse_files, prototype_mismatches
 
 
 def _cuda_h() -> Path | None:
@@ -34,21 +36,8 @@ def header():
 
 
 def test_every_prototype_matches_cuda_h(header):
-    mismatches = []
-    for proto in PROTOTYPES:
-        assert proto.name in header.functions, proto.name  # not renamed by a _v2 macro
-        ret_text, params = header.functions[proto.name]
-        if len(params) != len(proto.params):
-            mismatches.append(f"{proto.name}: {len(proto.params)} params, header has {len(params)}")
-            continue
-        if not compatible(c_type(ret_text, header, is_param=False), ctypes_type(proto.restype)):
-            mismatches.append(f"{proto.name} returns {ret_text}, bound as {proto.restype}")
-        for (name, ct), c_text in zip(proto.params, params):
-            want, got = c_type(c_text, header), ctypes_type(ct)
-            if not compatible(want, got):
-                mismatches.append(f"{proto.name}({name}): C {c_text!r} is {want}, bound as {got}")
-        assert proto.returns_status, proto.name  # every one returns CUresult: checked
-    assert not mismatches, "\n".join(mismatches)
+    assert not prototype_mismatches(PROTOTYPES, header)  # none renamed by a _v2 macro
+    assert all(proto.returns_status for proto in PROTOTYPES)  # every one CUresult: checked
 
 
 def test_handles_and_the_launch_config_are_the_headers(header):
@@ -71,25 +60,26 @@ def test_handles_and_the_launch_config_are_the_headers(header):
 
 
 def test_enums_have_the_headers_exact_values(header):
-    problems = []
-    for cls in E.HEADER_CHECKED:
-        c_members = header.enums.get(cls.C_NAME)
-        assert c_members is not None, cls.C_NAME
-        ours = {cls.C_PREFIX + name: m.value for name, m in cls.__members__.items()}
-        problems += [f"{k}: header {v}, bindings {ours[k]}" for k, v in c_members.items()
-                     if k in ours and ours[k] != v]
-        problems += [f"{cls.C_NAME}: bindings have {k}, header does not" for k in ours
-                     if k not in c_members]
-        if header.version <= E.TRANSCRIBED_FROM:  # a later CUDA's members are transcribed later
-            problems += [f"{cls.C_NAME}: header has {k}, bindings lack it" for k in c_members
-                         if k not in ours]
+    # a later CUDA's members are transcribed later
+    problems = enum_problems(E.HEADER_CHECKED, header, header.version <= E.TRANSCRIBED_FROM)
     assert not problems, "\n".join(problems)
 
 
 def test_a_mismatched_binding_is_caught(header):
-    """The checks above can fail: a wrong width, and a wrong handle type."""
+    """The checks above can fail: a wrong width, a wrong handle type, a wrong value."""
     assert not compatible(c_type("unsigned int Flags", header), ctypes_type(ctypes.c_int))
     assert not compatible(c_type("CUfunction func", header), ctypes_type(T.CUstream))
+    from cudnn_rnn.bindings.prototypes import Proto
+    wrong = Proto("cuFuncSetAttribute", ctypes.c_int, (("hfunc", T.CUstream), ("attrib", ctypes.c_int),
+                                                       ("value", ctypes.c_int)), "cuda.h")
+    assert prototype_mismatches([wrong], header) == [
+        "cuFuncSetAttribute(hfunc): C 'CUfunction hfunc' is struct:CUfunc_st*, bound as "
+        "struct:CUstream_st*"]
+
+    @_c("CUfunction_attribute", "CU_FUNC_ATTRIBUTE_")
+    class Off(CEnum):
+        NUM_REGS = 5
+    assert "CU_FUNC_ATTRIBUTE_NUM_REGS: header 4, bindings 5" in enum_problems([Off], header, True)
 
 
 def test_every_result_has_its_own_exception_class_and_survives_pickling():

@@ -19,7 +19,7 @@ import ctypes
 from dataclasses import dataclass
 
 from .. import finder
-from ..bound import BoundLibrary
+from ..bound import BoundLibrary, CheckedFunction
 from ..finder import Candidate
 from . import errors
 from .prototypes import BY_NAME
@@ -33,20 +33,6 @@ INSTALL_HINT = ("install cuBLAS (pip install 'cudnn-rnn[cuda12]', which brings n
 def decode_version(raw: int) -> tuple[int, int, int]:
     """cublasLtGetVersion() → (major, minor, patch): major*10000 + minor*100 + patch."""
     return raw // 10000, raw % 10000 // 100, raw % 100
-
-
-class CheckedFunction:
-    """A bound cuBLASLt function that raises on a status other than SUCCESS."""
-
-    __slots__ = ("name", "raw", "_describe")
-
-    def __init__(self, name: str, raw, describe):
-        self.name, self.raw, self._describe = name, raw, describe
-
-    def __call__(self, *args) -> None:
-        status = self.raw(*args)
-        if status:
-            raise errors.error_for(self.name, status, self._describe(status))
 
 
 @dataclass
@@ -68,7 +54,7 @@ class Library(BoundLibrary):
                 "cublaslt_source": self.source}
 
     def checked(self, name: str, raw) -> CheckedFunction:
-        return CheckedFunction(name, raw, self.status_string)
+        return CheckedFunction(name, raw, self.status_string, errors.error_for)
 
     def status_name(self, status: int) -> str:
         return self.raw("cublasLtGetStatusName")(status).decode()

@@ -13,48 +13,24 @@ Class names drop the ``ERROR_`` of the C names (``CUDA_ERROR_NOT_PERMITTED`` is
 """
 from __future__ import annotations
 
+from ..statuses import StatusError, camel, generate, lookup
 from .enums import Result
 
 
-class DriverError(RuntimeError):
+class DriverError(StatusError):
     """A CUDA driver API call returned a result other than CUDA_SUCCESS."""
 
-    status_name: str = "UNKNOWN"
-
-    def __init__(self, call: str, code: int, status_name: str | None = None,
-                 reason: str | None = None):
-        self.call, self.code, self.reason = call, int(code), reason
-        if status_name:
-            self.status_name = status_name
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        text = f"{self.call} failed: CUDA_{self.status_name} ({self.code})"
-        return f"{text}: {self.reason}" if self.reason else text
-
-    def __reduce__(self):  # picklable across worker processes
-        return (error_for, (self.call, self.code, self.reason))
+    C_PREFIX = "CUDA_"
 
 
 class LibraryNotFound(OSError):
     """No loadable libcuda (the NVIDIA driver's CUDA library) was found."""
 
 
-def _camel(name: str) -> str:
-    return "".join(part.capitalize() for part in name.removeprefix("ERROR_").split("_"))
-
-
-ERROR_CLASSES: dict[str, type[DriverError]] = {
-    m.name: type(_camel(m.name), (DriverError,), {"status_name": m.name, "__module__": __name__,
-                                                  "__doc__": f"CUDA_{m.name}"})
-    for m in Result if m.value}
-globals().update({cls.__name__: cls for cls in ERROR_CLASSES.values()})
+ERROR_CLASSES: dict[str, type[DriverError]] = generate(
+    DriverError, Result, globals(), lambda name: camel(name.removeprefix("ERROR_")))
 
 
 def error_for(call: str, code: int, reason: str | None = None) -> DriverError:
     """The exception for ``code`` as returned by ``call``; an unknown code keeps its number."""
-    try:
-        name = Result(code).name
-    except ValueError:
-        name = f"ERROR_UNKNOWN_{code}"
-    return ERROR_CLASSES.get(name, DriverError)(call, code, name, reason)
+    return lookup(ERROR_CLASSES, DriverError, Result, call, code, reason, "ERROR_UNKNOWN_")

@@ -17,7 +17,7 @@ import ctypes
 from dataclasses import dataclass
 
 from .. import finder
-from ..bound import BoundLibrary
+from ..bound import BoundLibrary, CheckedFunction
 from ..finder import Candidate
 from . import errors
 from .prototypes import BY_NAME
@@ -31,20 +31,6 @@ INSTALL_HINT = ("install the NVIDIA driver (its libcuda.so.1), or point CUDA_DRI
 def decode_version(raw: int) -> tuple[int, int, int]:
     """cuDriverGetVersion's number → (major, minor, 0): major*1000 + minor*10 (12090: 12.9)."""
     return raw // 1000, raw % 1000 // 10, 0
-
-
-class CheckedFunction:
-    """A bound driver function that raises on a result other than CUDA_SUCCESS."""
-
-    __slots__ = ("name", "raw", "_describe")
-
-    def __init__(self, name: str, raw, describe):
-        self.name, self.raw, self._describe = name, raw, describe
-
-    def __call__(self, *args) -> None:
-        status = self.raw(*args)
-        if status:
-            raise errors.error_for(self.name, status, self._describe(status))
 
 
 @dataclass
@@ -67,7 +53,7 @@ class Library(BoundLibrary):
                 "driver_library_source": self.source}
 
     def checked(self, name: str, raw) -> CheckedFunction:
-        return CheckedFunction(name, raw, self.status_string)
+        return CheckedFunction(name, raw, self.status_string, errors.error_for)
 
     def _text(self, fn: str, status: int) -> str | None:
         out = ctypes.c_char_p()
