@@ -106,6 +106,9 @@ VARIANTS.update({
     # its slice at run time (loops over them without constant bounds, divisions by ts)
     "ks_runtime": [("ks = KS ? KS : S.ks;", "ks = S.ks;", 1),
                    ("const int ts = TS ? TS : S.ts;", "const int ts = S.ts;", 1)],
+    # the kernel as it was before a CTA that gives up a wait wrote NaN for its outputs: it
+    # returned where it gave up (the NaN's code is then unreachable and compiled away)
+    "stale_on_stall": [("goto gave_up;", "return;", 2), ("\ngave_up:\n", "\n", 1)],
 })
 PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "step_total")
 
