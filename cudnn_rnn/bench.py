@@ -79,8 +79,7 @@ def main(argv=None) -> int:
     from cudnn_rnn.reporting import bench as bench_report
     from cudnn_rnn.matrix.worker import start_worker
     args = build_parser().parse_args(argv)
-    if args.resume and args.overwrite:
-        raise BadInput("--resume and --overwrite exclude each other")
+    runs.check_options(args)
     spec = load_spec(args.spec)
     shapes = [s for s in spec.shapes if not args.group or s.group in args.group]
     if not shapes:
@@ -107,7 +106,8 @@ def main(argv=None) -> int:
             raise NoGPU(f"the benchmark needs a CUDA GPU: {info['device'].get('reason')}")
         identity = identity_of(spec, runs.machine_identity(info["library"], info["device"], True),
                                args.reps, args.budget)
-        out_dir = out or runs.output_dir(runs.run_dir(identity), "the run folder")
+        out_dir = out or runs.output_dir(runs.run_dir(identity),
+                                         runs.default_place("the run folder"))
         path, runs_path = out_dir / "bench.jsonl", out_dir / "bench.run.json"
         resume, recorded = runs.open_run(path, runs_path, identity, args.overwrite,
                                          _run_file_or_none, force=args.force)

@@ -10,7 +10,7 @@ from pathlib import Path
 from cudnn_rnn.cli import BadInput, OneLineParser, run_main
 from cudnn_rnn.matrix.bench import read_run_file
 from cudnn_rnn.matrix.provenance import folder_name
-from cudnn_rnn.matrix.runs import output_dir, report_dir
+from cudnn_rnn.matrix.runs import default_place, output_dir, report_dir
 from cudnn_rnn.reporting.bench import write
 
 
@@ -29,13 +29,18 @@ def main(argv=None) -> int:
     if not d.is_dir():
         raise BadInput(f"{args.directory} is not a folder (give a benchmark's run folder)")
     if not (d / "bench.jsonl").is_file():
+        if any(d.glob("*.jsonl")) or any(d.glob("*.jsonl.gz")):  # a probe's run
+            raise BadInput(f"{args.directory} holds probe results, not a benchmark (no "
+                           f"bench.jsonl): their report is python -m cudnn_rnn.report "
+                           f"{args.directory}")
         raise BadInput(f"{args.directory}: no bench.jsonl here; run make bench first")
     if args.out is None:
         runs = read_run_file(d / "bench.run.json")["runs"]
         p0 = runs[0]["provenance"] if runs else {}
         key = hashlib.sha256((d / "bench.jsonl").read_bytes()).hexdigest()[:8]
         out = output_dir(report_dir(f"{folder_name(p0.get('gpu'), p0.get('cudnn_version'))}"
-                                    f"-bench-{key}"))  # another run, another folder
+                                    f"-bench-{key}"),  # another run, another folder
+                         default_place("the report folder"))
     else:
         out = output_dir(args.out)
     md = write(d, out, empty_ok=False)

@@ -41,33 +41,6 @@ FILTER_FLAGS = {"dtype": "data_type", "math_prec": "math_prec", "math_type": "ma
                 "hidden": "hidden", "batch": "batch", "lengths": "lengths"}
 
 
-def _others_report(folder, records) -> str | None:
-    """The sources of the report ``folder`` holds where they are not the run ``records``
-    alone (a folder of several runs, as results/ is); None where it holds none or its own.
-    A source recorded relative to another working directory counts as this run only where
-    its path ends as this run's does (an archived ``.gz`` as the run it archived)."""
-    summary = runs.read_json_dict(Path(folder) / "summary.json") or {}
-    sources = (summary.get("report") or {}).get("sources") if isinstance(summary, dict) else None
-    if not isinstance(sources, list) or not sources:
-        return None
-    own = _parts(Path(records).resolve())
-    if all(isinstance(s, str) and _same_run(s, own) for s in sources):
-        return None
-    return ", ".join(str(s) for s in sources[:3])
-
-
-def _parts(path: Path) -> tuple:
-    name = path.name[:-len(".gz")] if path.name.endswith(".gz") else path.name
-    return path.parent.parts + (name,)
-
-
-def _same_run(source: str, own: tuple) -> bool:
-    if Path(source).is_absolute():
-        return _parts(Path(source).resolve()) == own
-    parts = tuple(p for p in _parts(Path(source)) if p not in ("", "."))
-    return ".." not in parts and own[-len(parts):] == parts
-
-
 def build_parser() -> OneLineParser:
     p = OneLineParser(prog="cudnn_rnn.probe", description=__doc__.splitlines()[0])
     p.add_argument("--spec", default="default", help="probes/NAME.toml or a path (default: default)")
@@ -114,7 +87,9 @@ def timed_kinds(text: str) -> tuple:
 
 def plan(args) -> tuple:
     spec = specs.load(args.spec)
-    filters = cells.parse_filters({axis: getattr(args, flag) for flag, axis in FILTER_FLAGS.items()})
+    filters = cells.parse_filters({axis: getattr(args, flag) for flag, axis in FILTER_FLAGS.items()},
+                                  {axis: "--" + flag.replace("_", "-")
+                                   for flag, axis in FILTER_FLAGS.items()})
     chosen = cells.select(spec.cells, filters)
     if not chosen:
         raise BadInput(f"no cell of spec {spec.name!r} passes the filters")
@@ -174,10 +149,11 @@ def _ranked(rec: dict, kind: str) -> tuple:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if args.resume and args.overwrite:
-        raise BadInput("--resume and --overwrite exclude each other")
-    if args.list and args.report:
-        raise BadInput("--list runs nothing, so there is no run to --report: drop one of them")
+    runs.check_options(args)
+    if args.list and (args.report or args.resume or args.overwrite):
+        given = next(o for o, on in (("--report", args.report), ("--resume", args.resume),
+                                     ("--overwrite", args.overwrite)) if on)
+        raise BadInput(f"--list runs nothing, so there is no run to {given}: drop one of them")
     spec, cells = plan(args)
     if args.list:
         rows = [(i + 1, c.block, "baseline" if c.implicit else "variant" if c.base else "", c.id)
@@ -215,7 +191,8 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
         {"reps": args.reps, "variant_reps": min(args.variant_reps, args.reps),
          "variant_kinds": list(args.variant_kinds),
          "time": not args.no_time, "graphs": not args.no_graphs})
-    out_dir = out or runs.output_dir(runs.run_dir(identity), "the run folder")
+    out_dir = out or runs.output_dir(runs.run_dir(identity),
+                                         runs.default_place("the run folder"))
     path = out_dir / f"{spec.name}.jsonl"
     meta_path = path.with_suffix(".run.json")
     resume, recorded = runs.open_run(path, meta_path, identity, args.overwrite,
@@ -326,9 +303,9 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
               file=sys.stderr)
         return 130
     if args.report:
-        from cudnn_rnn.reporting.matrix import run_name, write_report
+        from cudnn_rnn.reporting.matrix import others_report, run_name, write_report
         result = load_results(path)
-        where, other = out_dir, _others_report(out_dir, path)
+        where, other = out_dir, others_report(out_dir, [path])
         if other:  # beside it is another run's report: this one goes into reports/ there
             where = runs.output_dir(Path(out_dir) / "reports" / run_name(result), "--out")
             print(f"{out_dir} holds the report of {other}; this run's report is written "

@@ -5,9 +5,10 @@ Turns probe results (a run's folder or its ``.jsonl``; several are merged) into
 machine-readable, with a schema version) and ``matrix.html`` (one self-contained page),
 written to ``--out`` or by default to ``reports/<gpu>-<cudnn>-<specs>-<key>/`` (the key: of the
 records read, so the reports of two runs never share a folder). ``--diff A B``
-compares two result sets and writes ``<A>__vs__<B>.md`` (and ``.json``) to ``--out`` or
-``reports/diff/``. Reading never writes beside the results read: a committed run in
-``results/`` stays as it is unless ``--out`` names its folder.
+compares two result sets and writes ``<A>__vs__<B>.md`` (and ``.json``; each side named as
+its report folder is) to ``--out`` or ``reports/diff/``. Reading never writes beside the
+results read: a committed run in ``results/`` stays as it is unless ``--out`` names its
+folder, and an ``--out`` that holds the report of other runs is refused.
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from cudnn_rnn.matrix import provenance, runs
 from cudnn_rnn.cli import BadInput, OneLineParser, run_main
 from cudnn_rnn.reporting import analysis, diff as diffing, load
 from cudnn_rnn.reporting.markdown import outcomes_line
-from cudnn_rnn.reporting.matrix import (SCHEMA_VERSION, eight_bit_paths, name, report_info,
-                                       run_name, write_report)
+from cudnn_rnn.reporting.matrix import (SCHEMA_VERSION, eight_bit_paths, others_report,
+                                       report_info, run_name, write_report)
 
 
 def main(argv=None) -> int:
@@ -44,8 +45,9 @@ def main(argv=None) -> int:
         a, b = load.load(args.diff[0]), load.load(args.diff[1])
         d = diffing.compare(a, b)
         info = report_info(command_line, a.paths + b.paths)
-        stem = f"{name(a)}__vs__{name(b)}"
-        out_dir = runs.output_dir(args.out if args.out is not None else runs.report_dir("diff"))
+        stem = f"{run_name(a)}__vs__{run_name(b)}"  # two pairs of runs never share a file
+        out_dir = runs.output_dir(args.out if args.out is not None else runs.report_dir("diff"),
+                                  "--out" if args.out is not None else runs.default_place("the report folder"))
         (out_dir / f"{stem}.md").write_text(diffing.render(d, info))
         (out_dir / f"{stem}.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION,
                                                           "report": info, **d}, indent=1) + "\n")
@@ -64,9 +66,18 @@ def main(argv=None) -> int:
         if not eight_bit["rows"]:
             print(f"--eight-bit {args.eight_bit}: that benchmark has no 8-bit rows at the seed's "
                   "shape (20 2 512 64); the INT8 answer names none", file=sys.stderr)
+    if args.out is not None:
+        other = others_report(args.out, result.paths)
+        if other:
+            raise BadInput(f"--out {args.out} holds the report of {other}: give another "
+                           f"--out (or none: reports/ then has a folder of this run's own)")
     out_dir = runs.output_dir(args.out if args.out is not None else runs.report_dir(
-        run_name(result)))
+        run_name(result)), "--out" if args.out is not None else runs.default_place(
+        "the report folder"))
     written = write_report(result, out_dir, command_line, eight_bit)
+    if result.incomplete:
+        print("an unfinished run (cut before its end, or still being written): "
+              + "; ".join(result.incomplete) + " recorded; its report says so", file=sys.stderr)
     counts = analysis.counts(result.records)
     print(f"{len(result.records)} cells ({outcomes_line(counts)}) -> "
           f"{', '.join(str(w) for w in written)}")

@@ -156,8 +156,12 @@ def test_an_overwrite_of_committed_records_needs_force(tmp_path, monkeypatch):
     assert_one_line_exit_2(proc, "holds committed records", "default.jsonl.gz", "--force")
     assert {p.name: p.read_bytes() for p in committed.iterdir() if p.name in before} == before
     assert set(p.name for p in committed.iterdir()) == set(before)  # not even a lock file
-    assert runs.committed_records(committed) == ["default.jsonl.gz", "seed_int8.jsonl"]
-    assert runs.committed_records(tmp_path) == []
+    assert runs.committed_records(committed / "default.jsonl") == ["default.jsonl.gz"]
+    assert runs.committed_records(committed / "seed_int8.jsonl") == ["seed_int8.jsonl"]
+    assert runs.committed_records(committed / "bench.jsonl") == []  # none there to replace
+    h200 = ROOT / "results" / "nvidia-h200" / "9.19.0"
+    assert runs.committed_records(h200 / "default.jsonl") == ["default.jsonl.gz"]  # not bench's
+    assert runs.committed_records(tmp_path / "default.jsonl") == []
 
 
 def test_the_precision_tables_default_folder_is_a_run_folder(tmp_path, monkeypatch):
@@ -207,3 +211,22 @@ def test_a_foreign_stream_reaches_cupy_through_the_stream_protocol_or_external_s
     assert seen == [(0, 0xBEEF)]
     old = SimpleNamespace(cuda=SimpleNamespace(ExternalStream=lambda ptr, dev: ("ext", ptr, dev)))
     assert external_stream(old, 0xBEEF, 3) == ("ext", 0xBEEF, 3)
+
+
+def test_a_probe_run_given_to_the_benchmarks_report_names_the_probes_report():
+    proc = run("cudnn_rnn.bench_report", str(FIX / "cpu-928"))
+    assert_one_line_exit_2(proc, "holds probe results, not a benchmark",
+                           f"python -m cudnn_rnn.report {FIX / 'cpu-928'}")
+
+
+def test_a_default_folder_that_cannot_be_made_names_where_it_was_put(tmp_path):
+    """No --out given: the message names the variable that moved the default, not --out."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for command, args in (("cudnn_rnn.report", [str(FIX / "cpu-928")]),
+                          ("cudnn_rnn.report", ["--diff", str(FIX / "h200-919"),
+                                                str(FIX / "h200-914")])):
+        proc = run(command, *args, CUDNN_RNN_HOME=str(blocker))
+        assert_one_line_exit_2(proc, f"the report folder (under CUDNN_RNN_HOME={blocker})",
+                               "a part of that path is a file")
+        assert "--out" not in proc.stderr.split("(see:")[0]

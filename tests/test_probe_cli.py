@@ -136,11 +136,16 @@ def test_kill_minus_9_then_resume_gives_every_cell_once(tmp_path):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (("--dtype", "FLOAT,QUARTER"), "unknown data_type value 'QUARTER'"),
+    (("--dtype", "FLOAT,QUARTER"), "--dtype: unknown data_type value 'QUARTER'"),
+    (("--dtype", ","), "--dtype needs at least one value"),  # the option as typed
+    (("--math-prec", "HALF", "--layers", "two"), "--layers takes integers"),
     (("--spec", "nosuchspec"), "not found"),
     (("--reps", "0"), "--reps"),
     (("--reps", "many"), "argument --reps: expected a positive integer"),
     (("--resume", "--overwrite"), "exclude"),
+    (("--force",), "--force goes with --overwrite"),  # alone it would do nothing
+    (("--cudnn", ""), "--cudnn needs the path of a libcudnn"),
+    (("--list", "--overwrite"), "--list runs nothing, so there is no run to --overwrite"),
     (("--hidden", "3"), "no cell"),
     (("--bogus",), "unrecognized"),
 ])
@@ -293,10 +298,10 @@ def test_a_report_whose_sources_are_relative_to_another_directory_is_judged_by_t
     """A report written from another working directory names its runs relative to it: one
     whose path ends as this run's does is this run's (an archive's .gz as its run), another
     (or one climbing with ..) is not."""
-    from cudnn_rnn.probe import _parts, _same_run
-    own = _parts(tmp_path / "runs" / "B" / "default.jsonl")
-    assert _same_run("runs/B/default.jsonl", own) and _same_run("./B/default.jsonl.gz", own)
-    assert _same_run(str(tmp_path / "runs" / "B" / "default.jsonl"), own)
-    assert not _same_run("runs/A/default.jsonl", own)
-    assert not _same_run("../B/default.jsonl", own)
-    assert not _same_run(str(tmp_path / "runs" / "A" / "default.jsonl"), own)
+    from cudnn_rnn.reporting.matrix import parts, same_run
+    own = parts(tmp_path / "runs" / "B" / "default.jsonl")
+    assert same_run("runs/B/default.jsonl", own) and same_run("./B/default.jsonl.gz", own)
+    assert same_run(str(tmp_path / "runs" / "B" / "default.jsonl"), own)
+    assert not same_run("runs/A/default.jsonl", own)
+    assert not same_run("../B/default.jsonl", own)
+    assert not same_run(str(tmp_path / "runs" / "A" / "default.jsonl"), own)

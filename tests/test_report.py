@@ -280,3 +280,65 @@ def test_a_file_whose_only_line_is_torn_is_one_line(tmp_path):
     path.write_text('{"id": "x", "outc')
     assert_one_line_exit_2(run("cudnn_rnn.report", str(path), "--out", str(tmp_path / "o")),
                            "holds no whole record: line 1 is torn")
+
+
+def test_runs_of_two_setups_are_not_merged_into_one_report(tmp_path):
+    """One report is one GPU's and one cuDNN's: the no-GPU run beside the H200's is refused
+    in one line (either order), and nothing is written; runs of one setup (the H200's
+    default and seed specs) still merge."""
+    root = Path(__file__).resolve().parent.parent / "results"
+    gpu, cpu = str(root / "nvidia-h200" / "9.19.0"), str(root / "no-gpu" / "9.28.0")
+    for pair in ((cpu, gpu), (gpu, cpu)):
+        proc = run("cudnn_rnn.report", *pair, "--out", str(tmp_path / "mixed"))
+        assert_one_line_exit_2(proc, "are runs of different setups (",
+                               "NVIDIA H200, cuDNN 9.19.0", "no GPU, cuDNN 9.28.0",
+                               "report each apart, or compare two with --diff")
+    assert not (tmp_path / "mixed").exists()
+    merged = load.load(gpu)
+    assert {load.spec_name(f) for f in merged.paths} == {"default", "seed_int8"}
+
+
+def _copy_run(src: Path, dst: Path, keep=None, **meta) -> Path:
+    """A copy of a fixture run: ``keep`` of its records' lines, its .run.json updated."""
+    dst.mkdir(parents=True)
+    lines = (src / "default.jsonl").read_text().splitlines(keepends=True)
+    (dst / "default.jsonl").write_text("".join(lines[:keep]))
+    data = json.loads((src / "default.run.json").read_text())
+    (dst / "default.run.json").write_text(json.dumps({**data, **meta}))
+    return dst
+
+
+def test_the_diffs_of_two_pairs_of_runs_never_share_a_file(tmp_path):
+    fewer = _copy_run(FIX / "h200-919", tmp_path / "fewer", keep=50)  # same GPU and cuDNN
+    out = tmp_path / "d"
+    for a in (FIX / "h200-919", fewer):
+        assert run("cudnn_rnn.report", "--diff", str(a), str(FIX / "h200-914"),
+                   "--out", str(out)).returncode == 0
+    stems = sorted(p.stem for p in out.glob("*.md"))
+    assert len(stems) == 2 and all("__vs__nvidia-h200-9.14.0-default-" in s for s in stems)
+
+
+def test_an_out_folder_holding_other_runs_report_is_refused_and_kept(tmp_path):
+    out = tmp_path / "r"
+    assert run("cudnn_rnn.report", str(FIX / "cpu-928"), "--out", str(out)).returncode == 0
+    kept = (out / "matrix.md").read_bytes()
+    proc = run("cudnn_rnn.report", str(FIX / "h200-919"), "--out", str(out))
+    assert_one_line_exit_2(proc, f"--out {out} holds the report of ", "cpu-928",
+                           "give another --out")
+    assert (out / "matrix.md").read_bytes() == kept
+    # the same run again (twice named, as once) refreshes its own report
+    assert run("cudnn_rnn.report", str(FIX / "cpu-928"), str(FIX / "cpu-928"),
+               "--out", str(out)).returncode == 0
+    assert load.load(FIX / "cpu-928", FIX / "cpu-928").paths == load.load(FIX / "cpu-928").paths
+
+
+def test_an_unfinished_run_is_reported_as_such(tmp_path):
+    cut = _copy_run(FIX / "cpu-928", tmp_path / "cut", complete=False, cells=100)
+    proc = run("cudnn_rnn.report", str(cut), "--out", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    assert "an unfinished run" in proc.stderr and "82 of 100 cells" in proc.stderr
+    md = (tmp_path / "r" / "matrix.md").read_text()
+    assert "**An unfinished run**" in md and "default.jsonl: 82 of 100 cells" in md
+    assert "An unfinished run" in (tmp_path / "r" / "matrix.html").read_text()
+    whole = run("cudnn_rnn.report", str(FIX / "cpu-928"), "--out", str(tmp_path / "w"))
+    assert "unfinished run" not in whole.stderr + (tmp_path / "w" / "matrix.md").read_text()

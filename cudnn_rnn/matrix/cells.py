@@ -92,22 +92,25 @@ def parse_value(axis: str, value, where: str):
 FILTER_AXES = dict(AXES, seq_length=int, layers=int, hidden=int, batch=int)
 
 
-def parse_filters(pairs: dict) -> dict:
-    """``{"data_type": "HALF,INT8", "hidden": "512"}`` → allowed values per axis."""
+def parse_filters(pairs: dict, options: dict | None = None) -> dict:
+    """``{"data_type": "HALF,INT8", "hidden": "512"}`` → allowed values per axis; a message
+    names an axis by its command-line option (``options``: axis -> option, e.g.
+    ``{"data_type": "--dtype"}``; by default ``--`` and the axis with dashes)."""
     out = {}
     for axis, text in pairs.items():
         if text is None:
             continue
+        option = (options or {}).get(axis) or f"--{axis.replace('_', '-')}"
         items = [t for t in str(text).split(",") if t.strip()]
         if not items:
-            raise SpecError(f"--{axis.replace('_', '-')} needs at least one value")
+            raise SpecError(f"{option} needs at least one value")
         if FILTER_AXES[axis] is int:
             try:
                 out[axis] = {int(t) for t in items}
             except ValueError:
-                raise SpecError(f"--{axis.replace('_', '-')} takes integers, got {text!r}") from None
+                raise SpecError(f"{option} takes integers, got {text!r}") from None
         else:
-            out[axis] = {parse_value(axis, t.strip(), f"--{axis.replace('_', '-')}") for t in items}
+            out[axis] = {parse_value(axis, t.strip(), option) for t in items}
     return out
 
 

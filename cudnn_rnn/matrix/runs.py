@@ -85,7 +85,7 @@ def open_run(records: Path, meta: Path, identity: dict, overwrite: bool, read_me
 
     First it takes the folder's writer lock (:mod:`.writer_lock`) for the rest of the
     command: a run another process writes now is refused before anything is read or written."""
-    kept = committed_records(records.parent)
+    kept = committed_records(records)
     if overwrite and kept and not force:
         raise BadInput(f"{records.parent} holds committed records ({', '.join(kept[:2])}): "
                        "--overwrite would replace them; add --force to do so anyway, or "
@@ -115,15 +115,16 @@ def open_run(records: Path, meta: Path, identity: dict, overwrite: bool, read_me
     return True, recorded
 
 
-def committed_records(folder: Path) -> list[str]:
-    """The records in ``folder`` that belong to the committed runs: any ``*.jsonl`` or
-    archived ``*.jsonl.gz`` in the checkout's ``results/`` (by name, sorted)."""
+def committed_records(records: Path) -> list[str]:
+    """What an overwrite of the run ``records`` would replace of the committed runs: the
+    file itself or its gzip archive, where they lie in the checkout's ``results/`` (by
+    name, sorted; another run's records beside them are not its to replace)."""
     results = (ROOT / "results").resolve()
-    where = Path(folder).resolve()
+    where = Path(records).parent.resolve()
     if where != results and results not in where.parents:
         return []
-    return sorted(f.name for f in [*where.glob("*.jsonl"), *where.glob("*.jsonl.gz")]
-                  if f.is_file())
+    name = Path(records).name
+    return sorted(n for n in (name, name + ".gz") if (where / n).is_file())
 
 
 def open_records(path: Path, resume: bool, **kwargs):
@@ -147,6 +148,13 @@ def write_meta(path: Path, data: dict, records) -> None:
     except OSError as exc:
         records.close()
         raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def default_place(what: str) -> str:
+    """How a message names a default folder under :func:`home` (``what``: "the run folder",
+    "the report folder"): with the environment variable that moved it there, where set."""
+    value = os.environ.get(HOME_ENV)
+    return f"{what} (under {HOME_ENV}={value})" if value else what
 
 
 def report_dir(name: str) -> Path:
@@ -201,6 +209,18 @@ def add_options(parser, records: str) -> None:
     parser.add_argument("--force", action="store_true",
                         help="with --overwrite: replace even the committed records of a "
                              "folder in results/")
+
+
+def check_options(args) -> None:
+    """:class:`BadInput` for :func:`add_options`' options that contradict or do nothing
+    (and an empty ``--cudnn``, which would mean "the default library" unsaid)."""
+    if args.resume and args.overwrite:
+        raise BadInput("--resume and --overwrite exclude each other")
+    if args.force and not args.overwrite:
+        raise BadInput("--force goes with --overwrite (it lets an overwrite replace committed "
+                       "records): add --overwrite, or drop --force")
+    if getattr(args, "cudnn", None) == "":
+        raise BadInput("--cudnn needs the path of a libcudnn (leave it out for the default)")
 
 
 def output_dir(path: str | Path, flag: str = "--out") -> Path:

@@ -6,7 +6,8 @@ from before its first write until it ends; a second writer is refused
 (:class:`RunLocked`: one line, exit 2) before it writes anything, naming the first by what
 the holder wrote into :data:`INFO_FILE` when it began writing: its pid, command and start
 time. The lock is the kernel's, so a killed writer leaves nothing to clean up (the info
-file stays, naming the last writer; without the lock it means nothing).
+file stays, naming the last writer; without the lock it means nothing, and the next
+holder removes it as it takes the lock).
 
 Readers take no lock. :func:`other_writer` tells them whether another process writes a
 folder now (a shared lock tried and dropped at once), so the unfinished last line of a run
@@ -63,6 +64,9 @@ def hold(folder: str | Path, command: str | None = None, tell: bool = True) -> N
                                 "for it to end, or give another --out")
             time.sleep(0.01)
         _held[key] = [fd, 0, None]
+        # a last writer's info names a process that is gone (the lock is this one's now):
+        # until this one says who it is, a refused writer names nobody rather than that one
+        (key / INFO_FILE).unlink(missing_ok=True)
     _held[key][1] += 1
     if tell:
         announce(key, command)

@@ -42,6 +42,7 @@ class ResultSet:
     records: list
     meta: dict
     paths: list = field(default_factory=list)
+    incomplete: list = field(default_factory=list)  # "file: N of M cells" of each cut run
 
     @property
     def provenance(self) -> dict:
@@ -100,10 +101,31 @@ def read_meta(jsonl: Path) -> dict | None:
     return data
 
 
+def setup(meta: dict) -> tuple:
+    """What a run's outcomes belong to, by its provenance: the GPU (None: no GPU, the
+    descriptor stages only) and the cuDNN version."""
+    prov = meta.get("provenance") or {}
+    return prov.get("gpu"), prov.get("cudnn_version")
+
+
+def describe_setup(key: tuple) -> str:
+    gpu, cudnn = key
+    return f"{gpu or 'no GPU'}, cuDNN {cudnn}"
+
+
 def load(*paths) -> ResultSet:
     """Merge the records of every given file or directory (first occurrence of an id wins)."""
-    files = [f for p in paths for f in _jsonl_files(Path(p))]
-    seen, records, meta = set(), [], {}
+    files = list({f.resolve(): f for p in paths for f in _jsonl_files(Path(p))}.values())
+    seen, records, meta, setups, incomplete = set(), [], {}, {}, []
+    for f in files:
+        data = read_meta(f)
+        if data is not None:
+            setups.setdefault(setup(data), f)
+    if len(setups) > 1:
+        (a, fa), (b, fb) = list(setups.items())[:2]
+        raise BadInput(f"{fa} and {fb} are runs of different setups ({describe_setup(a)} "
+                       f"against {describe_setup(b)}): a report is one GPU's and one cuDNN's; "
+                       f"report each apart, or compare two with --diff")
     for f in files:
         try:
             found, _ = read_records(f, reading=True)
@@ -116,9 +138,13 @@ def load(*paths) -> ResultSet:
                 seen.add(rec["id"])
                 records.append(rec)
         data = read_meta(f)
+        if data is not None and data.get("complete") is False:  # cut, or being written
+            total = data.get("cells")
+            incomplete.append(f"{f}: {len(found)} of {total} cells" if isinstance(total, int)
+                              else f"{f}: {len(found)} cells so far")
         if data is not None and (not meta or data.get("spec") == "default"):
             meta = {**data, "seed_replay": data.get("seed_replay") or meta.get("seed_replay")}
-    return ResultSet(records, meta, [str(f) for f in files])
+    return ResultSet(records, meta, [str(f) for f in files], incomplete)
 
 
 def is_sample_shape(rec: dict) -> bool:

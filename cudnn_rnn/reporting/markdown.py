@@ -231,14 +231,20 @@ def render(result, analysis: dict, report: dict, constraints, chart: str = "") -
     counts = analysis["counts"]
     out = [f"# cuDNN RNN support matrix: {result.label}", "",
            f"{len(result.records)} cells from `{', '.join(report['sources'])}`. Outcomes: "
-           + outcomes_line(counts) + ".", "",
-           "FLOP count (NVIDIA RNN_example's): matrices-per-cell (2 RELU/TANH, 8 LSTM, 6 GRU) x 2 x "
-           "directions x hidden^2 x seqLength x miniBatch x layers per pass."
-           + (" Times are medians of CUDA-event timed calls after warm-up; a cell is timed only "
-              "after its outputs and gradients matched the float64 reference within the "
-              "tolerance of its precision." if any(r.get("timings") for r in result.records)
-              else " No cell was timed in this run."), "",
-           "## Provenance", "", provenance_block(prov, report, result.meta.get("legacy_symbols")), ""]
+           + outcomes_line(counts) + ".", ""]
+    if result.incomplete:
+        out += ["**An unfinished run** (cut before its end, or still being written): "
+                + "; ".join(f"`{i}`" for i in result.incomplete) + " recorded. Sections of "
+                "the cells not yet run are missing or partial; the run's own command "
+                "continues it.", ""]
+    out += ["FLOP count (NVIDIA RNN_example's): matrices-per-cell (2 RELU/TANH, 8 LSTM, 6 GRU) x "
+            "2 x directions x hidden^2 x seqLength x miniBatch x layers per pass."
+            + (" Times are medians of CUDA-event timed calls after warm-up; a cell is timed only "
+               "after its outputs and gradients matched the float64 reference within the "
+               "tolerance of its precision." if any(r.get("timings") for r in result.records)
+               else " No cell was timed in this run."), "",
+            "## Provenance", "", provenance_block(prov, report, result.meta.get("legacy_symbols")),
+            ""]
     out += int8_section(analysis["int8"], version)
     out += tensor_op_section(analysis["sweep"], analysis["performance_rule"], chart)
     out += data_type_tables(result.records)

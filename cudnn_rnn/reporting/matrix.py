@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cudnn_rnn.matrix import provenance
 from cudnn_rnn.matrix.errors import BadInput
+from cudnn_rnn.matrix.runs import read_json_dict
 from cudnn_rnn.reporting import (analysis, axes, bench, constraints as cons, eightbit, html, load,
                                  markdown, product)
 from cudnn_rnn.reporting.files import write_files
@@ -108,3 +109,35 @@ def write_report(result: load.ResultSet, out_dir: Path, command_line: str,
         raise BadInput(f"cannot write the report into {out_dir} ({exc}); choose another "
                        "--out") from None
     return [md, page, js] + ([png] if chart else [])
+
+
+def others_report(folder, paths) -> str | None:
+    """The sources of the report ``folder`` holds where they are not the runs ``paths``
+    (records files), each and no other (a report of several runs, as results/ holds, is
+    another's to one of them); None where it holds none or theirs. A source recorded
+    relative to another working directory counts as one of ``paths`` only where its path
+    ends as that one's does (an archived ``.gz`` as the run it archived)."""
+    summary = read_json_dict(Path(folder) / "summary.json") or {}
+    sources = (summary.get("report") or {}).get("sources") if isinstance(summary, dict) else None
+    if not isinstance(sources, list) or not sources:
+        return None
+    owns = [parts(Path(p).resolve()) for p in paths]
+    mine = [isinstance(s, str) and any(same_run(s, own) for own in owns) for s in sources]
+    if all(mine) and all(any(isinstance(s, str) and same_run(s, own) for s in sources)
+                         for own in owns):
+        return None
+    return ", ".join(str(s) for s in sources[:3])
+
+
+def parts(path: Path) -> tuple:
+    """A records file's path as parts, an archive's ``.gz`` dropped."""
+    name = path.name[:-len(".gz")] if path.name.endswith(".gz") else path.name
+    return path.parent.parts + (name,)
+
+
+def same_run(source: str, own: tuple) -> bool:
+    """Whether a report's ``source`` names the records file of :func:`parts` ``own``."""
+    if Path(source).is_absolute():
+        return parts(Path(source).resolve()) == own
+    tail = tuple(p for p in parts(Path(source)) if p not in ("", "."))
+    return ".." not in tail and own[-len(tail):] == tail
