@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     cfg = config_from_args(args)
     library_survives(args.cudnn)  # a library that kills its loader: said in one line
     lib = bindings.load(args.cudnn)
-    gpu.cupy_or_raise()  # exit 2 with a clear line when there is no usable GPU
+    gpu.cupy_or_raise("the example")  # exit 2 with a clear line without a usable GPU
     out = sys.stdout
     for line in banner(cfg, lib):
         print(line, file=out)

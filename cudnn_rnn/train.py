@@ -86,7 +86,7 @@ def main(argv=None) -> int:
         except ValueError as exc:
             raise BadInput(f"{name}: {exc}; choose smaller --layers, --hidden, --embed, --seq "
                            "or --batch") from None
-    cp = cupy_or_raise()
+    cp = cupy_or_raise("training")
     try:
         text = corpus.load()
         heldout = stretches(text.heldout, EVAL_BATCH, EVAL_SEQ + 1)

@@ -277,7 +277,7 @@ def _one_process(args, shape: RNNConfig, cells: list) -> tuple[dict, dict]:
     if not info["device_stages"]:
         worker.close()
         from cudnn_rnn.engine.gpu import NoGPU
-        raise NoGPU(f"device stages need a CUDA GPU: {info['device'].get('reason')}")
+        raise NoGPU(f"the tuner needs a CUDA GPU: {info['device'].get('reason')}")
     try:
         records = [worker.run(c, args.timeout).as_json() for c in cells]
         torch_result = worker.job(*torch_job(shape, args.training, args.reps))

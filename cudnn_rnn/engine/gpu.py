@@ -51,11 +51,13 @@ def _probe() -> tuple[object | None, str | None]:
     return cupy, None
 
 
-def cupy_or_raise():
-    """The cupy module, or :class:`NoGPU` saying why device stages cannot run."""
+def cupy_or_raise(what: str | None = None):
+    """The cupy module, or :class:`NoGPU` saying why ``what`` (a command's job: "training";
+    by default the device stages) cannot run."""
     cupy, reason = _probe()
     if cupy is None:
-        raise NoGPU(f"device stages need a CUDA GPU: {reason}")
+        needs = f"{what} needs" if what else "device stages need"
+        raise NoGPU(f"{needs} a CUDA GPU: {reason}")
     return cupy
 
 
