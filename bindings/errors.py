@@ -14,6 +14,7 @@ that failed, the numeric status, its name and cuDNN's logged reason, if any::
 from __future__ import annotations
 
 from .enums import StatusV8, StatusV9, status_category
+from .statuses import camel
 
 
 class CudnnError(RuntimeError):
@@ -50,17 +51,13 @@ class MissingSymbol(AttributeError):
     """The loaded libcudnn does not export a function this project declares."""
 
 
-def _camel(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("_"))
-
-
 ERROR_CLASSES: dict[str, type[CudnnError]] = {}
 
 
 def _make(name: str, base: type[CudnnError]) -> type[CudnnError]:
     cls = ERROR_CLASSES.get(name)
     if cls is None:
-        cls = type(_camel(name), (base,), {"status_name": name,
+        cls = type(camel(name), (base,), {"status_name": name,
                                           "__doc__": f"CUDNN_STATUS_{name}",
                                           "__module__": __name__})
         ERROR_CLASSES[name] = cls

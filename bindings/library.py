@@ -86,8 +86,10 @@ def mapped_objects(prefix: str = "libcudnn") -> dict[str, str]:
     return objects
 
 
-class CheckedFunction:
-    """A bound cuDNN function that raises on a non-SUCCESS status."""
+class LoggedFunction:
+    """A bound cuDNN function that raises on a non-SUCCESS status, with the reason cuDNN's
+    log gave for it (the cuBLASLt and driver mirrors' :class:`~.bound.CheckedFunction` has
+    no log to read)."""
 
     __slots__ = ("name", "raw", "_version", "_last_error")
 
@@ -172,8 +174,8 @@ class Library(BoundLibrary):
         }
 
     # --- functions ----------------------------------------------------------------------
-    def checked(self, name: str, raw) -> CheckedFunction:
-        return CheckedFunction(name, raw, self.version_number, self.last_error_string)
+    def checked(self, name: str, raw) -> LoggedFunction:
+        return LoggedFunction(name, raw, self.version_number, self.last_error_string)
 
     def error_string(self, status: int) -> str:
         return self.raw("cudnnGetErrorString")(status).decode()

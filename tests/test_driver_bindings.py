@@ -37,7 +37,6 @@ def header():
 
 def test_every_prototype_matches_cuda_h(header):
     assert not prototype_mismatches(PROTOTYPES, header)  # none renamed by a _v2 macro
-    assert all(proto.returns_status for proto in PROTOTYPES)  # every one CUresult: checked
 
 
 def test_handles_and_the_launch_config_are_the_headers(header):
@@ -91,7 +90,8 @@ def test_every_result_has_its_own_exception_class_and_survives_pickling():
                       "(912): the driver's text")
     back = pickle.loads(pickle.dumps(e))
     assert type(back) is errors.InvalidClusterSize and (back.call, back.code) == (e.call, 912)
-    assert type(errors.error_for("cuInit", 12345)) is errors.DriverError
+    unknown = errors.error_for("cuInit", 12345)
+    assert type(unknown) is errors.DriverError and "CUDA_UNRECOGNIZED_RESULT_12345" in str(unknown)
     names = {cls.__name__ for cls in errors.ERROR_CLASSES.values()}
     assert len(names) == len(errors.ERROR_CLASSES) == len(E.Result) - 1  # all but SUCCESS
 
@@ -123,3 +123,40 @@ def test_an_explicit_path_is_the_one_tried_and_its_fault_named(tmp_path, monkeyp
 def test_the_version_number_decodes_as_the_driver_reports_it():
     assert library.decode_version(12090) == (12, 9, 0)
     assert library.decode_version(13000) == (13, 0, 0)
+
+
+STUB = r"""
+int cuDriverGetVersion(int *v) { return 34; }
+int cuGetErrorName(int e, const char **s) { return 34; }
+int cuGetErrorString(int e, const char **s) { return 34; }
+"""
+
+
+def test_a_stub_driver_is_no_driver_in_one_line(tmp_path):
+    """The toolkit's stubs/libcuda.so answers CUDA_ERROR_STUB_LIBRARY to every call: a
+    library of the same calls that does so (built here) is refused as no working driver,
+    by the loader and by every command's GPU check, without a traceback (in a process of
+    its own: a loaded library stays loaded)."""
+    import shutil
+    import subprocess
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler here to build a stub driver")
+    (tmp_path / "stub.c").write_text(STUB)
+    stub = tmp_path / "libcuda.so.1"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(stub), str(tmp_path / "stub.c")],
+                   check=True)
+    code = ("from cudnn_rnn.bindings import driver; from cudnn_rnn.engine import gpu\n"
+            "try:\n    driver.load()\nexcept driver.errors.LibraryNotFound as e:\n"
+            "    print('refused:', e)\nprint('reason:', gpu.driver_missing())")
+    root = Path(__file__).resolve().parent.parent
+    import os
+    for env in ({"CUDA_DRIVER_LIBRARY": str(stub)}, {"LD_LIBRARY_PATH": str(tmp_path)}):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              cwd=root, env=dict(os.environ, PYTHONPATH=str(root), **env),
+                              timeout=120)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        refused, reason = proc.stdout.splitlines()
+        assert "is not a working driver" in refused and "CUDA_ERROR_STUB_LIBRARY (34)" in refused
+        assert reason.startswith("reason: no NVIDIA driver found (")
+        assert "is not a working driver" in reason  # not "cannot be loaded": it was

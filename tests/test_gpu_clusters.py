@@ -69,7 +69,8 @@ def test_the_seed_shape_in_8_bits_verifies_and_replays_in_clusters(cuda, hopper,
 @pytest.mark.parametrize("ctas", ["all", "one"])
 def test_a_wait_that_is_never_met_ends_a_launch_in_clusters(cuda, hopper, ctas):
     """Every CTA of layer 1's cluster, or one of them, gives up at a middle step: the one
-    that gave up meets its cluster's barriers to the end, and the launch ends, Stalled."""
+    that gave up meets its cluster's barriers to the end, its cluster-mates give up at the
+    next barrier, and the launch ends, Stalled, with NaN where nothing was computed."""
     cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2)
     values = C.draw(cfg, seed=2)
     with PersistentEngine(cfg, values["stacked"], "fp16", settings=Settings.parse("b1t256k8"),
@@ -84,6 +85,12 @@ def test_a_wait_that_is_never_met_ends_a_launch_in_clusters(cuda, hopper, ctas):
         engine.forward()
         with pytest.raises(Stalled, match="gave up"):
             engine.outputs()
+        # the whole cluster gives up with the CTA that did (its cluster-mates read the status
+        # at the next barrier): layer 1's outputs are NaN, layer 0 (which waits for nobody
+        # above it) finished
+        y, hy, cy = (engine.buf[n] for n in ("y", "hy", "cy"))
+        assert bool(cuda.isnan(y).all()) and bool(cuda.isnan(hy[1]).all())
+        assert bool(cuda.isnan(cy[1]).all()) and bool(cuda.isfinite(hy[0]).all())
 
 
 def test_more_clusters_than_the_gpu_holds_are_refused_before_any_launch(cuda, hopper):

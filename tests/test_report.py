@@ -333,12 +333,19 @@ def test_an_out_folder_holding_other_runs_report_is_refused_and_kept(tmp_path):
 
 
 def test_an_unfinished_run_is_reported_as_such(tmp_path):
-    cut = _copy_run(FIX / "cpu-928", tmp_path / "cut", complete=False, cells=100)
+    # as an interrupted probe leaves it: all its cells, and the variants whose cell was refused
+    cut = _copy_run(FIX / "cpu-928", tmp_path / "cut", complete=False, cells=130,
+                    not_run_base_refused=30)
     proc = run("cudnn_rnn.report", str(cut), "--out", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr
-    assert "an unfinished run" in proc.stderr and "82 of 100 cells" in proc.stderr
+    assert "an unfinished run" in proc.stderr and "82 cells of at most 100" in proc.stderr
     md = (tmp_path / "r" / "matrix.md").read_text()
-    assert "**An unfinished run**" in md and "default.jsonl: 82 of 100 cells" in md
+    assert "**An unfinished run**" in md and "default.jsonl: 82 cells of at most 100" in md
+    live = _copy_run(FIX / "cpu-928", tmp_path / "live", complete=False)  # being written
+    live_meta = json.loads((live / "default.run.json").read_text())
+    live_meta.pop("cells", None)
+    (live / "default.run.json").write_text(json.dumps(live_meta))
+    assert load.load(live).incomplete == [f"{live / 'default.jsonl'}: 82 cells so far"]
     assert "An unfinished run" in (tmp_path / "r" / "matrix.html").read_text()
     whole = run("cudnn_rnn.report", str(FIX / "cpu-928"), "--out", str(tmp_path / "w"))
     assert "unfinished run" not in whole.stderr + (tmp_path / "w" / "matrix.md").read_text()

@@ -312,6 +312,18 @@ def test_a_choice_that_does_not_hold_on_calibration_gives_way_to_the_next_that_d
             tuning.hold_on_calibration(only, x, [torch.randn(6, 3, 5)], spec, 1, "fp16")
         assert tuning.hold_on_calibration(only, x, None, spec, 1, "fp16") is None
 
+    # the next eligible row does not serve the example in the module: its refusal, and the
+    # first one's calibration failure with it
+    then = _accelerated(torch.nn.GRU(5, 7, 1), ("seq 4 only", "1% off", "cudnn"),
+                        tolerance=0.001)
+    with torch.no_grad():
+        then(x)
+        with pytest.raises(NotAccelerated, match=r"none of the 1 fp16 configurations .*; "
+                                                 r"before them, on the calibration batches: "
+                                                 r"seq 4 only: verified on the example but "
+                                                 r"not on calibration batch 0"):
+            tuning.hold_on_calibration(then, x, [torch.randn(6, 3, 5)], spec, 2, "fp16")
+
 
 def test_the_calibration_errors_are_the_choices_own_on_each_batch(on_the_host):
     """A choice 0.1 % off (inside its engine's FP16 bound and the 1 % tolerance): each

@@ -114,10 +114,11 @@ def test_the_choice_compares_like_with_like_and_says_what_was_not_timed():
     import dataclasses
     plan = real_plan()
     graph = report.Choice.of(plan)
-    plain = dataclasses.replace(graph, timed_as="plain")
+    plain = dataclasses.replace(graph, timed_as="plain", ms=graph.plain_ms)  # its plain calls
     assert "the module in a CUDA graph" in str(graph)
     assert "the module in a CUDA graph" not in str(plain)
     assert f"x{9.0 / graph.plain_ms:.2f} over plain calls" in str(plain)
+    assert str(plain).count(f"{graph.plain_ms:.4f} ms") == 1  # its one time, said once
     untimed = dataclasses.replace(graph, ms=None, plain_ms=None)
     assert "not timed" in str(untimed) and "(x" not in str(untimed)
 

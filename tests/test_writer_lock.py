@@ -96,8 +96,11 @@ def test_the_lock_is_counted_and_goes_with_its_holder(tmp_path):
 def test_a_refusal_never_names_a_writer_that_has_ended(tmp_path):
     """The last writer's info file stays when it ends; a new holder that has not yet said
     who it is (a probe opening its run) is named as such, not as the one that ended."""
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    gone = int(ended.stdout)  # a process that has ended
     (tmp_path / writer_lock.INFO_FILE).write_text(json.dumps(
-        {"pid": 4400, "command": "python -m cudnn_rnn.probe --report", "started": "earlier"}))
+        {"pid": gone, "command": "python -m cudnn_rnn.probe --report", "started": "earlier"}))
     quiet = subprocess.Popen([sys.executable, "-c", HOLDER.replace(
         "'the holder of this test'", "tell=False"), str(tmp_path)], cwd=ROOT,
         env=dict(os.environ, PYTHONPATH=str(ROOT)), text=True, stdin=subprocess.PIPE,
@@ -106,11 +109,12 @@ def test_a_refusal_never_names_a_writer_that_has_ended(tmp_path):
         assert quiet.stdout.readline().strip() == "held"
         with pytest.raises(writer_lock.RunLocked) as refused:
             writer_lock.hold(tmp_path)
-        assert "pid 4400" not in str(refused.value)
+        assert f"pid {gone}" not in str(refused.value)
         assert "a process that has not yet said who it is" in str(refused.value)
     finally:
         quiet.stdin.close()
         assert quiet.wait(timeout=60) == 0
+    assert json.loads((tmp_path / writer_lock.INFO_FILE).read_text())["pid"] == gone  # kept
 
 
 def test_two_probes_at_once_one_records_the_other_is_refused_the_folder_reads_whole(tmp_path):

@@ -108,7 +108,7 @@ VARIANTS.update({
                    ("const int ts = TS ? TS : S.ts;", "const int ts = S.ts;", 1)],
     # the kernel as it was before a CTA that gives up a wait wrote NaN for its outputs: it
     # returned where it gave up (the NaN's code is then unreachable and compiled away)
-    "stale_on_stall": [("goto gave_up;", "return;", 2), ("\ngave_up:\n", "\n", 1)],
+    "stale_on_stall": [("goto gave_up;", "return;", 3), ("\ngave_up:\n", "\n", 1)],
 })
 PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "step_total")
 

@@ -33,4 +33,5 @@ ERROR_CLASSES: dict[str, type[DriverError]] = generate(
 
 def error_for(call: str, code: int, reason: str | None = None) -> DriverError:
     """The exception for ``code`` as returned by ``call``; an unknown code keeps its number."""
-    return lookup(ERROR_CLASSES, DriverError, Result, call, code, reason, "ERROR_UNKNOWN_")
+    # not ERROR_UNKNOWN_<n>: CUDA_ERROR_UNKNOWN (999) is a result of its own
+    return lookup(ERROR_CLASSES, DriverError, Result, call, code, reason, "UNRECOGNIZED_RESULT_")

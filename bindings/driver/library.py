@@ -14,6 +14,7 @@ the call and carrying ``cuGetErrorString``'s text.
 from __future__ import annotations
 
 import ctypes
+import os
 from dataclasses import dataclass
 
 from .. import finder
@@ -79,10 +80,19 @@ def _open(candidate: Candidate) -> Library:
         raise errors.LibraryNotFound(f"{candidate.path} is not libcuda (no cuDriverGetVersion)")
     lib = Library(path=candidate.path, source=candidate.source, cdll=cdll)
     raw = ctypes.c_int(0)
-    lib.cuDriverGetVersion(ctypes.byref(raw))
+    try:
+        lib.cuDriverGetVersion(ctypes.byref(raw))
+    except errors.DriverError as exc:  # the toolkit's stub answers STUB_LIBRARY to every call
+        raise errors.LibraryNotFound(f"{candidate.path} ({candidate.source}) is not a working "
+                                     f"driver: {exc}") from None
     lib.version_raw = raw.value
+    mapped = {os.path.realpath(m) for m in finder.mapped_paths("libcuda.so")}
+    if len(mapped) > 1:  # CuPy's (the dynamic linker's) and this one: two drivers' state
+        raise errors.LibraryNotFound(f"{candidate.path} ({candidate.source}) is a second libcuda "
+                                     f"in this process beside {sorted(mapped)[0]}: point "
+                                     f"{ENV} at the one the dynamic linker loads, or unset it")
     if "/" not in candidate.path:  # a soname: record the file the dynamic linker chose
-        lib.path = next(iter(finder.mapped_paths("libcuda.so")), candidate.path)
+        lib.path = next(iter(mapped), candidate.path)
     return lib
 
 

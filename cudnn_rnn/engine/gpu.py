@@ -12,6 +12,7 @@ import os
 from functools import lru_cache
 
 from cudnn_rnn.bindings import driver
+from cudnn_rnn.bindings.finder import mapped_paths
 
 
 class NoGPU(RuntimeError):
@@ -25,9 +26,13 @@ def driver_missing() -> str | None:
     try:
         driver.load()
     except driver.errors.LibraryNotFound as exc:
-        if os.environ.get(driver.library.ENV):  # the user's path: say what was wrong with it
-            return f"no NVIDIA driver found ({exc})"
-        return f"no NVIDIA driver found ({driver.library.SONAME} cannot be loaded)"
+        if not os.environ.get(driver.library.ENV) and not mapped_paths("libcuda.so"):
+            return f"no NVIDIA driver found ({driver.library.SONAME} cannot be loaded)"
+        # the user's path, or a libcuda that loaded and is no driver (the toolkit's stub):
+        # the loader's words say which
+        text = str(exc)
+        return text if text.startswith("no NVIDIA driver found") else \
+            f"no NVIDIA driver found ({text})"
     return None
 
 

@@ -373,6 +373,19 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         }
 #if CLUSTER
         cl_wait();  // the group's previous step, h's slot s, written by every CTA of it
+        // ... unless one of them gave up (it still meets the barriers, so its slot s is not
+        // written): the cluster gives up with it rather than read that slot
+        if (tid == 0) bail = *(volatile int*)status;
+        __syncthreads();
+        if (bail) {
+            cl_arrive();
+            for (int r = s + 1; r < T; ++r) {
+                cl_wait();
+                cl_arrive();
+            }
+            cl_wait();
+            goto gave_up;
+        }
 #endif
         MARK(1);
         MARK(6);
@@ -473,7 +486,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if POLL
             stage(i, i % STAGES, true);
             __syncthreads();
-            if (bail) goto gave_up;
+            {
+                const int stop = bail;
+                __syncthreads();  // read by all before a piece of the next slab may set it
+                if (stop) goto gave_up;
+            }
 #else
             __syncthreads();
 #endif
@@ -656,7 +673,8 @@ gave_up:
     // a launch that gave up a wait: this CTA's outputs (every step's y of the last layer,
     // its h_n and c_n) are NaN, not what the caller's buffers held before (a caller that
     // does not read the status, such as a captured graph's replays, sees no stale numbers;
-    // the CTAs that wait for this one give up too, and write theirs)
+    // the CTAs that wait for this one give up too, and write theirs: in clusters its
+    // cluster-mates read the status at each step's barrier)
     const float nan = __int_as_float(0x7fffffff);
 #pragma unroll 1
     for (Pairs it(tid, nu); it.p < nb * nu; it.next()) {

@@ -6,8 +6,9 @@ from before its first write until it ends; a second writer is refused
 (:class:`RunLocked`: one line, exit 2) before it writes anything, naming the first by what
 the holder wrote into :data:`INFO_FILE` when it began writing: its pid, command and start
 time. The lock is the kernel's, so a killed writer leaves nothing to clean up (the info
-file stays, naming the last writer; without the lock it means nothing, and the next
-holder removes it as it takes the lock).
+file stays, naming the last writer; without the lock it means nothing, and a refusal
+names nobody rather than a process that has ended: the next holder says who it is only
+when it begins writing).
 
 Readers take no lock. :func:`other_writer` tells them whether another process writes a
 folder now (a shared lock tried and dropped at once), so the unfinished last line of a run
@@ -64,9 +65,6 @@ def hold(folder: str | Path, command: str | None = None, tell: bool = True) -> N
                                 "for it to end, or give another --out")
             time.sleep(0.01)
         _held[key] = [fd, 0, None]
-        # a last writer's info names a process that is gone (the lock is this one's now):
-        # until this one says who it is, a refused writer names nobody rather than that one
-        (key / INFO_FILE).unlink(missing_ok=True)
     _held[key][1] += 1
     if tell:
         announce(key, command)
@@ -147,11 +145,27 @@ def _try(fd: int, kind: int) -> bool:
 
 
 def _info(folder: Path) -> dict:
+    """What the holder wrote about itself; empty where nothing is written, or where it names
+    a process that has ended (a last writer's info, before the holder has said who it is)."""
     try:
         data = json.loads((folder / INFO_FILE).read_text())
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    return data if _alive(data.get("pid")) else {}
+
+
+def _alive(pid) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)  # no signal sent: whether the process exists
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, and is another user's
+        return True
+    return True
 
 
 def _now() -> str:

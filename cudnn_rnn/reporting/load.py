@@ -101,6 +101,16 @@ def read_meta(jsonl: Path) -> dict | None:
     return data
 
 
+def _of_total(meta: dict) -> str:
+    """`` of at most N`` for a cut run's meta (its cells less the variants whose cell was
+    refused: those left still include variants that will not run), or `` so far`` where
+    the run has not said (it is being written)."""
+    cells, gated = meta.get("cells"), meta.get("not_run_base_refused") or 0
+    if isinstance(cells, int) and isinstance(gated, int):
+        return f" of at most {cells - gated}"
+    return " so far"
+
+
 def setup(meta: dict) -> tuple:
     """What a run's outcomes belong to, by its provenance: the GPU (None: no GPU, the
     descriptor stages only) and the cuDNN version."""
@@ -139,9 +149,7 @@ def load(*paths) -> ResultSet:
                 records.append(rec)
         data = read_meta(f)
         if data is not None and data.get("complete") is False:  # cut, or being written
-            total = data.get("cells")
-            incomplete.append(f"{f}: {len(found)} of {total} cells" if isinstance(total, int)
-                              else f"{f}: {len(found)} cells so far")
+            incomplete.append(f"{f}: {len(found)} cells{_of_total(data)}")
         if data is not None and (not meta or data.get("spec") == "default"):
             meta = {**data, "seed_replay": data.get("seed_replay") or meta.get("seed_replay")}
     return ResultSet(records, meta, [str(f) for f in files], incomplete)

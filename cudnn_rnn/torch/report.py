@@ -103,8 +103,9 @@ class Choice:
         eager = speedup(self.module_eager_ms, self.plain_ms)
         if eager:
             vs.append(f"eager {self.module_eager_ms:.4f} ms (x{eager:.2f} over plain calls)")
-        times = [f"{self.ms:.4f} ms ({self.timed_as or 'plain'})" if self.ms else None,
-                 f"plain calls {self.plain_ms:.4f} ms" if self.plain_ms else None]
+        replay = self.timed_as == "graph"
+        times = [f"{self.ms:.4f} ms ({'graph' if replay else 'plain calls'})" if self.ms else None,
+                 f"plain calls {self.plain_ms:.4f} ms" if self.plain_ms and replay else None]
         timed = "; ".join(t for t in times if t)
         timed = f"; {timed}" if timed else "; not timed"
         return (f"{self.label} ({self.engine}): the fastest of {self.ranked} {self.precision} "

@@ -178,16 +178,20 @@ def hold_on_calibration(fast, given, batches, spec, eligible: int, name: str) ->
             break
         except NotAccelerated as exc:
             failed[fast.plan.choice.id] = (fast.plan.choice.label, str(exc))
+        held = "; ".join(f"{label}: {why}" for label, why in failed.values())
         if eligible <= 1:
             raise NotAccelerated(
                 f"none of the {name} configurations that verified on the example held on "
-                f"every calibration batch (" + "; ".join(
-                    f"{label}: {why}" for label, why in failed.values())
-                + "); give a larger tolerance or another precision")
+                f"every calibration batch ({held}); give a larger tolerance or another "
+                f"precision")
         fast.forget()  # the shapes made with the choice that did not hold
         fast.choose(fast.plan.candidates[1])
-        fast(given)
-        eligible = settle(fast, eligible - 1, name)
+        try:
+            fast(given)
+            eligible = settle(fast, eligible - 1, name)
+        except NotAccelerated as exc:  # the rest did not serve the example here
+            raise NotAccelerated(f"{exc}; before them, on the calibration batches: "
+                                 f"{held}") from None
     if failed:
         fast.plan.report["rows"] = report.passed_over(
             fast.plan.report.get("rows", []), {i: why for i, (_, why) in failed.items()},
