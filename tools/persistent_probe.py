@@ -106,6 +106,18 @@ VARIANTS.update({
     # its slice at run time (loops over them without constant bounds, divisions by ts)
     "ks_runtime": [("ks = KS ? KS : S.ks;", "ks = S.ks;", 1),
                    ("const int ts = TS ? TS : S.ts;", "const int ts = S.ts;", 1)],
+    # the last layer's y stored after the step's signal, not before it: the release then
+    # waits for the h codes the next step reads, not for y (read by nobody in the launch;
+    # own_h holds each pair's h, written by the same thread)
+    "y_after_signal": [
+        ("                if (L.last) y[brow * D * H + L.dir * H + j] = v;\n", "", 1),
+        ("        MARK(5);\n        MARK(7);\n",
+         "        MARK(5);\n        MARK(7);\n"
+         "        if (L.last)\n"
+         "#pragma unroll 1\n"
+         "            for (Pairs it(tid, nu); it.p < nb * nu; it.next())\n"
+         "                y[(unsigned)(t * B + b0 + it.b) * D * H + L.dir * H + j0 + it.u] =\n"
+         "                    own_h[it.p];\n", 1)],
     # the kernel as it was before a CTA that gives up a wait wrote NaN for its outputs: it
     # returned where it gave up (the NaN's code is then unreachable and compiled away)
     "stale_on_stall": [("goto gave_up;", "return;", 3), ("\ngave_up:\n", "\n", 1)],
