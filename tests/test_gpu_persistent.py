@@ -165,6 +165,22 @@ def test_the_kernel_with_weights_in_registers_verifies_and_replays(cuda, fp8_cap
             assert rec["settings"] == "b1t256r" and rec["algorithms"][-1]["register_slabs"] > 0
 
 
+@pytest.mark.parametrize("settings", ["b2t512u16", "b4t256u32"])
+@pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
+def test_units_given_a_cta_verify_and_replay_at_the_seeds_shape(cuda, fp8_capable, mode,
+                                                                settings):
+    """Settings.units (not in the tuner's list until measured): the seed's shape with every
+    CTA on 16 units of 32 batch rows, or 32 units of 16, in 8 bits (16-bit weights of 32
+    units do not fit), verified and replayed as every candidate."""
+    cfg = _cfg(mode, DirectionMode.UNIDIRECTIONAL, 2, hidden=512, batch=64, input_size=512)
+    result = C.run_configs(cfg, ["persistent:int8/both", "persistent:e4m3/both"], reps=3,
+                           warmup=1, budget_s=None, settings=[settings])
+    for rec in result["records"]:
+        _check(rec, mode, fp8_capable)
+        if rec["outcome"] == "OK":
+            assert rec["settings"] == settings
+
+
 @pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])
 def test_a_launch_reads_and_writes_the_arrays_bound_to_it(cuda, mode):
     """The states and outputs are launch arguments: bound to the caller's arrays (as

@@ -49,7 +49,7 @@ def _dq(plan, name, k, rows):
 
 
 def _run_model(cfg, fmt=None, parts=None, float_precision="fp16", seed=3, sms=12,
-               batch_slices=1, order=0, edit=None, areg=False, cluster=0):
+               batch_slices=1, order=0, edit=None, areg=False, cluster=0, units=0):
     """(the numpy model's y, hy, cy, the twin's y, hy, cy, the partition)."""
     values = C.draw(cfg, seed)
     stacked, io = values["stacked"], values["io"]
@@ -57,7 +57,8 @@ def _run_model(cfg, fmt=None, parts=None, float_precision="fp16", seed=3, sms=12
     ops = operands.prepare(stacked, float_precision, plan)
     fx, fh, _ = P.formats(ops)
     part = partition.plan(cfg, fx, fh, sm_count=sms, smem_per_block=SMEM,
-                          batch_slices=batch_slices, areg=areg, cluster=cluster)
+                          batch_slices=batch_slices, areg=areg, cluster=cluster,
+                          units=units)
     blob = tables.blob(part, [o.input.codes for o in ops], [o.recurrent.codes for o in ops])
     if edit:
         edit(part, blob)
@@ -448,6 +449,8 @@ def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_i
     assert P.Settings.parse("b1t256p").poll and not P.Settings.parse("b1t256").poll
     assert P.Settings.parse("b1t256r").areg and P.Settings(areg=True).name == "b1t256r"
     assert P.Settings.parse("b2c64t256pr") == P.Settings(64, 2, 256, True, True)
+    assert P.Settings.parse("b2t512u16") == P.Settings(batch_slices=2, threads=512, units=16)
+    assert P.Settings(batch_slices=2, units=8, cluster=4).name == "b2t256u8k4"
     assert not any(s.areg for s in P.SETTINGS)  # not tuned until measured
     for bad in ("b1", "t256", "b1t256q", "B1T256"):
         with pytest.raises(ValueError, match="no launch shape"):
@@ -668,3 +671,32 @@ def test_a_polling_launch_shape_is_precompiled_as_the_polling_kernel():
     shapes = (P.Settings.parse("b1t256"), P.Settings.parse("b1t256p"))
     assert P.precompile(cp, cfg, stacked, "fp16", None, shapes) == 2
     assert sorted("#define POLL 1\n" in code for code in cp.compiled) == [False, True]
+
+
+@pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU], ids=lambda m: m.name)
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
+def test_units_given_a_cta_make_a_partition_the_model_runs_to_the_twin(mode, bidirectional):
+    """Settings.units: every CTA of every pseudo-layer takes that many units (in more batch
+    slices, the same compute with less of the state read a CTA and step); the numpy model of
+    that partition, in two orders its waits allow, equals the float64 twin."""
+    cfg = _cfg(mode, 2, bidirectional, H=64, B=16)
+    for order in (0, 1):
+        got, want, part = _run_model(cfg, "int8", "both", sms=132, batch_slices=2, units=16,
+                                     order=order)
+        _close(got, want)
+    assert {s.nu for s in part.slices} == {16} and len({s.b0 for s in part.slices}) == 2
+    assert part.grid == 2 * cfg.dirs * 2 * 4  # layers x directions x slices x H/16
+
+
+@pytest.mark.parametrize("units,needle", [
+    (6, "6 units a CTA: a multiple of 4 from 4 to 64"),
+    (4, "4 units a CTA: 4 pseudo-layers x 2 batch slices x 16 CTAs = 128 CTAs, 12 available"),
+])
+def test_units_that_make_no_partition_are_refused_with_the_count(units, needle):
+    cfg = _cfg(RNNMode.LSTM, 2, True, H=64, B=16)
+    with pytest.raises(partition.DoesNotFit, match=re.escape(needle)):
+        partition.plan(cfg, "int8", "int8", sm_count=12, smem_per_block=SMEM, batch_slices=2,
+                       units=units)
+    with pytest.raises(partition.DoesNotFit, match="give the units or the cluster"):
+        partition.plan(cfg, "int8", "int8", sm_count=132, smem_per_block=SMEM, units=16,
+                       cluster=4)

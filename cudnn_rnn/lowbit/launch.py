@@ -20,25 +20,30 @@ class Settings:
     cluster: int = 0  # CTAs of one thread-block cluster (sm_90): each (pseudo-layer, batch
                       # slice) group is one cluster, whose steps meet at the cluster's
                       # hardware barrier instead of a counter in global memory (0: no clusters)
+    units: int = 0  # hidden units a CTA takes in every pseudo-layer (0: the partition's
+                    # choice, in proportion to each layer's work); with more batch slices,
+                    # the same compute a CTA reads less of the state each step
 
     @property
     def name(self) -> str:
         ctas = "" if self.ctas is None else f"c{self.ctas}"
         return (f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
-                + ("r" if self.areg else "") + (f"k{self.cluster}" if self.cluster else ""))
+                + ("r" if self.areg else "") + (f"u{self.units}" if self.units else "")
+                + (f"k{self.cluster}" if self.cluster else ""))
 
     @classmethod
     def parse(cls, name: str) -> "Settings":
         """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``,
-        ``b1t256r``, ``b3t256k16``); ValueError otherwise."""
-        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:k([1-9]\d*))?", name)
+        ``b1t256r``, ``b2t512u16``, ``b3t256k16``); ValueError otherwise."""
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(?:k([1-9]\d*))?",
+                         name)
         if m is None:
             raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
-                             "[r][k<cluster CTAs>] (e.g. b1t256, b2t512, b1t256p, b1t256r, "
-                             "b3t256k16)")
+                             "[r][u<units a CTA>][k<cluster CTAs>] (e.g. b1t256, b2t512, "
+                             "b1t256p, b1t256r, b2t512u16, b3t256k16)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
                    threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]),
-                   cluster=int(m[6]) if m[6] else 0)
+                   cluster=int(m[7]) if m[7] else 0, units=int(m[6]) if m[6] else 0)
 
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback. Not in
@@ -51,7 +56,9 @@ class Settings:
 # between machines more than that, and what the fifth shape itself costs is not yet
 # measured); POLL (b1t256p), 34-132 % slower than b1t256 at the same shapes; clusters
 # (b2t256k16, b3t256k16: 0.190 and 0.225 against b1t512's 0.142 ms at the seed's LSTM INT8,
-# docs/lowbit.md).
-# ``--settings`` of the tools reaches both.
+# docs/lowbit.md); units given a CTA (b2t512u16, b4t256u32: at the seed every CTA on 16
+# units of 32 batch rows or 32 of 16, the same products a CTA with a half or a quarter of
+# the state read a step), not yet measured.
+# ``--settings`` of the tools reaches them.
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512))

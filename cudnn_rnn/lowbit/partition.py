@@ -206,16 +206,33 @@ def _clustered(H: int, pls: int, batch_slices: int, cluster: int, ctas: int) -> 
     return [cluster] * pls
 
 
+def _given_units(H: int, pls: int, batch_slices: int, units: int, cluster: int,
+                 ctas: int) -> list[int]:
+    """``units`` a CTA in every pseudo-layer, where they make a partition."""
+    if cluster:
+        raise DoesNotFit("a launch in clusters takes H over the cluster's CTAs a CTA; give "
+                         "the units or the cluster, not both")
+    if units % 4 or not 4 <= units <= _up(H, 4):
+        raise DoesNotFit(f"{units} units a CTA: a multiple of 4 from 4 to {_up(H, 4)}")
+    need = pls * batch_slices * -(-H // units)
+    if need > ctas:
+        raise DoesNotFit(f"{units} units a CTA: {pls} pseudo-layers x {batch_slices} batch "
+                         f"slices x {-(-H // units)} CTAs = {need} CTAs, {ctas} available")
+    return [units] * pls
+
+
 def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_block: int,
          ctas: int | None = None, batch_slices: int = 1, threads: int = 256,
-         areg: bool = False, cluster: int = 0) -> Partition:
+         areg: bool = False, cluster: int = 0, units: int = 0) -> Partition:
     """The partition of ``cfg`` over ``ctas`` CTAs (at most ``sm_count``: one per
     multiprocessor, all resident) in ``batch_slices`` batch slices; :class:`DoesNotFit`
     says why it cannot run. ``areg``: each warp keeps its weight fragments in registers
     (the kernel's ``AREG``): its warps take as many n-tiles each as they may, so that more
     of them split K and each k-group's fragments fit :data:`AREG_REGS` registers.
     ``cluster``: each group (pseudo-layer, batch slice) one cluster of that many CTAs (how
-    many clusters this GPU holds at once is the engine's check)."""
+    many clusters this GPU holds at once is the engine's check). ``units``: the hidden units
+    of every CTA in every pseudo-layer (a multiple of 4; 0: in proportion to each one's
+    work)."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
     ctas = sm_count if ctas is None else ctas
     if not 1 <= ctas <= sm_count:
@@ -237,7 +254,9 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     counts = _clustered(H, len(pls), batch_slices, cluster, ctas) if cluster else \
         _units(cfg, per_slice, [x + hrowb for x in kx])
     nus = [_up(-(-H // u), 4) for u in counts]
-    if not cluster and len({_up(g * nu, 16) for nu in nus}) > 1:
+    if units:
+        nus = _given_units(H, len(pls), batch_slices, units, cluster, ctas)
+    elif not cluster and len({_up(g * nu, 16) for nu in nus}) > 1:
         # one tile shape for every CTA (the kernel then checks no bounds, EXACT): the
         # heaviest pseudo-layer's units for all, where the CTAs suffice
         even = [min(nus)] * len(nus)

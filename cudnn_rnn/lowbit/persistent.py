@@ -158,7 +158,7 @@ def layout(cfg: RNNConfig, ops: list, plan, settings: Settings, limits: dict) ->
         part = partition.plan(
             cfg, fx, fh, sm_count=limits["sm_count"], smem_per_block=limits["smem_per_block"],
             ctas=settings.ctas, batch_slices=settings.batch_slices, threads=settings.threads,
-            areg=settings.areg, cluster=settings.cluster)
+            areg=settings.areg, cluster=settings.cluster, units=settings.units)
     except partition.DoesNotFit as exc:
         raise Unsupported(f"does not fit on this GPU: {exc}") from None
     return part, gx_precision
