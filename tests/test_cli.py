@@ -37,9 +37,9 @@ def test_example_bad_arguments(args, needle):
     assert_one_line_exit_2(run("cudnn_rnn.example", *args), needle, "--help")
 
 
-def test_example_without_gpu_says_device_stages_need_one():
+def test_example_without_gpu_says_it_needs_one():
     proc = run("cudnn_rnn.example", "20", "2", "512", "64", "0", CUDNN_RNN_NO_GPU="1")
-    assert_one_line_exit_2(proc, "need a CUDA GPU")
+    assert_one_line_exit_2(proc, "the example needs a CUDA GPU: CUDNN_RNN_NO_GPU is set")
 
 
 def test_example_with_missing_library_says_how_to_install(tmp_path):

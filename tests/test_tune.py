@@ -129,7 +129,7 @@ def test_bad_arguments(args, needle):
 def test_no_gpu_is_one_line(tmp_path):
     proc = run("cudnn_rnn.tune", "--cell", "LSTM", "--hidden", "64", "--batch", "8",
                CUDNN_RNN_NO_GPU="1")
-    assert_one_line_exit_2(proc, "need a CUDA GPU")
+    assert_one_line_exit_2(proc, "the tuner needs a CUDA GPU: CUDNN_RNN_NO_GPU is set")
 
 
 def _slower(records, factor):
