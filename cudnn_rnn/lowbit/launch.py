@@ -57,8 +57,8 @@ class Settings:
 # measured); POLL (b1t256p), 34-132 % slower than b1t256 at the same shapes; clusters
 # (b2t256k16, b3t256k16: 0.190 and 0.225 against b1t512's 0.142 ms at the seed's LSTM INT8,
 # docs/lowbit.md); units given a CTA (b2t512u16, b4t256u32: at the seed every CTA on 16
-# units of 32 batch rows or 32 of 16, the same products a CTA with a half or a quarter of
-# the state read a step), not yet measured.
+# units of 32 batch rows or 32 of 16: the same products a CTA with a half or a quarter of
+# the state read a step, and twice or four times the weight rows), not yet measured.
 # ``--settings`` of the tools reaches them.
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512))
