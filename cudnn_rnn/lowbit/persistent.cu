@@ -195,6 +195,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // so that a forward reads and writes the caller's arrays (Forward.bind) as they are
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ int bail;
+#if CLUSTER
+    __shared__ int quit;  // a cluster-mate gave up: read after each step's cluster barrier
+#endif
     const Slice S = slices[blockIdx.x];
     const Layer L = layers[S.k];
     const unsigned lb = (unsigned)S.k * B * H;  // this pseudo-layer's states
@@ -374,10 +377,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if CLUSTER
         cl_wait();  // the group's previous step, h's slot s, written by every CTA of it
         // ... unless one of them gave up (it still meets the barriers, so its slot s is not
-        // written): the cluster gives up with it rather than read that slot
-        if (tid == 0) bail = *(volatile int*)status;
+        // written): the cluster gives up with it rather than read that slot. A flag of its
+        // own: `bail` may not yet be read by every thread here (the barrier above waits for
+        // the cluster's arrivals, not for this CTA's threads to pass their check of `bail`)
+        if (tid == 0) quit = *(volatile int*)status;
         __syncthreads();
-        if (bail) {
+        if (quit) {
             cl_arrive();
             for (int r = s + 1; r < T; ++r) {
                 cl_wait();
