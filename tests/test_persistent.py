@@ -697,6 +697,7 @@ def test_units_that_make_no_partition_are_refused_with_the_count(units, needle):
     with pytest.raises(partition.DoesNotFit, match=re.escape(needle)):
         partition.plan(cfg, "int8", "int8", sm_count=12, smem_per_block=SMEM, batch_slices=2,
                        units=units)
-    with pytest.raises(partition.DoesNotFit, match="give the units or the cluster"):
-        partition.plan(cfg, "int8", "int8", sm_count=132, smem_per_block=SMEM, units=16,
-                       cluster=4)
+    for cluster in (4, 3):  # also where the cluster alone would be refused
+        with pytest.raises(partition.DoesNotFit, match="give the units or the cluster"):
+            partition.plan(cfg, "int8", "int8", sm_count=132, smem_per_block=SMEM, units=16,
+                           cluster=cluster)

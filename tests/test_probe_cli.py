@@ -306,5 +306,7 @@ def test_a_report_whose_sources_are_relative_to_another_directory_is_judged_by_t
     assert not same_run("../B/default.jsonl", own)
     assert not same_run(str(tmp_path / "runs" / "A" / "default.jsonl"), own)
     # written in another checkout (or before it moved): the same folders and file at the end
-    assert same_run("/elsewhere/checkout/runs/B/default.jsonl.gz", own)
-    assert not same_run("/elsewhere/checkout/runs/A/default.jsonl", own)
+    here = parts(tmp_path / "results" / "gpu" / "9.19.0" / "default.jsonl")
+    assert same_run("/elsewhere/checkout/results/gpu/9.19.0/default.jsonl.gz", here)
+    assert not same_run("/elsewhere/checkout/results/gpu/9.14.0/default.jsonl", here)
+    assert not same_run("/scratch/other/gpu/9.19.0/default.jsonl", here)  # not results/

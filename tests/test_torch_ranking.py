@@ -119,6 +119,8 @@ def test_the_choice_compares_like_with_like_and_says_what_was_not_timed():
     assert "the module in a CUDA graph" not in str(plain)
     assert f"x{9.0 / graph.plain_ms:.2f} over plain calls" in str(plain)
     assert str(plain).count(f"{graph.plain_ms:.4f} ms") == 1  # its one time, said once
+    only_plain = dataclasses.replace(graph, timed_as=None, ms=None)
+    assert f"{graph.plain_ms:.4f} ms (plain calls)" in str(only_plain)
     untimed = dataclasses.replace(graph, ms=None, plain_ms=None)
     assert "not timed" in str(untimed) and "(x" not in str(untimed)
 

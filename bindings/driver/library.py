@@ -87,10 +87,12 @@ def _open(candidate: Candidate) -> Library:
                                      f"driver: {exc}") from None
     lib.version_raw = raw.value
     mapped = {os.path.realpath(m) for m in finder.mapped_paths("libcuda.so")}
+    others = sorted(mapped - {os.path.realpath(candidate.path)})
     if len(mapped) > 1:  # CuPy's (the dynamic linker's) and this one: two drivers' state
         raise errors.LibraryNotFound(f"{candidate.path} ({candidate.source}) is a second libcuda "
-                                     f"in this process beside {sorted(mapped)[0]}: point "
-                                     f"{ENV} at the one the dynamic linker loads, or unset it")
+                                     f"in this process beside {(others or sorted(mapped))[0]}: "
+                                     f"point {ENV} at the one the dynamic linker loads, or "
+                                     f"unset it")
     if "/" not in candidate.path:  # a soname: record the file the dynamic linker chose
         lib.path = next(iter(mapped), candidate.path)
     return lib

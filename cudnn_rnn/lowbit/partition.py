@@ -206,12 +206,8 @@ def _clustered(H: int, pls: int, batch_slices: int, cluster: int, ctas: int) -> 
     return [cluster] * pls
 
 
-def _given_units(H: int, pls: int, batch_slices: int, units: int, cluster: int,
-                 ctas: int) -> list[int]:
+def _given_units(H: int, pls: int, batch_slices: int, units: int, ctas: int) -> list[int]:
     """``units`` a CTA in every pseudo-layer, where they make a partition."""
-    if cluster:
-        raise DoesNotFit("a launch in clusters takes H over the cluster's CTAs a CTA; give "
-                         "the units or the cluster, not both")
     if units % 4 or not 4 <= units <= _up(H, 4):
         raise DoesNotFit(f"{units} units a CTA: a multiple of 4 from 4 to {_up(H, 4)}")
     need = pls * batch_slices * -(-H // units)
@@ -251,11 +247,14 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     if per_slice < len(pls):
         raise DoesNotFit(f"{len(pls)} pseudo-layers x {batch_slices} batch slices need at "
                          f"least {len(pls) * batch_slices} CTAs, {ctas} given")
+    if units and cluster:
+        raise DoesNotFit("a launch in clusters takes H over the cluster's CTAs a CTA; give "
+                         "the units or the cluster, not both")
     counts = _clustered(H, len(pls), batch_slices, cluster, ctas) if cluster else \
         _units(cfg, per_slice, [x + hrowb for x in kx])
     nus = [_up(-(-H // u), 4) for u in counts]
     if units:
-        nus = _given_units(H, len(pls), batch_slices, units, cluster, ctas)
+        nus = _given_units(H, len(pls), batch_slices, units, ctas)
     elif not cluster and len({_up(g * nu, 16) for nu in nus}) > 1:
         # one tile shape for every CTA (the kernel then checks no bounds, EXACT): the
         # heaviest pseudo-layer's units for all, where the CTAs suffice

@@ -135,14 +135,15 @@ def parts(path: Path) -> tuple:
     return path.parent.parts + (name,)
 
 
-TAIL = 3  # an absolute source names this run where its last parts (two folders, the file) agree
+TAIL = 4  # an absolute source names this run where its last parts agree: results/<gpu>/<cudnn>/
+          # <file>, or runs/<machine>-<key>/<spec>-<key>/<file>
 
 
 def same_run(source: str, own: tuple) -> bool:
     """Whether a report's ``source`` names the records file of :func:`parts` ``own``: a
     relative one by its path's end, an absolute one as that file or, where the report was
     written in another checkout or before the folders moved, by its last :data:`TAIL`
-    parts (``nvidia-h200/9.14.0/default.jsonl``)."""
+    parts (``results/nvidia-h200/9.14.0/default.jsonl``)."""
     if Path(source).is_absolute():
         return parts(Path(source).resolve()) == own or parts(Path(source))[-TAIL:] == own[-TAIL:]
     tail = tuple(p for p in parts(Path(source)) if p not in ("", "."))

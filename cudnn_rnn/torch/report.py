@@ -104,7 +104,8 @@ class Choice:
         if eager:
             vs.append(f"eager {self.module_eager_ms:.4f} ms (x{eager:.2f} over plain calls)")
         replay = self.timed_as == "graph"
-        times = [f"{self.ms:.4f} ms ({'graph' if replay else 'plain calls'})" if self.ms else None,
+        ranked = self.ms if replay else (self.ms or self.plain_ms)
+        times = [f"{ranked:.4f} ms ({'graph' if replay else 'plain calls'})" if ranked else None,
                  f"plain calls {self.plain_ms:.4f} ms" if self.plain_ms and replay else None]
         timed = "; ".join(t for t in times if t)
         timed = f"; {timed}" if timed else "; not timed"
