@@ -701,3 +701,18 @@ def test_units_that_make_no_partition_are_refused_with_the_count(units, needle):
         with pytest.raises(partition.DoesNotFit, match="give the units or the cluster"):
             partition.plan(cfg, "int8", "int8", sm_count=132, smem_per_block=SMEM, units=16,
                            cluster=cluster)
+
+
+def test_what_a_launch_shape_reads_a_step_is_said_for_the_seed():
+    """Partition.step_bytes (in every persistent record's launch): at the seed's LSTM in 8
+    bits, b1t512's CTA of layer 1 reads its 64 x 1024-byte state and, in its product loop,
+    its 32 weight rows once per each of 4 n-groups plus the state once (192 KB); with 16
+    units of 32 rows a CTA, half the state and 160 KB."""
+    seed = RNNConfig(seq_length=20, num_layers=2, hidden_size=512, mini_batch=64,
+                     input_size=512, mode=RNNMode.LSTM)
+    plan = lambda **kw: partition.plan(seed, "int8", "int8", sm_count=132,  # noqa: E731
+                                       smem_per_block=SMEM, **kw)
+    assert plan(threads=512).step_bytes() == {"state_read_bytes": 64 * 1024,
+                                              "shared_read_bytes": 192 * 1024}
+    assert plan(threads=512, batch_slices=2, units=16).step_bytes() == {
+        "state_read_bytes": 32 * 1024, "shared_read_bytes": 160 * 1024}

@@ -186,6 +186,14 @@ class Partition:
         """Bytes of weight rows on chip in all (padding included)."""
         return sum(s.mpad * s.rowb for s in self.slices)
 
+    def step_bytes(self) -> dict:
+        """What a launch shape trades, per step at its busiest CTA: the state it reads from
+        global memory, and what its product loop reads from shared memory (each weight row
+        once per n-group of warps, each staged state row once)."""
+        return {"state_read_bytes": max(s.nb * s.nc * CHUNK for s in self.slices),
+                "shared_read_bytes": max(s.nc * CHUNK * (s.mpad * s.ts + s.npad)
+                                         for s in self.slices)}
+
 
 def _units(cfg: RNNConfig, ctas: int, work: list[int]) -> list[int]:
     """CTAs per pseudo-layer (within one batch slice), in proportion to each one's work."""

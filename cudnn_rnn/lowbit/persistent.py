@@ -380,7 +380,7 @@ class PersistentEngine(Forward):
                 "threads": p.threads, "batch_slices": p.batch_slices, "cluster": p.cluster,
                 "smem_per_cta": p.smem, "weight_bytes_on_chip": p.weight_bytes(),
                 "formats": {"input": p.fx, "recurrent": p.fh},
-                "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw,
+                "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw, **p.step_bytes(),
                 # slabs of weight fragments each warp holds in registers, as compiled (AREG)
                 "register_slabs": self.consts["NSLAB"] if self.consts["AREG"] else 0}
 
