@@ -106,8 +106,7 @@ def main(argv=None) -> int:
             raise NoGPU(f"the benchmark needs a CUDA GPU: {info['device'].get('reason')}")
         identity = identity_of(spec, runs.machine_identity(info["library"], info["device"], True),
                                args.reps, args.budget)
-        out_dir = out or runs.output_dir(runs.run_dir(identity),
-                                         runs.default_place("the run folder"))
+        out_dir = out or runs.run_folder(runs.run_dir(identity))
         path, runs_path = out_dir / "bench.jsonl", out_dir / "bench.run.json"
         resume, recorded = runs.open_run(path, runs_path, identity, args.overwrite,
                                          _run_file_or_none, force=args.force)

@@ -10,7 +10,7 @@ from pathlib import Path
 from cudnn_rnn.cli import BadInput, OneLineParser, run_main
 from cudnn_rnn.matrix.bench import read_run_file
 from cudnn_rnn.matrix.provenance import folder_name
-from cudnn_rnn.matrix.runs import default_place, output_dir, report_dir
+from cudnn_rnn.matrix.runs import output_dir, report_folder
 from cudnn_rnn.reporting.bench import write
 
 
@@ -38,9 +38,8 @@ def main(argv=None) -> int:
         runs = read_run_file(d / "bench.run.json")["runs"]
         p0 = runs[0]["provenance"] if runs else {}
         key = hashlib.sha256((d / "bench.jsonl").read_bytes()).hexdigest()[:8]
-        out = output_dir(report_dir(f"{folder_name(p0.get('gpu'), p0.get('cudnn_version'))}"
-                                    f"-bench-{key}"),  # another run, another folder
-                         default_place("the report folder"))
+        out = report_folder(f"{folder_name(p0.get('gpu'), p0.get('cudnn_version'))}"
+                            f"-bench-{key}")  # another run, another folder
     else:
         out = output_dir(args.out)
     md = write(d, out, empty_ok=False)

@@ -166,8 +166,7 @@ def main(argv=None) -> int:
     out = runs.output_dir(args.out) if args.out is not None else None
     report = run(args, provenance.command("cudnn_rnn.overhead", argv))
     if args.save and out is None:
-        out = runs.output_dir(default_run_dir(report["machine"]),
-                              runs.default_place("the run folder"))
+        out = runs.run_folder(default_run_dir(report["machine"]))
     if out is not None:
         write_json(out / "overhead.json", report)
         if (out / "bench.jsonl").exists():

@@ -94,8 +94,7 @@ def render(args) -> int:
         folder = runs.output_dir(Path(args.out) / where[0] / where[1], "--out")
     else:  # another table, another folder: the key of the JSON read
         key = hashlib.sha256(src.read_bytes()).hexdigest()[:8]
-        folder = runs.output_dir(runs.report_dir(f"{where[0]}-{where[1]}-{src.stem}-{key}"),
-                                 runs.default_place("the report folder"))
+        folder = runs.report_folder(f"{where[0]}-{where[1]}-{src.stem}-{key}")
     try:
         written = report.write(doc, folder, src.stem, files)
     except OSError as exc:
@@ -186,8 +185,7 @@ def _folder(out_root: Path | None, info: dict, job: dict, name: str) -> Path:
                                / provenance.version_name(lib.get("cudnn_version")), "--out")
     machine = runs.machine_identity(info["library"], info["device"], info["device_stages"])
     key = runs.content_key([job, name, _content(job["spec"])])[:8]
-    return runs.output_dir(runs.machine_dir(machine) / f"precision-{key}",
-                           runs.default_place("the run folder"))
+    return runs.run_folder(runs.machine_dir(machine) / f"precision-{key}")
 
 
 def _content(spec: dict) -> list:

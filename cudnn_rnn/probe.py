@@ -191,8 +191,7 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
         {"reps": args.reps, "variant_reps": min(args.variant_reps, args.reps),
          "variant_kinds": list(args.variant_kinds),
          "time": not args.no_time, "graphs": not args.no_graphs})
-    out_dir = out or runs.output_dir(runs.run_dir(identity),
-                                         runs.default_place("the run folder"))
+    out_dir = out or runs.run_folder(runs.run_dir(identity))
     path = out_dir / f"{spec.name}.jsonl"
     meta_path = path.with_suffix(".run.json")
     resume, recorded = runs.open_run(path, meta_path, identity, args.overwrite,

@@ -46,8 +46,8 @@ def main(argv=None) -> int:
         d = diffing.compare(a, b)
         info = report_info(command_line, a.paths + b.paths)
         stem = f"{run_name(a)}__vs__{run_name(b)}"  # two pairs of runs never share a file
-        out_dir = runs.output_dir(args.out if args.out is not None else runs.report_dir("diff"),
-                                  "--out" if args.out is not None else runs.default_place("the report folder"))
+        out_dir = runs.output_dir(args.out) if args.out is not None else \
+            runs.report_folder("diff")
         (out_dir / f"{stem}.md").write_text(diffing.render(d, info))
         (out_dir / f"{stem}.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION,
                                                           "report": info, **d}, indent=1) + "\n")
@@ -71,9 +71,8 @@ def main(argv=None) -> int:
         if other:
             raise BadInput(f"--out {args.out} holds the report of {other}: give another "
                            f"--out (or none: reports/ then has a folder of this run's own)")
-    out_dir = runs.output_dir(args.out if args.out is not None else runs.report_dir(
-        run_name(result)), "--out" if args.out is not None else runs.default_place(
-        "the report folder"))
+    out_dir = runs.output_dir(args.out) if args.out is not None else \
+        runs.report_folder(run_name(result))
     written = write_report(result, out_dir, command_line, eight_bit)
     if result.incomplete:
         print("an unfinished run (cut before its end, or still being written): "

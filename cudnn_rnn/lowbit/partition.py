@@ -258,17 +258,18 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     if units and cluster:
         raise DoesNotFit("a launch in clusters takes H over the cluster's CTAs a CTA; give "
                          "the units or the cluster, not both")
-    counts = _clustered(H, len(pls), batch_slices, cluster, ctas) if cluster else \
-        _units(cfg, per_slice, [x + hrowb for x in kx])
-    nus = [_up(-(-H // u), 4) for u in counts]
     if units:
         nus = _given_units(H, len(pls), batch_slices, units, ctas)
-    elif not cluster and len({_up(g * nu, 16) for nu in nus}) > 1:
-        # one tile shape for every CTA (the kernel then checks no bounds, EXACT): the
-        # heaviest pseudo-layer's units for all, where the CTAs suffice
-        even = [min(nus)] * len(nus)
-        if sum(-(-H // nu) for nu in even) <= per_slice:
-            nus = even
+    else:
+        counts = _clustered(H, len(pls), batch_slices, cluster, ctas) if cluster else \
+            _units(cfg, per_slice, [x + hrowb for x in kx])
+        nus = [_up(-(-H // u), 4) for u in counts]
+        if not cluster and len({_up(g * nu, 16) for nu in nus}) > 1:
+            # one tile shape for every CTA (the kernel then checks no bounds, EXACT): the
+            # heaviest pseudo-layer's units for all, where the CTAs suffice
+            even = [min(nus)] * len(nus)
+            if sum(-(-H // nu) for nu in even) <= per_slice:
+                nus = even
     counts = [-(-H // nu) for nu in nus]
     warps = threads // 32
     nb_full = -(-B // batch_slices)

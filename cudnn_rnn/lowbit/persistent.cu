@@ -50,6 +50,15 @@ __device__ __forceinline__ void cl_arrive() {
 __device__ __forceinline__ void cl_wait() {
     asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
+// a CTA that gives up before step s's wait: the cluster's other CTAs meet it at every
+// barrier to the end (step s to the last, a wait and an arrive each, then the final wait)
+__device__ __forceinline__ void cl_meet_to_end(int s, int T) {
+    for (int r = s; r < T; ++r) {
+        cl_wait();
+        cl_arrive();
+    }
+    cl_wait();
+}
 #else
 #define CLUSTER_DIMS
 #endif
@@ -365,12 +374,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         __syncthreads();
         if (bail) {
 #if CLUSTER
-            // the cluster's other CTAs meet this one at every barrier to the end
-            for (int r = s; r < T; ++r) {
-                cl_wait();
-                cl_arrive();
-            }
-            cl_wait();
+            cl_meet_to_end(s, T);
 #endif
             goto gave_up;
         }
@@ -383,12 +387,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         if (tid == 0) quit = *(volatile int*)status;
         __syncthreads();
         if (quit) {
-            cl_arrive();
-            for (int r = s + 1; r < T; ++r) {
-                cl_wait();
-                cl_arrive();
-            }
-            cl_wait();
+            cl_arrive();  // step s's, its wait met above
+            cl_meet_to_end(s + 1, T);
             goto gave_up;
         }
 #endif

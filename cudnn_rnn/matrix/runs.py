@@ -150,7 +150,7 @@ def write_meta(path: Path, data: dict, records) -> None:
         raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def default_place(what: str) -> str:
+def _default_place(what: str) -> str:
     """How a message names a default folder under :func:`home` (``what``: "the run folder",
     "the report folder"): with the environment variable that moved it there, where set."""
     value = os.environ.get(HOME_ENV)
@@ -160,6 +160,17 @@ def default_place(what: str) -> str:
 def report_dir(name: str) -> Path:
     """Where a report of recorded results goes by default: ``reports/<name>/``."""
     return home() / "reports" / name
+
+
+def report_folder(name: str) -> Path:
+    """:func:`report_dir` made (:func:`output_dir`), a message naming it the report folder."""
+    return output_dir(report_dir(name), _default_place("the report folder"))
+
+
+def run_folder(path: Path) -> Path:
+    """A run's default folder under ``runs/`` made (:func:`output_dir`), a message naming it
+    the run folder."""
+    return output_dir(path, _default_place("the run folder"))
 
 
 def differences(recorded: dict | None, current: dict) -> list[str]:

@@ -127,8 +127,8 @@ def load(*paths) -> ResultSet:
     """Merge the records of every given file or directory (first occurrence of an id wins)."""
     files = list({f.resolve(): f for p in paths for f in _jsonl_files(Path(p))}.values())
     seen, records, meta, setups, incomplete = set(), [], {}, {}, []
-    for f in files:
-        data = read_meta(f)
+    metas = {f: read_meta(f) for f in files}
+    for f, data in metas.items():
         if data is not None:
             setups.setdefault(setup(data), f)
     if len(setups) > 1:
@@ -147,7 +147,7 @@ def load(*paths) -> ResultSet:
             if rec["id"] not in seen:
                 seen.add(rec["id"])
                 records.append(rec)
-        data = read_meta(f)
+        data = metas[f]
         if data is not None and data.get("complete") is False:  # cut, or being written
             incomplete.append(f"{f}: {len(found)} cells{_of_total(data)}")
         if data is not None and (not meta or data.get("spec") == "default"):
