@@ -193,6 +193,10 @@ def _floor(records, run_file, overhead):
     floor.update({k: "slow" for k in floor})
 
 
+def _floor_spread(records, run_file, overhead):
+    run_file["runs"][0]["engine_floor"]["per_round_spread_us"] = {"0": [2.0, 1.0]}
+
+
 def _captured(records, run_file, overhead):
     rows = [r for r in overhead["rows"] if (r.get("captured") or {}).get("ratio") is not None]
     assert rows
@@ -204,6 +208,7 @@ def _captured(records, run_file, overhead):
     (PERSISTENT, _variant, "torch.variants.bfloat16 eager: expected an object"),
     (PERSISTENT, _rate, "engine_gemm.rates.bf16 1280x1536x512: expected an object"),
     (PERSISTENT, _floor, "engine_floor.per_round_us.0: expected a positive"),
+    (PERSISTENT, _floor_spread, "engine_floor.per_round_spread_us.0: expected [first quartile"),
     (PERSISTENT.parent, _captured, "captured: 'ratio_min' without the other end")])
 def test_a_recorded_value_of_the_wrong_form_is_one_line_and_nothing_is_written(tmp_path, base,
                                                                                 change, needle):
@@ -255,3 +260,24 @@ def test_a_report_file_that_is_a_folder_is_one_line_and_leaves_no_temporary(tmp_
     proc = run("cudnn_rnn.bench_report", str(FIX), "--out", str(out))
     assert_one_line_exit_2(proc, "cannot write the report")
     assert sorted(p.name for p in out.iterdir()) == ["bench.json"]
+
+
+def test_each_runs_provenance_names_the_pytorch_its_records_were_compared_with(recorded):
+    """bench.md's provenance names, per run, the PyTorch of that run's records (a second
+    session with another PyTorch is named as such; a session without PyTorch, nothing)."""
+    from cudnn_rnn.reporting import bench_markdown
+    records, runs, overhead = recorded
+    first = records[0]["session"]
+    other = dict(records[-1], session="other", torch=dict(records[-1]["torch"], torch="9.9.9"))
+    bare = {k: v for k, v in records[-1].items() if k != "torch"} | {"session": "bare"}
+    found = report.pytorch_versions(records + [other, bare])
+    want = {f"{r['torch']['torch']} (CUDA {r['torch']['torch_cuda']}, cuDNN "
+            f"{r['torch']['torch_cudnn']})" for r in records if r["session"] == first}
+    assert set(found[first]) == want and found["other"][0].startswith("9.9.9 (")
+    assert "bare" not in found
+    all_runs = runs + [dict(runs[0], session="other"), dict(runs[0], session="bare")]
+    text = bench_markdown.markdown(report.summarise(records + [other, bare], all_runs, overhead))
+    lines = {s: next(line for line in text.splitlines() if line.startswith(f"- run `{s}`"))
+             for s in (first, "other", "bare")}
+    assert f"PyTorch {found[first][0]}, commit" in lines[first]
+    assert "PyTorch 9.9.9 (" in lines["other"] and "PyTorch" not in lines["bare"]

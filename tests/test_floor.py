@@ -36,6 +36,39 @@ def test_the_floor_is_the_larger_of_products_and_state_read_per_round():
     assert floor.floor(SEED, 4, "16-bit", {}, reads) is None
 
 
+def test_the_floors_range_comes_from_the_quartiles_of_the_read_and_the_rate():
+    """A run that recorded the quartiles of its barrier-and-read launches (and of its GEMM
+    rate) gives the floor a range: the lower end with the faster read and rate, the upper
+    with the slower; a run without them (every committed one before) gives none."""
+    size = str(floor.state_bytes(SEED, 1))
+    reads, spread = {size: 1.9}, {size: [1.8, 2.1]}
+    rates = {f"int8 {DENSE}": {"tflops": 1600.0, "tflops_q1": 1500.0, "tflops_q3": 1700.0}}
+    f = floor.floor(SEED, 4, "int8", rates, reads, spread)
+    lo, hi = f["ms_range"]
+    assert lo == pytest.approx(floor.input_flop(SEED, 4) / 1700e12 * 1e3 + 21 * 1.8e-3)
+    assert hi == pytest.approx(floor.input_flop(SEED, 4) / 1500e12 * 1e3 + 21 * 2.1e-3)
+    assert lo < f["ms"] < hi
+    assert floor.floor(SEED, 4, "int8", rates, reads)["ms_range"] is None
+    assert floor.floor(SEED, 4, "int8", rates, reads, {"1": [1.0, 2.0]})["ms_range"] is None
+    # the table writes the range beside the floor where there is one
+    run = {"session": "s", "engine_gemm": {"rates": rates},
+           "engine_floor": {"per_round_us": reads, "per_round_spread_us": spread}}
+    rec = {"id": "LSTM/T20L2H512B64", "session": "s", "shape": SEED, "candidates": [],
+           "engine": [_cand("persistent:int8/both", 0.08, label="persistent kernel int8/both",
+                            engine="persistent", format="int8")]}
+    text = frontier.markdown(frontier.summarise([rec], [run]))
+    assert f"{f['ms']:.4f} ({lo:.4f}-{hi:.4f}, state read)" in text
+    assert "0.0800 (0.0800-0.0800, n=5)" in text  # the kernel's time with its spread
+
+
+def test_quartiles_of_the_launches_are_inclusive_and_in_order():
+    from cudnn_rnn.lowbit.barrier import quartiles
+    assert quartiles([5.0, 1.0, 3.0, 2.0, 4.0]) == [2.0, 4.0]
+    assert quartiles([1.5]) == [1.5, 1.5]
+    q = quartiles([1.23456, 1.3, 1.1, 1.7])
+    assert q[0] <= q[1] and all(1.1 <= v <= 1.7 for v in q)
+
+
 def _cand(config, ms, **kw):
     t = {"median_ms": ms, "q1_ms": ms, "q3_ms": ms, "reps": 5}
     return {"config": config, "outcome": "OK", "timing": t, "timed_as": "graph", **kw}

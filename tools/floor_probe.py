@@ -42,7 +42,9 @@ def main() -> int:
             print(f"floor_probe.py: {exc}; run it on a machine with a GPU", file=sys.stderr)
             return 2
         for size, us in r["per_round_us"].items():
-            print(f"written {w:>2d}: {int(size):>9d} bytes per CTA: {us:8.3f} us per round")
+            q1, q3 = r["per_round_spread_us"][size]
+            print(f"written {w:>2d}: {int(size):>9d} bytes per CTA: {us:8.3f} us per round "
+                  f"(IQR {q1:.3f}-{q3:.3f}, {r['repeats']} launches)")
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / "floor_probe.json").write_text(json.dumps(runs, indent=1))
     return 0

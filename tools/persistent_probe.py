@@ -260,8 +260,10 @@ def main() -> int:
     p.add_argument("--shapes", default=SHAPES)
     p.add_argument("--names", default=NAMES)
     p.add_argument("--settings", default=None,
-                   help="comma-separated launch shapes (the tuner's; any b<slices>[c<CTAs>]"
-                        "t<threads>[p], p: POLL)")
+                   help="comma-separated launch shapes (the tuner's; any "
+                        "b<slices>[c<CTAs>]t<threads>[p][r][u<units>][k<cluster CTAs>]: p "
+                        "POLL, r weights in registers, u units a CTA, k clusters; "
+                        "launch.Settings.parse)")
     p.add_argument("--trace", default=None,
                    help="NAME@SETTINGS,...: also one traced launch of each, per shape")
     p.add_argument("--drop", default="",

@@ -28,9 +28,10 @@ def source(written: int = 0) -> str:
 
 @job
 def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: int = 0) -> dict:
-    """``{"per_round_us": {bytes: median µs of one round}, "ctas": n, "threads": ...}``:
-    a cooperative launch of one CTA per multiprocessor, ``rounds`` rounds each (barrier
-    after every CTA read ``bytes``), median over ``repeats`` launches after a warm-up.
+    """``{"per_round_us": {bytes: median µs of one round}, "per_round_spread_us": {bytes:
+    [first, third quartile]}, "ctas": n, "threads": ...}``: a cooperative launch of one CTA
+    per multiprocessor, ``rounds`` rounds each (barrier after every CTA read ``bytes``),
+    median and interquartile range over ``repeats`` launches after a warm-up.
     ``written`` 1 or 16: each round's state is a fresh slot the CTAs wrote in the round
     before, in stores of that many bytes (the persistent kernel's hand-off; 0, the floor's
     measurement: the same state every round)."""
@@ -52,7 +53,7 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     state = cp.zeros(biggest * (rounds + 1) if written else biggest, cp.uint8)
     counter = cp.zeros(1, cp.uint32)
     stream = cp.cuda.Stream(non_blocking=True)
-    out, handed = {}, {}
+    out, spread, handed = {}, {}, {}
     with stream:
         for size in sorted({int(b) for b in sizes}):
             times = []
@@ -67,11 +68,22 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
                 if i:  # the first launch warms up
                     times.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / rounds)
             out[str(size)] = round(statistics.median(times), 4)
+            spread[str(size)] = quartiles(times)
             if written and size:  # what the last launch handed on: slot k holds k - 1
                 handed[str(size)] = _handed(cp, state, size, rounds, written)
-    result = {"per_round_us": out, "ctas": ctas, "threads": THREADS, "rounds": rounds,
-              "repeats": repeats, "written": written}
+    result = {"per_round_us": out, "per_round_spread_us": spread, "ctas": ctas,
+              "threads": THREADS, "rounds": rounds, "repeats": repeats, "written": written}
     return result | ({"handed_on": handed} if written else {})
+
+
+def quartiles(times: list) -> list:
+    """[first, third quartile] of ``times`` (inclusive method: within their range), 4
+    decimals."""
+    import statistics
+    if len(times) < 2:
+        return [round(times[0], 4)] * 2
+    q = statistics.quantiles(times, n=4, method="inclusive")
+    return [round(q[0], 4), round(q[2], 4)]
 
 
 def _handed(cp, state, size: int, rounds: int, written: int) -> bool:

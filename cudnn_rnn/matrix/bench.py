@@ -255,6 +255,8 @@ ENGINE_CANDIDATE = Obj({"config": STR, "label": Opt(STR), "format": Opt(STR), "p
                         "reason": Opt(STR), "engine": Opt(STR), "settings": Opt(STR)},
                        required={"config", "outcome", "timing", "tflops", "max_error"})
 SKIPPED = Obj({"skipped": STR}, required={"skipped"})  # a job that could not be done, and why
+QUARTILES = Pred(lambda v: isinstance(v, list) and len(v) == 2 and all(map(POS_NUM.test, v))
+                 and v[0] <= v[1], "[first quartile, third quartile], positive, in order")
 BENCH_RECORD = Obj({
     "id": STR, "outcome": NAME, "group": STR, "session": Opt(STR), "objective": Opt(STR),
     "shape": Obj({"cell": Pred(lambda v: v in RNNMode.__members__, "an RNN mode such as LSTM"),
@@ -289,7 +291,8 @@ RUN = Obj({"session": STR, "provenance": PROVENANCE,
                                         required={"tflops", "tflops_q1", "tflops_q3"})))},
                required={"rates"}))),
            "engine_floor": Opt(Either(SKIPPED, Obj({
-               "per_round_us": Dict(POS_NUM), "ctas": POS_INT, "threads": POS_INT,
+               "per_round_us": Dict(POS_NUM), "per_round_spread_us": Opt(Dict(QUARTILES)),
+               "ctas": POS_INT, "threads": POS_INT,
                "rounds": POS_INT, "repeats": POS_INT, "written": Opt(INT)},
                required={"per_round_us"}))),
            "spec": Opt(STR), "deadline_s": Opt(NUM), "budget_s": Opt(NUM), "reps": Opt(INT),

@@ -58,23 +58,38 @@ def dense_rate(rates: dict, precision: str) -> float | None:
     return r.get("tflops")
 
 
-def floor(shape: dict, gates: int, operands: str, rates: dict, per_round_us: dict
-          ) -> dict | None:
-    """The floor of ``shape`` with ``operands`` (:data:`OPERANDS`: the GEMMs' precision and
-    the state's bytes per value): ``{ms, input_ms, round_us, rounds, bound}`` (bound: what
-    sets each round, "state read" or "products"); None where the run lacks the rate or the
-    barrier measurement of this state size."""
-    precision, width = OPERANDS[operands]
-    rate = dense_rate(rates, precision)
-    read = per_round_us.get(str(state_bytes(shape, width)))
-    if not rate or read is None:
-        return None
+def _ms(shape: dict, gates: int, rate: float, read: float) -> tuple:
+    """(floor ms, input ms, µs a round, products' µs a round) at ``rate`` TFLOPS and a
+    barrier-and-read of ``read`` µs."""
     products_us = round_flop(shape, gates) / (rate * 1e12) * 1e6
     input_ms = input_flop(shape, gates) / (rate * 1e12) * 1e3
-    n = rounds(shape)
     round_us = max(products_us, read)
-    return {"ms": input_ms + n * round_us / 1e3, "input_ms": input_ms, "round_us": round_us,
-            "rounds": n, "bound": "state read" if read >= products_us else "products"}
+    return input_ms + rounds(shape) * round_us / 1e3, input_ms, round_us, products_us
+
+
+def floor(shape: dict, gates: int, operands: str, rates: dict, per_round_us: dict,
+          per_round_spread_us: dict | None = None) -> dict | None:
+    """The floor of ``shape`` with ``operands`` (:data:`OPERANDS`: the GEMMs' precision and
+    the state's bytes per value): ``{ms, input_ms, round_us, rounds, bound, ms_range}``
+    (bound: what sets each round, "state read" or "products"; ms_range: the floor at the
+    quartiles of the run's rate and read, the read's lower with the rate's upper and the
+    other way round, or None where the run recorded no quartiles of the read); None where
+    the run lacks the rate or the barrier measurement of this state size."""
+    precision, width = OPERANDS[operands]
+    rate = dense_rate(rates, precision)
+    size = str(state_bytes(shape, width))
+    read = per_round_us.get(size)
+    if not rate or read is None:
+        return None
+    ms, input_ms, round_us, products_us = _ms(shape, gates, rate, read)
+    spread = (per_round_spread_us or {}).get(size)
+    measured = rates[f"{precision} {DENSE[0]}x{DENSE[1]}x{DENSE[2]}"]
+    lo_rate, hi_rate = measured.get("tflops_q1", rate), measured.get("tflops_q3", rate)
+    ms_range = None if not spread else (_ms(shape, gates, hi_rate, spread[0])[0],
+                                        _ms(shape, gates, lo_rate, spread[1])[0])
+    return {"ms": ms, "input_ms": input_ms, "round_us": round_us, "rounds": rounds(shape),
+            "bound": "state read" if read >= products_us else "products",
+            "ms_range": ms_range}
 
 
 def sizes(shapes: list) -> list[int]:

@@ -173,6 +173,18 @@ def _vs_best(rows: list[dict]) -> dict:
             "met": bool(ratios) and min(ratios) >= 1.0}
 
 
+def pytorch_versions(records: list[dict]) -> dict:
+    """Per session, the PyTorch its records were compared with, as each names it
+    (``2.11.0+cu130 (CUDA 13.0, cuDNN 91900)``); a session that ran no PyTorch is absent."""
+    found: dict = {}
+    for rec in records:
+        t = rec.get("torch") or {}
+        if t.get("torch"):
+            found.setdefault(rec.get("session"), set()).add(
+                f"{t['torch']} (CUDA {t.get('torch_cuda')}, cuDNN {t.get('torch_cudnn')})")
+    return {session: sorted(v) for session, v in found.items()}
+
+
 def summarise(records: list[dict], runs: list[dict], overhead: dict | None = None) -> dict:
     by_session = {r["session"]: r for r in runs}
     rows = [shape_row(r, by_session.get(r.get("session"))) for r in records]
@@ -182,6 +194,7 @@ def summarise(records: list[dict], runs: list[dict], overhead: dict | None = Non
     done = {r["id"] for r in rows}
     return {
         "schema": SCHEMA, "runs": runs, "shapes": rows,
+        "pytorch": pytorch_versions(records),
         "not_run": [s for s in (runs[-1].get("spec_shapes") or [] if runs else []) if s not in done],
         "targets": {
             "seed_vs_torch": {"target": TORCH_TARGET,

@@ -13,18 +13,11 @@ from collections import Counter
 from cudnn_rnn.matrix.bench import GEMM_TARGET, fp16_target
 from cudnn_rnn.reporting import bench_overhead, bench_pytorch
 from cudnn_rnn.reporting.bench_pieces import (header, met, paren, pct, row, shape_name, span,
-                                              two_decimals)
+                                              timed, two_decimals)
 from cudnn_rnn.reporting.markdown import figure
 
 
 # ---------------------------------------------------------------------------- small pieces
-def _timing(c):
-    if not c or not c.get("timing"):
-        return ""
-    t = c["timing"]
-    return f"{t['median_ms']:.4f} ({t['q1_ms']:.4f}-{t['q3_ms']:.4f}, n={t['reps']})"
-
-
 def _hidden_batch_seq(s: dict) -> str:
     return f"{s['hidden']}/{s['batch']}/{s['seq_length']}"
 
@@ -51,19 +44,22 @@ def _title(summary: dict) -> list[str]:
     return [f"# Benchmark: {p.get('gpu')}, cuDNN {p.get('cudnn_version')}", "", INTRO]
 
 
-def _provenance_line(r: dict) -> str:
+def _provenance_line(r: dict, pytorch: dict) -> str:
     p = r["provenance"]
     stopped = f"; stopped: {r['stopped']}" if r.get("stopped") else ""
+    torch = "; ".join(pytorch.get(r["session"]) or [])
     return (f"- run `{r['session']}`: {p['gpu']} (compute capability "
             f"{p['compute_capability']}), driver {p['driver_version']}, CUDA runtime "
             f"{p['cuda_runtime_cudnn']} (cuDNN's) / {p['cuda_runtime_cupy']} (CuPy "
             f"{p['cupy']}), cuDNN {p['cudnn_version']} from `{p['library_path']}` "
-            f"({p['library_source']}), commit `{p['commit']}`, `{p['command']}`, {p['date']}, "
-            f"wall {r.get('wall_s', '?')} s{stopped}")
+            f"({p['library_source']}), "
+            f"{f'PyTorch {torch}, ' if torch else ''}commit `{p['commit']}`, `{p['command']}`, "
+            f"{p['date']}, wall {r.get('wall_s', '?')} s{stopped}")
 
 
 def _provenance(summary: dict) -> list[str]:
-    return ["## Provenance", ""] + [_provenance_line(r) for r in summary["runs"]]
+    pytorch = summary.get("pytorch") or {}
+    return ["## Provenance", ""] + [_provenance_line(r, pytorch) for r in summary["runs"]]
 
 
 # ---------------------------------------------------------------------------- targets
@@ -194,7 +190,7 @@ def _fp16_section(summary: dict) -> list[str]:
 # ---------------------------------------------------------------------------- a group's shapes
 def _winner_time(r: dict) -> str:
     w = r["winner"]
-    return _timing(w) + (" graph" if w.get("timed_as") == "graph" else "")
+    return timed(w) + (" graph" if w.get("timed_as") == "graph" else "")
 
 
 def _vs_tf32(r: dict) -> str:

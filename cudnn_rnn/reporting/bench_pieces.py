@@ -1,5 +1,6 @@
 """Pieces of the benchmark report's text (:mod:`.bench_markdown` and its sections): a
-percentage, a span of figures, a markdown table's row and header, a shape's name."""
+percentage, a span of figures, a time with its spread, a markdown table's row and header,
+a shape's name."""
 from __future__ import annotations
 
 
@@ -21,6 +22,15 @@ def span(values, fmt) -> str:
         return "not measured"
     lo, hi = min(values), max(values)
     return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
+
+
+def timed(c: dict | None) -> str:
+    """A candidate's time as the reports write it: median ms with its interquartile range
+    and repeats, ``0.1958 (0.1956-0.1960, n=20)``; empty where it was not timed."""
+    if not c or not c.get("timing"):
+        return ""
+    t = c["timing"]
+    return f"{t['median_ms']:.4f} ({t['q1_ms']:.4f}-{t['q3_ms']:.4f}, n={t['reps']})"
 
 
 def two_decimals(v: float) -> str:

@@ -9,6 +9,7 @@ calls (:func:`cudnn_rnn.matrix.bench.candidates_ratio`, as the rest of the repor
 """
 from __future__ import annotations
 
+from cudnn_rnn.reporting.bench_pieces import timed
 from cudnn_rnn.reporting.load import is_sample_shape
 from cudnn_rnn.reporting.markdown import figure
 from cudnn_rnn.matrix.bench import (candidates_ratio, median_ms, plain_ms, replay_ms, verified,
@@ -96,7 +97,8 @@ def markdown(s: dict) -> str:
            "both, the other GEMMs in FP16, scales from max |x| of a separate calibration batch. "
            "Each was compared with the float64 reference on the original weights and on the "
            "weights as the GEMMs see them, and stayed within its stated bound, before it was "
-           "timed. Times are graph replays; ratios are of medians measured in the same process.",
+           "timed. Times are graph replays: median ms (interquartile range, n = repeats); "
+           "ratios are of medians measured in the same process.",
            "", "| shape | best 8-bit | ms | max error | best 16-bit cuDNN | ms | x 16-bit cuDNN "
            "| PyTorch's best (graph if ours is) | x PyTorch | engine FP16 time / cuDNN FP16 time |",
            "|---|---|---|---|---|---|---|---|---|---|"]
@@ -104,8 +106,8 @@ def markdown(s: dict) -> str:
         sh, e, c, tb = r["shape"], r["best_8bit"], r["best_16bit_cudnn"], r["torch_best"]
         out.append(f"| {sh['cell']} {sh['seq_length']}, {sh['layers']}, {sh['hidden']}, "
                    f"{sh['batch']} | {e['label'] if e else 'none verified'} | "
-                   f"{figure(median_ms(e), '.4f')} | {figure(e and e['max_error'], '.1e')} | "
-                   f"{c['config'] if c else 'none verified'} | {figure(median_ms(c), '.4f')} | "
+                   f"{timed(e)} | {figure(e and e['max_error'], '.1e')} | "
+                   f"{c['config'] if c else 'none verified'} | {timed(c)} | "
                    f"{figure(r['speedup_vs_cudnn16'])} | "
                    f"{(tb['variant'] + ' ' + figure(tb['ms'], '.4f')) if tb else ''} | "
                    f"{figure(r['speedup_vs_torch_best'])} | "

@@ -12,6 +12,7 @@ from cudnn_rnn.engine.config import GATES
 from cudnn_rnn.matrix import floor
 from cudnn_rnn.matrix.bench import (candidates_ratio, median_ms, replay_ms, torch_best,
                                     verified)
+from cudnn_rnn.reporting.bench_pieces import timed
 from cudnn_rnn.reporting.markdown import figure
 
 
@@ -42,9 +43,10 @@ def shape_row(rec: dict, run: dict | None) -> dict:
     best = _fastest(everyone)
     persistent = _fastest([c for c in _engine_ok(rec) if c.get("engine") == "persistent"])
     rates = ((run or {}).get("engine_gemm") or {}).get("rates") or {}
-    reads = ((run or {}).get("engine_floor") or {}).get("per_round_us") or {}
+    measured = (run or {}).get("engine_floor") or {}
+    reads, spreads = measured.get("per_round_us") or {}, measured.get("per_round_spread_us")
     gates = GATES[RNNMode[sh["cell"]]]
-    floors = {f: floor.floor(sh, gates, f, rates, reads) for f in floor.OPERANDS}
+    floors = {f: floor.floor(sh, gates, f, rates, reads, spreads) for f in floor.OPERANDS}
     tb = torch_best(rec.get("torch"), graph=True)
     peer = rec.get("torch_fp8") or {}
 
@@ -73,7 +75,11 @@ def summarise(records: list[dict], runs: list[dict]) -> dict:
 
 
 def _floor_text(f: dict | None) -> str:
-    return "" if not f else f"{f['ms']:.4f} ({f['bound']})"
+    """The floor, its range where the run measured quartiles, and what sets it."""
+    if not f:
+        return ""
+    r = f.get("ms_range")
+    return f"{f['ms']:.4f} ({f'{r[0]:.4f}-{r[1]:.4f}, ' if r else ''}{f['bound']})"
 
 
 def markdown(s: dict) -> str:
@@ -89,7 +95,7 @@ def markdown(s: dict) -> str:
            "round's state (16-bit or 8-bit); '(state read)' or '(products)' says which sets "
            "it. PyTorch's FP8 peer is torch._scaled_mm E4M3 GEMMs with torch.compile'd gate "
            "math in a CUDA graph, verified against float64 like every candidate. Times are "
-           "graph replays (ms).", "",
+           "graph replays: median ms (interquartile range, n = repeats).", "",
            "| shape | fastest verified | ms | x floor | persistent kernel | ms | x floor | "
            "x best 16-bit cuDNN | floor 16-bit | floor 8-bit (INT8) | PyTorch's best | "
            "x it | PyTorch FP8 peer | x it |",
@@ -100,8 +106,8 @@ def markdown(s: dict) -> str:
         out.append(
             f"| {sh['cell']} {sh['seq_length']}, {sh['layers']}, {sh['hidden']}, "
             f"{sh['batch']} | {_name(b) if b else 'none verified'} | "
-            f"{figure(median_ms(b), '.4f')} | {figure(r['best_vs_floor'])} | "
-            f"{_name(p) if p else 'none verified'} | {figure(median_ms(p), '.4f')} | "
+            f"{timed(b)} | {figure(r['best_vs_floor'])} | "
+            f"{_name(p) if p else 'none verified'} | {timed(p)} | "
             f"{figure(r['persistent_vs_floor'])} | {figure(r['persistent_vs_cudnn16'])} | "
             f"{_floor_text(r['floors']['16-bit'])} | {_floor_text(r['floors']['int8'])} | "
             f"{(tb['variant'] + ' ' + figure(tb['ms'], '.4f')) if tb else ''} | "
