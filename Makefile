@@ -90,9 +90,12 @@ report: $(STAMP)
 # The committed reports under results/, rendered again from their committed records by the
 # report renderers (no GPU; records are read, never written): the matrix reports, the
 # benchmark reports and the precision tables, each with its chart. The README's chart is
-# results/nvidia-h200/9.19.0/persistent/bench.png. The diffs under results/diff/ have no
-# chart and are left as they are; results/*/*/full/ is reported by make report.
+# results/nvidia-h200/9.19.0/persistent/bench.png. The diffs under results/diff/ compare
+# the H200's cuDNN 9.19.0 run (DIFF_A) with each of DIFF_B; results/*/*/full/ is reported by
+# make report.
 MATRIX_RESULTS := results/nvidia-h200/9.19.0 results/nvidia-h200/9.14.0 results/no-gpu/9.28.0
+DIFF_A := results/nvidia-h200/9.19.0
+DIFF_B := results/nvidia-h200/9.14.0 results/no-gpu/9.28.0
 BENCH_RESULTS := results/nvidia-h200/9.19.0 results/nvidia-h200/9.19.0/lowbit \
 	results/nvidia-h200/9.19.0/persistent
 rerender: $(STAMP)
@@ -100,3 +103,4 @@ rerender: $(STAMP)
 		$$([ -f $$d/persistent/bench.jsonl ] && echo --eight-bit $$d/persistent) || exit 1; done
 	for d in $(BENCH_RESULTS); do $(PY) -m cudnn_rnn.bench_report $$d --out $$d || exit 1; done
 	for f in results/*/*/precision*.json; do $(PY) -m cudnn_rnn.precision --render $$f --out results || exit 1; done
+	for b in $(DIFF_B); do $(PY) -m cudnn_rnn.report --diff $(DIFF_A) $$b --out results/diff || exit 1; done

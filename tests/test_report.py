@@ -349,3 +349,58 @@ def test_an_unfinished_run_is_reported_as_such(tmp_path):
     assert "An unfinished run" in (tmp_path / "r" / "matrix.html").read_text()
     whole = run("cudnn_rnn.report", str(FIX / "cpu-928"), "--out", str(tmp_path / "w"))
     assert "unfinished run" not in whole.stderr + (tmp_path / "w" / "matrix.md").read_text()
+
+
+def test_a_report_of_several_runs_names_the_provenance_of_each(tmp_path):
+    """A folder of two probe runs (the committed H200 folder: the default spec and the
+    seed's INT8 spec, recorded at different commits on different days): the provenance
+    table has a column of each run with its own commit, command and date, not the first
+    run's alone."""
+    src = Path(__file__).resolve().parent.parent / "results" / "nvidia-h200" / "9.19.0"
+    result = load.load(src)
+    assert [Path(f).name for f, _ in result.runs] == ["default.jsonl.gz", "seed_int8.jsonl"]
+    md = render_md(result)
+    block = md.split("## Provenance", 1)[1].split("\n## ", 1)[0]
+    assert "of `default.jsonl.gz`" in block and "of `seed_int8.jsonl`" in block
+    for _, meta in result.runs:
+        p = meta["provenance"]
+        assert p["commit"] in block and p["command"] in block and p["date"] in block
+    commit_row = next(line for line in block.splitlines() if line.startswith("| commit"))
+    assert commit_row.count("`") == 4  # two commits, one a column
+    # summary.json names each run's provenance as well
+    out = tmp_path / "report"
+    proc = run("cudnn_rnn.report", str(src), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert [(r["file"], r["provenance"]["commit"]) for r in summary["runs"]] == [
+        (Path(f).name, m["provenance"]["commit"]) for f, m in result.runs]
+    # one run: one column, as before
+    single = load.load(src / "seed_int8.jsonl")
+    assert "| of this run" in render_md(single) and "of `seed_int8" not in render_md(single)
+
+
+@pytest.mark.parametrize("b", ["nvidia-h200/9.14.0", "no-gpu/9.28.0"])
+def test_the_committed_diffs_regenerate_as_committed(tmp_path, monkeypatch, b):
+    """results/diff/: each diff as `make rerender` makes it from the committed runs, but for
+    the line naming the command, commit and date that rendered it; each names the runs it
+    read with their commits (a run recorded again shows as such here)."""
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(root)
+    proc = run("cudnn_rnn.report", "--diff", "results/nvidia-h200/9.19.0", f"results/{b}",
+               "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    made = sorted(tmp_path.glob("*.md"))
+    assert len(made) == 1
+    committed_md = Path("results/diff") / made[0].name
+    assert committed_md.is_file(), f"{made[0].name} is not committed under results/diff"
+    report_line = re.compile(r"^Report: .*$", re.M)
+    assert report_line.sub("", made[0].read_text()) == report_line.sub("",
+                                                                      committed_md.read_text())
+    fresh, kept = (json.loads(p.with_suffix(".json").read_text())
+                   for p in (made[0], committed_md))
+    assert {k: v for k, v in fresh.items() if k != "report"} == \
+        {k: v for k, v in kept.items() if k != "report"}
+    for side in ("a_runs", "b_runs"):
+        for r in kept[side]:
+            meta = load.read_meta(Path(r["file"]))
+            assert r["provenance"]["commit"] == meta["provenance"]["commit"]

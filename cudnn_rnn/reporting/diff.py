@@ -4,6 +4,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from cudnn_rnn.matrix.record import TIMED_KINDS as KINDS
+from cudnn_rnn.reporting.grid import outcome_words
 
 MIN_CHANGE = 0.10  # a speed change below 10 % is never reported
 
@@ -40,12 +41,29 @@ def compare(a, b) -> dict:
             if ch:
                 speed.append({"id": cid, **ch})
     return {"a": a.label, "b": b.label, "a_paths": a.paths, "b_paths": b.paths,
+            "a_runs": _runs(a), "b_runs": _runs(b),
             "common": len(set(ia) & set(ib)), "only_a": only_a, "only_b": only_b,
             "status_changes": status, "speed_changes": speed}
 
 
+PROVENANCE = (("gpu", "GPU"), ("driver_version", "driver"), ("cudnn_version", "cuDNN"),
+              ("library_path", "libcudnn"), ("commit", "commit"), ("date", "date"))
+
+
+def _runs(result) -> list[dict]:
+    """Each run a side reads: its records file and provenance (what each side's cells come
+    from: GPU, driver, library, commit, date)."""
+    return [{"file": f, "provenance": m.get("provenance") or {}} for f, m in result.runs]
+
+
+def _provenance_rows(d: dict) -> list[tuple]:
+    return [(side, f"`{run['file']}`",
+             *(run["provenance"].get(k) or ("no GPU" if k == "gpu" else "") for k, _ in PROVENANCE))
+            for side in ("A", "B") for run in d.get(f"{side.lower()}_runs") or []]
+
+
 def _state(r: dict) -> str:
-    s = r["outcome"]
+    s = outcome_words(r["outcome"])
     if r.get("failed_call"):
         s += f" at {r['failed_call']}"
     if r.get("reason"):
@@ -57,6 +75,9 @@ def render(d: dict, report: dict) -> str:
     out = [f"# Result sets compared: A = {d['a']}, B = {d['b']}", "",
            f"A: `{', '.join(d['a_paths'])}`  ", f"B: `{', '.join(d['b_paths'])}`", "",
            f"Report: `{report['command']}` at `{report['commit']}`, {report['date']}.", "",
+           "Runs read (each side's records, with their provenance):", "",
+           tabulate(_provenance_rows(d), headers=("side", "records", *(w for _, w in PROVENANCE)),
+                    tablefmt="github"), "",
            f"{d['common']} cells in both; {len(d['only_a'])} only in A, {len(d['only_b'])} only in B. "
            f"{len(d['status_changes'])} changed status or reason; {len(d['speed_changes'])} timings "
            f"moved beyond noise (more than max(10 %, 3 x the larger relative IQR)). The IQR measures "

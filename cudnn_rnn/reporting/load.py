@@ -43,6 +43,7 @@ class ResultSet:
     meta: dict
     paths: list = field(default_factory=list)
     incomplete: list = field(default_factory=list)  # "file: N of M cells" of each cut run
+    runs: list = field(default_factory=list)  # (records file, its meta) of each file with one
 
     @property
     def provenance(self) -> dict:
@@ -152,7 +153,8 @@ def load(*paths) -> ResultSet:
             incomplete.append(f"{f}: {len(found)} cells{_of_total(data)}")
         if data is not None and (not meta or data.get("spec") == "default"):
             meta = {**data, "seed_replay": data.get("seed_replay") or meta.get("seed_replay")}
-    return ResultSet(records, meta, [str(f) for f in files], incomplete)
+    return ResultSet(records, meta, [str(f) for f in files], incomplete,
+                     [(str(f), m) for f, m in metas.items() if m is not None])
 
 
 def is_sample_shape(rec: dict) -> bool:

@@ -1,6 +1,8 @@
 """matrix.md: the support matrix in words and tables (tabulate, GitHub flavour)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from tabulate import tabulate
 
 from cudnn_rnn.reporting import axes, product
@@ -22,17 +24,34 @@ def _table(rows, headers, **kw):
     return tabulate(rows, headers=headers, tablefmt="github", **kw)
 
 
-def provenance_block(prov: dict, report: dict, legacy: dict | None = None) -> str:
-    rows = [(label, f"`{prov[k]}`" if k in ("library_path", "command", "commit") else prov[k])
-            for k, label in PROVENANCE_KEYS if prov.get(k)]
-    if legacy:
-        present = sorted(k for k, v in legacy.items() if v)
+def _legacy_words(legacy: dict | None) -> str:
+    if not legacy:
+        return ""
+    present = sorted(k for k, v in legacy.items() if v)
+    return (f"{len(present)} of {len(legacy)} symbols exported"
+            + (f": {', '.join(present)}" if present else " (removed in cuDNN 9)"))
+
+
+def provenance_block(prov: dict, report: dict, legacy: dict | None = None,
+                     runs: list | None = None) -> str:
+    """The provenance table: of the run (``prov``), or, where ``runs`` ((records file, meta)
+    of each run the report renders) holds more than one, a column of each."""
+    metas = [m for _, m in runs] if runs and len(runs) > 1 else [
+        {"provenance": prov, "legacy_symbols": legacy}]
+    provs = [m.get("provenance") or {} for m in metas]
+    show = lambda p, k: (f"`{p[k]}`" if k in ("library_path", "command", "commit")  # noqa: E731
+                         else p[k]) if p.get(k) else ""
+    rows = [(label, *(show(p, k) for p in provs))
+            for k, label in PROVENANCE_KEYS if any(p.get(k) for p in provs)]
+    if any(m.get("legacy_symbols") for m in metas):
         rows.append(("legacy v6/v7 RNN API (the old sample's)",
-                     f"{len(present)} of {len(legacy)} symbols exported"
-                     + (f": {', '.join(present)}" if present else " (removed in cuDNN 9)")))
-    rows += [("report command", f"`{report['command']}`"), ("report commit", f"`{report['commit']}`"),
-             ("report date", report["date"])]
-    return _table(rows, ("of this run", "value"))
+                     *(_legacy_words(m.get("legacy_symbols")) for m in metas)))
+    blank = [""] * (len(metas) - 1)
+    rows += [("report command", f"`{report['command']}`", *blank),
+             ("report commit", f"`{report['commit']}`", *blank),
+             ("report date", report["date"], *blank)]
+    heads = [f"of `{Path(f).name}`" for f, _ in runs] if len(metas) > 1 else ["value"]
+    return _table(rows, ("of this run" if len(metas) == 1 else "of these runs", *heads))
 
 
 def figure(x, spec=".2f", none=""):
@@ -243,7 +262,8 @@ def render(result, analysis: dict, report: dict, constraints, chart: str = "") -
                "after its outputs and gradients matched the float64 reference within the "
                "tolerance of its precision." if any(r.get("timings") for r in result.records)
                else " No cell was timed in this run."), "",
-            "## Provenance", "", provenance_block(prov, report, result.meta.get("legacy_symbols")),
+            "## Provenance", "", provenance_block(prov, report, result.meta.get("legacy_symbols"),
+                                                   result.runs),
             ""]
     out += int8_section(analysis["int8"], version)
     out += tensor_op_section(analysis["sweep"], analysis["performance_rule"], chart)
