@@ -128,3 +128,21 @@ def test_a_regenerated_result_does_not_mark_the_code_dirty(tmp_path, monkeypatch
     assert not provenance.commit().endswith("-dirty")
     (tmp_path / "code.py").write_text("x = 2\n")
     assert provenance.commit().endswith("-dirty")
+
+
+def test_every_timed_row_shows_its_median_inside_its_interquartile_range(doc):
+    """The table's ms/batch is the median with the quartiles of its timed calls (the
+    standard: times with their spread), and the median lies between them."""
+    import re
+    path, data = doc
+    headers, rows = report.table_rows(data)
+    col = headers.index("ms/batch (IQR)")
+    timed = [(r, row) for r, row in zip(data["summary"]["rows"], rows[1:] if rows and
+                                       rows[0][0] == "float64 reference" else rows)
+             if r.get("ms") is not None]
+    assert timed
+    for r, row in timed:
+        m = re.fullmatch(r"(\d+\.\d{4}) \((\d+\.\d{4})-(\d+\.\d{4})\)", row[col])
+        assert m, (r["id"], row[col])
+        median, lo, hi = map(float, m.groups())
+        assert lo <= median <= hi and median == pytest.approx(r["ms"], abs=1e-4)

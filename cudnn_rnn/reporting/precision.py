@@ -37,23 +37,30 @@ def _config(r: dict) -> str:
     return r["label"] + (f", {r['calibration']} calibration" if r.get("calibration") else "")
 
 
+def _ms(r: dict) -> str:
+    """A row's median ms per batch with its interquartile range where the row has one."""
+    lo_hi = r.get("spread")
+    return figure(r["ms"], ".4f") + (f" ({lo_hi[0]:.4f}-{lo_hi[1]:.4f})"
+                                     if lo_hi and r.get("ms") is not None else "")
+
+
 def table_rows(doc: dict) -> tuple[list, list]:
     """(headers, rows) of the precision table as the markdown prints it."""
     s, ref = doc["summary"], doc["result"]["reference"]
     task = s["task"]
     if task:
-        headers = ["precision", "configuration", "ms/batch", "timed as", "µs/sequence",
+        headers = ["precision", "configuration", "ms/batch (IQR)", "timed as", "µs/sequence",
                    "x FP32", "bits/char", "Δ bits/char", "top-1", "agrees with FP32",
                    "max |Δ logit|"]
         rows = [["float64 reference", "cudnn_rnn.check.reference (numpy/cupy)", "", "", "",
                  "", figure(ref.get("bpc"), ".4f"), "", figure(ref.get("top1"), ".4f"),
                  figure(ref.get("agreement"), ".4%"), figure(ref.get("max_dlogit"), ".2e")]]
     else:
-        headers = ["precision", "configuration", "ms/batch", "timed as", "µs/sequence",
+        headers = ["precision", "configuration", "ms/batch (IQR)", "timed as", "µs/sequence",
                    "x FP32", "error vs float64", "error vs FP32", "max |Δ output|"]
         rows = []
     for r in s["rows"]:
-        head = [_precision(r), _config(r), figure(r["ms"], ".4f"), r["basis"] or "",
+        head = [_precision(r), _config(r), _ms(r), r["basis"] or "",
                 figure(r["us_per_sequence"], ".2f"), figure(r["speedup_fp32"], ".2f")]
         if task:
             rows.append(head + [figure(r.get("bpc"), ".4f"), figure(r.get("dbpc_pct"), "+.4f") + " %"
