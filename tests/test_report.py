@@ -405,3 +405,23 @@ def test_the_committed_diffs_regenerate_as_committed(tmp_path, monkeypatch, b):
         for r in kept[side]:
             meta = load.read_meta(Path(r["file"]))
             assert r["provenance"]["commit"] == meta["provenance"]["commit"]
+
+
+def test_a_run_recorded_over_several_sessions_lists_each_in_its_provenance(h919):
+    """A run continued with --resume (the committed full run: two sessions): its date is the
+    last session's start, so the table lists every session, with its start, end, commit and
+    cells left to run; a run of one session gets no such row."""
+    path, meta = h919.runs[0]
+    sessions = [{"started": "2026-12-03T11:56:12+00:00", "commit": "a" * 40,
+                 "cells_to_run": 51840},
+                {"started": "2026-12-03T12:05:44+00:00", "finished": "2026-12-03T12:10:19+00:00",
+                 "commit": "b" * 40, "cells_to_run": 22831}]
+    resumed = dict(meta, sessions=sessions)
+    md = render_md(load.ResultSet(h919.records, resumed, h919.paths, [], [(path, resumed)]))
+    row = next(line for line in md.splitlines() if line.startswith("| sessions"))
+    assert "2026-12-03T11:56:12+00:00 at `aaaaaaaaaaaa`, 51840 cells to run" in row
+    assert ("2026-12-03T12:05:44+00:00 to 2026-12-03T12:10:19+00:00 at `bbbbbbbbbbbb`, "
+            "22831 cells to run") in row
+    once = dict(meta, sessions=sessions[:1])
+    assert "| sessions" not in render_md(
+        load.ResultSet(h919.records, once, h919.paths, [], [(path, once)]))

@@ -32,17 +32,32 @@ def _legacy_words(legacy: dict | None) -> str:
             + (f": {', '.join(present)}" if present else " (removed in cuDNN 9)"))
 
 
+def _sessions_words(sessions: list | None) -> str:
+    """A run recorded over several sessions (``--resume``): when each began (and ended), at
+    which commit, with how many cells left to run; nothing for a run of one session."""
+    if not sessions or len(sessions) < 2:
+        return ""
+    return "; ".join(
+        f"{s.get('started')}" + (f" to {s['finished']}" if s.get("finished") else "")
+        + f" at `{(s.get('commit') or 'unknown')[:12]}`"
+        + (f", {s['cells_to_run']} cells to run" if s.get("cells_to_run") is not None else "")
+        for s in sessions)
+
+
 def provenance_block(prov: dict, report: dict, legacy: dict | None = None,
                      runs: list | None = None) -> str:
     """The provenance table: of the run (``prov``), or, where ``runs`` ((records file, meta)
-    of each run the report renders) holds more than one, a column of each."""
-    metas = [m for _, m in runs] if runs and len(runs) > 1 else [
-        {"provenance": prov, "legacy_symbols": legacy}]
+    of each run the report renders) holds more than one, a column of each; a run recorded
+    over several sessions lists them."""
+    metas = [m for _, m in runs] if runs else [{"provenance": prov, "legacy_symbols": legacy}]
     provs = [m.get("provenance") or {} for m in metas]
     show = lambda p, k: (f"`{p[k]}`" if k in ("library_path", "command", "commit")  # noqa: E731
                          else p[k]) if p.get(k) else ""
     rows = [(label, *(show(p, k) for p in provs))
             for k, label in PROVENANCE_KEYS if any(p.get(k) for p in provs)]
+    if any(_sessions_words(m.get("sessions")) for m in metas):
+        rows.append(("sessions (the date above: the last one's start)",
+                     *(_sessions_words(m.get("sessions")) for m in metas)))
     if any(m.get("legacy_symbols") for m in metas):
         rows.append(("legacy v6/v7 RNN API (the old sample's)",
                      *(_legacy_words(m.get("legacy_symbols")) for m in metas)))
