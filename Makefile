@@ -91,9 +91,10 @@ report: $(STAMP)
 # report renderers (no GPU; records are read, never written): the matrix reports, the
 # benchmark reports and the precision tables, each with its chart. The README's chart is
 # results/nvidia-h200/9.19.0/persistent/bench.png. The diffs under results/diff/ compare
-# the H200's cuDNN 9.19.0 run (DIFF_A) with each of DIFF_B; results/*/*/full/ is reported by
-# make report.
-MATRIX_RESULTS := results/nvidia-h200/9.19.0 results/nvidia-h200/9.14.0 results/no-gpu/9.28.0
+# the H200's cuDNN 9.19.0 run (DIFF_A) with each of DIFF_B. The full product's report keeps
+# its matrix.md only (its html and json, 75 MB, are not committed).
+MATRIX_RESULTS := results/nvidia-h200/9.19.0 results/nvidia-h200/9.14.0 results/no-gpu/9.28.0 \
+	results/nvidia-h200/9.19.0/full
 DIFF_A := results/nvidia-h200/9.19.0
 DIFF_B := results/nvidia-h200/9.14.0 results/no-gpu/9.28.0
 BENCH_RESULTS := results/nvidia-h200/9.19.0 results/nvidia-h200/9.19.0/lowbit \

@@ -425,3 +425,15 @@ def test_a_run_recorded_over_several_sessions_lists_each_in_its_provenance(h919)
     once = dict(meta, sessions=sessions[:1])
     assert "| sessions" not in render_md(
         load.ResultSet(h919.records, once, h919.paths, [], [(path, once)]))
+
+
+def test_the_committed_full_products_matrix_md_regenerates_as_committed(tmp_path, monkeypatch):
+    """results/nvidia-h200/9.19.0/full/matrix.md (its html and json are not committed) is
+    what the report makes of the full run's 51,840 committed records, as make rerender
+    renders it, but for the rows naming the command, commit and date that rendered it."""
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(root)
+    d = Path("results/nvidia-h200/9.19.0/full")
+    report.write_report(load.load(d), tmp_path, f"python -m cudnn_rnn.report {d} --out {d}")
+    assert committed.without_report_rows((tmp_path / "matrix.md").read_text()) == \
+        committed.without_report_rows(committed.markdown_as_here((d / "matrix.md").read_text()))
