@@ -98,7 +98,11 @@ def test_the_frontier_reads_the_fastest_of_every_engine_against_its_floor():
     assert frontier.summarise([without], [run])["shapes"] == []
     unmeasured = {k: v for k, v in run.items() if k != "engine_floor"}  # ... before the floor
     assert frontier.summarise([rec], [unmeasured])["shapes"] == []
-    assert frontier.markdown({"shapes": []}) == ""
+    # such a report says its shapes stand without a floor, and how many
+    note = frontier.markdown(frontier.summarise([rec, without], [unmeasured]))
+    assert "No run of this benchmark measured the floor" in note and "its 2 shapes" in note
+    assert "its 1 shape stands" in frontier.markdown(frontier.summarise([without], [run]))
+    assert frontier.markdown(frontier.summarise([], [run])) == ""  # no records: no section
 
 
 @pytest.mark.parametrize("written", [0, 1, 16])

@@ -70,8 +70,8 @@ def summarise(records: list[dict], runs: list[dict]) -> dict:
     engine against nothing and call a kernel that never ran 'none verified'."""
     by_session = {r["session"]: r for r in runs}
     measured = [(r, by_session.get(r.get("session"))) for r in records if "engine" in r]
-    return {"shapes": [shape_row(r, run) for r, run in measured
-                       if (run or {}).get("engine_floor")]}
+    rows = [shape_row(r, run) for r, run in measured if (run or {}).get("engine_floor")]
+    return {"shapes": rows, "without_floor": len(records) - len(rows)}
 
 
 def _floor_text(f: dict | None) -> str:
@@ -83,9 +83,15 @@ def _floor_text(f: dict | None) -> str:
 
 
 def markdown(s: dict) -> str:
-    """The section of bench.md; empty when no shape ran the 8-bit engines."""
+    """The section of bench.md; where no shape has a floor, one paragraph saying so (none
+    for a run without records)."""
     if not s["shapes"]:
-        return ""
+        n = s.get("without_floor") or 0
+        return "" if not n else (
+            "## Against the floor\n\nNo run of this benchmark measured the floor (the "
+            "barrier-and-read microbenchmark and the 8-bit engines' GEMM rates it is computed "
+            f"from): its {n} shape{'s stand' if n != 1 else ' stands'} without one here. A benchmark "
+            "that runs the engines measures it (`python -m cudnn_rnn.bench`, `make bench`).\n")
     out = ["## Every engine against the floor", "",
            "Per shape, the fastest verified configuration of all (cuDNN's, the GEMM engine's, "
            "the persistent kernel's) and the persistent kernel's best, each against the "
