@@ -64,7 +64,8 @@ def build_parser() -> OneLineParser:
     p.add_argument("--render", metavar="JSON",
                    help="no GPU: render a recorded table (its precision*.json) again, as .md, "
                         ".html and .png, into reports/ (or OUT/<gpu>/<cudnn version>/ with "
-                        "--out); the JSON is read, never written")
+                        "--out), with a copy of the JSON beside them where it is not there "
+                        "already; the JSON given is read, never written")
     return p
 
 
@@ -91,17 +92,42 @@ def render(args) -> int:
     # names read from the file, as path components (no separator, never ..)
     where = (provenance.slug(prov.get("gpu")), provenance.version_name(prov.get("cudnn_version")))
     if args.out is not None:
+        if Path(args.out).resolve().parts[-2:] == where:
+            raise BadInput(f"--out {args.out} is already a <gpu>/<cudnn> folder: --out names the "
+                           f"folder above them (the table goes to OUT/{where[0]}/{where[1]}/), "
+                           f"e.g. --out {Path(args.out).parent.parent}")
+        other = _others_table(Path(args.out) / where[0] / where[1] / f"{src.stem}.json", prov)
+        if other:
+            raise BadInput(f"--out {args.out}: {where[0]}/{where[1]}/{src.stem}.json there is "
+                           f"another run's table ({other}): give another --out")
         folder = runs.output_dir(Path(args.out) / where[0] / where[1], "--out")
     else:  # another table, another folder: the key of the JSON read
         key = hashlib.sha256(src.read_bytes()).hexdigest()[:8]
         folder = runs.report_folder(f"{where[0]}-{where[1]}-{src.stem}-{key}")
     try:
         written = report.write(doc, folder, src.stem, files)
+        copy = folder / f"{src.stem}.json"  # the report beside what it was made from
+        if not (copy.exists() and copy.resolve() == src.resolve()):
+            copy.write_bytes(src.read_bytes())
+            written.append(copy)
     except OSError as exc:
         raise BadInput(f"--render: cannot write into {folder} ({exc}); choose another --out") \
             from None
     print(f"written: {', '.join(str(w) for w in written)}")
     return 0
+
+
+def _others_table(path: Path, prov: dict) -> str | None:
+    """Where ``path`` holds a precision table of another run than the one of provenance
+    ``prov`` (another commit, command or date): its commit and date; else None."""
+    theirs = runs.read_json_dict(path) if path.is_file() else None
+    their = (theirs or {}).get("provenance") if isinstance(theirs, dict) else None
+    if not isinstance(their, dict):
+        return None if theirs is None else "a file this version does not read as a table"
+    keys = ("commit", "command", "date")
+    if all(their.get(k) == prov.get(k) for k in keys):
+        return None
+    return f"commit {str(their.get('commit'))[:12]}, {their.get('date')}"
 
 
 def _spec(args) -> tuple[dict, str]:

@@ -281,3 +281,25 @@ def test_each_runs_provenance_names_the_pytorch_its_records_were_compared_with(r
              for s in (first, "other", "bare")}
     assert f"PyTorch {found[first][0]}, commit" in lines[first]
     assert "PyTorch 9.9.9 (" in lines["other"] and "PyTorch" not in lines["bare"]
+
+
+def test_an_out_folder_of_another_benchmark_is_refused_and_kept(tmp_path):
+    """bench_report --out: a folder holding another benchmark's records, or its report, is
+    refused in one line and left as it was; the benchmark's own folder (make rerender)
+    and its own earlier report take it."""
+    root = Path(__file__).resolve().parent.parent / "results" / "nvidia-h200" / "9.19.0"
+    lowbit, persistent = root / "lowbit", root / "persistent"
+    beside = tmp_path / "beside"
+    shutil.copytree(lowbit, beside)
+    before = {p.name: p.read_bytes() for p in beside.iterdir()}
+    proc = run("cudnn_rnn.bench_report", str(persistent), "--out", str(beside))
+    assert_one_line_exit_2(proc, f"--out {beside} holds another benchmark's records")
+    assert {p.name: p.read_bytes() for p in beside.iterdir()} == before
+    out = tmp_path / "out"
+    assert run("cudnn_rnn.bench_report", str(persistent), "--out", str(out)).returncode == 0
+    kept = (out / "bench.md").read_bytes()
+    proc = run("cudnn_rnn.bench_report", str(lowbit), "--out", str(out))
+    assert_one_line_exit_2(proc, f"--out {out} holds the report of another benchmark")
+    assert (out / "bench.md").read_bytes() == kept
+    assert run("cudnn_rnn.bench_report", str(persistent), "--out", str(out)).returncode == 0
+    assert run("cudnn_rnn.bench_report", str(beside), "--out", str(beside)).returncode == 0

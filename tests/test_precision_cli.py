@@ -190,3 +190,28 @@ def test_render_keeps_names_read_from_the_table_inside_the_output_folder(tmp_pat
     assert proc.returncode == 0, proc.stderr
     made = sorted(p for p in tmp_path.rglob("*") if p.is_file() and p != table)
     assert made and all(out in p.parents for p in made), made
+
+
+def test_render_refuses_another_runs_table_and_a_gpu_cudnn_folder_as_out(tmp_path):
+    """--render --out: the table goes to OUT/<gpu>/<cudnn>/ with its JSON beside it; a
+    second table of another run there is refused in one line (the first kept), the same
+    table again is rendered again; an --out that already ends in <gpu>/<cudnn> is refused
+    (it would nest a second pair of folders) naming the --out it means."""
+    out = tmp_path / "out"
+    proc = run("cudnn_rnn.precision", "--render", str(RECORDED), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    folder = out / "nvidia-h200" / "9.19.0"
+    assert (folder / "precision.json").read_bytes() == RECORDED.read_bytes()
+    kept = (folder / "precision.md").read_bytes()
+    gru = RECORDED.with_name("precision-gru.json")
+    other = tmp_path / "precision.json"  # another run's table under the same name
+    other.write_bytes(gru.read_bytes())
+    proc = run("cudnn_rnn.precision", "--render", str(other), "--out", str(out))
+    assert_one_line_exit_2(proc, "precision.json there is another run's table",
+                           "give another --out")
+    assert (folder / "precision.md").read_bytes() == kept
+    assert run("cudnn_rnn.precision", "--render", str(RECORDED), "--out",
+               str(out)).returncode == 0
+    proc = run("cudnn_rnn.precision", "--render", str(RECORDED), "--out", str(folder))
+    assert_one_line_exit_2(proc, "is already a <gpu>/<cudnn> folder", f"e.g. --out {out}")
+    assert not (folder / "nvidia-h200").exists()

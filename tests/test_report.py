@@ -437,3 +437,21 @@ def test_the_committed_full_products_matrix_md_regenerates_as_committed(tmp_path
     report.write_report(load.load(d), tmp_path, f"python -m cudnn_rnn.report {d} --out {d}")
     assert committed.without_report_rows((tmp_path / "matrix.md").read_text()) == \
         committed.without_report_rows(committed.markdown_as_here((d / "matrix.md").read_text()))
+
+
+def test_an_out_folder_holding_another_runs_records_is_refused(tmp_path):
+    """A folder that holds another probe run's records but no report yet is that run's: a
+    report of this run there would read as its (and push that run's own report aside); a
+    benchmark's records beside it (results/<gpu>/<cudnn>/ holds both) are not in the way."""
+    other = _copy_run(FIX / "cpu-928", tmp_path / "other", keep=20)
+    before = sorted(p.name for p in other.iterdir())
+    proc = run("cudnn_rnn.report", str(FIX / "h200-919"), "--out", str(other))
+    assert_one_line_exit_2(proc, f"--out {other} holds another run's records (default.jsonl)",
+                           "give another --out")
+    assert sorted(p.name for p in other.iterdir()) == before
+    # its own records' folder takes its report, a benchmark's records there or not
+    mine = _copy_run(FIX / "h200-919", tmp_path / "mine", keep=20)
+    (mine / "bench.jsonl").write_text("")
+    (mine / "bench.run.json").write_text('{"kind": "bench", "runs": []}')
+    assert run("cudnn_rnn.report", str(mine), "--out", str(mine)).returncode == 0
+    assert (mine / "matrix.md").is_file()

@@ -59,7 +59,9 @@ class ResultSet:
         return {r["id"]: r for r in self.records}
 
 
-def _is_probe_run(jsonl: Path) -> bool:
+def is_probe_run(jsonl: Path) -> bool:
+    """Whether ``jsonl`` holds a probe run's records (not a benchmark's: its run file lists
+    runs, or names another kind)."""
     meta = read_json_dict(run_file(jsonl))
     return meta is None or ("runs" not in meta and meta.get("kind", "probe") == "probe")
 
@@ -67,7 +69,7 @@ def _is_probe_run(jsonl: Path) -> bool:
 def _jsonl_files(path: Path) -> list[Path]:
     if path.is_dir():
         files = [f for f in sorted([*path.glob("*.jsonl"), *path.glob("*.jsonl.gz")])
-                 if f.is_file() and _is_probe_run(f)]
+                 if f.is_file() and is_probe_run(f)]
         if not files and (path / "bench.jsonl").is_file():
             raise BadInput(f"{path} holds a benchmark (bench.jsonl), not probe results: its "
                            f"report is python -m cudnn_rnn.bench_report {path}")
@@ -76,7 +78,7 @@ def _jsonl_files(path: Path) -> list[Path]:
         return files
     if not path.exists():
         raise BadInput(f"{path} does not exist (give a probe run's folder or its .jsonl file)")
-    if not _is_probe_run(path):
+    if not is_probe_run(path):
         raise BadInput(f"{path} is a benchmark's records, not a probe run's: their report is "
                        f"python -m cudnn_rnn.bench_report {path.parent}")
     return [path]

@@ -131,6 +131,19 @@ def others_report(folder, paths) -> str | None:
     return ", ".join(str(s) for s in sources[:3])
 
 
+def others_records(folder, paths) -> list[str]:
+    """The probe runs' records files (``*.jsonl``, ``*.jsonl.gz``; a benchmark's
+    ``bench.jsonl`` has reports of its own names) ``folder`` holds that are not among the
+    runs ``paths``: a matrix report written there would sit beside another run's records,
+    as if it were theirs."""
+    d = Path(folder)
+    if not d.is_dir():
+        return []
+    own = {Path(p).resolve() for p in paths}
+    return sorted(f.name for f in [*d.glob("*.jsonl"), *d.glob("*.jsonl.gz")]
+                  if f.is_file() and f.resolve() not in own and load.is_probe_run(f))
+
+
 def parts(path: Path) -> tuple:
     """A records file's path as parts, an archive's ``.gz`` dropped."""
     name = path.name[:-len(".gz")] if path.name.endswith(".gz") else path.name
