@@ -26,8 +26,10 @@ def commit() -> str:
                              text=True, timeout=10)
         if out.returncode == 0:
             sha = out.stdout.strip()
-            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
-                                    "--", ".", ":(exclude)results"],
+            # --no-optional-locks: a status that refreshes the index would write
+            # .git/index.lock, outside the output folder (and in the way of a user's commit)
+            dirty = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain",
+                                    "--untracked-files=no", "--", ".", ":(exclude)results"],
                                    cwd=ROOT, capture_output=True, text=True, timeout=10)
             return sha + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
