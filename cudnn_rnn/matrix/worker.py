@@ -29,6 +29,7 @@ import time
 from cudnn_rnn.matrix import jobs
 from cudnn_rnn.matrix.faults import check_fault, fault, inject_cell_fault, inject_process_fault
 from cudnn_rnn.matrix.loadable import ADVICE, library_survives, signal_name
+from cudnn_rnn.matrix.spawning import sigint_ignored_by_child
 
 ACK_TIMEOUT_S = 60.0  # an idle worker acknowledges a cell at once; longer means it is gone
 TIMED_OUT, GONE = object(), object()  # what Worker._receive returns instead of a message
@@ -215,7 +216,8 @@ class Worker:
         self.proc = ctx.Process(target=_worker_main,
                                 args=(child, self.cudnn_path, self.options, self.started),
                                 daemon=True, name="cudnn-rnn-worker")
-        self.proc.start()
+        with sigint_ignored_by_child():
+            self.proc.start()
         child.close()
         self.conn = parent
         if not parent.poll(self.start_timeout):
