@@ -7,6 +7,7 @@ argument picks it and the rest go to it unchanged, so ``cudnn-rnn probe --help``
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 COMMANDS = {  # name: (module, what it does)
@@ -37,9 +38,14 @@ def cli(argv=None) -> int:
         print("cudnn-rnn: error: name a command (see: cudnn-rnn --help)", file=sys.stderr)
         return 2
     if argv[0] in ("-h", "--help"):
-        print(USAGE + "\n\ncommands:")
-        for name, (_module, what) in COMMANDS.items():
-            print(f"  {name:13s}{what}")
+        try:
+            print(USAGE + "\n\ncommands:")
+            for name, (_module, what) in COMMANDS.items():
+                print(f"  {name:13s}{what}")
+            sys.stdout.flush()
+        except BrokenPipeError:  # cudnn-rnn --help | head: as cli.stdout_closed, without
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # its imports
+            return 0
         return 0
     name, rest = argv[0], argv[1:]
     name = name.replace("_", "-")  # as the module is named: bench_report is bench-report
@@ -54,6 +60,8 @@ def cli(argv=None) -> int:
               "project into it (pip install -e '.[cuda12]', or make install for .venv)",
               file=sys.stderr)
         return 2
+    from cudnn_rnn import cli as common  # a hint of the command's says cudnn-rnn NAME
+    common.CALLED_AS[MODULES[name]] = f"cudnn-rnn {name}"
     return module.cli(rest)
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 
 from cudnn_rnn.bindings import errors
@@ -55,12 +56,26 @@ def positive_float(text):
     return value
 
 
+# how a command was called where it was not ``python -m MODULE``: the module's name to the
+# words the user typed (``cudnn-rnn probe``), so that a hint repeats them
+CALLED_AS: dict = {}
+
+
+def stdout_closed() -> int:
+    """What a command does where its reader has gone (``| head``): stdout to /dev/null, so
+    that Python's flush at exit does not raise again; exit 0, nothing said."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 0
+
+
 def run_main(main, argv=None, prog: str = "cudnn_rnn") -> int:
     """Call ``main(argv)``; turn expected failures into one line on stderr and exit 2."""
     try:
         return int(main(argv) or 0)
     except BadInput as exc:
-        print(f"{prog}: error: {exc} (see: python -m {prog} --help)", file=sys.stderr)
+        print(f"{prog}: error: {exc} (see: {CALLED_AS.get(prog, f'python -m {prog}')} --help)",
+              file=sys.stderr)
     except errors.LibraryNotFound as exc:
         text = str(exc)
         hint = INSTALL_HINT
@@ -75,6 +90,6 @@ def run_main(main, argv=None, prog: str = "cudnn_rnn") -> int:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        return 0
+        return stdout_closed()
     return EXIT_BAD_INPUT
 

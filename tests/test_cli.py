@@ -76,3 +76,27 @@ def test_one_console_command_runs_each_command_as_its_module():
     assert by_module.returncode == 0 and by_module.stdout == run("cudnn_rnn", "bench-report",
                                                                  "--help").stdout
     assert_one_line_exit_2(run("cudnn_rnn", "example", "20"), "required")
+
+
+@pytest.mark.parametrize("args", [["cudnn_rnn", "--help"], ["cudnn_rnn", "probe", "--help"],
+                                  ["cudnn_rnn.probe", "--list", "--cell", "LSTM"]])
+def test_a_reader_that_has_gone_ends_the_command_quietly(args):
+    """Output into a pipe whose reader has gone (``cudnn-rnn --help | head -1`` once head
+    has what it wants): exit 0, nothing on stderr (no BrokenPipeError traceback, no
+    'Exception ignored' at exit). The pipe's read end is closed before the command starts,
+    so its first write already finds the reader gone."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", *args], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120, cwd=ROOT,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    finally:
+        os.close(write)
+    assert proc.returncode == 0 and proc.stderr == "", (proc.returncode, proc.stderr)
+
+
+def test_a_command_called_through_cudnn_rnn_points_to_its_help_as_called():
+    assert_one_line_exit_2(run("cudnn_rnn", "probe", "--bogus"), "see: cudnn-rnn probe --help")
+    assert_one_line_exit_2(run("cudnn_rnn.probe", "--bogus"),
+                           "see: python -m cudnn_rnn.probe --help")
