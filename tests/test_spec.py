@@ -89,3 +89,26 @@ def test_filters_and_baselines():
 def test_baseline_id_matches_the_baseline_config():
     for c in specs.load("default").cells[::97]:
         assert baseline.id_of(c.id) == matrix_cells.cell_id(baseline.of(c.config))
+
+
+def test_a_spec_of_the_other_kind_names_the_command_that_runs_it():
+    """probes/ holds probe specs and benchmark specs side by side: giving one to the other
+    command says which it is and the command that runs it, in its one line."""
+    from cudnn_rnn.matrix import bench
+    with pytest.raises(SpecError, match=r"bench is a benchmark spec: python -m cudnn_rnn\.bench "
+                                        r"--spec bench"):
+        specs.load("bench")
+    with pytest.raises(bench.BenchSpecError, match=r"default is a probe spec: python -m "
+                                                   r"cudnn_rnn\.probe --spec default"):
+        bench.load_spec("default")
+    with pytest.raises(SpecError) as plain:  # an unknown key of neither kind: no such hint
+        specs.from_dict(dict(MINIMAL, colour="red"))
+    assert " spec: python -m" not in str(plain.value)
+
+
+def test_a_spec_named_with_its_suffix_is_found_in_probes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no default.toml here: probes/default.toml is meant
+    assert specs.load("default.toml").name == specs.load("default").name == "default"
+    (tmp_path / "default.toml").write_text('name = "here"\n[[block]]\nname = "b"\n')
+    with pytest.raises(SpecError, match="^default.toml block 'b'"):  # the file here is given
+        specs.load("default.toml")

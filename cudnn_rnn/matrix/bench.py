@@ -18,13 +18,13 @@ from cudnn_rnn.bindings.enums import DataType, MathType, RNNAlgo, RNNMode
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.matrix import baseline
 from cudnn_rnn.matrix.errors import BadInput
-from cudnn_rnn.matrix.jsontypes import (ANY, BOOL, INT, NAME, NUM, POS_INT, POS_NUM, SCALAR, STR,
-                                        Dict, Either, List, Obj, Opt, Pred, problem)
+from cudnn_rnn.matrix.jsontypes import (ANY, BOOL, INT, NAME, NUM, POS_INT, POS_NUM, QUARTILES,
+                                        SCALAR, STR, Dict, Either, List, Obj, Opt, Pred, problem)
 from cudnn_rnn.matrix.record import (TIMED_KINDS, config_label, max_error, ranked_timing,
                                      same_basis_ratio)
 from cudnn_rnn.matrix.runs import content_key, read_json_dict
 from cudnn_rnn.matrix.cells import Cell
-from cudnn_rnn.matrix.spec import baseline_first, read_toml, spec_name
+from cudnn_rnn.matrix.spec import baseline_first, other_kind, read_toml, spec_name
 
 MAX_SHAPES = 10_000
 GEMM_TARGET = 0.5  # of the FP16 target shapes: at least this fraction of the dense FP16 GEMM rate
@@ -80,7 +80,8 @@ def load_spec(path: str | Path = "bench") -> BenchSpec:
 def spec_from_dict(data: dict, where: str = "<bench spec>") -> BenchSpec:
     unknown = set(data) - {"name", "description", "objective", "candidates", "group", "lowbit"}
     if unknown:
-        raise BenchSpecError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        raise BenchSpecError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}"
+                             + other_kind(data, where, "benchmark"))
     objective = data.get("objective", "forward_inference")
     if not isinstance(objective, str) or objective not in TIMED_KINDS:
         raise BenchSpecError(f"{where}: objective must be one of {', '.join(TIMED_KINDS)}")
@@ -255,8 +256,6 @@ ENGINE_CANDIDATE = Obj({"config": STR, "label": Opt(STR), "format": Opt(STR), "p
                         "reason": Opt(STR), "engine": Opt(STR), "settings": Opt(STR)},
                        required={"config", "outcome", "timing", "tflops", "max_error"})
 SKIPPED = Obj({"skipped": STR}, required={"skipped"})  # a job that could not be done, and why
-QUARTILES = Pred(lambda v: isinstance(v, list) and len(v) == 2 and all(map(POS_NUM.test, v))
-                 and v[0] <= v[1], "[first quartile, third quartile], positive, in order")
 BENCH_RECORD = Obj({
     "id": STR, "outcome": NAME, "group": STR, "session": Opt(STR), "objective": Opt(STR),
     "shape": Obj({"cell": Pred(lambda v: v in RNNMode.__members__, "an RNN mode such as LSTM"),

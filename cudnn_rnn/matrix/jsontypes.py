@@ -49,6 +49,8 @@ NUM = Pred(_is_num, "a finite number")
 POS_NUM = Pred(lambda v: _is_num(v) and v > 0, "a positive, finite number")
 NAME = Pred(lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_]+", v) is not None,
             "a name such as FLOAT or NOT_SUPPORTED")
+QUARTILES = Pred(lambda v: isinstance(v, list) and len(v) == 2 and all(map(POS_NUM.test, v))
+                 and v[0] <= v[1], "[first quartile, third quartile], positive, in order")
 ANY = Pred(lambda v: True, "anything")
 SCALAR = Pred(lambda v: v is None or isinstance(v, (str, int, float, bool)),
               "a string, number, boolean or null")

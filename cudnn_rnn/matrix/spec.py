@@ -114,14 +114,14 @@ def spec_name(data: dict, where: str, error=None) -> str:
 
 def read_toml(path: str | Path, error=None, what: str = "probe spec",
               hint: str = "probes/*.toml") -> tuple[dict, Path]:
-    """A spec file's TOML and its resolved path; a name without '/' or '.toml' is looked up
-    in probes/. A missing, unreadable or malformed file raises ``error`` (a :class:`BadInput`)."""
+    """A spec file's TOML and its resolved path; a name without '/' (``default`` or
+    ``default.toml``) that is no file here is looked up in probes/. A missing, unreadable or malformed file raises ``error`` (a :class:`BadInput`)."""
     error = error or SpecError
     p = Path(path)
     if not str(path):
         raise error(f"give a {what}: a name in {hint} or the path of a .toml file")
-    if not p.suffix and not p.exists() and "/" not in str(path):
-        p = PROBES_DIR / f"{path}.toml"
+    if p.suffix in ("", ".toml") and not p.exists() and "/" not in str(path):
+        p = PROBES_DIR / (str(path) if p.suffix else f"{path}.toml")
     try:
         return tomllib.loads(p.read_bytes().decode("utf-8")), p
     except FileNotFoundError:
@@ -135,6 +135,22 @@ def read_toml(path: str | Path, error=None, what: str = "probe spec",
             from None
 
 
+# the top-level keys only one kind of spec has, and the command that runs that kind
+KINDS = {"probe": ({"block", "defaults"}, "python -m cudnn_rnn.probe --spec"),
+         "benchmark": ({"candidates", "group", "objective", "lowbit"},
+                       "python -m cudnn_rnn.bench --spec")}
+
+
+def other_kind(data: dict, where: str, this: str) -> str:
+    """Where a spec file of another kind than ``this`` ("probe" or "benchmark") was given:
+    `` (NAME is a KIND spec: COMMAND NAME)``; else nothing."""
+    for kind, (keys, command) in KINDS.items():
+        if kind != this and keys & set(data):
+            name = Path(where).stem
+            return f" ({name} is a {kind} spec: {command} {name})"
+    return ""
+
+
 def load(path: str | Path) -> Spec:
     """Read and validate a probe spec (see :func:`read_toml` for where it is looked up)."""
     data, p = read_toml(path)
@@ -145,7 +161,8 @@ def from_dict(data: dict, where: str = "<spec>") -> Spec:
     unknown = set(data) - {"name", "description", "defaults", "block"}
     if unknown:
         raise SpecError(f"{where}: unknown key {sorted(unknown)[0]!r} "
-                        f"(known: name, description, defaults, block)")
+                        f"(known: name, description, defaults, block)"
+                        + other_kind(data, where, "probe"))
     name = spec_name(data, where)
     description = data.get("description", "")
     if not isinstance(description, str):
