@@ -36,6 +36,8 @@ def main(argv=None) -> int:
                         "seed's shape the INT8 answer names beside cuDNN's refusal")
     args = p.parse_args(argv)
     command_line = provenance.command("cudnn_rnn.report", argv)
+    if not all((args.results or []) + (args.diff or [])):  # "" would read as this folder
+        raise BadInput("an empty name is no result set: give a run's folder or its .jsonl file")
     if args.diff:
         if args.results:
             raise BadInput("--diff takes exactly two result sets and no other results")

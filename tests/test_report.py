@@ -455,3 +455,21 @@ def test_an_out_folder_holding_another_runs_records_is_refused(tmp_path):
     (mine / "bench.run.json").write_text('{"kind": "bench", "runs": []}')
     assert run("cudnn_rnn.report", str(mine), "--out", str(mine)).returncode == 0
     assert (mine / "matrix.md").is_file()
+
+
+@pytest.mark.parametrize("args,needles", [
+    (["results/nvidia-h200/9.19.0/default.run.json"],
+     ["is a run's description, not its records",
+      "give results/nvidia-h200/9.19.0/default.jsonl.gz"]),
+    (["results"], ["results holds no probe results", "the runs below it: results/no-gpu/9.28.0, "
+                   "results/nvidia-h200/9.14.0, results/nvidia-h200/9.19.0"]),
+    ([""], ["an empty name is no result set"]),
+    (["--diff", "", "results/nvidia-h200/9.14.0"], ["an empty name is no result set"]),
+])
+def test_a_name_that_is_not_a_run_says_what_to_give(tmp_path, monkeypatch, args, needles):
+    """Names a user tries before the run's folder: its .run.json (which is JSON, not
+    records), the results folder above the runs, an empty name (which Path reads as '.')."""
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    proc = run("cudnn_rnn.report", *args, "--out", str(tmp_path / "o"))
+    assert_one_line_exit_2(proc, *needles)
+    assert not (tmp_path / "o").exists()

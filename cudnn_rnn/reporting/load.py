@@ -66,7 +66,21 @@ def is_probe_run(jsonl: Path) -> bool:
     return meta is None or ("runs" not in meta and meta.get("kind", "probe") == "probe")
 
 
+def _runs_below(path: Path) -> list[str]:
+    """Folders below ``path`` (two levels at most, as results/<gpu>/<cudnn>/) that hold a
+    probe run's records: where to point a user who named the folder above them."""
+    found = {f.parent for depth in ("*/", "*/*/") for pattern in ("*.jsonl", "*.jsonl.gz")
+             for f in path.glob(depth + pattern) if f.is_file() and is_probe_run(f)}
+    return sorted(str(d) for d in found)
+
+
 def _jsonl_files(path: Path) -> list[Path]:
+    if path.name.endswith(".run.json"):
+        records = [path.with_name(path.name[:-len(".run.json")] + s) for s in (".jsonl",
+                                                                                ".jsonl.gz")]
+        there = next((r for r in records if r.is_file()), records[0])
+        raise BadInput(f"{path} is a run's description, not its records: give {there} or "
+                       f"its folder {path.parent}")
     if path.is_dir():
         files = [f for f in sorted([*path.glob("*.jsonl"), *path.glob("*.jsonl.gz")])
                  if f.is_file() and is_probe_run(f)]
@@ -74,7 +88,11 @@ def _jsonl_files(path: Path) -> list[Path]:
             raise BadInput(f"{path} holds a benchmark (bench.jsonl), not probe results: its "
                            f"report is python -m cudnn_rnn.bench_report {path}")
         if not files:
-            raise BadInput(f"{path} holds no probe results (<spec>.jsonl beside <spec>.run.json)")
+            below = _runs_below(path)
+            raise BadInput(f"{path} holds no probe results (<spec>.jsonl beside <spec>.run.json)"
+                           + (f"; the runs below it: {', '.join(below[:4])}"
+                              + (f" and {len(below) - 4} more" if len(below) > 4 else "")
+                              if below else ""))
         return files
     if not path.exists():
         raise BadInput(f"{path} does not exist (give a probe run's folder or its .jsonl file)")
