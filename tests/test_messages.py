@@ -148,17 +148,35 @@ def test_reports_of_two_runs_never_share_a_folder(tmp_path):
     assert any("-default+other-" in p.name for p in (tmp_path / "reports").iterdir())
 
 
+def _checkout_copy(dst: Path) -> Path:
+    """A copy of the checkout's code, specs and one committed run (results/no-gpu/9.28.0):
+    a command run from it takes it for the checkout (its results/ the committed one), so a
+    test of the guard of committed records can never reach the real ones."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for part in ("cudnn_rnn", "bindings", "probes"):
+        shutil.copytree(ROOT / part, dst / part, ignore=ignore)
+    shutil.copytree(ROOT / "results" / "no-gpu" / "9.28.0", dst / "results" / "no-gpu" / "9.28.0")
+    return dst
+
+
 def test_an_overwrite_of_committed_records_needs_force(tmp_path, monkeypatch):
-    """The checkout's results/ holds committed runs: --overwrite alone is refused."""
-    committed = ROOT / "results" / "no-gpu" / "9.28.0"
+    """The checkout's results/ holds committed runs: --overwrite alone is refused. Run from a
+    copy of the checkout (the probe takes the copy's results/ for the committed one), so a
+    broken guard overwrites only the copy."""
+    checkout = _checkout_copy(tmp_path / "checkout")
+    committed = checkout / "results" / "no-gpu" / "9.28.0"
     before = {p.name: p.read_bytes() for p in committed.iterdir()}
-    proc = probe(committed, "--overwrite", "--cell", "GRU", "--dtype", "INT8")
+    proc = subprocess.run([sys.executable, "-m", "cudnn_rnn.probe", "--out", str(committed),
+                           "--overwrite", "--cell", "GRU", "--dtype", "INT8"],
+                          capture_output=True, text=True, timeout=120, cwd=checkout,
+                          env=dict(os.environ, PYTHONPATH=str(checkout), CUDNN_RNN_NO_GPU="1"))
     assert_one_line_exit_2(proc, "holds committed records", "default.jsonl.gz", "--force")
     assert {p.name: p.read_bytes() for p in committed.iterdir() if p.name in before} == before
     assert set(p.name for p in committed.iterdir()) == set(before)  # not even a lock file
-    assert runs.committed_records(committed / "default.jsonl") == ["default.jsonl.gz"]
-    assert runs.committed_records(committed / "seed_int8.jsonl") == ["seed_int8.jsonl"]
-    assert runs.committed_records(committed / "bench.jsonl") == []  # none there to replace
+    real = ROOT / "results" / "no-gpu" / "9.28.0"  # this checkout's, read only
+    assert runs.committed_records(real / "default.jsonl") == ["default.jsonl.gz"]
+    assert runs.committed_records(real / "seed_int8.jsonl") == ["seed_int8.jsonl"]
+    assert runs.committed_records(real / "bench.jsonl") == []  # none there to replace
     h200 = ROOT / "results" / "nvidia-h200" / "9.19.0"
     assert runs.committed_records(h200 / "default.jsonl") == ["default.jsonl.gz"]  # not bench's
     assert runs.committed_records(tmp_path / "default.jsonl") == []
