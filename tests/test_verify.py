@@ -83,8 +83,10 @@ def _config_of(rec: dict) -> RNNConfig:
 
 def _largest_measured() -> dict:
     """The largest error the committed H200 run's verified cells measured under each bound of
-    today's table, per arithmetic (data type, math precision, math type) and side:
-    {(data type, math precision, math type, "outputs" or "gradients", bound): error}."""
+    today's table, per arithmetic (data type, math precision, math type), side and whether
+    the cell is RNN_RELU (its gradients have a bound of their own: a bound that moved the
+    other cells onto it would hide among ReLU's larger errors otherwise):
+    {(data type, math precision, math type, "outputs" or "gradients", relu, bound): error}."""
     records, _ = read_records(COMMITTED)
     largest = collections.defaultdict(float)
     for rec in records:
@@ -94,7 +96,7 @@ def _largest_measured() -> dict:
         bounds = dict(zip(("outputs", "gradients"), verify.tolerances(_config_of(rec))))
         for name, error in rec["errors"].items():
             side = "gradients" if name in verify.GRADIENT_OUTPUTS else "outputs"
-            key = arithmetic + (side, bounds[side])
+            key = arithmetic + (side, rec["cell"] == "RNN_RELU", bounds[side])
             largest[key] = max(largest[key], error)
     return largest
 
@@ -103,11 +105,20 @@ def test_each_tolerance_sits_a_few_times_above_the_errors_the_h200_measured():
     """Every bound holds the errors measured on the H200 (cuDNN 9.19, the default matrix) and
     sits at most 20x above the largest of them (4-12x today): a looser bound would let a
     wrong result pass for a right one. DOUBLE's 1e-12 is a floor above rounding (the run
-    measured 1e-15 to 2e-15), held to 2000x."""
+    measured 1e-15 to 2e-15), held to 2000x. RNN_RELU's gradients are held to their own
+    bound where it is their own (TF32, FP16, BF16); where they share the other cells' (true
+    FP32, DOUBLE), those set it."""
     largest = _largest_measured()
     assert {k[0] for k in largest} == {"FLOAT", "DOUBLE", "HALF", "BFLOAT16"}
     assert len(largest) >= 30, sorted(largest)
-    for (data_type, *_rest, bound), error in largest.items():
-        assert 0 < error <= bound, (data_type, *_rest, bound, error)
+    others = {k[:4]: k[5] for k in largest if not k[4]}  # the other cells' bound, per side
+    own = 0
+    for (data_type, *_rest, relu, bound), error in largest.items():
+        assert 0 < error <= bound, (data_type, *_rest, relu, bound, error)
+        if relu and others.get((data_type, *_rest)) == bound:
+            continue  # RNN_RELU under the other cells' bound (its outputs; true FP32 and
+                      # DOUBLE): theirs set it (ReLU's own sit lower: FMA 5e-7 against 5e-5)
+        own += relu
         assert bound <= (2000 if data_type == "DOUBLE" else 20) * error, \
-            (data_type, *_rest, bound, error)
+            (data_type, *_rest, relu, bound, error)
+    assert own >= 12  # ReLU's own gradient bounds (TF32, FP16, BF16) held to the rule too
