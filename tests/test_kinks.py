@@ -154,3 +154,63 @@ def test_a_switch_that_does_not_lower_every_gradient_error_is_not_kept():
     assert kinks.applies(CFG, check)
     again = kinks.recheck(CFG, host, outputs, check)
     assert not again.passed and again.kinks["switched"] == []
+
+
+def _errors_with(host, outputs, switched, cfg=CFG):
+    """The gradient errors of ``outputs`` against the reference with ``switched``."""
+    params = reference.params_from_arrays(cfg, host["weights"])
+    fwd = reference.forward(cfg, params, host["x"], host["hx"])
+    grads = reference.backward(cfg, params, fwd, host["dy"], host["dhy"], switched=switched)
+    check = compare_with(cfg, (reference.Forward(fwd.y, fwd.hy, fwd.cy), grads), outputs)
+    return {n: check.errors[n] for n in ("dx", "dhx", "dw")}
+
+
+def test_a_switch_is_kept_only_where_it_lowers_every_gradient_error():
+    """dx and dh_x as the device that switched the unit at zero gives them, dW as the plain
+    reference's: the switch lowers two errors and raises the third, so it explains nothing
+    and is not kept (keeping it where any error fell would hide a wrong dW)."""
+    host = _host()
+    outputs = _outputs(host, switched=SWITCHED)
+    outputs["dw"] = _outputs(host)["dw"]
+    check = _check(host, outputs)
+    assert not check.passed and kinks.applies(CFG, check)
+    after = _errors_with(host, outputs, SWITCHED)
+    assert after["dx"] < check.errors["dx"] and after["dw"] > check.errors["dw"]
+    again = kinks.recheck(CFG, host, outputs, check)
+    assert not again.passed and again.kinks["switched"] == []
+
+
+def test_a_switch_that_gains_less_than_the_minimum_on_one_error_is_not_kept():
+    """The device switched the unit at zero, and dx carries a spread error three times the
+    kink's besides: the switch lowers dx by only about 5 %, under the 10 % a switch must
+    gain on every gradient (kinks.MIN_GAIN), so it is not kept."""
+    host = _host()
+    outputs = _outputs(host, switched=SWITCHED)
+    outputs["dx"] = outputs["dx"] * (1 + 0.25 * np.random.default_rng(9).standard_normal(
+        outputs["dx"].shape))
+    check = _check(host, outputs)
+    after = _errors_with(host, outputs, SWITCHED)
+    gain = {n: 1 - after[n] / check.errors[n] for n in after}
+    assert 0 < gain["dx"] < kinks.MIN_GAIN < min(gain["dhx"], gain["dw"]), gain
+    again = kinks.recheck(CFG, host, outputs, check)
+    assert not again.passed and again.kinks["switched"] == []
+
+
+def test_a_kept_switch_that_does_not_pass_reports_the_plain_errors_and_the_gain():
+    """A real kink and a spread dx error besides (a wrong kernel as well): the switch is
+    kept (it lowers every gradient error by far), the recheck still fails on dx, and the
+    record keeps the errors against the plain reference, with the errors after the switch
+    beside them."""
+    host = _host()
+    outputs = _outputs(host, switched=SWITCHED)
+    outputs["dx"] = outputs["dx"] * (1 + 1e-2 * np.random.default_rng(9).standard_normal(
+        outputs["dx"].shape))
+    check = _check(host, outputs)
+    assert kinks.applies(CFG, check)
+    again = kinks.recheck(CFG, host, outputs, check)
+    assert [(s["direction_index"], s["step"], s["batch"], s["unit"])
+            for s in again.kinks["switched"]] == [(0, 2, 1, 5)]
+    assert not again.passed and again.failures == check.failures
+    assert again.errors == check.errors
+    after = again.kinks["errors_after"]
+    assert after["dx"] < check.errors["dx"] and after["dhx"] < 1e-6 and after["dw"] < 1e-6
