@@ -34,10 +34,19 @@ def write(flow, y=1, hy=2):
     flow.stream.enqueue(work)
 
 
-def test_a_replay_that_writes_the_plain_calls_bytes_is_timed():
+def test_a_replay_that_writes_the_plain_calls_bytes_is_timed(monkeypatch):
+    """What is timed is the graph's replays: the call itself runs only where the check needs
+    it (captured once, then twice plain), and the graph is launched once for the check,
+    then for each warm-up and repeat."""
     flow = Flow()
-    t = capture.time_captured(flow, write, OUTPUTS, reps=4, warmup=1)
-    assert t.reps == 4 and t.median_ms >= 0
+    calls, launches = [], []
+    launch = HostGraph.launch
+    monkeypatch.setattr(HostGraph, "launch",
+                        lambda self, stream: (launches.append(1), launch(self, stream)))
+    t = capture.time_captured(flow, lambda f: (calls.append(1), write(f)), OUTPUTS, reps=4,
+                              warmup=1)
+    assert t.reps == 4 and 0 <= t.min_ms <= t.q1_ms <= t.median_ms <= t.q3_ms <= t.max_ms
+    assert (len(calls), len(launches)) == (3, 1 + 1 + 4)
     assert flow.buf["y"].tolist() == [1] * 6
 
 
