@@ -100,6 +100,47 @@ def test_documented_constraints_load_and_a_contradiction_is_found(h919):
     assert not [c for c in found if c["id"].startswith("INT8/")]  # INT8 refusals agree with the docs
 
 
+def _cell(outcome, version="9.19.0", **config):
+    rec = {"data_type": "FLOAT", "math_prec": "FLOAT", "math_type": "DEFAULT",
+           "algo": "STANDARD", "cell": "LSTM", **config}
+    return dict(rec, id="/".join(rec.values()) + f"/{outcome}@{version}", outcome=outcome,
+                cudnn_version=version, failed_call=None if outcome == "OK" else
+                "cudnnSetRNNDescriptor_v8", status=None, reason=None)
+
+
+def test_contradictions_judge_what_ran_against_what_is_documented():
+    """Hand-built cells, each on one side of a rule: a cell documented unsupported that ran
+    is a contradiction whether it verified or ran wrong (WRONG_RESULT is about numbers, not
+    support); one documented supported that cuDNN refused is one, BF16 only from cuDNN 9.13
+    (before it the documentation names no BF16); a cell with no verdict (no GPU, a crash)
+    is not judged."""
+    rules = cons.load()
+    unsupported = dict(data_type="DOUBLE", math_prec="DOUBLE", algo="PERSIST_STATIC")
+    bf16 = dict(data_type="BFLOAT16")
+    cells = [_cell("OK", **unsupported), _cell("WRONG_RESULT", **unsupported),
+             _cell("NOT_SUPPORTED", **unsupported),             # agrees: refused
+             _cell("NOT_SUPPORTED"),                             # documented supported
+             _cell("NOT_SUPPORTED", "9.13.0", **bf16), _cell("NOT_SUPPORTED", "9.12.0", **bf16),
+             _cell("SKIPPED"), _cell("CRASH", **unsupported)]
+    found = {c["id"]: c["documented"] for c in cons.contradictions(cells, rules)}
+    assert found == {cells[0]["id"]: "unsupported", cells[1]["id"]: "unsupported",
+                     cells[3]["id"]: "supported", cells[4]["id"]: "supported"}
+    bf16_rec = _cell("OK", **bf16)
+    assert rules.documented(bf16_rec, 91300)[0] and not rules.documented(bf16_rec, 91299)[0]
+
+
+def test_a_rules_versions_bound_it_inclusively():
+    """min_version and max_version (cuDNN's number, 91300 for 9.13.0) include their own
+    version: a rule of 9.13 to 9.15 applies at 9.13.0 and 9.15.0, not at 9.12.99 or 9.15.1
+    (the shipped rules use max_version only, so this is the place min_version is held)."""
+    rule = cons.Rule("r", "text", {"data_type": ["BFLOAT16"]}, None, True, "support", ("s",),
+                     min_version=91300, max_version=91500)
+    rec = {"data_type": "BFLOAT16"}
+    assert [rule.applies(rec, v) for v in (91299, 91300, 91500, 91501)] == [
+        False, True, True, False]
+    assert cons.version_number("9.13.0") == 91300 and cons.version_number("nine") == 0
+
+
 def test_constraint_rule_semantics():
     rules = cons.load()
     rec = {"data_type": "BFLOAT16", "math_prec": "FLOAT", "math_type": "DEFAULT", "algo": "STANDARD",
@@ -116,6 +157,31 @@ def test_sweep_analysis_compares_multiples_of_8(h919):
     assert sweep["rows"] and any(r["multiple_of_8"] for r in sweep["rows"])
     perf = analysis.performance_rule(sweep["rows"])
     assert perf and {p["verdict"] for p in perf} <= {"holds", "contradicted", "no gain"}
+
+
+def _sweep_row(hidden, batch, speedup, cell="LSTM"):
+    return {"cell": cell, "hidden": hidden, "batch": batch,
+            "multiple_of_8": hidden % 8 == 0 and batch % 8 == 0,
+            "configs": {"HALF/FLOAT/TENSOR_OP/STANDARD": {"speedup": speedup}}}
+
+
+@pytest.mark.parametrize("a,b,verdict", [
+    (1.5, 1.0, "holds"),          # the twin that is not a multiple of 8 gains clearly less
+    (1.5, 1.45, "contradicted"),  # it gains about as much: tensor cores used anyway
+    (1.5, 1.349, "holds"),        # just under 90 % of the multiple's gain
+    (1.5, 1.351, "contradicted"),
+    (1.05, 1.0, "no gain"),       # the multiple of 8 itself gains nothing to speak of
+    (1.1, 2.0, "no gain"),        # ... up to 1.1x, whatever its twin does
+])
+def test_the_multiple_of_8_rule_reads_each_twin_by_its_speed_ups(a, b, verdict):
+    """The documented rule judged on twins of known speed-ups: each shape against the one
+    just below it that is not a multiple of 8, within 8 hidden units (a farther one, or one
+    above, is no twin)."""
+    rows = [_sweep_row(2048, 128, a), _sweep_row(2044, 127, b), _sweep_row(2030, 127, 9.0),
+            _sweep_row(2052, 127, 9.0), _sweep_row(2044, 127, 9.0, cell="GRU")]
+    (p,) = analysis.performance_rule(rows)
+    assert (p["multiple"], p["not_multiple"], p["verdict"]) == ("2048x128", "2044x127", verdict)
+    assert p["contradicted"] == (verdict == "contradicted")
 
 
 def test_diff_of_two_real_runs():
