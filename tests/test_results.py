@@ -66,6 +66,11 @@ def test_a_bad_line_in_the_middle_is_an_error(tmp_path):
     ({"timings": {"forward_training": {"median_ms": 1.0, "tflops": 1}}}, "lacks 'max_ms'"),
     ({"errors": None, "outcome": "OK"}, "an OK cell without every verification error"),
     ({"id": ["x"]}, "id: expected a string"),
+    # timings on a cell cuDNN refused: what could they have timed
+    ({"outcome": "NOT_SUPPORTED"}, "timings on a cell that is not OK"),
+    # a cell (not a variant) timed in fewer than all four calls
+    ({"varies": None, "timings": {k: v for k, v in RECORDED["timings"].items()
+                                  if k != "backward_data"}}, "timings: lacks 'backward_data'"),
 ])
 def test_a_record_of_the_wrong_structure_is_named(tmp_path, change, says):
     p = tmp_path / "r.jsonl"
