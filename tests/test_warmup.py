@@ -3,6 +3,7 @@ is rehearsed, that the rehearsals really run in spawned processes, and that a ma
 them the next time. Without a GPU a cell's rehearsal fails (no device), which is reported
 and leaves no marker; the GPU machine measures what the rehearsal saves."""
 import itertools
+import os
 
 import numpy as np
 import pytest
@@ -40,7 +41,19 @@ def test_the_probe_rehearses_one_cell_per_data_type_cell_and_axis_value():
     assert len({c.id for c in chosen}) == len(chosen)
 
 
-def test_rehearsals_run_in_spawned_processes_and_a_marker_skips_them_next_time(cache):
+def test_rehearsals_run_in_processes_of_their_own():
+    """Each rehearsal runs in a spawned process (its own CUDA context; CuPy's cache filled
+    for the run that follows), never in this one: the pids they report, and a rehearsal
+    that fails says why (an unknown job here)."""
+    empty = (name_of(warmup.rehearse_cells), {"cells": [], "cudnn_path": None, "graphs": True})
+    ran = warmup.rehearse([empty] * 3 + [("cudnn_rnn.matrix.warmup:nothing", {})], 2, 120)
+    pids = {pid for pid, _why in ran}
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+    assert [why for _pid, why in ran] == [None] * 3 + [
+        "LookupError: no job named 'cudnn_rnn.matrix.warmup:nothing'"]
+
+
+def test_rehearsals_are_said_and_a_marker_skips_them_next_time(cache):
     empty = [(name_of(warmup.rehearse_cells), {"cells": [], "cudnn_path": None,
                                                "graphs": True})] * 2
     said = warmup.warm("test", DEVICE, empty)

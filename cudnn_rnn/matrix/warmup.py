@@ -54,14 +54,11 @@ def warm(what: str, device: dict, tasks: list, timeout_s: float = TIMEOUT_S) -> 
         return None
     started = time.monotonic()
     n = processes(len(tasks))
-    with mp.get_context("spawn").Pool(n) as pool:
-        pending = pool.map_async(_rehearse, tasks, chunksize=1)
-        try:
-            failed = [why for why in pending.get(timeout_s) if why]
-        except mp.TimeoutError:
-            pool.terminate()
-            return (f"CuPy's kernels: the rehearsal was cut after {timeout_s:.0f} s; the rest "
-                    "compile as they are needed")
+    ran = rehearse(tasks, n, timeout_s)
+    if ran is None:
+        return (f"CuPy's kernels: the rehearsal was cut after {timeout_s:.0f} s; the rest "
+                "compile as they are needed")
+    failed = [why for _pid, why in ran if why]
     wall = time.monotonic() - started
     if failed:
         return f"CuPy's kernels: {len(failed)} of {len(tasks)} rehearsals failed ({failed[0]})"
@@ -74,15 +71,28 @@ def warm(what: str, device: dict, tasks: list, timeout_s: float = TIMEOUT_S) -> 
             f"{wall:.1f} s (cache {cache_dir()})")
 
 
-def _rehearse(task: tuple) -> str | None:  # pragma: no cover - runs in a spawned process
-    """One rehearsal: its job run in this process (and its own CUDA context); why it failed."""
+def rehearse(tasks: list, n: int, timeout_s: float) -> list | None:
+    """Run ``tasks`` in a pool of ``n`` spawned processes: (the process's pid, why it failed
+    or None) of each, or None where they did not finish within ``timeout_s``."""
+    with mp.get_context("spawn").Pool(n) as pool:
+        pending = pool.map_async(_rehearse, tasks, chunksize=1)
+        try:
+            return pending.get(timeout_s)
+        except mp.TimeoutError:
+            pool.terminate()
+            return None
+
+
+def _rehearse(task: tuple) -> tuple:  # pragma: no cover - runs in a spawned process
+    """One rehearsal: its job run in this process (and its own CUDA context); this process's
+    pid and why it failed (None: it did not)."""
     from cudnn_rnn.matrix import jobs
     name, params = task
     try:
         jobs.run(name, params)
     except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
+        return os.getpid(), f"{type(exc).__name__}: {exc}"
+    return os.getpid(), None
 
 
 def cell_tasks(cells: list, cudnn_path: str | None, graphs: bool, limit: int = 48) -> list:
