@@ -135,15 +135,35 @@ def _named(*lengths):
     return [(f"c{n}", BASE.replace(algo=RNNAlgo.PERSIST_DYNAMIC, seq_length=n)) for n in lengths]
 
 
+def _until(condition, what: str) -> None:
+    """Wait (10 s at most) for ``condition()``: a state the code under test announces."""
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.005)
+
+
+def _in_thread(fn):
+    """``fn()`` in a thread of its own: (the thread, a list that gets its result)."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    t.start()
+    return t, out
+
+
 def test_take_waits_for_a_build_under_way_and_gets_it():
     b = _Builder()
     b.want(_named(5, 6))
     b.wait_begun(2)
-    threading.Timer(0.2, b.let, (5,)).start()
-    built = b.take("c5")  # under way: waited for, then the caller's
+    taker, got = _in_thread(lambda: b.take("c5"))
+    _until(lambda: "c5" in b._taking, "the taker did not reach its wait")
+    taker.join(0.05)
+    assert taker.is_alive() and not got  # under way: the taker waits for it
+    b.let(5)
+    taker.join(10)
+    (built,) = got  # ... then it is the caller's
     assert built is not None and built.flow is not None and built.error is None
-    assert not built.flow.closed and built.seconds >= 0.2
-    assert "called ahead" in built.note()
+    assert not built.flow.closed and "called ahead" in built.note()
     b.let(6)
     assert b.take("c7") is None  # nobody began it: the cell builds itself
 
@@ -193,7 +213,20 @@ def test_quiet_waits_for_builds_under_way_and_starts_none():
     b = _Builder()
     b.want(_named(5))
     b.wait_begun(1)
-    threading.Timer(0.2, b.let, (5,)).start()
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def quietly():
+        with b.quiet():
+            inside.set()
+            leave.wait(10)
+    quieter, _ = _in_thread(quietly)
+    _until(lambda: b._quiet, "quiet() was not entered")
+    assert not inside.wait(0.05)  # c5 under way: quiet waits for it
+    b.let(5)
+    assert inside.wait(10)
+    leave.set()
+    quieter.join(10)
     with b.quiet():
         assert "c5" not in b._building  # the build under way finished first
         mark = len(b.looks)
