@@ -10,6 +10,7 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.matrix import baseline, jobs
 from cudnn_rnn.matrix.record import RECORD, SCHEMA, Record, ResultsFile, add_speedup, read_records
 from cudnn_rnn.matrix.cells import Cell
+from cudnn_rnn.matrix.errors import MalformedResults
 
 FIX = Path(__file__).parent / "fixtures"
 CELL = Cell(RNNConfig(mode=RNNMode.LSTM, hidden_size=64, data_type=DataType.HALF), "b")
@@ -108,7 +109,7 @@ def test_a_record_of_a_newer_schema_is_refused_with_what_to_do(tmp_path):
     rec = dict(Record.unfinished(CELL, WHERE, "CRASH", "SIGSEGV", "died").as_json(), schema=SCHEMA + 1,
                new_key=1)
     (tmp_path / "r.jsonl").write_text(json.dumps(rec) + "\n")
-    with pytest.raises(Exception, match=f"newer cudnn-rnn \\(record schema {SCHEMA + 1}"):
+    with pytest.raises(MalformedResults, match=f"newer cudnn-rnn \\(record schema {SCHEMA + 1}"):
         read_records(tmp_path / "r.jsonl")
 
 
