@@ -370,29 +370,6 @@ def test_a_persistent_runner_builds_the_launch_shape_its_plan_names(monkeypatch,
     assert [(e, s.name) for e, s in asked] == [("persistent", want)]
 
 
-def test_a_cudnn_runner_moving_to_another_stream_orders_its_call_after_the_old_ones(
-        monkeypatch):
-    """CudnnRunner.run on a new stream: the new stream follows the old one (engine.gpu.follow,
-    whose own rule tests/test_streams.py checks) before the handle moves and the call is
-    enqueued; on the same stream again, nothing is ordered. cuDNN's flow is stood in for."""
-    events = []
-    old, new = types.SimpleNamespace(ptr=1), types.SimpleNamespace(ptr=2)
-    flow = types.SimpleNamespace(
-        stream=old, buf={},
-        handle=types.SimpleNamespace(set_stream=lambda ptr: events.append(("handle", ptr))),
-        forward=lambda mode: events.append(("forward", flow.stream.ptr)))
-    monkeypatch.setattr(runners, "follow", lambda s, previous: events.append(
-        ("follow", s.ptr, previous.ptr)))
-    runner = runners.CudnnRunner.__new__(runners.CudnnRunner)
-    runner.flow, runner.stream_ptr = flow, old.ptr
-    runner.run(old, *(None,) * 6)
-    assert events == [("forward", 1)]
-    events.clear()
-    runner.run(new, *(None,) * 6)
-    assert events == [("follow", 2, 1), ("handle", 2), ("forward", 2)]
-    assert flow.buf == {}  # the caller's arrays are not kept after the call
-
-
 def test_a_persistent_runner_clears_the_kernels_status_after_a_stall_is_said():
     """EngineRunner.check: a launch that gave up a wait raises Stalled, and the status is
     cleared on the engine's stream either way, so the next call is judged on its own."""
