@@ -256,3 +256,16 @@ def test_training_without_a_gpu_names_its_job_and_writes_nothing(tmp_path):
     proc = run("cudnn_rnn.train", "--out", str(out), CUDNN_RNN_NO_GPU="1")
     assert_one_line_exit_2(proc, "training needs a CUDA GPU: CUDNN_RNN_NO_GPU is set")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("tool,args", [("torch_targets.py", ["--shapes", "seed"]),
+                                       ("torch_fixture.py", ["--help"])])
+def test_the_torch_tools_without_pytorch_say_so_in_one_line(tool, args):
+    """The tools docs/torch.md prints, on a Python without PyTorch: what to install, exit 2,
+    not a ModuleNotFoundError traceback."""
+    import importlib.util
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("PyTorch is installed here")
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / tool), *args],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert_one_line_exit_2(proc, "needs PyTorch", "pip install 'cudnn-rnn[torch]'")

@@ -16,7 +16,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError as _exc:  # one line, exit 2, as the project's commands say it
+    print(f"torch_fixture.py: needs PyTorch ({_exc}): pip install 'cudnn-rnn[torch]'",
+          file=sys.stderr)
+    sys.exit(2)
 
 MODULES = {
     "lstm": lambda: torch.nn.LSTM(12, 16, num_layers=2, bidirectional=True, proj_size=8),

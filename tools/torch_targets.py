@@ -117,6 +117,12 @@ def main(argv=None) -> int:
     p.add_argument("--measure", choices=sorted(SHAPES), help=argparse.SUPPRESS)
     p.add_argument("--plan", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        print(f"torch_targets.py: needs PyTorch ({exc}): pip install 'cudnn-rnn[torch]'",
+              file=sys.stderr)
+        return 2
     if args.measure:  # one of the --processes children
         print(json.dumps(measure(args.measure, args.dtype, args.plan)))
         return 0
