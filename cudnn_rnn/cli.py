@@ -23,6 +23,17 @@ class OneLineParser(argparse.ArgumentParser):
         raise BadInput(message)
 
 
+class Once(argparse.Action):
+    """An option that keeps a comma-separated list: given twice, it is refused (argparse
+    would keep the last silently: --cell LSTM --cell GRU would probe GRU alone)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{option_string} given twice: give one comma-separated list "
+                         f"({option_string} A,B)")
+        setattr(namespace, self.dest, values)
+
+
 def enum_arg(enum_cls):
     """An argparse ``type`` that parses a cuDNN enum name (with or without prefix)."""
     def convert(text):
@@ -56,6 +67,10 @@ def positive_float(text):
     return value
 
 
+# where the library the user named (--cudnn, CUDNN_LIBRARY) is not one: what to name instead
+NAMED_HINT = ("name an existing libcudnn.so.9 (--cudnn or CUDNN_LIBRARY), or leave both unset "
+              "to load the installed one")
+
 # how a command was called where it was not ``python -m MODULE``: the module's name to the
 # words the user typed (``cudnn-rnn probe``), so that a hint repeats them
 CALLED_AS: dict = {}
@@ -78,7 +93,9 @@ def run_main(main, argv=None, prog: str = "cudnn_rnn") -> int:
               file=sys.stderr)
     except errors.LibraryNotFound as exc:
         text = str(exc)
-        hint = INSTALL_HINT
+        named = "(explicit)" in text or "(env CUDNN_LIBRARY)" in text  # the user's own path
+        text = text.replace("(explicit)", "(the library named)")
+        hint = NAMED_HINT if named else INSTALL_HINT
         print(f"{prog}: error: {text}" + ("" if hint in text else f"; to fix: {hint}"),
               file=sys.stderr)
     except WorkerStartFailed as exc:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
+from cudnn_rnn.cli import BadInput, Once, OneLineParser, positive_float, positive_int, run_main
 from cudnn_rnn.matrix import (baseline, cells, provenance, runs, spec as specs, variants,
                               warmup, writer_lock)
 from cudnn_rnn.matrix.ahead import Schedule
@@ -45,7 +45,7 @@ def build_parser() -> OneLineParser:
     p = OneLineParser(prog="cudnn_rnn.probe", description=__doc__.splitlines()[0])
     p.add_argument("--spec", default="default", help="probes/NAME.toml or a path (default: default)")
     for flag in FILTER_FLAGS:
-        p.add_argument("--" + flag.replace("_", "-"), default=None, metavar="A,B",
+        p.add_argument("--" + flag.replace("_", "-"), default=None, metavar="A,B", action=Once,
                        help="keep only these values (comma-separated)" if flag != "lengths" else
                        "keep only these lengths forms (comma-separated; a form's numbers are "
                        "colon-separated: equal, descending:MIN, random:MIN:SEED, list:L1:L2:...)")

@@ -135,3 +135,17 @@ def test_compute_call_sites_marshal_their_arguments(lib):
                      flow.backward_data, flow.backward_weights):
             with pytest.raises(errors.BadParam):
                 call()
+
+
+def test_a_c_int_is_named_by_the_sizes_the_configuration_gives():
+    """Without a projection the hidden state's sizes are hidden_size's, and the refusal says
+    so (it named proj_size, which the user never gave); with one, proj_size."""
+    big = dict(mini_batch=2 ** 16, hidden_size=2 ** 16, input_size=8)
+    with pytest.raises(ValueError) as plain:
+        SAMPLE.replace(**big)
+    assert "hidden-state stride (mini_batch x hidden_size)" in str(plain.value)
+    assert "proj_size" not in str(plain.value)
+    with pytest.raises(ValueError) as projected:
+        SAMPLE.replace(mode=RNNMode.LSTM, mini_batch=2 ** 16, hidden_size=2 ** 17,
+                       proj_size=2 ** 16, input_size=8)
+    assert "hidden-state stride (mini_batch x proj_size)" in str(projected.value)

@@ -269,3 +269,20 @@ def test_the_torch_tools_without_pytorch_say_so_in_one_line(tool, args):
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / tool), *args],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert_one_line_exit_2(proc, "needs PyTorch", "pip install 'cudnn-rnn[torch]'")
+
+
+def test_a_filter_given_twice_is_refused_not_half_kept(tmp_path):
+    proc = probe(tmp_path, "--cell", "LSTM", "--cell", "GRU", "--list")
+    assert_one_line_exit_2(proc, "--cell given twice: give one comma-separated list")
+
+
+@pytest.mark.parametrize("how", ["--cudnn", "CUDNN_LIBRARY"])
+def test_a_missing_library_the_user_named_says_to_name_another(tmp_path, how):
+    """The install hint (pip install ...) is for a library not found; a library the user
+    named that is not there gets what to name instead."""
+    missing = str(tmp_path / "nowhere" / "libcudnn.so.9")
+    proc = probe(tmp_path / "o", "--cudnn", missing) if how == "--cudnn" else \
+        probe(tmp_path / "o", CUDNN_LIBRARY=missing)
+    assert_one_line_exit_2(proc, f"{missing} (", "does not exist",
+                           "name an existing libcudnn.so.9 (--cudnn or CUDNN_LIBRARY)")
+    assert "pip install" not in proc.stderr and "(explicit)" not in proc.stderr

@@ -131,7 +131,7 @@ def test_train_bad_arguments(tmp_path):
 @pytest.mark.parametrize("sizes,needle", [
     (("--hidden", "4294967296"), "hidden_size = 4294967296 does not fit the C int"),
     (("--seq", "3000000000"), "seq_length = 3000000000 does not fit the C int"),
-    (("--hidden", "65536", "--batch", "65536"), "stride (mini_batch x proj_size)"),
+    (("--hidden", "65536", "--batch", "65536"), "hidden-state stride (mini_batch x hidden_size)"),
 ])
 def test_train_refuses_sizes_beyond_cudnns_c_ints_before_any_gpu_work(tmp_path, sizes, needle):
     """Said before the GPU is looked for (this machine has none: the same line either way)."""

@@ -91,17 +91,39 @@ def test_a_run_of_another_setup_is_never_resumed(tmp_path):
     assert run_files(out) == before
 
 
-def test_other_settings_run_in_their_own_folder_and_are_refused_at_a_given_out(tmp_path):
+def test_timing_settings_are_no_other_setup_where_nothing_is_timed(tmp_path):
+    """Without a GPU a run times nothing: --no-time or other repeats are the same setup (one
+    folder; a given --out continues), where on a GPU they are another (see below)."""
     assert probe(tmp_path, "--no-time", *QUICK).returncode == 0
-    assert probe(tmp_path, *QUICK).returncode == 0  # not a resume of the --no-time run
+    assert probe(tmp_path, "--reps", "3", *QUICK).returncode == 0
     folders = {p.parent.name for p in tmp_path.glob("runs/*/*/default.jsonl")}
-    assert len(folders) == 2
+    assert len(folders) == 1
     out = tmp_path / "out"
     assert probe(tmp_path, "--out", str(out), "--no-time", *QUICK).returncode == 0
-    before = run_files(out)
-    proc = probe(tmp_path, "--out", str(out), *QUICK)
-    assert_one_line_exit_2(proc, "setting time False there, True here")
-    assert run_files(out) == before
+    proc = probe(tmp_path, "--out", str(out), "--variant-reps", "2", *QUICK)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_timing_settings_are_another_setup_on_a_gpu_said_as_the_flags_that_set_them():
+    gpu = {"gpu": "NVIDIA H200", "compute_capability": "9.0", "driver_version": "580.1",
+           "device_stages": True, "cudnn_version": "9.19.0", "library_path": "/a/libcudnn.so.9",
+           "project_version": "0.2.0"}
+    settings = {"reps": 20, "variant_reps": 5, "variant_kinds": ["forward_training"],
+                "time": True, "graphs": True}
+    mine = runs.run_identity(gpu, "default", "ab" * 32, settings)
+    other = runs.run_identity(gpu, "default", "ab" * 32, dict(
+        settings, reps=3, variant_kinds=["forward_training", "backward_data"], time=False,
+        graphs=False))
+    assert runs.differences(other, mine) == [
+        "--reps 3 there, --reps 20 here",
+        "--variant-kinds forward_training,backward_data there, "
+        "--variant-kinds forward_training here",
+        "--no-time there, timed here", "--no-graphs there, graphs here"]
+    assert runs.run_dir(other) != runs.run_dir(mine)
+    cpu = dict(gpu, gpu=None, compute_capability=None, driver_version=None,
+               device_stages=False)
+    assert runs.differences(dict(other, machine=cpu), dict(mine, machine=cpu)) == []
+    assert runs.run_dir(dict(other, machine=cpu)) == runs.run_dir(dict(mine, machine=cpu))
 
 
 def test_differences_name_each_part_of_the_identity():
@@ -116,7 +138,7 @@ def test_differences_name_each_part_of_the_identity():
     said = runs.differences(other, mine)
     assert said == ["driver_version '575.2' there, '580.1' here",
                     "library_path '/b/libcudnn.so.9' there, '/a/libcudnn.so.9' here",
-                    "setting reps 5 there, 20 here"]
+                    "--reps 5 there, --reps 20 here"]
     assert runs.run_dir(mine) != runs.run_dir(other)  # another machine: another folder
     assert runs.run_dir(mine).parent != runs.run_dir(other).parent
     same_machine = dict(mine, settings={"reps": 5, "time": True})

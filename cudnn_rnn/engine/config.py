@@ -132,14 +132,18 @@ class RNNConfig:
         """Every size the flow passes to cuDNN as a C ``int``, by what it is: the RNN
         descriptor's sizes, the data descriptors' dimensions and sequence lengths, and the
         strides of the hidden- and cell-state tensors (batch x proj, batch x hidden).
-        ctypes truncates an ``int`` argument silently, so each must be checked first."""
+        ctypes truncates an ``int`` argument silently, so each must be checked first. Each
+        is named by the sizes it is made of as the configuration gives them (hidden_size
+        where there is no projection)."""
+        out = "proj_size" if self.proj_size else "hidden_size"
         return {"seq_length": self.seq_length, "num_layers": self.num_layers,
                 "hidden_size": self.hidden_size, "mini_batch": self.mini_batch,
                 "input_size": self.input_size or self.hidden_size,
-                "proj_size": self.proj_size or self.hidden_size,
-                "output vector size (proj_size x directions)":
+                "proj_size" if self.proj_size else "proj_size (hidden_size: no projection)":
+                    self.proj_size or self.hidden_size,
+                f"output vector size ({out} x directions)":
                     (self.proj_size or self.hidden_size) * self.dirs,
-                "hidden-state stride (mini_batch x proj_size)":
+                f"hidden-state stride (mini_batch x {out})":
                     self.mini_batch * (self.proj_size or self.hidden_size),
                 "cell-state stride (mini_batch x hidden_size)": self.mini_batch * self.hidden_size}
 

@@ -69,8 +69,12 @@ def machine_dir(machine: dict) -> Path:
 
 
 def run_dir(identity: dict) -> Path:
-    """The default folder of a run: one per machine identity, spec content and settings."""
-    key = content_key([identity["spec_sha256"], identity["settings"]])[:8]
+    """The default folder of a run: one per machine identity, spec content and settings (of
+    a run of the descriptor stages alone, those that time nothing: see :func:`differences`)."""
+    settings = identity["settings"]
+    if not identity["machine"].get("device_stages"):
+        settings = {k: v for k, v in settings.items() if k not in TIMING_SETTINGS}
+    key = content_key([identity["spec_sha256"], settings])[:8]
     return machine_dir(identity["machine"]) / f"{identity['spec']}-{key}"
 
 
@@ -108,10 +112,10 @@ def open_run(records: Path, meta: Path, identity: dict, overwrite: bool, read_me
     recorded = read_meta(meta)
     differ = differences((recorded or {}).get("identity"), identity)
     if differ:
-        more = f" and {len(differ) - 1} more" if len(differ) > 1 else ""
+        more = f"; and {len(differ) - 3} more" if len(differ) > 3 else ""
         raise BadInput(f"{records if records.exists() else meta} is not resumed: it is a run of "
-                       f"another setup ({differ[0]}{more}); it is kept as it is: pass --out DIR "
-                       f"for a new run, or {replace} to replace it")
+                       f"another setup ({'; '.join(differ[:3])}{more}); it is kept as it is: "
+                       f"pass --out DIR for a new run, or {replace} to replace it")
     return True, recorded
 
 
@@ -189,10 +193,31 @@ def differences(recorded: dict | None, current: dict) -> list[str]:
         out.append(f"the spec's content differs (sha256 {str(recorded.get('spec_sha256'))[:8]} "
                    f"there, {current['spec_sha256'][:8]} here)")
     rs = recorded.get("settings") if isinstance(recorded.get("settings"), dict) else {}
+    measured = current["machine"].get("device_stages") or rm.get("device_stages")
     for key, value in current["settings"].items():
-        if rs.get(key) != value:
-            out.append(f"setting {key} {rs.get(key)!r} there, {value!r} here")
+        if rs.get(key) != value and (measured or key not in TIMING_SETTINGS):
+            out.append(f"{setting_words(key, rs.get(key))} there, "
+                       f"{setting_words(key, value)} here")
     return out
+
+
+# settings that decide only how cells are timed: a run of the descriptor stages alone (no
+# GPU) times nothing, so they do not make it another setup
+TIMING_SETTINGS = {"reps", "variant_reps", "variant_kinds", "time", "graphs", "budget_s"}
+
+
+def setting_words(key: str, value) -> str:
+    """A run setting as the command line gives it (``--reps 20``, ``--no-time``), else as
+    ``key value``; ``key none`` where a run did not record it."""
+    if value is None:
+        return f"{key} none"
+    flags = {"time": ("timed", "--no-time"), "graphs": ("graphs", "--no-graphs")}
+    if key in flags:
+        return flags[key][0 if value else 1]
+    named = {"reps": "--reps", "variant_reps": "--variant-reps", "budget_s": "--budget",
+             "variant_kinds": "--variant-kinds"}
+    shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+    return f"{named.get(key, key)} {shown}"
 
 
 def _value(value) -> str:
