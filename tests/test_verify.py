@@ -122,3 +122,14 @@ def test_each_tolerance_sits_a_few_times_above_the_errors_the_h200_measured():
         assert bound <= (2000 if data_type == "DOUBLE" else 20) * error, \
             (data_type, *_rest, relu, bound, error)
     assert own >= 12  # ReLU's own gradient bounds (TF32, FP16, BF16) held to the rule too
+
+
+def test_an_error_equal_to_its_bound_passes_and_the_next_float_above_does_not():
+    """The bound is the largest error that passes (the tables say "within"), each side
+    against its own: an output error at the gradients' looser bound fails."""
+    up = lambda x: float(np.nextafter(x, np.inf))  # noqa: E731
+    at = verify.Verification({"y": 5e-3, "dx": 1e-1}, tolerance=5e-3, gradient_tolerance=1e-1)
+    assert at.passed and at.failures == []
+    above = verify.Verification({"y": up(5e-3), "dx": up(1e-1)}, 5e-3, 1e-1)
+    assert not above.passed and above.failures == ["y", "dx"]
+    assert verify.Verification({"y": 1e-1}, 5e-3, 1e-1).failures == ["y"]
