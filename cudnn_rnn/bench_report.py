@@ -26,8 +26,11 @@ def build_parser() -> OneLineParser:
 def others_benchmark(out: Path, d: Path, runs: list) -> str | None:
     """What in ``out`` belongs to another benchmark than the one in ``d`` (its ``runs``):
     another benchmark's records, or a report of sessions that are not among this one's (a
-    report of this benchmark before it was continued is its own); None where nothing does."""
-    if out.resolve() != d.resolve() and (out / "bench.jsonl").is_file():
+    report of this benchmark before it was continued is its own, and so is any report in
+    ``d`` itself, whatever an older one there lists); None where nothing does."""
+    if out.resolve() == d.resolve():  # the records' own folder: its report is theirs
+        return None
+    if (out / "bench.jsonl").is_file():
         return "another benchmark's records (bench.jsonl): a report there would read as theirs"
     theirs = read_json_dict(out / "bench.json") if (out / "bench.json").is_file() else None
     if theirs is None:

@@ -302,13 +302,13 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
               file=sys.stderr)
         return 130
     if args.report:
-        from cudnn_rnn.reporting.matrix import others_report, run_name, write_report
+        from cudnn_rnn.reporting.matrix import foreign, run_name, write_report
         result = load_results(path)
-        where, other = out_dir, others_report(out_dir, [path])
-        if other:  # beside it is another run's report: this one goes into reports/ there
+        where, other = out_dir, foreign(out_dir, [path])
+        if other:  # another run's report or records there: this one goes into reports/ there
             where = runs.output_dir(Path(out_dir) / "reports" / run_name(result), "--out")
-            print(f"{out_dir} holds the report of {other}; this run's report is written "
-                  f"apart, in {where}", file=sys.stderr)
+            print(f"{out_dir} holds {other}; this run's report is written apart, in {where}",
+                  file=sys.stderr)
         written = write_report(result, where, command_line)
         print(f"report of this run: {', '.join(str(w) for w in written)}")
     errors = [r for r in records if r["outcome"] == "ERROR"]

@@ -20,8 +20,8 @@ from cudnn_rnn.matrix import provenance, runs
 from cudnn_rnn.cli import BadInput, OneLineParser, run_main
 from cudnn_rnn.reporting import analysis, diff as diffing, load
 from cudnn_rnn.reporting.markdown import outcomes_line
-from cudnn_rnn.reporting.matrix import (SCHEMA_VERSION, eight_bit_paths, others_records,
-                                       others_report, report_info, run_name, write_report)
+from cudnn_rnn.reporting.matrix import (SCHEMA_VERSION, eight_bit_paths, foreign, report_info,
+                                       run_name, write_report)
 
 
 def main(argv=None) -> int:
@@ -69,16 +69,10 @@ def main(argv=None) -> int:
             print(f"--eight-bit {args.eight_bit}: that benchmark has no 8-bit rows at the seed's "
                   "shape (20 2 512 64); the INT8 answer names none", file=sys.stderr)
     if args.out is not None:
-        other = others_report(args.out, result.paths)
+        other = foreign(args.out, result.paths)
         if other:
-            raise BadInput(f"--out {args.out} holds the report of {other}: give another "
-                           f"--out (or none: reports/ then has a folder of this run's own)")
-        records = others_records(args.out, result.paths)
-        if records:
-            raise BadInput(f"--out {args.out} holds another run's records "
-                           f"({', '.join(records[:3])}): a report there would read as theirs; "
-                           f"give another --out (or none: reports/ then has a folder of this "
-                           f"run's own)")
+            raise BadInput(f"--out {args.out} holds {other}: give another --out (or none: "
+                           f"reports/ then has a folder of this run's own)")
     out_dir = runs.output_dir(args.out) if args.out is not None else \
         runs.report_folder(run_name(result))
     written = write_report(result, out_dir, command_line, eight_bit)

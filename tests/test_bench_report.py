@@ -303,3 +303,9 @@ def test_an_out_folder_of_another_benchmark_is_refused_and_kept(tmp_path):
     assert (out / "bench.md").read_bytes() == kept
     assert run("cudnn_rnn.bench_report", str(persistent), "--out", str(out)).returncode == 0
     assert run("cudnn_rnn.bench_report", str(beside), "--out", str(beside)).returncode == 0
+    # a benchmark run again from scratch (--overwrite) and cut before its report: the old
+    # report in its own folder lists sessions it no longer has, and is still its own
+    bench = json.loads((beside / "bench.json").read_text())
+    bench["runs"] = [dict(r, session="an-earlier-run") for r in bench["runs"]]
+    (beside / "bench.json").write_text(json.dumps(bench))
+    assert run("cudnn_rnn.bench_report", str(beside), "--out", str(beside)).returncode == 0

@@ -42,10 +42,10 @@ def test_example_without_gpu_says_it_needs_one():
     assert_one_line_exit_2(proc, "the example needs a CUDA GPU: CUDNN_RNN_NO_GPU is set")
 
 
-def test_example_with_missing_library_says_how_to_install(tmp_path):
+def test_example_with_a_named_library_missing_says_to_name_another(tmp_path):
     proc = run("cudnn_rnn.example", "20", "2", "512", "64", "0",
                CUDNN_LIBRARY=str(tmp_path / "libcudnn.so.9"))
-    assert_one_line_exit_2(proc, "does not exist", "nvidia-cudnn")
+    assert_one_line_exit_2(proc, "does not exist", "name an existing libcudnn.so.9")
 
 
 def test_probe_runs_the_default_matrix_at_the_descriptor_stage_without_gpu(tmp_path):

@@ -307,3 +307,25 @@ def test_a_report_whose_sources_are_relative_to_another_directory_is_judged_by_t
     assert same_run("/elsewhere/checkout/results/gpu/9.19.0/default.jsonl.gz", here)
     assert not same_run("/elsewhere/checkout/results/gpu/9.14.0/default.jsonl", here)
     assert not same_run("/scratch/other/gpu/9.19.0/default.jsonl", here)  # not results/
+
+
+def test_report_beside_another_runs_records_is_written_apart(tmp_path):
+    """A folder holding another run's records and no report yet (a run of another spec,
+    without --report): this run's --report does not sit beside them as if it were theirs;
+    it goes apart, as beside another run's report, and `report` of that folder's runs
+    together still takes the folder."""
+    folder, home = tmp_path / "runs", tmp_path / "home"
+    spec = tmp_path / "tiny.toml"
+    spec.write_text('name = "tiny"\n[[block]]\nname = "b"\ndata_type = ["FLOAT"]\n'
+                    'math_prec = ["FLOAT"]\nmath_type = ["FMA"]\nalgo = ["STANDARD"]\n'
+                    'cell = ["LSTM"]\nshapes = [{seq_length = 4, layers = 1, hidden = 8, '
+                    'batch = 2}]\n')
+    assert probe(folder, "--spec", str(spec), CUDNN_RNN_HOME=str(home)).returncode == 0
+    mine = probe(folder, "--dtype", "INT8", "--cell", "GRU", "--report",
+                 CUDNN_RNN_HOME=str(home))
+    assert mine.returncode == 0, mine.stderr
+    assert "holds another run's records (tiny.jsonl)" in mine.stderr
+    assert not (folder / "matrix.md").exists()
+    assert len(list((folder / "reports").glob("*/matrix.md"))) == 1
+    both = run("cudnn_rnn.report", str(folder), "--out", str(folder), CUDNN_RNN_HOME=str(home))
+    assert both.returncode == 0, both.stderr

@@ -92,12 +92,13 @@ def test_a_run_of_another_setup_is_never_resumed(tmp_path):
 
 
 def test_timing_settings_are_no_other_setup_where_nothing_is_timed(tmp_path):
-    """Without a GPU a run times nothing: --no-time or other repeats are the same setup (one
-    folder; a given --out continues), where on a GPU they are another (see below)."""
+    """Without a GPU a run times nothing: --no-time or other repeats are the same setup (a
+    given --out continues), where on a GPU they are another (see below). Each still has a
+    default folder of its settings, as runs before this rule had."""
     assert probe(tmp_path, "--no-time", *QUICK).returncode == 0
     assert probe(tmp_path, "--reps", "3", *QUICK).returncode == 0
     folders = {p.parent.name for p in tmp_path.glob("runs/*/*/default.jsonl")}
-    assert len(folders) == 1
+    assert len(folders) == 2
     out = tmp_path / "out"
     assert probe(tmp_path, "--out", str(out), "--no-time", *QUICK).returncode == 0
     proc = probe(tmp_path, "--out", str(out), "--variant-reps", "2", *QUICK)
@@ -123,7 +124,12 @@ def test_timing_settings_are_another_setup_on_a_gpu_said_as_the_flags_that_set_t
     cpu = dict(gpu, gpu=None, compute_capability=None, driver_version=None,
                device_stages=False)
     assert runs.differences(dict(other, machine=cpu), dict(mine, machine=cpu)) == []
-    assert runs.run_dir(dict(other, machine=cpu)) == runs.run_dir(dict(mine, machine=cpu))
+    # two --no-time runs on a GPU time nothing either: their repeats are no difference
+    untimed = runs.run_identity(gpu, "default", "ab" * 32, dict(settings, time=False))
+    assert runs.differences(dict(untimed, settings=dict(untimed["settings"], reps=3)),
+                            untimed) == []
+    assert runs.differences(other, untimed) == []  # --no-graphs too: nothing timed either
+    assert "--no-time there, timed here" in runs.differences(untimed, mine)
 
 
 def test_differences_name_each_part_of_the_identity():

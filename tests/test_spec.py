@@ -91,7 +91,7 @@ def test_baseline_id_matches_the_baseline_config():
         assert baseline.id_of(c.id) == matrix_cells.cell_id(baseline.of(c.config))
 
 
-def test_a_spec_of_the_other_kind_names_the_command_that_runs_it():
+def test_a_spec_of_the_other_kind_names_the_command_that_runs_it(tmp_path):
     """probes/ holds probe specs and benchmark specs side by side: giving one to the other
     command says which it is and the command that runs it, in its one line."""
     from cudnn_rnn.matrix import bench
@@ -101,6 +101,10 @@ def test_a_spec_of_the_other_kind_names_the_command_that_runs_it():
     with pytest.raises(bench.BenchSpecError, match=r"default is a probe spec: python -m "
                                                    r"cudnn_rnn\.probe --spec default"):
         bench.load_spec("default")
+    mine = tmp_path / "mybench.toml"  # outside probes/: the command names the file as given
+    mine.write_bytes((specs.PROBES_DIR / "bench.toml").read_bytes())
+    with pytest.raises(SpecError, match=rf"python -m cudnn_rnn\.bench --spec {mine}\)"):
+        specs.load(str(mine))
     with pytest.raises(SpecError) as plain:  # an unknown key of neither kind: no such hint
         specs.from_dict(dict(MINIMAL, colour="red"))
     assert " spec: python -m" not in str(plain.value)

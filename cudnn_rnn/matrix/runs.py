@@ -69,12 +69,11 @@ def machine_dir(machine: dict) -> Path:
 
 
 def run_dir(identity: dict) -> Path:
-    """The default folder of a run: one per machine identity, spec content and settings (of
-    a run of the descriptor stages alone, those that time nothing: see :func:`differences`)."""
-    settings = identity["settings"]
-    if not identity["machine"].get("device_stages"):
-        settings = {k: v for k, v in settings.items() if k not in TIMING_SETTINGS}
-    key = content_key([identity["spec_sha256"], settings])[:8]
+    """The default folder of a run: one per machine identity, spec content and settings
+    (all of them, as runs before :data:`TIMING_SETTINGS` were keyed, so that they go on in
+    their folders; a run given another's folder with --out continues it where only settings
+    that time nothing differ: :func:`differences`)."""
+    key = content_key([identity["spec_sha256"], identity["settings"]])[:8]
     return machine_dir(identity["machine"]) / f"{identity['spec']}-{key}"
 
 
@@ -83,7 +82,8 @@ def open_run(records: Path, meta: Path, identity: dict, overwrite: bool, read_me
     """Whether the run recorded in ``records`` (with its ``meta`` file) continues:
     ``(resume, recorded meta)``. Nothing recorded yet, or ``overwrite``: a new run. A run of
     this identity: it continues. Anything else (another setup, or a meta file whose identity
-    cannot be read) is refused with :class:`BadInput` naming the first difference, and is
+    cannot be read) is refused with :class:`BadInput` naming the differences (three at
+    most, and how many more), and is
     left as it is. ``read_meta(path)`` returns the meta file's dict, or None. ``overwrite``
     of a folder holding committed records (:func:`committed_records`) needs ``force`` too.
 
@@ -193,16 +193,18 @@ def differences(recorded: dict | None, current: dict) -> list[str]:
         out.append(f"the spec's content differs (sha256 {str(recorded.get('spec_sha256'))[:8]} "
                    f"there, {current['spec_sha256'][:8]} here)")
     rs = recorded.get("settings") if isinstance(recorded.get("settings"), dict) else {}
-    measured = current["machine"].get("device_stages") or rm.get("device_stages")
-    for key, value in current["settings"].items():
-        if rs.get(key) != value and (measured or key not in TIMING_SETTINGS):
+    cs = current["settings"]
+    timed = (current["machine"].get("device_stages") or rm.get("device_stages")) and not (
+        rs.get("time") is False and cs.get("time") is False)  # neither run timed a cell
+    for key, value in cs.items():
+        if rs.get(key) != value and (timed or key not in TIMING_SETTINGS):
             out.append(f"{setting_words(key, rs.get(key))} there, "
                        f"{setting_words(key, value)} here")
     return out
 
 
 # settings that decide only how cells are timed: a run of the descriptor stages alone (no
-# GPU) times nothing, so they do not make it another setup
+# GPU), or two runs with --no-time, time nothing, so they do not make another setup
 TIMING_SETTINGS = {"reps", "variant_reps", "variant_kinds", "time", "graphs", "budget_s"}
 
 

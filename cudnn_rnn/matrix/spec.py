@@ -146,8 +146,9 @@ def other_kind(data: dict, where: str, this: str) -> str:
     `` (NAME is a KIND spec: COMMAND NAME)``; else nothing."""
     for kind, (keys, command) in KINDS.items():
         if kind != this and keys & set(data):
-            name = Path(where).stem
-            return f" ({name} is a {kind} spec: {command} {name})"
+            p = Path(where)
+            name = p.stem if p.parent.resolve() == PROBES_DIR.resolve() else str(p)
+            return f" ({p.stem} is a {kind} spec: {command} {name})"
     return ""
 
 

@@ -23,6 +23,7 @@ from cudnn_rnn import __version__
 from cudnn_rnn.bindings.enums import RNNAlgo
 from cudnn_rnn.matrix.jobs import job, name_of
 from cudnn_rnn.matrix.runs import content_key
+from cudnn_rnn.matrix.spawning import sigint_ignored_by_child
 
 DEFAULT_CACHE = Path("~/.cupy/kernel_cache")
 MAX_PROCESSES = 8
@@ -74,7 +75,9 @@ def warm(what: str, device: dict, tasks: list, timeout_s: float = TIMEOUT_S) -> 
 def rehearse(tasks: list, n: int, timeout_s: float) -> list | None:
     """Run ``tasks`` in a pool of ``n`` spawned processes: (the process's pid, why it failed
     or None) of each, or None where they did not finish within ``timeout_s``."""
-    with mp.get_context("spawn").Pool(n) as pool:
+    with sigint_ignored_by_child():  # a Ctrl-C in the terminal is the supervisor's to take
+        pool = mp.get_context("spawn").Pool(n)
+    with pool:
         pending = pool.map_async(_rehearse, tasks, chunksize=1)
         try:
             return pending.get(timeout_s)

@@ -144,6 +144,18 @@ def others_records(folder, paths) -> list[str]:
                   if f.is_file() and f.resolve() not in own and load.is_probe_run(f))
 
 
+def foreign(folder, paths) -> str | None:
+    """What in ``folder`` belongs to another run than ``paths`` (records files): the report of
+    other runs (:func:`others_report`) or other runs' records (:func:`others_records`), in
+    words; None where a report of ``paths`` is theirs to write there. The one rule the
+    report's ``--out`` and the probe's ``--report`` follow."""
+    other = others_report(folder, paths)
+    if other:
+        return f"the report of {other}"
+    records = others_records(folder, paths)
+    return f"another run's records ({', '.join(records[:3])})" if records else None
+
+
 def parts(path: Path) -> tuple:
     """A records file's path as parts, an archive's ``.gz`` dropped."""
     name = path.name[:-len(".gz")] if path.name.endswith(".gz") else path.name
