@@ -68,8 +68,8 @@ def positive_float(text):
 
 
 # where the library the user named (--cudnn, CUDNN_LIBRARY) is not one: what to name instead
-NAMED_HINT = ("name an existing libcudnn.so.9 (--cudnn or CUDNN_LIBRARY), or leave both unset "
-              "to load the installed one")
+NAMED_HINT = ("name a libcudnn.so.9 that exists and loads (--cudnn or CUDNN_LIBRARY), or leave "
+              "both unset to load the installed one")
 
 # how a command was called where it was not ``python -m MODULE``: the module's name to the
 # words the user typed (``cudnn-rnn probe``), so that a hint repeats them
@@ -85,12 +85,15 @@ def stdout_closed() -> int:
 
 
 def run_main(main, argv=None, prog: str = "cudnn_rnn") -> int:
-    """Call ``main(argv)``; turn expected failures into one line on stderr and exit 2."""
+    """Call ``main(argv)``; turn expected failures into one line on stderr and exit 2 (each
+    line opens with the command as the user called it: ``cudnn-rnn probe`` or the module)."""
+    called = CALLED_AS.get(prog)
+    command = called or f"python -m {prog}"
+    prog = called or prog
     try:
         return int(main(argv) or 0)
     except BadInput as exc:
-        print(f"{prog}: error: {exc} (see: {CALLED_AS.get(prog, f'python -m {prog}')} --help)",
-              file=sys.stderr)
+        print(f"{prog}: error: {exc} (see: {command} --help)", file=sys.stderr)
     except errors.LibraryNotFound as exc:
         text = str(exc)
         named = "(explicit)" in text or "(env CUDNN_LIBRARY)" in text  # the user's own path

@@ -45,7 +45,7 @@ def test_example_without_gpu_says_it_needs_one():
 def test_example_with_a_named_library_missing_says_to_name_another(tmp_path):
     proc = run("cudnn_rnn.example", "20", "2", "512", "64", "0",
                CUDNN_LIBRARY=str(tmp_path / "libcudnn.so.9"))
-    assert_one_line_exit_2(proc, "does not exist", "name an existing libcudnn.so.9")
+    assert_one_line_exit_2(proc, "does not exist", "name a libcudnn.so.9 that exists and loads")
 
 
 def test_probe_runs_the_default_matrix_at_the_descriptor_stage_without_gpu(tmp_path):
@@ -97,6 +97,8 @@ def test_a_reader_that_has_gone_ends_the_command_quietly(args):
 
 
 def test_a_command_called_through_cudnn_rnn_points_to_its_help_as_called():
-    assert_one_line_exit_2(run("cudnn_rnn", "probe", "--bogus"), "see: cudnn-rnn probe --help")
+    proc = run("cudnn_rnn", "probe", "--bogus")
+    assert_one_line_exit_2(proc, "see: cudnn-rnn probe --help")
+    assert proc.stderr.startswith("cudnn-rnn probe: error: ")
     assert_one_line_exit_2(run("cudnn_rnn.probe", "--bogus"),
                            "see: python -m cudnn_rnn.probe --help")

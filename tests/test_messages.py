@@ -284,5 +284,5 @@ def test_a_missing_library_the_user_named_says_to_name_another(tmp_path, how):
     proc = probe(tmp_path / "o", "--cudnn", missing) if how == "--cudnn" else \
         probe(tmp_path / "o", CUDNN_LIBRARY=missing)
     assert_one_line_exit_2(proc, f"{missing} (", "does not exist",
-                           "name an existing libcudnn.so.9 (--cudnn or CUDNN_LIBRARY)")
+                           "name a libcudnn.so.9 that exists and loads (--cudnn or CUDNN_LIBRARY)")
     assert "pip install" not in proc.stderr and "(explicit)" not in proc.stderr

@@ -539,3 +539,24 @@ def test_a_name_that_is_not_a_run_says_what_to_give(tmp_path, monkeypatch, args,
     proc = run("cudnn_rnn.report", *args, "--out", str(tmp_path / "o"))
     assert_one_line_exit_2(proc, *needles)
     assert not (tmp_path / "o").exists()
+
+
+def test_a_benchmarks_run_file_points_to_the_benchmarks_report(tmp_path):
+    proc = run("cudnn_rnn.report", "results/nvidia-h200/9.19.0/persistent/bench.run.json",
+               "--out", str(tmp_path / "o"))
+    assert_one_line_exit_2(proc, "describes a benchmark: its report is python -m "
+                                 "cudnn_rnn.bench_report results/nvidia-h200/9.19.0/persistent")
+
+
+def test_two_runs_of_one_file_name_are_told_apart_by_their_paths(tmp_path):
+    """Two folders' default.jsonl in one report (the same GPU and cuDNN): the provenance
+    columns and summary.json name them by path, not twice as default.jsonl."""
+    a = _copy_run(FIX / "h200-919", tmp_path / "a", keep=20)
+    b = _copy_run(FIX / "h200-919", tmp_path / "b", keep=20,
+                  provenance=dict(json.loads((FIX / "h200-919" / "default.run.json")
+                                             .read_text())["provenance"], commit="b" * 40))
+    result = load.load(a, b)
+    assert result.run_names() == [str(a / "default.jsonl"), str(b / "default.jsonl")]
+    block = render_md(result).split("## Provenance", 1)[1].split("\n## ", 1)[0]
+    assert f"of `{a / 'default.jsonl'}`" in block and f"of `{b / 'default.jsonl'}`" in block
+    assert load.load(FIX / "h200-919").run_names() == ["default.jsonl"]

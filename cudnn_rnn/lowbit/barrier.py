@@ -77,13 +77,11 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
 
 
 def quartiles(times: list) -> list:
-    """[first, third quartile] of ``times`` (inclusive method: within their range), 4
-    decimals."""
-    import statistics
-    if len(times) < 2:
-        return [round(times[0], 4)] * 2
-    q = statistics.quantiles(times, n=4, method="inclusive")
-    return [round(q[0], 4), round(q[2], 4)]
+    """[first, third quartile] of ``times`` (:func:`cudnn_rnn.engine.timing.quartiles`),
+    4 decimals."""
+    from cudnn_rnn.engine.timing import quartiles as spread
+    q1, _median, q3 = spread(times)
+    return [round(q1, 4), round(q3, 4)]
 
 
 def _handed(cp, state, size: int, rounds: int, written: int) -> bool:

@@ -45,6 +45,12 @@ class ResultSet:
     incomplete: list = field(default_factory=list)  # "file: N of M cells" of each cut run
     runs: list = field(default_factory=list)  # (records file, its meta) of each file with one
 
+    def run_names(self) -> list[str]:
+        """Each run's records file as the reports name it: its file name, or its path where
+        two runs' file names are the same (two folders' default.jsonl)."""
+        names = [Path(f).name for f, _ in self.runs]
+        return names if len(set(names)) == len(names) else [str(f) for f, _ in self.runs]
+
     @property
     def provenance(self) -> dict:
         return self.meta.get("provenance", {})
@@ -79,6 +85,9 @@ def _jsonl_files(path: Path) -> list[Path]:
         records = [path.with_name(path.name[:-len(".run.json")] + s) for s in (".jsonl",
                                                                                 ".jsonl.gz")]
         there = next((r for r in records if r.is_file()), records[0])
+        if not is_probe_run(records[0]):
+            raise BadInput(f"{path} describes a benchmark: its report is python -m "
+                           f"cudnn_rnn.bench_report {path.parent}")
         raise BadInput(f"{path} is a run's description, not its records: give {there} or "
                        f"its folder {path.parent}")
     if path.is_dir():

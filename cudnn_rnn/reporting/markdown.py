@@ -1,8 +1,6 @@
 """matrix.md: the support matrix in words and tables (tabulate, GitHub flavour)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from tabulate import tabulate
 
 from cudnn_rnn.reporting import axes, product
@@ -45,10 +43,11 @@ def _sessions_words(sessions: list | None) -> str:
 
 
 def provenance_block(prov: dict, report: dict, legacy: dict | None = None,
-                     runs: list | None = None) -> str:
+                     runs: list | None = None, names: list | None = None) -> str:
     """The provenance table: of the run (``prov``), or, where ``runs`` ((records file, meta)
-    of each run the report renders) holds more than one, a column of each; a run recorded
-    over several sessions lists them."""
+    of each run the report renders) holds more than one, a column of each (headed by
+    ``names``: :meth:`~.load.ResultSet.run_names`); a run recorded over several sessions
+    lists them."""
     metas = [m for _, m in runs] if runs else [{"provenance": prov, "legacy_symbols": legacy}]
     provs = [m.get("provenance") or {} for m in metas]
     show = lambda p, k: (f"`{p[k]}`" if k in ("library_path", "command", "commit")  # noqa: E731
@@ -65,7 +64,7 @@ def provenance_block(prov: dict, report: dict, legacy: dict | None = None,
     rows += [("report command", f"`{report['command']}`", *blank),
              ("report commit", f"`{report['commit']}`", *blank),
              ("report date", report["date"], *blank)]
-    heads = [f"of `{Path(f).name}`" for f, _ in runs] if len(metas) > 1 else ["value"]
+    heads = [f"of `{n}`" for n in names] if len(metas) > 1 else ["value"]
     return _table(rows, ("of this run" if len(metas) == 1 else "of these runs", *heads))
 
 
@@ -278,7 +277,7 @@ def render(result, analysis: dict, report: dict, constraints, chart: str = "") -
                "tolerance of its precision." if any(r.get("timings") for r in result.records)
                else " No cell was timed in this run."), "",
             "## Provenance", "", provenance_block(prov, report, result.meta.get("legacy_symbols"),
-                                                   result.runs),
+                                                   result.runs, result.run_names()),
             ""]
     out += int8_section(analysis["int8"], version)
     out += tensor_op_section(analysis["sweep"], analysis["performance_rule"], chart)

@@ -94,8 +94,8 @@ def write_report(result: load.ResultSet, out_dir: Path, command_line: str,
     text = markdown.render(result, a, info, rules, html.chart_line(a["sweep"], chart))
     cells = sorted((compact(r) for r in result.records), key=lambda r: r["id"])
     summary = {"schema_version": SCHEMA_VERSION, "provenance": result.provenance, "report": info,
-               "runs": [{"file": Path(f).name, "provenance": m.get("provenance")}
-                        for f, m in result.runs],
+               "runs": [{"file": n, "provenance": m.get("provenance")}
+                        for n, (_f, m) in zip(result.run_names(), result.runs)],
                "counts": a["counts"], "int8": a["int8"], "tensor_op_sweep": a["sweep"],
                "axes": a["axes"], "product_axes": a["product"], "wrong_results": a["wrong"],
                "documented_rule_checks": {"performance": a["performance_rule"],
