@@ -57,10 +57,13 @@ def test_the_bench_chart_shows_the_reports_own_figures():
 
 
 def test_the_frontier_has_no_row_where_the_run_measured_no_floor():
-    """The GEMM engine's benchmark ran before the floor: no row reads it against nothing."""
+    """The GEMM engine's benchmark ran before the floor: no row reads it against nothing,
+    and the section says so, with its count of shapes."""
     summary = bench.read(H200 / "lowbit")
     assert summary["eight_bit"]["shapes"] and summary["frontier"]["shapes"] == []
-    assert frontier.markdown(summary["frontier"]) == ""
+    text = frontier.markdown(summary["frontier"])
+    assert "No run of this benchmark measured the floor" in text and "| " not in text
+    assert f"its {summary['frontier']['without_floor']} shapes stand" in text
 
 
 @needs_matplotlib
