@@ -3,6 +3,7 @@ pseudo-layer owned once per batch slice, sizes, refusals with their bytes), the 
 (the wavefront over layers, a bidirectional layer after the layer below), the weight blob
 and the per-CTA arithmetic, run by a numpy model of the kernel against the float64 twin,
 and the CUDA source compiled by NVRTC for sm_80 and sm_90."""
+import collections
 import dataclasses
 import re
 import threading
@@ -515,7 +516,8 @@ def test_the_probe_tool_leaves_each_phase_out_of_the_kernel_it_compiles(phase):
 
 
 @pytest.mark.parametrize("variant", ["tanh_approx", "sums_predicated", "quant_fast",
-                                     "ks_runtime", "stale_on_stall", "y_after_signal"])
+                                     "ks_runtime", "stale_on_stall", "y_after_signal",
+                                     "gates_swizzled"])
 def test_the_probe_tools_kernel_variants_still_apply_and_compile_without_spills(variant,
                                                                               monkeypatch):
     """tools/persistent_probe.py --variants: each idea's exact-text patch still finds the
@@ -716,3 +718,26 @@ def test_what_a_launch_shape_reads_a_step_is_said_for_the_seed():
                                               "shared_read_bytes": 192 * 1024}
     assert plan(threads=512, batch_slices=2, units=16).step_bytes() == {
         "state_read_bytes": 32 * 1024, "shared_read_bytes": 160 * 1024}
+
+
+def test_the_swizzled_gate_math_takes_every_pair_once_and_reads_32_banks_a_warp():
+    """tools/persistent_probe.py --variants gates_swizzled, its expression evaluated as the
+    kernel's text writes it (C and Python read it alike): at 8 units a CTA each (batch row,
+    unit) pair is taken once whatever the batch, and a warp's reads of a gate's partial sums
+    (b * ps + u, ps 36 at 32 rows) fall on 32 banks where the plain order puts two lanes on
+    each of 16 banks."""
+    tool = _probe_tool()
+    (old, new, _times), = tool.VARIANTS["gates_swizzled"]
+    expr = " ".join(re.search(r"\? (.*?) : tid;", new, re.S).group(1).split())
+    swz = lambda tid: eval(expr, {"tid": tid})  # noqa: E731
+    nu, ps = 8, 32 + 4 + (32 & 16)
+    for threads in (256, 512):
+        for nb in (1, 5, 64, 100):
+            seen = sorted(p for t in range(threads) for p in range(swz(t), nb * nu, threads))
+            assert seen == list(range(nb * nu)), (threads, nb)
+
+    def worst(order):  # the most lanes of one warp on one bank
+        return max(max(collections.Counter((p // nu * ps + p % nu) % 32
+                                           for p in map(order, range(w, w + 32))).values())
+                   for w in range(0, 512, 32))
+    assert worst(lambda t: t) == 2 and worst(swz) == 1

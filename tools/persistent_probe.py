@@ -118,6 +118,16 @@ VARIANTS.update({
          "            for (Pairs it(tid, nu); it.p < nb * nu; it.next())\n"
          "                y[(unsigned)(t * B + b0 + it.b) * D * H + L.dir * H + j0 + it.u] =\n"
          "                    own_h[it.p];\n", 1)],
+    # the gate math's (batch row, unit) pairs dealt to threads so that a warp's 32 lanes read
+    # the partial sums from 32 banks: at 8 units a CTA a warp takes batch rows 2 apart (rows
+    # b*ps + u with ps 36: rows 1 apart put lanes of batch rows b and b+1 on 4 common banks,
+    # two wavefronts for each of the 16 loads of a pair at the seed; nvdisasm of the kernel
+    # shows them as plain LDS). A permutation within each 64 threads: every pair once
+    "gates_swizzled": [("        for (Pairs it(tid, nu); it.p < nb * nu;) {",
+                        "        const int gtid = nu == 8 && THREADS % 64 == 0\n"
+                        "            ? (tid & ~63) | (tid & 7) | (((tid >> 3) & 3) << 4)\n"
+                        "              | (((tid >> 5) & 1) << 3) : tid;\n"
+                        "        for (Pairs it(gtid, nu); it.p < nb * nu;) {", 1)],
     # the kernel as it was before a CTA that gives up a wait wrote NaN for its outputs: it
     # returned where it gave up (the NaN's code is then unreachable and compiled away)
     "stale_on_stall": [("goto gave_up;", "return;", 3), ("\ngave_up:\n", "\n", 1)],
