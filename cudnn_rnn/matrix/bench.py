@@ -24,7 +24,7 @@ from cudnn_rnn.matrix.record import (TIMED_KINDS, config_label, max_error, ranke
                                      same_basis_ratio)
 from cudnn_rnn.matrix.runs import content_key, read_json_dict
 from cudnn_rnn.matrix.cells import Cell
-from cudnn_rnn.matrix.spec import baseline_first, other_kind, read_toml, spec_name
+from cudnn_rnn.matrix.spec import BENCH_KEYS, baseline_first, other_kind, read_toml, spec_name
 
 MAX_SHAPES = 10_000
 GEMM_TARGET = 0.5  # of the FP16 target shapes: at least this fraction of the dense FP16 GEMM rate
@@ -78,7 +78,7 @@ def load_spec(path: str | Path = "bench") -> BenchSpec:
 
 
 def spec_from_dict(data: dict, where: str = "<bench spec>") -> BenchSpec:
-    unknown = set(data) - {"name", "description", "objective", "candidates", "group", "lowbit"}
+    unknown = set(data) - BENCH_KEYS
     if unknown:
         raise BenchSpecError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}"
                              + other_kind(data, where, "benchmark"))

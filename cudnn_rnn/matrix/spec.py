@@ -135,10 +135,12 @@ def read_toml(path: str | Path, error=None, what: str = "probe spec",
             from None
 
 
-# the top-level keys only one kind of spec has, and the command that runs that kind
-KINDS = {"probe": ({"block", "defaults"}, "python -m cudnn_rnn.probe --spec"),
-         "benchmark": ({"candidates", "group", "objective", "lowbit"},
-                       "python -m cudnn_rnn.bench --spec")}
+# the top-level keys of each kind of spec (the probe's read here, the benchmark's by
+# cudnn_rnn.matrix.bench), and the command that runs that kind
+PROBE_KEYS = frozenset({"name", "description", "defaults", "block"})
+BENCH_KEYS = frozenset({"name", "description", "objective", "candidates", "group", "lowbit"})
+KINDS = {"probe": (PROBE_KEYS - BENCH_KEYS, "python -m cudnn_rnn.probe --spec"),
+         "benchmark": (BENCH_KEYS - PROBE_KEYS, "python -m cudnn_rnn.bench --spec")}
 
 
 def other_kind(data: dict, where: str, this: str) -> str:
@@ -159,10 +161,10 @@ def load(path: str | Path) -> Spec:
 
 
 def from_dict(data: dict, where: str = "<spec>") -> Spec:
-    unknown = set(data) - {"name", "description", "defaults", "block"}
+    unknown = set(data) - PROBE_KEYS
     if unknown:
         raise SpecError(f"{where}: unknown key {sorted(unknown)[0]!r} "
-                        f"(known: name, description, defaults, block)"
+                        f"(known: {', '.join(sorted(PROBE_KEYS))})"
                         + other_kind(data, where, "probe"))
     name = spec_name(data, where)
     description = data.get("description", "")
