@@ -135,3 +135,43 @@ def test_without_graphs_only_plain_calls_are_timed(engines, inputs):
     engines()
     rec = _run(CFG, "int8/recurrent", inputs, graphs=False)
     assert rec["outcome"] == "OK" and "graph_timings" not in rec and "graph_refused" not in rec
+
+
+class StallsWhenTimed(HostEngine):
+    """A persistent engine whose last build (the one timed: after a build per launch shape
+    and one that verifies the shape kept) verifies, then gives up a wait once timed: its
+    status set and its outputs NaN, whose bytes a replay matches."""
+
+    built = 0
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        type(self).built += 1
+        self.last = type(self).built == len(persistent.SETTINGS) + 2
+        self.forwards, self.stalled = 0, False
+
+    def forward(self):
+        self.forwards += 1
+        self.stalled = self.last and self.forwards > 1  # after its verifying forward
+        super().forward()
+
+    def compute(self):
+        super().compute()
+        if self.stalled:
+            for a in self.buf.values():
+                a[...] = np.nan
+
+    def check(self):
+        if self.stalled:
+            raise persistent.Stalled("a wait of the persistent kernel gave up")
+
+
+def test_a_persistent_engine_that_stalls_while_timed_is_no_measurement(engines, inputs):
+    """Verified, then stalled while timed: the record says STALLED and keeps no times (a
+    NaN replay matches a NaN plain call, so only the status can tell)."""
+    StallsWhenTimed.built = 0
+    engines(StallsWhenTimed)
+    rec = _run(CFG, "persistent:fp16", inputs)
+    assert (rec["outcome"], rec["status"], rec["failed_call"]) == (
+        "ERROR", "STALLED", "persistent_rnn")
+    assert not {"timings", "graph_timings", "graph_refused"} & set(rec)

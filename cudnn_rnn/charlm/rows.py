@@ -40,7 +40,7 @@ from cudnn_rnn.check.verify import tolerances
 from cudnn_rnn.engine import capture, readback, values
 from cudnn_rnn.engine.flow import FlowResult, FlowStop, RNNFlow
 from cudnn_rnn.lowbit import model, persistent
-from cudnn_rnn.lowbit.candidates import QUICK_REPS, errors, failure, timed
+from cudnn_rnn.lowbit.candidates import QUICK_REPS, checked, errors, failure, timed
 from cudnn_rnn.lowbit.configs import BOUNDS, ENGINE_NAMES, ENGINES, OUTPUTS, REST, TWIN_BOUNDS
 from cudnn_rnn.lowbit.engine import GemmEngine
 from cudnn_rnn.lowbit.persistent import PersistentEngine
@@ -173,7 +173,20 @@ def engine_row(cfg, stacked: list, stacked_dev: list, io_dev: dict, ref: dict, f
         rec["settings"] = settings.name
     with build_engine(cfg, stacked, plan, engine, settings) as e:
         e.set_inputs(io_dev["x"], io_dev["hx"], io_dev.get("cx"))
-        rec.update(timed(e.cp, cfg, e, reps, warmup, budget_s))
+        try:  # the build timed is not the one verified: it must compute the same bytes
+            e.forward()
+            again = {n: a.astype("float64") for n, a in e.outputs().items()}
+            if any(not bool(e.cp.array_equal(again[n], out[n])) for n in out):
+                rec.update(outcome="WRONG_RESULT", reason="the build timed computed other "
+                           "outputs than the build verified, from the same inputs")
+                return rec, None
+            rec.update(timed(e.cp, cfg, e, reps, warmup, budget_s))
+        except BaseException as exc:
+            failed = failure(exc, e.cp, "forward")
+            if failed is None:
+                raise
+            rec.update(failed)
+            return rec, None
     rec.update(outcome="OK", duration_s=round(time.monotonic() - started, 3))
     return rec, out
 
@@ -243,6 +256,7 @@ def _try(cfg, stacked, io_dev, ref, plan, twin, bound, against, engine, settings
         if quick:
             ms = capture.time_captured(e, lambda x: x.forward(), OUTPUTS, QUICK_REPS, 1,
                                        None).median_ms
+            checked(e)  # the quick time chooses the launch shape: of a launch that ran
         return dict(facts, outcome="OK"), out, ms
     except capture.CaptureRefused as exc:
         return dict(facts, outcome="WRONG_RESULT", reason=f"replay: {exc}"), None, None

@@ -118,7 +118,9 @@ def timed(cp, cfg: RNNConfig, engine, reps: int, warmup: int, budget_s: float | 
           graphs: bool = True) -> dict:
     """``timings`` of plain forwards and, with ``graphs``, ``graph_timings`` of replays of
     the forward captured and checked bit for bit (or ``graph_refused``, why not), each with
-    its TFLOPS; for a verified engine only."""
+    its TFLOPS; for a verified engine only. A persistent launch that gave up a wait while
+    timed measured nothing: :class:`~cudnn_rnn.lowbit.persistent.Stalled` then, not times
+    (a stalled launch writes NaN, whose bytes a replay can match)."""
     facts = {"timings": {"forward_inference": _rated(cfg, timing.time_call(
         cp, engine.stream, engine.forward, reps, warmup, budget_s))}}
     if graphs:
@@ -127,7 +129,18 @@ def timed(cp, cfg: RNNConfig, engine, reps: int, warmup: int, budget_s: float | 
                 engine, _forward, OUTPUTS, reps, warmup, budget_s))}
         except capture.CaptureRefused as exc:
             facts["graph_refused"] = {"forward_inference": str(exc)}
+    checked(engine)
     return facts
+
+
+def checked(engine) -> None:
+    """:class:`~cudnn_rnn.lowbit.persistent.Stalled` where ``engine`` (a persistent one) gave
+    up a wait since its inputs were set; the GEMM engine has nothing to check."""
+    if hasattr(engine, "check"):
+        engine.check()
+
+
+TIMED = ("timings", "graph_timings", "graph_refused")  # what a failure after timing drops
 
 
 def _forward(engine) -> None:
@@ -214,6 +227,7 @@ def _attempt(cp, cfg, config, values, plan, ref_whole, twin, settings, quick: in
             t = capture.time_captured(engine, _forward, OUTPUTS, quick, 1, None)
         else:
             t = timing.time_call(cp, engine.stream, engine.forward, quick, 1, None)
+        checked(engine)  # the quick time chooses the launch shape: of a launch that ran
         return dict(facts, outcome="OK"), t.median_ms
     except capture.CaptureRefused as exc:
         return dict(facts, outcome="OK", graph_refused={"forward_inference": str(exc)}), None
@@ -275,17 +289,19 @@ def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict
         if failed is None:
             raise
         return record(cfg, config, **dict(facts, **failed))
-    try:
-        engine.set_inputs(values["io"]["x"], values["io"]["hx"], values["io"]["cx"])
+    try:  # the build timed is verified itself first (a build is not its twin's proof)
+        _again, wrong = verify(cp, cfg, config, engine, values, ref_whole, twin_out)
+        if wrong:
+            return record(cfg, config, **dict(facts, outcome="WRONG_RESULT",
+                                              reason=f"the build timed: {wrong}"))
         facts.update(timed(cp, cfg, engine, reps, warmup, budget_s, graphs))
-        if hasattr(engine, "check"):
-            engine.check()  # a launch that gave up a wait while timed measured nothing
         return record(cfg, config, duration_s=_since(started), **facts)
     except BaseException as exc:
         failed = failure(exc, cp, "forward")
         if failed is None:
             raise
-        return record(cfg, config, **dict(facts, **failed))
+        kept = {k: v for k, v in facts.items() if k not in TIMED}  # no times of a failure
+        return record(cfg, config, **dict(kept, **failed))
     finally:
         engine.close()
 
