@@ -165,3 +165,18 @@ def test_prepare_poisons_float_outputs_with_nan_bytes_and_replays_compare_bytes(
     other = flow.buf["y"].copy()
     other[0] = 0.0
     assert capture._differ(flow, same, {"y": other}) == ["y"]
+
+
+def test_a_plain_call_that_fails_while_its_replay_is_checked_is_its_failure_not_a_refusal():
+    """The call timed failed itself (cuDNN's status, as the real error classes give it):
+    the check says so as PlainCallFailed with that error, which the probe records as the
+    call's failure (its status, no times), not as a graph it could not capture."""
+    from cudnn_rnn.bindings import errors
+    flow = Flow()
+    refused = errors.error_for("cudnnRNNForward", 3000, 91900, "mathPrec == HALF")
+
+    def fails(f):
+        raise refused
+    with pytest.raises(capture.PlainCallFailed) as info:
+        capture.check_replay(flow, fails, HostGraph([]), OUTPUTS)
+    assert info.value.cause is refused and info.value.cause.status_name == "NOT_SUPPORTED"

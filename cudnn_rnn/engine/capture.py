@@ -38,6 +38,15 @@ class CaptureRefused(RuntimeError):
     """The call could not be captured, or its replay did not write what the plain call does."""
 
 
+class PlainCallFailed(RuntimeError):
+    """The plain call itself failed while its replay was checked (``cause``, the library's
+    or CUDA's error): not a refused capture, a failure of the call being timed."""
+
+    def __init__(self, cause: BaseException):
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 def prepare(flow, outputs) -> None:
     """Poison ``outputs`` before a call: 0xFF bytes (NaN in every floating type), so an
     output the call leaves unwritten cannot pass for a result; zeros for those it adds into."""
@@ -107,8 +116,11 @@ def check_replay(flow, call, graph, outputs) -> None:
     present = [n for n in outputs if n in flow.buf]
     with flow.stream:
         state = {n: flow.buf[n].copy() for n in RESTORED if n in flow.buf}
-    plain = _written(flow, lambda: call(flow), present, state)
-    again = _differ(flow, plain, _written(flow, lambda: call(flow), present, state))
+    try:
+        plain = _written(flow, lambda: call(flow), present, state)
+        again = _differ(flow, plain, _written(flow, lambda: call(flow), present, state))
+    except (CudnnError, CublasLtError) + cuda_errors(flow.cp) as exc:
+        raise PlainCallFailed(exc) from exc
     if again:
         raise CaptureRefused(f"two plain calls wrote different bytes in {', '.join(again)} "
                              "from the same inputs and reserve space: not bitwise reproducible, "

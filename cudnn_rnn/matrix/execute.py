@@ -26,7 +26,7 @@ from cudnn_rnn.check.verify import compare_with
 from cudnn_rnn.bindings.errors import CudnnError
 from cudnn_rnn.engine import capture, readback, timing
 from cudnn_rnn.engine.gpu import cuda_errors
-from cudnn_rnn.engine.flow import FlowResult, RNNFlow
+from cudnn_rnn.engine.flow import FlowResult, RNNFlow, StageFailure
 from cudnn_rnn.engine.values import ValuesCache
 from cudnn_rnn.matrix.record import Record
 from cudnn_rnn.matrix.references import ReferenceCache
@@ -115,8 +115,14 @@ def verify_and_time(rec: Record, flow: RNNFlow, cache: ReferenceCache, reps: int
     rec.outcome = "OK" if passed else "WRONG_RESULT"
     if passed and time_it:
         t0 = time.perf_counter()
-        rec.timings, rec.graph_timings, rec.graph_refused = time_cell(
-            flow, reps, warmup, kinds, budget_s, graphs)
+        try:
+            rec.timings, rec.graph_timings, rec.graph_refused = time_cell(
+                flow, reps, warmup, kinds, budget_s, graphs)
+        except CudnnError as exc:  # a call that verified failed when timed: its record, as a
+            flow.result.failure = StageFailure("time", exc.call, exc.status_name, exc.code,
+                                               exc.reason)  # stage's, and no times
+            rec.add_flow(flow.result)
+            rec.outcome = outcome_of(flow.result, flow.lib.version_number)
         rec.phase_s["time"] = round(time.perf_counter() - t0, 4)
 
 
@@ -177,6 +183,8 @@ def time_cell(flow: RNNFlow, reps: int, warmup: int, kinds: tuple | None = None,
                 share, plain_warmup = PLAIN_SHARE, 1  # the replays have warmed it up
             except capture.CaptureRefused as exc:
                 refused[name] = str(exc)
+            except capture.PlainCallFailed as exc:  # the call timed failed: the cell's record
+                raise exc.cause from None
             except (CudnnError,) + cuda_errors(flow.cp) as exc:  # the check's calls or copies
                 healthy(flow, exc)  # failed: a refusal only if CUDA is still well
                 refused[name] = f"the capture's check failed: {type(exc).__name__}: {exc}"
