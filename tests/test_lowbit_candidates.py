@@ -175,3 +175,16 @@ def test_a_persistent_engine_that_stalls_while_timed_is_no_measurement(engines, 
     assert (rec["outcome"], rec["status"], rec["failed_call"]) == (
         "ERROR", "STALLED", "persistent_rnn")
     assert not {"timings", "graph_timings", "graph_refused"} & set(rec)
+
+
+def test_a_launch_shape_the_driver_refuses_is_a_refusal_of_that_shape():
+    """cuOccupancyMaxActiveClusters refusing a cluster's size (the real error class of the
+    driver mirror): the shape's record says so (NOT_SUPPORTED, the call, the driver's
+    status), and the other shapes go on, where it ended the whole candidate's job."""
+    from cudnn_rnn.bindings.driver import errors as driver
+    exc = driver.error_for("cuOccupancyMaxActiveClusters", 912, "cluster of 32 CTAs")
+    facts = C.failure(exc, HOST_CUPY, "build")
+    assert facts == {"outcome": "NOT_SUPPORTED", "failed_stage": "build",
+                     "failed_call": "cuOccupancyMaxActiveClusters",
+                     "status": "ERROR_INVALID_CLUSTER_SIZE", "reason": str(exc)}
+    assert C.failure(KeyError("a bug"), HOST_CUPY, "build") is None  # a bug stays one

@@ -153,6 +153,10 @@ def test_a_job_asked_wrongly_is_raised_not_recorded_as_skipped(monkeypatch):
             worker.job("cudnn_rnn.lowbit.barrier:barrier_read", {"sizez": []}, timeout=60)
         got = worker.job("cudnn_rnn.lowbit.barrier:barrier_read", {"sizes": [0]}, timeout=60)
         assert "NoGPU" in got["skipped"]
+        # a bug inside a job (cells that are not cells: AttributeError) is this tool's too
+        with pytest.raises(jobs.JobFailed, match="rehearse_cells: AttributeError"):
+            worker.job("cudnn_rnn.matrix.warmup:rehearse_cells",
+                       {"cells": [object()], "cudnn_path": None, "graphs": False}, timeout=60)
         assert worker.lost == 0  # the worker lives on
     finally:
         worker.close()

@@ -32,6 +32,7 @@ import numpy as np
 
 from cudnn_rnn.bindings import cublaslt
 from cudnn_rnn.bindings.cublaslt.errors import CublasLtError
+from cudnn_rnn.bindings.driver.errors import DriverError
 from cudnn_rnn.check import reference
 from cudnn_rnn.check.verify import relative_error
 from cudnn_rnn.engine import capture, timing
@@ -201,6 +202,9 @@ def failure(exc: BaseException, cp, stage: str) -> dict | None:
     if isinstance(exc, cuda_errors(cp)):
         return dict(outcome="ERROR", failed_stage=stage, failed_call=failed_call(exc),
                     status=type(exc).__name__, reason=str(exc))
+    if isinstance(exc, DriverError):  # the driver refusing a launch shape (a cluster's size)
+        return dict(outcome="NOT_SUPPORTED", failed_stage=stage, failed_call=exc.call,
+                    status=exc.status_name, reason=str(exc))
     return None
 
 

@@ -43,6 +43,21 @@ def called(name: str, params: dict) -> Callable:
     return lambda: fn(**params)
 
 
+def refusals(cupy=None) -> tuple:
+    """What a job may raise that is a device's or a library's refusal (its result then says
+    it was skipped, and why), not a mistake of this tool: cuDNN's, cuBLASLt's and the
+    driver's errors and missing libraries, no GPU, and CUDA's errors (with ``cupy``). The
+    8-bit engines' own refusals (a configuration they do not build, a stalled launch) are
+    their jobs' records, caught there (:func:`cudnn_rnn.lowbit.candidates.failure`)."""
+    from cudnn_rnn.bindings import errors as cudnn
+    from cudnn_rnn.bindings.cublaslt import errors as lt
+    from cudnn_rnn.bindings.driver import errors as driver
+    from cudnn_rnn.engine import gpu
+    return ((cudnn.CudnnError, cudnn.LibraryNotFound, lt.CublasLtError, lt.LibraryNotFound,
+             driver.DriverError, driver.LibraryNotFound, gpu.NoGPU)
+            + (gpu.cuda_errors(cupy) if cupy is not None else ()))
+
+
 def run(name: str, params: dict):
     """Run the job ``name`` with ``params`` (:func:`called`)."""
     return called(name, params)()

@@ -104,8 +104,10 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
             else:
                 try:
                     result = call()
-                except Exception as exc:  # what a device or library refuses: the run goes on
-                    result = {"skipped": f"{_short(name)} failed: {type(exc).__name__}: {exc}"}
+                except Exception as exc:  # a device or library refusing: the run goes on;
+                    what = f"{_short(name)}: {type(exc).__name__}: {exc}"  # else a bug, raised
+                    result = {"skipped": f"{what.replace(':', ' failed:', 1)}"} \
+                        if isinstance(exc, jobs.refusals(cupy)) else {"error": what}
             broken = _context_error(cupy) if cupy is not None else None
             if broken is not None:  # the next cell must not inherit a broken context
                 result = {"skipped": f"{_short(name)} left the CUDA context in error: {broken}"}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from cudnn_rnn import bindings
 from cudnn_rnn.bindings.cublaslt.errors import CublasLtError
+from cudnn_rnn.bindings.driver.errors import DriverError
 from cudnn_rnn.bindings.enums import DataType, ForwardMode, MathType, RNNAlgo
 from cudnn_rnn.bindings.errors import CudnnError
 from cudnn_rnn.charlm.rows import build_engine
@@ -46,7 +47,8 @@ class NotServed(Exception):
 
 def run_errors(cp) -> tuple:
     """What a runner's call may raise that makes its candidate not serve (not a bug here)."""
-    return (CudnnError, CublasLtError, Unsupported, Stalled, FlowStop) + cuda_errors(cp)
+    return (CudnnError, CublasLtError, DriverError, Unsupported, Stalled, FlowStop) + \
+        cuda_errors(cp)
 
 
 def build(candidate, rnn, seq: int, batch: int, lengths: tuple | None = None):
