@@ -122,21 +122,32 @@ class OnePerProcess:
         self.patterns, self.sonames, self.open_ = patterns, sonames, open_
         self.not_found, self.hint = not_found, hint
         self.lock = threading.RLock()
+        self.asked = None  # the explicit candidate the library was opened from, as given
         self.lib = None
 
     def load(self, path: str | None = None):
         with self.lock:
             wanted = path or os.environ.get(self.env) or None
             if self.lib is not None:
-                if wanted and Path(wanted).resolve() != Path(self.lib.path).resolve():
+                if wanted and not self._same(wanted):
                     raise self.not_found(f"{self.lib.path} is already loaded in this process; a "
                                          f"second {self.what} ({wanted}) needs a new process")
                 return self.lib
             chosen = explicit(path, self.env)
+            self.asked = chosen.path if chosen else None
             self.lib = self.open_(chosen) if chosen else first_that_opens(
                 search(self.libname, self.patterns, self.sonames), self.open_, self.not_found,
                 self.what, self.hint)
             return self.lib
+
+
+    def _same(self, wanted: str) -> bool:
+        """Whether ``wanted`` names the library loaded: a path as the same file, a soname
+        (no '/', the dynamic linker's to resolve) as the one it was opened from or the
+        loaded file's name."""
+        if "/" not in wanted:
+            return wanted in (self.asked, Path(self.lib.path).name)
+        return Path(wanted).resolve() == Path(self.lib.path).resolve()
 
 
 def mapped_paths(prefix: str) -> list[str]:

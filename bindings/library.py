@@ -211,7 +211,7 @@ def _open(candidate: Candidate) -> Library:
         lib.path = objects.get(candidate.path, candidate.path)
     lib.cublaslt = _preload_cublaslt()
     mask = enums.SEV_ERROR_EN | enums.SEV_WARNING_EN
-    lib.raw("cudnnSetCallback")(mask, None, logcapture.CALLBACK)
+    lib.cudnnSetCallback(mask, None, logcapture.CALLBACK)  # checked: reasons depend on it
     return lib
 
 

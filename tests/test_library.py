@@ -122,3 +122,31 @@ def test_the_loader_keeps_why_each_candidate_before_the_chosen_one_failed(tmp_pa
     source, count, first = out.stdout.splitlines()[:3]
     assert source == "sys.path wheel" and int(count) >= 1
     assert str(fake) in first and "cannot load" in first
+
+
+def test_a_library_named_by_its_soname_is_the_same_library_when_asked_again(tmp_path):
+    """CUDNN_LIBRARY=libcudnn.so.9 (a soname, the dynamic linker's to resolve): the loaded
+    library records the file the linker chose, and asking again by the same soname (every
+    command's next load) is that library, not 'a second copy' at $PWD/libcudnn.so.9; a path
+    to another file is refused. (The loader's own rule, with an opener that records what
+    it was asked: no library is loaded here.)"""
+    import types
+    from cudnn_rnn.bindings import finder
+
+    class NotFound(OSError):
+        pass
+    opened = []
+
+    def open_(candidate):
+        opened.append(candidate.path)
+        return types.SimpleNamespace(path="/opt/wheel/lib/libx.so.9")
+    loader = finder.OnePerProcess("libx", "X_LIBRARY_FOR_A_TEST", None, (), ("libx.so.9",),
+                                  open_, NotFound, "install x")
+    first = loader.load("libx.so.9")
+    assert loader.load("libx.so.9") is first and loader.load() is first
+    assert loader.load("/opt/wheel/lib/libx.so.9") is first  # the file itself, by path
+    with pytest.raises(NotFound, match="already loaded in this process"):
+        loader.load(str(tmp_path / "libx.so.9"))
+    with pytest.raises(NotFound, match="already loaded in this process"):
+        loader.load("liby.so.9")
+    assert opened == ["libx.so.9"]
