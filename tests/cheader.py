@@ -204,7 +204,9 @@ def include_dir_for(library_path: str) -> Path | None:
 
 def prototype_mismatches(prototypes, header: Header) -> list[str]:
     """Each way the ``prototypes`` (bindings' :class:`Proto` records) differ from the
-    header's declarations: a function the header lacks, a parameter count, a type."""
+    header's declarations: a function the header lacks, a parameter count, a type, a
+    parameter's name (two arguments of one type bound the wrong way round are only seen
+    by their names)."""
     mismatches = []
     for proto in prototypes:
         if proto.name not in header.functions:
@@ -220,6 +222,10 @@ def prototype_mismatches(prototypes, header: Header) -> list[str]:
             want, got = c_type(c_text, header), ctypes_type(ct)
             if not compatible(want, got):
                 mismatches.append(f"{proto.name}({name}): C {c_text!r} is {want}, bound as {got}")
+            c_name = re.findall(r"[A-Za-z_]\w*", c_text)[-1]
+            if c_name != name:
+                mismatches.append(f"{proto.name}: the header names {c_text!r} {c_name!r}, "
+                                  f"bound as {name!r}")
     return mismatches
 
 

@@ -163,3 +163,18 @@ def test_a_library_that_is_not_cublaslt_is_refused(lt):
     from cudnn_rnn.bindings import load as load_cudnn
     with pytest.raises(errors.LibraryNotFound, match="is not libcublasLt"):
         library._open(Candidate(load_cudnn().path, "explicit"))
+
+
+def test_two_arguments_of_one_type_bound_the_wrong_way_round_are_seen(header):
+    """cublasLtMatmul's A and B are both `const void *`: bound in swapped order, the types
+    still match, and only the parameters' names tell (the check names both)."""
+    import dataclasses
+    proto = next(p for p in PROTOTYPES if p.name == "cublasLtMatmul")
+    names = [n for n, _ in proto.params]
+    i, j = names.index("A"), names.index("B")
+    params = list(proto.params)
+    params[i], params[j] = (params[j][0], params[i][1]), (params[i][0], params[j][1])
+    swapped = dataclasses.replace(proto, params=tuple(params))
+    found = prototype_mismatches([swapped], header)
+    assert any("'A'" in m and "bound as 'B'" in m for m in found), found
+    assert not prototype_mismatches([proto], header)
