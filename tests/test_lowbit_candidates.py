@@ -138,16 +138,16 @@ def test_without_graphs_only_plain_calls_are_timed(engines, inputs):
 
 
 class StallsWhenTimed(HostEngine):
-    """A persistent engine whose last build (the one timed: after a build per launch shape
-    and one that verifies the shape kept) verifies, then gives up a wait once timed: its
-    status set and its outputs NaN, whose bytes a replay matches."""
+    """A persistent engine whose last build (the one verified and timed, after a build per
+    launch shape) verifies, then gives up a wait once timed: its status set and its outputs
+    NaN, whose bytes a replay matches."""
 
     built = 0
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         type(self).built += 1
-        self.last = type(self).built == len(persistent.SETTINGS) + 2
+        self.last = type(self).built == len(persistent.SETTINGS) + 1
         self.forwards, self.stalled = 0, False
 
     def forward(self):

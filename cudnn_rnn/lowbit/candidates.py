@@ -225,8 +225,6 @@ def _attempt(cp, cfg, config, values, plan, ref_whole, twin, settings, quick: in
         facts["algorithms"] = engine.algorithms()
         if wrong:
             return dict(facts, outcome="WRONG_RESULT", reason=wrong), None
-        if not quick:
-            return dict(facts, outcome="OK"), None
         if graphs:
             t = capture.time_captured(engine, _forward, OUTPUTS, quick, 1, None)
         else:
@@ -282,23 +280,21 @@ def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict
             return record(cfg, config, **_none_verified(tried), **extra,
                           duration_s=_since(started))
         extra["settings"] = settings.name
-    facts, _ = _attempt(cp, cfg, config, values, plan, ref_whole, twin_out, settings, 0, graphs)
-    facts.update(extra)
-    if facts["outcome"] != "OK":
-        return record(cfg, config, duration_s=_since(started), **facts)
     try:
         engine = build(cfg, config, stacked, plan, settings)
     except BaseException as exc:
         failed = failure(exc, cp, "build")
         if failed is None:
             raise
-        return record(cfg, config, **dict(facts, **failed))
-    try:  # the build timed is verified itself first (a build is not its twin's proof)
-        _again, wrong = verify(cp, cfg, config, engine, values, ref_whole, twin_out)
+        return record(cfg, config, duration_s=_since(started), **dict(extra, **failed))
+    facts = dict(extra)
+    try:  # the build verified is the build timed (another build is not its proof)
+        checks, wrong = verify(cp, cfg, config, engine, values, ref_whole, twin_out)
+        facts.update(checks, algorithms=engine.algorithms())
         if wrong:
-            return record(cfg, config, **dict(facts, outcome="WRONG_RESULT",
-                                              reason=f"the build timed: {wrong}"))
-        facts.update(timed(cp, cfg, engine, reps, warmup, budget_s, graphs))
+            return record(cfg, config, duration_s=_since(started),
+                          **dict(facts, outcome="WRONG_RESULT", reason=wrong))
+        facts.update(outcome="OK", **timed(cp, cfg, engine, reps, warmup, budget_s, graphs))
         return record(cfg, config, duration_s=_since(started), **facts)
     except BaseException as exc:
         failed = failure(exc, cp, "forward")
