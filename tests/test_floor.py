@@ -105,10 +105,11 @@ def test_the_frontier_reads_the_fastest_of_every_engine_against_its_floor():
     assert frontier.markdown(frontier.summarise([], [run])) == ""  # no records: no section
 
 
-@pytest.mark.parametrize("written", [0, 1, 16])
+@pytest.mark.parametrize("written", [0, 1, 16, 8])
 def test_the_microbenchmark_compiles_in_each_hand_off_mode(written):
-    """barrier.cu's three modes: the floor's reads of one state, and the persistent kernel's
-    hand-off (a fresh slot written in 1- or 16-byte stores before the barrier)."""
+    """barrier.cu's four modes: the floor's reads of one state, and the persistent kernel's
+    hand-off (a fresh slot written in 1- or 16-byte stores before the barrier, or in 1-byte
+    stores with each sector from four multiprocessors)."""
     nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
     from cudnn_rnn.lowbit import barrier
     try:
@@ -122,7 +123,7 @@ def test_the_microbenchmark_compiles_in_each_hand_off_mode(written):
     finally:
         nvrtc.destroyProgram(prog)
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
-    stores = {0: None, 1: "st.global.u8", 16: "st.global.v4.u32"}[written]
+    stores = {0: None, 1: "st.global.u8", 16: "st.global.v4.u32", 8: "st.global.u8"}[written]
     assert ("st.global" in ptx) == bool(written)
     assert stores is None or stores in ptx
 
@@ -130,6 +131,6 @@ def test_the_microbenchmark_compiles_in_each_hand_off_mode(written):
 def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_the_gpu():
     from cudnn_rnn.lowbit import barrier
     with pytest.raises(ValueError, match="written must be one of"):
-        barrier.source(8)
+        barrier.source(4)
     with pytest.raises(ValueError, match="multiple of 16"):
         barrier.barrier_read([0, 1000], written=16)

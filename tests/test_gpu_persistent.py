@@ -348,7 +348,7 @@ def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
     alone, read = r["per_round_us"]["0"], r["per_round_us"][str(1 << 20)]
     assert 0.1 < alone < 50 and r["ctas"] == cuda.cuda.Device().attributes["MultiProcessorCount"]
     assert read > alone  # every CTA reading 1 MB from L2 costs more than the barrier alone
-    for written in (1, 16):  # fresh slots, each written whole by the CTAs the round before
+    for written in (1, 16, 8):  # fresh slots, each written whole by the CTAs the round before
         handed = barrier_read([1 << 16], rounds=50, repeats=2, written=written)
         assert handed["handed_on"] == {str(1 << 16): True}
         assert handed["per_round_us"][str(1 << 16)] > alone

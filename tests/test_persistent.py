@@ -466,6 +466,7 @@ def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_i
     (["--trace", "persistent:fp16@b9"], "no launch shape 'b9'"),
     (["--drop", "gate"], "no phase gate"),
     (["--variants", "fast"], "no variant fast"),
+    (["--variants", "tanh_approx+fast"], "no variant fast"),
     (["--ntw", "2,9"], "--ntw: whole numbers 1 to 4"),
     (["--ntw", "four"], "--ntw: whole numbers 1 to 4"),
 ])
@@ -517,7 +518,8 @@ def test_the_probe_tool_leaves_each_phase_out_of_the_kernel_it_compiles(phase):
 
 @pytest.mark.parametrize("variant", ["tanh_approx", "sums_predicated", "quant_fast",
                                      "ks_runtime", "stale_on_stall", "y_after_signal",
-                                     "gates_swizzled"])
+                                     "gates_swizzled", "acquire_poll",
+                                     "acquire_poll+tanh_approx+gates_swizzled"])
 def test_the_probe_tools_kernel_variants_still_apply_and_compile_without_spills(variant,
                                                                               monkeypatch):
     """tools/persistent_probe.py --variants: each idea's exact-text patch still finds the

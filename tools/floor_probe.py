@@ -4,7 +4,9 @@
 
 ``--written``: 0 reads the same state every round (the floor's measurement); 1 and 16 read
 a fresh slot the CTAs wrote in the round before (stores of 1 or 16 bytes), as the persistent
-kernel hands h from one step to the next: the difference is the hand-off's own cost.
+kernel hands h from one step to the next: the difference is the hand-off's own cost; 8 as 1,
+but each 32-byte sector written by four multiprocessors (8 bytes each), as the kernel's 8-bit
+h codes are at 8 units a CTA.
 
 A diagnostic behind statements in the README and the issue notes (not part of the package).
 """
@@ -22,7 +24,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     p.add_argument("--sizes", default=SIZES)
-    p.add_argument("--written", default="0", help="comma-separated, each 0, 1 or 16")
+    p.add_argument("--written", default="0", help="comma-separated, each 0, 1, 16 or 8")
     a = p.parse_args()
     try:
         sizes = [int(s) for s in a.sizes.split(",")]
@@ -32,7 +34,7 @@ def main() -> int:
     if any(w not in WRITES for w in modes) or any(s < 0 for s in sizes):
         p.error(f"--written takes {', '.join(map(str, WRITES))}; --sizes bytes >= 0")
     if any(modes) and any(s % 16 for s in sizes):
-        p.error("with --written 1 or 16, every size is a multiple of 16")
+        p.error("with --written 1, 16 or 8, every size is a multiple of 16")
     from cudnn_rnn.engine.gpu import NoGPU
     runs = {}
     for w in modes:

@@ -7,14 +7,17 @@
 // state (the floor's measurement); 1 or 16: as the persistent kernel hands a step's state
 // on, round r reads slot r of `state` ((rounds + 1) slots of `bytes`), which the CTAs wrote
 // in the round before (each its 1/grid share, in stores of WRITTEN bytes) before the
-// barrier, so the reads find lines other multiprocessors have just written.
+// barrier, so the reads find lines other multiprocessors have just written. WRITTEN 8:
+// 1-byte stores as well, but the slot dealt out in 8-byte pieces, piece k to CTA k mod grid,
+// so that each 32-byte sector comes from four multiprocessors, as the kernel's 8-bit h
+// codes do at 8 units a CTA.
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 barrier_read(unsigned char* state, long long bytes, unsigned* counter, int rounds)
 {
     extern __shared__ __align__(128) unsigned char ring[];
     const int tid = threadIdx.x;
-#if WRITTEN
+#if WRITTEN && WRITTEN != 8
     // this CTA's share of each slot, 16-byte aligned (once: not part of a round's cost)
     const long long share = ((bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
     const long long lo = (long long)blockIdx.x * share, hi = min(bytes, lo + share);
@@ -25,7 +28,14 @@ barrier_read(unsigned char* state, long long bytes, unsigned* counter, int round
             cp16(ring + (off % RING), slot + off, 16);
         cp_commit();
         cp_wait<0>();
-#if WRITTEN
+#if WRITTEN == 8
+        {   // this CTA's 8-byte pieces of the next slot, a lane a byte
+            unsigned char* next = state + (long long)(r + 1) * bytes;
+            for (long long k = blockIdx.x + (long long)(tid >> 3) * gridDim.x; k * 8 < bytes;
+                 k += (long long)(THREADS >> 3) * gridDim.x)
+                next[k * 8 + (tid & 7)] = (unsigned char)r;
+        }
+#elif WRITTEN
         {   // this CTA's share of the next slot, which holds r after the round
             unsigned char* next = state + (long long)(r + 1) * bytes;
             for (long long off = lo + (long long)tid * WRITTEN; off < hi;

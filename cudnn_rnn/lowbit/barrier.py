@@ -16,7 +16,7 @@ RING = 64 << 10  # shared memory the reads land in (overwritten: only the traffi
 ROUNDS = 200
 
 
-WRITES = (0, 1, 16)  # barrier_read's ``written``: see barrier.cu's WRITTEN
+WRITES = (0, 1, 16, 8)  # barrier_read's ``written``: see barrier.cu's WRITTEN
 
 
 def source(written: int = 0) -> str:
@@ -34,7 +34,8 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     median and interquartile range over ``repeats`` launches after a warm-up.
     ``written`` 1 or 16: each round's state is a fresh slot the CTAs wrote in the round
     before, in stores of that many bytes (the persistent kernel's hand-off; 0, the floor's
-    measurement: the same state every round)."""
+    measurement: the same state every round); 8: 1-byte stores, every 32-byte sector from
+    four multiprocessors (8-byte pieces dealt out in turn), as the kernel's 8-bit h."""
     import statistics
 
     if written and any(int(b) % 16 for b in sizes):
