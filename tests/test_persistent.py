@@ -519,7 +519,8 @@ def test_the_probe_tool_leaves_each_phase_out_of_the_kernel_it_compiles(phase):
 @pytest.mark.parametrize("variant", ["tanh_approx", "sums_predicated", "quant_fast",
                                      "ks_runtime", "stale_on_stall", "y_after_signal",
                                      "gates_swizzled", "acquire_poll",
-                                     "acquire_poll+tanh_approx+gates_swizzled"])
+                                     "acquire_poll+tanh_approx+gates_swizzled", "pieces",
+                                     "pieces+acquire_poll"])
 def test_the_probe_tools_kernel_variants_still_apply_and_compile_without_spills(variant,
                                                                               monkeypatch):
     """tools/persistent_probe.py --variants: each idea's exact-text patch still finds the

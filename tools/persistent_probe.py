@@ -58,14 +58,15 @@ DROPS = {
     # without it a launch may read stale state; its time is what is measured)
     "fence": [(_FENCE, "", 1)],
     # within the gate math: its stores of h (every format its readers take) and of y
-    "stores": [("                put<FH>(L.hq + (unsigned)((s + 1) * B + b0 + b) * hrowb"
-                " + (unsigned)j * BPE(FH),\n                        v, L.hscale);\n", "", 1),
-               ("                if (L.xout0) put<FX>(L.xout0 + brow * xrowb + (unsigned)"
-                "(L.dir * H + j) * BPE(FX),\n                                     v, L.xscale0);\n",
+    "stores": [("                put<FH>(L.hq + (unsigned)(s + 1) * B * hrowb\n"
+                "                        + code_at(b0 + b, j * BPE(FH), hrowb, B), v, L.hscale);\n",
                 "", 1),
-               ("                if (L.xout1) put<FX>(L.xout1 + brow * xrowb + (unsigned)"
-                "(L.dir * H + j) * BPE(FX),\n                                     v, L.xscale1);\n",
-                "", 1),
+               ("                if (L.xout0) put<FX>(L.xout0 + (unsigned)t * B * xrowb\n"
+                "                                     + code_at(b0 + b, (L.dir * H + j) * BPE(FX), "
+                "xrowb, B),\n                                     v, L.xscale0);\n", "", 1),
+               ("                if (L.xout1) put<FX>(L.xout1 + (unsigned)t * B * xrowb\n"
+                "                                     + code_at(b0 + b, (L.dir * H + j) * BPE(FX), "
+                "xrowb, B),\n                                     v, L.xscale1);\n", "", 1),
                ("                if (L.last) y[brow * D * H + L.dir * H + j] = v;\n", "", 1)],
 }
 _TANH = ("__device__ __forceinline__ float lb_tanh(float a) {\n"
@@ -138,6 +139,11 @@ VARIANTS.update({
     # the kernel as it was before a CTA that gives up a wait wrote NaN for its outputs: it
     # returned where it gave up (the NaN's code is then unreachable and compiled away)
     "stale_on_stall": [("goto gave_up;", "return;", 3), ("\ngave_up:\n", "\n", 1)],
+    # the codes of h and of the layers' inputs piece by piece in global memory (persistent.cu's
+    # PIECES): a CTA whose units fill whole 16-byte pieces writes whole sectors, where row by
+    # row a sector of 8-bit h codes at 8 or 16 units a CTA comes from four or two
+    # multiprocessors (`floor_probe.py --written 8` measures what that costs a read)
+    "pieces": [("#ifndef PIECES\n#define PIECES 0\n#endif", "#define PIECES 1", 1)],
     # every poll of the one-pass wait an acquire load, and no fence after it: the poll that
     # sees every target met is the acquire (the PTX model's pattern, thread 0's reads then
     # ordered before the CTA's by the barrier after the wait); the fence, left out by
