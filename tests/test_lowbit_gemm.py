@@ -58,3 +58,34 @@ def test_close_is_safe_twice_and_the_library_outlives_the_descriptors():
     mm.close()
     mm.close()
     assert mm.lt is lt and not mm.layouts
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "int8", "fp8"])
+def test_the_dense_rates_multiply_random_codes_of_each_format_not_zeros(precision):
+    """lowbit.rates.operand (numpy here, CuPy on the GPU): the GEMM rates are measured on
+    random codes of the buffer's dtype, every one a finite value, both signs, many
+    distinct codes (a rate on zeros would flatter the floor)."""
+    import numpy as np
+    from cudnn_rnn.lowbit import kernels, rates
+    x = rates.operand(np, np.random.default_rng(0), (64, 48), precision)
+    assert x.shape == (64, 48)
+    assert x.dtype == np.dtype(kernels.FORMATS[kernels.OPERANDS[precision]][0])
+    if precision == "fp16":
+        values = x.astype(np.float32)
+    elif precision == "bf16":
+        values = (x.astype(np.uint32) << 16).view(np.float32)
+    elif precision == "int8":
+        values = x.astype(np.float32)
+        assert values.min() >= -127
+    else:
+        assert not ((x & 0x7F) == 0x7F).any()  # E4M3's NaN codes
+        values = np.where(x & 0x80, -1.0, 1.0) * (x & 0x7F)
+    assert np.isfinite(values).all() and (values > 0).any() and (values < 0).any()
+    assert len(np.unique(x)) > 100
+
+
+def test_a_dense_rate_of_a_precision_without_an_operand_format_is_refused():
+    import numpy as np
+    from cudnn_rnn.lowbit import rates
+    with pytest.raises(ValueError, match="no random operand for 'fp32'"):
+        rates.operand(np, np.random.default_rng(0), (2, 2), "fp32")
