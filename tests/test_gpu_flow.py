@@ -122,6 +122,7 @@ def test_example_reproduces_the_samples_golden_checksums(cuda, code):
     assert re.search(r"^Forward: +\d+ GFLOPS$", proc.stdout, re.M), proc.stdout
     assert re.search(r"^Backward: +\d+ GFLOPS, \( *\d+ GFLOPS\), \( *\d+ GFLOPS\)$", proc.stdout,
                      re.M), proc.stdout
+    assert re.search(r"^float64 reference: PASS", proc.stdout, re.M), proc.stdout  # before
     sums = {k: float(v) for k, v in CHECKSUM.findall(proc.stdout)}
     mode = list(RNNMode)[code]
     assert set(sums) == set(SAMPLE_GOLDEN[mode])
@@ -129,6 +130,24 @@ def test_example_reproduces_the_samples_golden_checksums(cuda, code):
         assert np.isfinite(sums[name])
         assert abs(sums[name] - want) / max(abs(want), abs(sums[name])) < GOLDEN_RTOL, \
             (name, sums[name], want)
+
+
+def test_the_example_times_only_verified_outputs(cuda):
+    """--no-verify: the checksums alone, no GFLOPS and no time; dropout between layers
+    (which the float64 reference does not model): untimed, with the reason."""
+    def example(*extra):
+        return subprocess.run([sys.executable, "-m", "cudnn_rnn.example", "20", "2", "64", "8",
+                               "2", "--reps", "2", *extra], capture_output=True, text=True,
+                              timeout=300, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    for extra, reason in [(["--no-verify"], "--no-verify"), (["--dropout", "0.5"], "no dropout")]:
+        proc = example(*extra)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "GFLOPS" not in proc.stdout and "median" not in proc.stdout, proc.stdout
+        assert re.search(rf"^not timed: .*{reason}", proc.stdout, re.M), proc.stdout
+        assert len(CHECKSUM.findall(proc.stdout)) == 7  # the LSTM's y, cy, hy, dx, dcx, dhx, dw
+    proc = example()
+    assert proc.returncode == 0 and "not timed" not in proc.stdout, proc.stdout + proc.stderr
+    assert re.search(r"^forward inference: .*GFLOPS", proc.stdout, re.M), proc.stdout
 
 
 def committed_persistent_cells(lib):
