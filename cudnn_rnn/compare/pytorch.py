@@ -26,7 +26,8 @@ from pathlib import Path
 
 from cudnn_rnn.bindings.enums import DataType, DirectionMode, ForwardMode, MathType, RNNMode
 from cudnn_rnn.bindings.library import mapped_paths
-from cudnn_rnn.compare import apilog
+from cudnn_rnn.compare import apilog, peer_errors
+from cudnn_rnn.compare.peer_errors import loss_of
 from cudnn_rnn.engine import timing
 from cudnn_rnn.matrix.jobs import job, name_of
 
@@ -68,7 +69,8 @@ def build(cell: str, seq: int, layers: int, hidden: int, batch: int, input_size:
 
 def step_fn(model, x, state, training: bool, pass_state: bool, backward: bool):
     """One call as a user makes it: inference (eval + no_grad), a training-mode forward
-    (``backward=False``), or a training step with ``backward()``."""
+    (``backward=False``), or a training step with ``backward()``; each returns the module's
+    ``(out, state)``."""
     import torch
     args = (x, state) if pass_state else (x,)
     if training:
@@ -80,13 +82,13 @@ def step_fn(model, x, state, training: bool, pass_state: bool, backward: bool):
 
         def step():
             out, st = model(*args)
-            loss = out.sum() + (sum(s.sum() for s in st) if isinstance(st, tuple) else st.sum())
-            loss.backward()
+            loss_of(out, st).backward()
+            return out, st
         return step
 
     def step():
         with torch.no_grad():
-            model(*args)
+            return model(*args)
     return step
 
 
@@ -114,7 +116,8 @@ VARIANT_DTYPES = ("float32", "float16", "bfloat16")  # float32 eager is PyTorch'
 
 def graph_of(step):
     """``step`` captured in a CUDA graph (torch.cuda.graph, after warm-up on a side stream,
-    as PyTorch's documentation does it); returns the replay."""
+    as PyTorch's documentation does it); returns the replay, which returns what ``step``
+    returned in the capture (the graph's own tensors, which each replay writes)."""
     import torch
     previous = torch.cuda.current_stream()
     try:
@@ -126,16 +129,22 @@ def graph_of(step):
         previous.wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            step()
+            captured = step()
         torch.cuda.synchronize()
     finally:  # a failed capture_end leaves torch.cuda.graph's stream current: restore ours
         torch.cuda.set_stream(previous)
-    return graph.replay
+
+    def replay():
+        graph.replay()
+        return captured
+    return replay
 
 
 def _variant(cell, seq, layers, hidden, batch, input_size, bidirectional, training, dtype,
              captured, reps, warmup, budget_s) -> dict:
-    """One way of running PyTorch's module: its data type, eager or graph-captured."""
+    """One way of running PyTorch's module: its data type, eager or graph-captured; timed
+    only once one call's outputs (and a training step's gradients) matched the module in
+    float64 (:mod:`cudnn_rnn.compare.peer_errors`), else ``skipped`` with the worst error."""
     if captured and training:
         return {"skipped": "training steps are timed eager only"}
     model, x, state = build(cell, seq, layers, hidden, batch, input_size, bidirectional,
@@ -146,8 +155,14 @@ def _variant(cell, seq, layers, hidden, batch, input_size, bidirectional, traini
             step = graph_of(step)
         except RuntimeError as exc:  # PyTorch refused to capture: say why
             return {"skipped": f"capture failed: {type(exc).__name__}: {exc}"}
+    model.zero_grad(set_to_none=True)
+    x.grad = None
+    err = peer_errors.errors(model, (x,), step(), training)
+    why = peer_errors.judged(cell, dtype, err)
+    if why:
+        return {"skipped": why, "errors": err}
     t = time_step(step, reps, warmup, budget_s)
-    return dict(t, ms=t["median_ms"])
+    return dict(t, ms=t["median_ms"], errors=err)
 
 
 def _guarded(*args) -> dict:

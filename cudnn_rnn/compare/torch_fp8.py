@@ -13,6 +13,7 @@ the project's E4M3 bound (:data:`cudnn_rnn.lowbit.configs.BOUNDS`).
 """
 from __future__ import annotations
 
+from cudnn_rnn.compare.peer_errors import relative
 from cudnn_rnn.compare.pytorch import build, graph_of, time_step, unavailable
 from cudnn_rnn.matrix.jobs import job, name_of
 
@@ -130,11 +131,6 @@ def _quantized(module, seen) -> dict:
     return {"weights": weights, "w": w_scales, "act": act}
 
 
-def _relative(a, b) -> float:
-    import torch
-    return float(torch.linalg.norm((a.double() - b).flatten()) / torch.linalg.norm(b.flatten()))
-
-
 @job
 def time_torch_fp8(cell: str, seq: int, layers: int, hidden: int, batch: int, input_size: int,
                    bidirectional: bool, reps: int = 20, warmup: int = 3,
@@ -166,10 +162,10 @@ def time_torch_fp8(cell: str, seq: int, layers: int, hidden: int, batch: int, in
             ref = module.double()(x.double(), (h0.double(), c0.double()) if c0 is not None
                                   else h0.double())
             module.float()
-            err = {"y": _relative(out["y"][0], ref[0]),
-                   "hy": _relative(out["y"][1], ref[1][0] if c0 is not None else ref[1])}
+            err = {"y": relative(out["y"][0], ref[0]),
+                   "hy": relative(out["y"][1], ref[1][0] if c0 is not None else ref[1])}
             if c0 is not None:
-                err["cy"] = _relative(out["y"][2], ref[1][1])
+                err["cy"] = relative(out["y"][2], ref[1][1])
             worst = max(err.values())
             if not worst <= BOUND:
                 return {"skipped": f"not verified: largest relative error {worst:.3g} > "

@@ -270,7 +270,8 @@ BENCH_RECORD = Obj({
                       "variants": Opt(Dict(Either(
                           SKIPPED,
                           Obj({"ms": POS_NUM, "median_ms": POS_NUM, "q1_ms": NUM, "q3_ms": NUM,
-                               "min_ms": NUM, "max_ms": NUM, "reps": POS_INT},
+                               "min_ms": NUM, "max_ms": NUM, "reps": POS_INT,
+                               "errors": Opt(Dict(NUM))},  # against float64, verified
                               required={"ms"}))))})),
     "duration_s": Opt(NUM)}, required={"id", "outcome", "group", "shape", "flop", "candidates"})
 PROVENANCE = Obj({k: SCALAR for k in PROVENANCE_KEYS}, required=PROVENANCE_KEYS)
