@@ -107,6 +107,9 @@ def test_overhead_check_runs_pytorchs_configuration(cuda):
             seen["dataType"], seen["mathMode"].replace("_MATH", ""), seen["algo"], seen["layout"])
         assert row["fwd_mode"] == seen["fwdMode"] == ("TRAINING" if row["training_mode"] else "INFERENCE")
         assert row["verification"]["passed"]
+        # the timed calls themselves checked: ours (PyTorch's devSeqLengths), and PyTorch's
+        assert max(row["timed_call_errors"].values()) < 5e-3, row["timed_call_errors"]
+        assert max(row["torch_errors"].values()) < 5e-3, row["torch_errors"]
         assert len(row["processes"]) == 2 and row["ratio_min"] <= row["ratio"] <= row["ratio_max"]
         assert row["arguments_differ"] == [], row["arguments"]  # the very call PyTorch made
         assert len(row["cudnn_objects_in_process"]) == 1  # PyTorch and we share one libcudnn

@@ -18,6 +18,7 @@ from cudnn_rnn.bindings.enums import (DataType, DirectionMode, ForwardMode, Math
 from cudnn_rnn.bindings.errors import CudnnError
 from cudnn_rnn.bindings.library import mapped_paths
 from cudnn_rnn.check.verify import compare_with, expected
+from cudnn_rnn.compare import peer_errors
 from cudnn_rnn.compare.pytorch import DTYPES, build, graph_of, step_fn
 from cudnn_rnn.engine import capture, readback, timing
 from cudnn_rnn.engine.config import RNNConfig
@@ -100,21 +101,35 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
         if result.failure is not None:
             f = result.failure
             return {"skipped": f"our flow failed at {f.stage}: {f.call} {f.status} ({f.reason})"}
-        check = compare_with(cfg, expected(cfg, flow.drawn, cp, keep_on_device=True),
-                             readback.outputs(flow, on_device=True))
+        want = expected(cfg, flow.drawn, cp, keep_on_device=True)
+        check = compare_with(cfg, want, readback.outputs(flow, on_device=True))
         verification = check.as_record()
         if not check.passed:
             return {"skipped": "our outputs did not match the float64 reference",
                     "verification": verification}
+        # the same arguments as PyTorch's call, devSeqLengths included (NULL in its log):
+        # the timed call itself verified too (the run above passed the flow's own)
+        dev_seq = settings.get("devSeqLengths") != "NULL"
+        ours = lambda: flow.forward(mode, dev_seq_lengths=dev_seq)  # noqa: E731
+        ours()
+        outs = readback.outputs(flow, on_device=True)
+        timed_check = compare_with(cfg, want, {k: outs[k] for k in capture.FORWARD_OUTPUTS
+                                               if k in outs})
+        if not timed_check.passed:
+            return {"skipped": f"our timed call (devSeqLengths {'device' if dev_seq else 'NULL'}) "
+                               "did not match the float64 reference",
+                    "verification": timed_check.as_record()}
         model, x, state = build(shape["cell"], shape["seq"], cfg.num_layers, cfg.hidden_size,
                                 shape["batch"], cfg.input_size, cfg.bidirectional,
                                 dtype=DTYPES[cfg.data_type.name])
         torch.cuda.synchronize()  # built on PyTorch's default stream; used on ours below
-        # the same arguments as PyTorch's call, devSeqLengths included (NULL in its log)
-        dev_seq = settings.get("devSeqLengths") != "NULL"
-        ours = lambda: flow.forward(mode, dev_seq_lengths=dev_seq)  # noqa: E731
         with torch.cuda.stream(torch.cuda.ExternalStream(flow.stream.ptr)):
             theirs = step_fn(model, x, state, training, pass_state=True, backward=False)
+            # PyTorch's call checked against its module in float64 before it is timed
+            torch_errors = peer_errors.errors(model, (x, state), theirs(), training=False)
+            why = peer_errors.judged(shape["cell"], DTYPES[cfg.data_type.name], torch_errors)
+            if why:
+                return {"skipped": f"PyTorch's call: {why}", "torch_errors": torch_errors}
             per_round = [(a.as_record(), b.as_record()) for a, b in
                          _alternating(cp, flow.stream, ours, theirs, rounds, reps, budget_s)]
             (host_ours, idle_ours), (host_torch, idle_torch) = (
@@ -147,7 +162,8 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
             "queued": queued, "queued_ratio": queued["ours_ms"] / queued["torch_ms"],
             "captured": captured,
             "cudnn_objects_in_process": in_process,
-            "verification": {k: v for k, v in verification.items() if k != "nonfinite"}}
+            "verification": {k: v for k, v in verification.items() if k != "nonfinite"},
+            "timed_call_errors": timed_check.errors, "torch_errors": torch_errors}
 
 
 def _captured_pair(cp, flow, ours, theirs, reps: int, budget_s: float) -> dict:

@@ -15,7 +15,8 @@ from cudnn_rnn.engine.config import RNNConfig
 # the cuDNN pairing whose bound a PyTorch variant is held to: float32 with TF32 permitted
 # (PyTorch's default for cuDNN's float32 RNNs), float16 with FP16 arithmetic allowed (the
 # looser of its pairings: PyTorch picks the math precision itself), bfloat16 storage
-PEER_PRECISION = {"float32": (DataType.FLOAT, DataType.FLOAT),
+PEER_PRECISION = {"float64": (DataType.DOUBLE, DataType.DOUBLE),
+                  "float32": (DataType.FLOAT, DataType.FLOAT),
                   "float16": (DataType.HALF, DataType.HALF),
                   "bfloat16": (DataType.BFLOAT16, DataType.FLOAT)}
 
