@@ -212,6 +212,9 @@ def test_the_table_shows_the_modules_own_times_measured_beside_the_ranking(gpu_t
     _, fast = _accelerated("LSTM", False, 2, "fp16")
     times = fast.plan.report["times"]
     assert times["module"]["eager"]["ms"] > 0 and times["accelerated"]["eager"]["ms"] > 0
+    # the timed calls checked again afterwards (a stall among them, or a wrong output, fails)
+    after = fast.plan.report["checked_after_timing"]
+    assert after and max(after.values()) <= fast.plan.tolerance, after
     text = fast.table()
     assert "the module itself: eager" in text and fast.plan.choice.label in text
     assert re.search(r"this module: eager [0-9.]+ ms, graph [0-9.]+ ms", text)  # ours captures

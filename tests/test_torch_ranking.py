@@ -154,3 +154,22 @@ def test_a_failure_of_the_accelerated_call_is_raised_and_the_users_is_shown(monk
         shown["graph"] == {"skipped": "the eager call failed"}
     with pytest.raises(TypeError, match="follow"):
         timing.times(broken, 3, 0.01, ours=True)
+
+
+def test_the_accelerated_modules_replay_is_timed_only_where_it_writes_the_plain_calls_bits(
+        monkeypatch):
+    """timing.times(ours=True): a replay whose outputs differ from the plain call's by one
+    bit is not timed, and says so; an equal one is; the user's module is not judged so."""
+    torch = pytest.importorskip("torch", reason="tensors of PyTorch's")
+    from cudnn_rnn.torch import timing
+    monkeypatch.setattr(timing, "_timed", lambda step, reps, budget_s: {"ms": 1.0})
+    y, h = torch.ones(2, 3), torch.zeros(1, 3)
+    step = lambda: (y.clone(), (h.clone(), h.clone()))  # noqa: E731
+    off = y.clone()
+    off.view(torch.int32)[0, 0] += 1  # one bit
+    for replayed, want in [((y.clone(), (h, h)), {"ms": 1.0}),
+                           ((off, (h, h)), {"skipped": "its replay's outputs differ from the "
+                                                       "plain call's: not timed"})]:
+        monkeypatch.setattr(timing, "graph_of", lambda s, r=replayed: (lambda: r))
+        assert timing.times(step, 3, 0.01, ours=True) == {"eager": {"ms": 1.0}, "graph": want}
+        assert timing.times(step, 3, 0.01)["graph"] == {"ms": 1.0}

@@ -9,11 +9,19 @@ from cudnn_rnn.compare.pytorch import graph_of, time_step
 
 
 def step_of(module, x, torch):
-    """One inference call of ``module`` on ``x`` (no_grad), as the timing repeats it."""
+    """One inference call of ``module`` on ``x`` (no_grad), as the timing repeats it; it
+    returns the module's outputs."""
     def step():
         with torch.no_grad():
-            module(x)
+            return module(x)
     return step
+
+
+def tensors(out) -> list:
+    """Every tensor of a module's returns ((y, h_n) or (y, (h_n, c_n))), in order."""
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in tensors(o)]
+    return [] if out is None else [out]
 
 
 def _timed(step, reps: int, budget_s: float) -> dict:
@@ -26,7 +34,8 @@ def times(step, reps: int, budget_s: float, ours: bool = False) -> dict:
     ``{"skipped": why}`` where the call or its capture failed (a module PyTorch cannot
     capture is a finding to show, not an error). ``ours``: the accelerated module, which
     must run: only a capture's refusal (PyTorch's or CUDA's RuntimeError) is shown, and
-    anything else is raised (a bug of this package, not a finding)."""
+    anything else is raised (a bug of this package, not a finding); its replay is timed only
+    where it writes the plain call's outputs bit for bit."""
     shown = RuntimeError if ours else Exception
     out = {}
     try:
@@ -37,9 +46,17 @@ def times(step, reps: int, budget_s: float, ours: bool = False) -> dict:
         out["eager"] = {"skipped": f"{type(exc).__name__}: {_first_line(exc)}"}
         return out | {"graph": {"skipped": "the eager call failed"}}
     try:
-        out["graph"] = _timed(graph_of(step), reps, budget_s)
+        replay = graph_of(step)
     except shown as exc:  # noqa: BLE001 - PyTorch's and CUDA's refusals of a capture
         out["graph"] = {"skipped": f"capture failed: {type(exc).__name__}: {_first_line(exc)}"}
+        return out
+    if ours:
+        plain, replayed = tensors(step()), tensors(replay())
+        if len(plain) != len(replayed) or not all(a.equal(b) for a, b in zip(plain, replayed)):
+            out["graph"] = {"skipped": "its replay's outputs differ from the plain call's: "
+                                       "not timed"}
+            return out
+    out["graph"] = _timed(replay, reps, budget_s)
     return out
 
 

@@ -130,6 +130,12 @@ def _tune(module, spec, example, name, prec, calibration, limit, device, torch, 
             "module": timing.times(timing.step_of(module, given, torch), reps, budget_s),
             "accelerated": timing.times(timing.step_of(fast, given, torch), reps, budget_s,
                                         ours=True)}
+        try:  # the timed calls' launches (a persistent kernel that gave up a wait among them
+            # sets a status only a check reads) and outputs, checked again after the timing
+            plan.report["checked_after_timing"] = fast.verify(given).get("errors")
+        except NotAccelerated as exc:
+            raise NotAccelerated(f"the choice failed its check after it was timed: {exc}") \
+                from None
     except BaseException:  # a refusal, an error, an interrupt: no runner left behind
         fast.close()
         raise
