@@ -67,6 +67,40 @@ def test_each_dtypes_bound_is_the_projects_own_for_that_pairing():
         (DataType.FLOAT, DataType.FLOAT, MathType.FMA_MATH)][:2]
 
 
+def test_a_variant_is_timed_only_once_it_verified_and_a_wrong_one_is_recorded_untimed(
+        monkeypatch):
+    """pytorch._variant's wiring, on the CPU: the module as built is timed with its errors;
+    one whose outputs are wrong (NaN in one element) is recorded with its errors in strict
+    JSON instead of a time, and never timed."""
+    import json
+    timed = []
+    monkeypatch.setattr(pytorch, "build", lambda *a, dtype, seed=0: (*_module("GRU"), None))
+    monkeypatch.setattr(pytorch, "time_step",
+                        lambda step, *a: timed.append(step) or {"median_ms": 1.0})
+    shape = ("GRU", 4, 2, 5, 3, 6, True)
+    for training in (False, True):
+        got = pytorch._variant(*shape, training, "float32", False, 3, 1, 0.01)
+        assert got["ms"] == 1.0 and max(got["errors"].values()) < 1e-6, got
+        assert ("dw" in got["errors"]) == training
+    plain = pytorch.step_fn
+
+    def broken(*args, **kw):
+        step = plain(*args, **kw)
+
+        def wrong():
+            out, h = step()
+            out = out.clone()
+            out[0, 0, 0] = float("nan")
+            return out, h
+        return wrong
+    monkeypatch.setattr(pytorch, "step_fn", broken)
+    timed.clear()
+    got = pytorch._variant(*shape, False, "float32", False, 3, 1, 0.01)
+    assert timed == [] and "ms" not in got
+    assert got["skipped"].startswith("not verified: y off the float64 module by inf")
+    assert json.loads(json.dumps(got, allow_nan=False))["errors"]["y"] == "nonfinite"
+
+
 @pytest.mark.gpu
 def test_every_variant_of_a_shape_is_verified_before_it_is_timed(cuda):
     if not torch.cuda.is_available():

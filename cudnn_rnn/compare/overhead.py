@@ -111,10 +111,12 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
         # the timed call itself verified too (the run above passed the flow's own)
         dev_seq = settings.get("devSeqLengths") != "NULL"
         ours = lambda: flow.forward(mode, dev_seq_lengths=dev_seq)  # noqa: E731
+        written = [n for n in (("y", "hy", "cy") if training else ("y_inf", "hy_inf", "cy_inf"))
+                   if n in flow.buf]
+        capture.prepare(flow, written)  # NaN first: an output the call leaves cannot pass
         ours()
         outs = readback.outputs(flow, on_device=True)
-        timed_check = compare_with(cfg, want, {k: outs[k] for k in capture.FORWARD_OUTPUTS
-                                               if k in outs})
+        timed_check = compare_with(cfg, want, {k: outs[k] for k in written})
         if not timed_check.passed:
             return {"skipped": f"our timed call (devSeqLengths {'device' if dev_seq else 'NULL'}) "
                                "did not match the float64 reference",
@@ -125,11 +127,14 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
         torch.cuda.synchronize()  # built on PyTorch's default stream; used on ours below
         with torch.cuda.stream(torch.cuda.ExternalStream(flow.stream.ptr)):
             theirs = step_fn(model, x, state, training, pass_state=True, backward=False)
-            # PyTorch's call checked against its module in float64 before it is timed
-            torch_errors = peer_errors.errors(model, (x, state), theirs(), training=False)
-            why = peer_errors.judged(shape["cell"], DTYPES[cfg.data_type.name], torch_errors)
+
+            def torch_check(got) -> tuple:  # PyTorch's call (or replay) against float64
+                err = peer_errors.errors(model, (x, state), got, training=False)
+                return err, peer_errors.judged(shape["cell"], DTYPES[cfg.data_type.name], err)
+            torch_errors, why = torch_check(theirs())
             if why:
-                return {"skipped": f"PyTorch's call: {why}", "torch_errors": torch_errors}
+                return {"skipped": f"PyTorch's call: {why}",
+                        "torch_errors": peer_errors.recorded(torch_errors)}
             per_round = [(a.as_record(), b.as_record()) for a, b in
                          _alternating(cp, flow.stream, ours, theirs, rounds, reps, budget_s)]
             (host_ours, idle_ours), (host_torch, idle_torch) = (
@@ -139,7 +144,7 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
             (q_ours, ahead_ours), (q_torch, ahead_torch) = (
                 _queued_ms(cp, flow.stream, ours), _queued_ms(cp, flow.stream, theirs))
             queued = {"ours_ms": q_ours, "torch_ms": q_torch, "host_ahead": ahead_ours and ahead_torch}
-            captured = _captured_pair(cp, flow, ours, theirs, reps, budget_s)
+            captured = _captured_pair(cp, flow, ours, theirs, torch_check, reps, budget_s)
         torch.cuda.synchronize()
         work_size, reserve_size = flow.forward_space_sizes(mode)
         arguments = {  # what each side passed to cudnnRNNForward besides the descriptors
@@ -166,10 +171,11 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
             "timed_call_errors": timed_check.errors, "torch_errors": torch_errors}
 
 
-def _captured_pair(cp, flow, ours, theirs, reps: int, budget_s: float) -> dict:
+def _captured_pair(cp, flow, ours, theirs, torch_check, reps: int, budget_s: float) -> dict:
     """Both sides as a user who captures them deploys them: each call in a CUDA graph
-    (ours checked bit for bit against its plain call), replays timed on the same stream;
-    ``{"skipped": why}`` when either side cannot be captured."""
+    (ours checked bit for bit against its plain call, PyTorch's replay by ``torch_check``
+    against float64), replays timed on the same stream; ``{"skipped": why}`` when either
+    side cannot be captured or its replay does not check."""
     try:
         graph = capture.capture(flow, lambda f: ours())
         capture.check_replay(flow, lambda f: ours(), graph, capture.FORWARD_OUTPUTS)
@@ -181,6 +187,9 @@ def _captured_pair(cp, flow, ours, theirs, reps: int, budget_s: float) -> dict:
         replay = graph_of(theirs)
     except RuntimeError as exc:  # PyTorch's errors, CUDA's included, are RuntimeErrors
         return {"skipped": f"PyTorch's capture: {type(exc).__name__}: {exc}"}
+    _, why = torch_check(replay())
+    if why:
+        return {"skipped": f"PyTorch's replay: {why}"}
     pairs = _alternating(cp, flow.stream, lambda: graph.launch(flow.stream), replay, 3, reps,
                          budget_s)
     a, b = (statistics.median(p[i].median_ms for p in pairs) for i in (0, 1))

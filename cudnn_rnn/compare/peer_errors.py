@@ -80,6 +80,12 @@ def errors(model, args: tuple, got: tuple, training: bool) -> dict:
     return err
 
 
+def recorded(err: dict) -> dict:
+    """``err`` as a record holds it: a non-finite error (a NaN or inf in the output) as the
+    text ``"nonfinite"`` (records are strict JSON)."""
+    return {k: v if v == v and abs(v) != float("inf") else "nonfinite" for k, v in err.items()}
+
+
 def judged(cell: str, dtype: str, err: dict) -> str | None:
     """Why ``err`` fails its bounds (the worst output or gradient against its bound), or
     None where every error is within them."""

@@ -160,7 +160,7 @@ def _variant(cell, seq, layers, hidden, batch, input_size, bidirectional, traini
     err = peer_errors.errors(model, (x,), step(), training)
     why = peer_errors.judged(cell, dtype, err)
     if why:
-        return {"skipped": why, "errors": err}
+        return {"skipped": why, "errors": peer_errors.recorded(err)}
     t = time_step(step, reps, warmup, budget_s)
     return dict(t, ms=t["median_ms"], errors=err)
 

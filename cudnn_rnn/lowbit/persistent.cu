@@ -33,11 +33,15 @@
 // PIECES 1: the codes of h and of the inputs above the first layer laid out in global memory
 // piece by piece (a step's slot: the first 16 bytes of every batch row, then the next 16
 // bytes of every row, ...) instead of row by row, so that a CTA whose units fill whole
-// pieces writes whole 32-byte sectors (two batch rows of a piece) and no sector is written
-// by several multiprocessors; the reads stage the same 16-byte pieces (an experiment:
-// tools/persistent_probe.py --variants pieces)
+// pieces writes whole pieces, and no sector is written by several multiprocessors but
+// where two CTAs' batch slices meet in one (a 32-byte sector is two rows of a piece); the
+// reads stage the same 16-byte pieces (an experiment: tools/persistent_probe.py
+// --variants pieces)
 #ifndef PIECES
 #define PIECES 0
+#endif
+#if PIECES && POLL
+#error "POLL's sentinels are laid out row by row (persistent._unwrite): not with PIECES"
 #endif
 #define WARPS (THREADS / 32)
 #define SROW (SLAB * 32 + PAD)

@@ -51,13 +51,20 @@ def times(step, reps: int, budget_s: float, ours: bool = False) -> dict:
         out["graph"] = {"skipped": f"capture failed: {type(exc).__name__}: {_first_line(exc)}"}
         return out
     if ours:
-        plain, replayed = tensors(step()), tensors(replay())
-        if len(plain) != len(replayed) or not all(a.equal(b) for a, b in zip(plain, replayed)):
-            out["graph"] = {"skipped": "its replay's outputs differ from the plain call's: "
-                                       "not timed"}
+        first, plain, replayed = tensors(step()), tensors(step()), tensors(replay())
+        why = ("two plain calls' outputs differ: the replay cannot be checked, not timed"
+               if not _same(first, plain) else
+               "its replay's outputs differ from the plain call's: not timed"
+               if not _same(plain, replayed) else None)
+        if why:
+            out["graph"] = {"skipped": why}
             return out
     out["graph"] = _timed(replay, reps, budget_s)
     return out
+
+
+def _same(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(x.equal(y) for x, y in zip(a, b))
 
 
 def _first_line(exc: BaseException) -> str:

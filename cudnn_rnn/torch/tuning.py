@@ -31,7 +31,7 @@ from cudnn_rnn import bindings
 from cudnn_rnn.charlm import network, table
 from cudnn_rnn.engine import gpu
 from cudnn_rnn.lowbit.candidates import errors
-from cudnn_rnn.torch import inputs, modules, ranking, report, timing
+from cudnn_rnn.torch import inputs, modules, ranking, report, runners, timing
 from cudnn_rnn.torch.errors import BadPlan, NotAccelerated
 from cudnn_rnn.torch.plan import Candidate, Plan, describe_machine, machine
 from cudnn_rnn.torch.shapes import position
@@ -133,9 +133,9 @@ def _tune(module, spec, example, name, prec, calibration, limit, device, torch, 
         try:  # the timed calls' launches (a persistent kernel that gave up a wait among them
             # sets a status only a check reads) and outputs, checked again after the timing
             plan.report["checked_after_timing"] = fast.verify(given).get("errors")
-        except NotAccelerated as exc:
-            raise NotAccelerated(f"the choice failed its check after it was timed: {exc}") \
-                from None
+        except (NotAccelerated,) + runners.run_errors(gpu.cupy_or_raise()) as exc:
+            raise NotAccelerated(f"the choice failed its check after it was timed: "
+                                 f"{type(exc).__name__}: {exc}") from None
     except BaseException:  # a refusal, an error, an interrupt: no runner left behind
         fast.close()
         raise
