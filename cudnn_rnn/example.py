@@ -42,8 +42,8 @@ def build_parser() -> OneLineParser:
     p.add_argument("num_layers", type=positive_int, metavar="numLayers")
     p.add_argument("hidden_size", type=positive_int, metavar="hiddenSize")
     p.add_argument("mini_batch", type=positive_int, metavar="miniBatch")
-    p.add_argument("mode", type=int, choices=range(4), metavar="mode",
-                   help="0 RNN_RELU, 1 RNN_TANH, 2 LSTM, 3 GRU")
+    p.add_argument("mode", type=sample_mode, metavar="mode",
+                   help="0 RNN_RELU, 1 RNN_TANH, 2 LSTM, 3 GRU (the number or the name)")
     p.add_argument("--data-type", type=enum_arg(DataType), default=DataType.FLOAT)
     p.add_argument("--math-prec", type=enum_arg(DataType), default=None,
                    help="default: FLOAT for HALF/BFLOAT16 data, else the data type")
@@ -64,6 +64,18 @@ def build_parser() -> OneLineParser:
                         "timing (default); --no-verify: the checksums alone, nothing timed")
     p.add_argument("--cudnn", default=None, help="path of the libcudnn to load")
     return p
+
+
+def sample_mode(text: str) -> int:
+    """The sample's mode argument: 0-3, or the cell's name (LSTM, gru, RNN_RELU, ...)."""
+    names = [m.name for m in SAMPLE_MODES]
+    if text.upper() in names:
+        return names.index(text.upper())
+    if text.strip().isdigit() and int(text) < len(names):
+        return int(text)
+    raise argparse.ArgumentTypeError(
+        f"mode is 0-3 or a name ({', '.join(f'{i} {n}' for i, n in enumerate(names))}), "
+        f"got {text!r}")
 
 
 def config_from_args(args) -> RNNConfig:

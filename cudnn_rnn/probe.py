@@ -92,7 +92,11 @@ def plan(args) -> tuple:
                                    for flag, axis in FILTER_FLAGS.items()})
     chosen = cells.select(spec.cells, filters)
     if not chosen:
-        raise BadInput(f"no cell of spec {spec.name!r} passes the filters")
+        miss = cells.unmatched(spec.cells, filters)
+        flag = {axis: "--" + f.replace("_", "-") for f, axis in FILTER_FLAGS.items()}
+        raise BadInput(f"no cell of spec {spec.name!r} passes the filters" + (
+            f": its cells' {flag[miss[0]]} values are {', '.join(miss[1])}" if miss else
+            " together (each alone keeps some cells): widen one"))
     return spec, specs.with_baselines(chosen)
 
 
@@ -166,7 +170,6 @@ def main(argv=None) -> int:
                  else ""))
         return 0
     library_survives(args.cudnn)  # before the output folder is made
-    out = runs.output_dir(args.out) if args.out is not None else None
     # cells that differ only in math, precision or algorithm draw the same values and share
     # one float64 reference (matrix/references.py): keep the last few sets of values (a data
     # type's four cells, twice over) and every reference the device budget holds (a layout
@@ -177,7 +180,8 @@ def main(argv=None) -> int:
                "graphs": not args.no_graphs, "reuse_values": True, "values_cache_size": 8,
                "reference_cache_size": 512, "reference_device_bytes": "auto"}
     worker, info = start_worker(args.cudnn, options)
-    try:
+    try:  # the output folder made once the library loaded: a refused library leaves none
+        out = runs.output_dir(args.out) if args.out is not None else None
         return _run(args, argv, spec, cells, out, worker, info)
     finally:
         worker.close()

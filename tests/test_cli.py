@@ -27,7 +27,8 @@ def assert_one_line_exit_2(proc, *needles):
 @pytest.mark.parametrize("args,needle", [
     ((), "required"),
     (("20", "2", "512"), "required"),
-    (("20", "2", "512", "64", "7"), "invalid choice"),
+    (("20", "2", "512", "64", "7"), "mode is 0-3 or a name (0 RNN_RELU, 1 RNN_TANH, 2 LSTM, 3 GRU), got '7'"),
+    (("20", "2", "512", "64", "-1"), "mode is 0-3 or a name"),
     (("20", "x", "512", "64", "0"), "positive integer"),
     (("20", "2", "512", "64", "0", "--data-type", "FLOAT9"), "unknown cudnnDataType_t"),
     (("20", "2", "512", "64", "0", "--dropout", "1.5"), "dropout"),

@@ -134,3 +134,26 @@ def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_t
         barrier.source(4)
     with pytest.raises(ValueError, match="multiple of 16"):
         barrier.barrier_read([0, 1000], written=16)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--written", "3"], "--written takes 0, 1, 16, 8, comma-separated"),
+    (["--written", "one"], "--written takes comma-separated integers, got 'one'"),
+    (["--sizes", "abc"], "--sizes takes comma-separated integers, got 'abc'"),
+    (["--sizes", "-16"], "--sizes takes byte counts >= 0"),
+    (["--written", "16", "--sizes", "1000"], "every size is a multiple of 16"),
+    (["--out", "README.md"], "--out 'README.md' is a file"),
+])
+def test_the_floor_probe_refuses_bad_input_in_one_line_naming_its_flag(tmp_path, args, needle):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    from tests.test_cli import assert_one_line_exit_2
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(root / "tools" / "floor_probe.py"),
+                           "--out", str(out), *args], capture_output=True, text=True,
+                          timeout=60, cwd=root, env=dict(os.environ, PYTHONPATH=str(root)))
+    assert_one_line_exit_2(proc, needle)
+    assert not out.exists()

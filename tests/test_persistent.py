@@ -467,6 +467,9 @@ def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_i
     (["--drop", "gate"], "no phase gate"),
     (["--variants", "fast"], "no variant fast"),
     (["--variants", "tanh_approx+fast"], "no variant fast"),
+    (["--names", "persistent:fp17"], "no engine configuration named 'persistent:fp17'"),
+    (["--trace", "fp17@b1t256"], "no engine configuration named 'fp17'"),
+    (["--out", "README.md"], "--out 'README.md' is a file"),
     (["--ntw", "2,9"], "--ntw: whole numbers 1 to 4"),
     (["--ntw", "four"], "--ntw: whole numbers 1 to 4"),
 ])

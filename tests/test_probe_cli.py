@@ -146,7 +146,11 @@ def test_kill_minus_9_then_resume_gives_every_cell_once(tmp_path):
     (("--force",), "--force goes with --overwrite"),  # alone it would do nothing
     (("--cudnn", ""), "--cudnn needs the path of a libcudnn"),
     (("--list", "--overwrite"), "--list runs nothing, so there is no run to --overwrite"),
-    (("--hidden", "3"), "no cell"),
+    (("--hidden", "3"), "no cell of spec 'default' passes the filters: its cells' --hidden "
+                        "values are "),
+    (("--hidden", "-5"), "--hidden takes positive integers, got '-5'"),
+    (("--cell", "GRU", "--dtype", "INT8", "--hidden", "125", "--batch", "64"),
+     "passes the filters together (each alone keeps some cells): widen one"),
     (("--bogus",), "unrecognized"),
 ])
 def test_bad_arguments(tmp_path, args, needle):
@@ -178,8 +182,10 @@ def test_running_again_continues_and_never_overwrites_silently(tmp_path):
 
 
 def test_missing_library(tmp_path):
-    proc = probe(tmp_path, "--cudnn", str(tmp_path / "libcudnn.so.9"), "--dtype", "INT8")
+    out = tmp_path / "out"
+    proc = probe(out, "--cudnn", str(tmp_path / "libcudnn.so.9"), "--dtype", "INT8")
     assert_one_line_exit_2(proc, "does not exist")
+    assert not out.exists()  # a refused library leaves no empty output folder behind
 
 
 @pytest.mark.parametrize("damage", ["alone", "truncated"])
@@ -329,3 +335,13 @@ def test_report_beside_another_runs_records_is_written_apart(tmp_path):
     assert len(list((folder / "reports").glob("*/matrix.md"))) == 1
     both = run("cudnn_rnn.report", str(folder), "--out", str(folder), CUDNN_RNN_HOME=str(home))
     assert both.returncode == 0, both.stderr
+
+
+def test_a_filter_that_matches_nothing_names_the_values_the_spec_has():
+    """cells.unmatched: the first filter no cell passes, with the spec's own values on its
+    axis (numbers in order), read from the spec itself."""
+    from cudnn_rnn.matrix import cells, spec as specs
+    spec = specs.load("default")
+    hidden = sorted({c.config.hidden_size for c in spec.cells})
+    assert cells.unmatched(spec.cells, {"hidden": {3}}) == ("hidden", [str(h) for h in hidden])
+    assert cells.unmatched(spec.cells, {"hidden": {hidden[0]}}) is None

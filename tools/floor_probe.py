@@ -10,29 +10,30 @@ h codes are at 8 units a CTA.
 
 A diagnostic behind statements in the README and the issue notes (not part of the package).
 """
-import argparse
 import json
 import sys
 from pathlib import Path
 
+from cudnn_rnn.cli import BadInput, OneLineParser
 from cudnn_rnn.lowbit.barrier import WRITES, barrier_read
 
 SIZES = "0,16384,32768,65536,131072,262144,524288,1048576,2097152"
 
 
 def main() -> int:
-    p = argparse.ArgumentParser()
+    p = OneLineParser()
     p.add_argument("--out", required=True)
     p.add_argument("--sizes", default=SIZES)
     p.add_argument("--written", default="0", help="comma-separated, each 0, 1, 16 or 8")
     a = p.parse_args()
-    try:
-        sizes = [int(s) for s in a.sizes.split(",")]
-        modes = [int(w) for w in a.written.split(",")]
-    except ValueError:
-        p.error("--sizes and --written take comma-separated integers")
-    if any(w not in WRITES for w in modes) or any(s < 0 for s in sizes):
-        p.error(f"--written takes {', '.join(map(str, WRITES))}; --sizes bytes >= 0")
+    sizes = _integers(p, "--sizes", a.sizes)
+    modes = _integers(p, "--written", a.written)
+    if any(w not in WRITES for w in modes):
+        p.error(f"--written takes {', '.join(map(str, WRITES))}, comma-separated")
+    if any(s < 0 for s in sizes):
+        p.error("--sizes takes byte counts >= 0, comma-separated")
+    if Path(a.out).exists() and not Path(a.out).is_dir():
+        p.error(f"--out {a.out!r} is a file; give a folder")
     if any(modes) and any(s % 16 for s in sizes):
         p.error("with --written 1, 16 or 8, every size is a multiple of 16")
     from cudnn_rnn.engine.gpu import NoGPU
@@ -52,5 +53,16 @@ def main() -> int:
     return 0
 
 
+def _integers(p, flag: str, text: str) -> list:
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        p.error(f"{flag} takes comma-separated integers, got {text!r}")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BadInput as exc:  # one line, exit 2: what to give instead
+        print(f"floor_probe.py: error: {exc}", file=sys.stderr)
+        sys.exit(2)

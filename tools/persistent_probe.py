@@ -27,7 +27,7 @@ from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.cli import BadInput, OneLineParser
 from cudnn_rnn.engine.gpu import NoGPU, cupy_or_raise
-from cudnn_rnn.lowbit.candidates import run_configs
+from cudnn_rnn.lowbit.candidates import parse as parse_config, run_configs
 from cudnn_rnn.lowbit import partition
 from cudnn_rnn.lowbit.launch import Settings
 
@@ -336,8 +336,12 @@ def main() -> int:
         shapes = [(spec, _shape(spec)) for spec in a.shapes.split(",")]
         for name in (a.settings.split(",") if a.settings else []) + [i[-1] for i in items]:
             Settings.parse(name)
+        for name in a.names.split(",") + [i[0] for i in items]:
+            parse_config(name)
     except ValueError as exc:
         p.error(str(exc))
+    if Path(a.out).exists() and not Path(a.out).is_dir():
+        p.error(f"--out {a.out!r} is a file; give a folder")
     try:
         cupy_or_raise()
     except NoGPU as exc:

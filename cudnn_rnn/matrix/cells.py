@@ -109,6 +109,8 @@ def parse_filters(pairs: dict, options: dict | None = None) -> dict:
                 out[axis] = {int(t) for t in items}
             except ValueError:
                 raise SpecError(f"{option} takes integers, got {text!r}") from None
+            if min(out[axis]) < 1:
+                raise SpecError(f"{option} takes positive integers, got {text!r}")
         else:
             out[axis] = {parse_value(axis, t.strip(), option) for t in items}
     return out
@@ -128,3 +130,15 @@ def axis_value(c: RNNConfig, axis: str):
 def select(cells: list, filters: dict) -> list:
     return [c for c in cells if all(axis_value(c.config, a) in allowed
                                     for a, allowed in filters.items())]
+
+
+def unmatched(cells: list, filters: dict) -> tuple | None:
+    """The first filter none of ``cells`` passes, with the values the cells have on its axis
+    (as text, numbers in order), or None where each filter alone keeps some cell."""
+    for axis, allowed in filters.items():
+        present = {axis_value(c.config, axis) for c in cells}
+        if not present & allowed:
+            shown = [str(getattr(v, "name", v)) for v in present]
+            return axis, sorted(shown, key=lambda t: (not t.isdigit(), int(t) if t.isdigit()
+                                                      else 0, t))
+    return None
