@@ -126,6 +126,12 @@ def test_the_microbenchmark_compiles_in_each_hand_off_mode(written):
     stores = {0: None, 1: "st.global.u8", 16: "st.global.v4.u32", 8: "st.global.u8"}[written]
     assert ("st.global" in ptx) == bool(written)
     assert stores is None or stores in ptx
+    # mode 8 deals 8-byte pieces out in turn (lane & 7 within a piece, tid >> 3 the piece)
+    # where mode 1 divides the slot into one share a CTA
+    import re
+    dealt = bool(re.search(r"and\.b32\s+%r\d+, %r\d+, 7;", ptx)) and \
+        bool(re.search(r"shr\.[us]32\s+%r\d+, %r\d+, 3;", ptx))
+    assert dealt == (written == 8)
 
 
 def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_the_gpu():
