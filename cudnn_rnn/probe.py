@@ -87,15 +87,14 @@ def timed_kinds(text: str) -> tuple:
 
 def plan(args) -> tuple:
     spec = specs.load(args.spec)
+    options = {axis: "--" + flag.replace("_", "-") for flag, axis in FILTER_FLAGS.items()}
     filters = cells.parse_filters({axis: getattr(args, flag) for flag, axis in FILTER_FLAGS.items()},
-                                  {axis: "--" + flag.replace("_", "-")
-                                   for flag, axis in FILTER_FLAGS.items()})
+                                  options)
     chosen = cells.select(spec.cells, filters)
     if not chosen:
         miss = cells.unmatched(spec.cells, filters)
-        flag = {axis: "--" + f.replace("_", "-") for f, axis in FILTER_FLAGS.items()}
         raise BadInput(f"no cell of spec {spec.name!r} passes the filters" + (
-            f": its cells' {flag[miss[0]]} values are {', '.join(miss[1])}" if miss else
+            f": its cells' {options[miss[0]]} values are {', '.join(miss[1])}" if miss else
             " together (each alone keeps some cells): widen one"))
     return spec, specs.with_baselines(chosen)
 

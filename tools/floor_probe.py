@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from cudnn_rnn.cli import BadInput, OneLineParser
+from cudnn_rnn.matrix.runs import refuse_output
 from cudnn_rnn.lowbit.barrier import WRITES, barrier_read
 
 SIZES = "0,16384,32768,65536,131072,262144,524288,1048576,2097152"
@@ -32,8 +33,7 @@ def main() -> int:
         p.error(f"--written takes {', '.join(map(str, WRITES))}, comma-separated")
     if any(s < 0 for s in sizes):
         p.error("--sizes takes byte counts >= 0, comma-separated")
-    if Path(a.out).exists() and not Path(a.out).is_dir():
-        p.error(f"--out {a.out!r} is a file; give a folder")
+    refuse_output(a.out)
     if any(modes) and any(s % 16 for s in sizes):
         p.error("with --written 1, 16 or 8, every size is a multiple of 16")
     from cudnn_rnn.engine.gpu import NoGPU

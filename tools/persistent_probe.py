@@ -29,6 +29,7 @@ from cudnn_rnn.cli import BadInput, OneLineParser
 from cudnn_rnn.engine.gpu import NoGPU, cupy_or_raise
 from cudnn_rnn.lowbit.candidates import parse as parse_config, run_configs
 from cudnn_rnn.lowbit import partition
+from cudnn_rnn.matrix.runs import refuse_output
 from cudnn_rnn.lowbit.launch import Settings
 
 # the fence after a step's wait, as persistent.cu writes it
@@ -340,8 +341,7 @@ def main() -> int:
             parse_config(name)
     except ValueError as exc:
         p.error(str(exc))
-    if Path(a.out).exists() and not Path(a.out).is_dir():
-        p.error(f"--out {a.out!r} is a file; give a folder")
+    refuse_output(a.out)
     try:
         cupy_or_raise()
     except NoGPU as exc:

@@ -111,8 +111,8 @@ def measure_pair(shape: dict, settings: dict, reps: int = 50, rounds: int = 7,
         # the timed call itself verified too (the run above passed the flow's own)
         dev_seq = settings.get("devSeqLengths") != "NULL"
         ours = lambda: flow.forward(mode, dev_seq_lengths=dev_seq)  # noqa: E731
-        written = [n for n in (("y", "hy", "cy") if training else ("y_inf", "hy_inf", "cy_inf"))
-                   if n in flow.buf]
+        written = [n for n in capture.FORWARD_OUTPUTS  # this forward mode's
+                   if n.endswith("_inf") != training and n in flow.buf]
         capture.prepare(flow, written)  # NaN first: an output the call leaves cannot pass
         ours()
         outs = readback.outputs(flow, on_device=True)

@@ -1,15 +1,15 @@
 """A PyTorch peer checked before it is timed: its outputs (and, for a training step, its
 gradients) against the same module, inputs and step run in float64 on the GPU (cuDNN's
 DOUBLE RNN), relative Frobenius errors as everywhere in this project
-(:func:`cudnn_rnn.check.verify.relative_error`'s formula), bounded by the project's own
-bounds for the data type PyTorch runs (:func:`cudnn_rnn.check.verify.tolerances`).
+(:func:`cudnn_rnn.check.verify.relative_error`), bounded by the project's own bounds for
+the data type PyTorch runs (:func:`cudnn_rnn.check.verify.tolerances`).
 
 torch is imported inside the functions: this module is imported without it.
 """
 from __future__ import annotations
 
 from cudnn_rnn.bindings.enums import DataType, MathType, RNNMode
-from cudnn_rnn.check.verify import tolerances
+from cudnn_rnn.check.verify import relative_error, tolerances
 from cudnn_rnn.engine.config import RNNConfig
 
 # the cuDNN pairing whose bound a PyTorch variant is held to: float32 with TF32 permitted
@@ -31,15 +31,18 @@ def bounds(cell: str, dtype: str) -> tuple[float, float]:
 
 
 def relative(a, b) -> float:
-    """‖a − b‖ / ‖b‖ of two torch tensors, in float64 (inf where ``a`` holds a NaN or inf)."""
-    import torch
-    a = a.detach().double().flatten()
-    b = b.detach().double().flatten()
-    if not bool(torch.isfinite(a).all()):
-        return float("inf")
-    scale = float(torch.linalg.norm(b))
-    diff = float(torch.linalg.norm(a - b))
-    return diff / scale if scale > 0 else diff
+    """:func:`~cudnn_rnn.check.verify.relative_error` of two torch tensors, flattened (on
+    the GPU as CuPy arrays where they are there, through DLPack; inf where ``a`` holds a NaN
+    or inf)."""
+    return relative_error(_array(a), _array(b))
+
+
+def _array(t):
+    t = t.detach().double().flatten().contiguous()
+    if t.is_cuda:
+        import cupy
+        return cupy.from_dlpack(t)
+    return t.numpy()
 
 
 def loss_of(out, state):
@@ -90,11 +93,10 @@ def judged(cell: str, dtype: str, err: dict) -> str | None:
     """Why ``err`` fails its bounds (the worst output or gradient against its bound), or
     None where every error is within them."""
     out_bound, grad_bound = bounds(cell, dtype)
-    over = [(v / (grad_bound if k in ("dx", "dw") else out_bound), k, v,
-             grad_bound if k in ("dx", "dw") else out_bound) for k, v in err.items()]
-    worst = max(over)
-    if worst[0] <= 1.0:
+    limit = {k: grad_bound if k in ("dx", "dw") else out_bound for k in err}
+    name = max(err, key=lambda k: err[k] / limit[k] if err[k] == err[k] else float("inf"))
+    value, bound = err[name], limit[name]
+    if value <= bound:
         return None
-    _, name, value, bound = worst
     return (f"not verified: {name} off the float64 module by {value:.3g} "
             f"(bound {bound:g} for {dtype})")

@@ -13,7 +13,7 @@ the project's E4M3 bound (:data:`cudnn_rnn.lowbit.configs.BOUNDS`).
 """
 from __future__ import annotations
 
-from cudnn_rnn.compare.peer_errors import recorded, relative
+from cudnn_rnn.compare.peer_errors import errors, recorded
 from cudnn_rnn.compare.pytorch import build, graph_of, time_step, unavailable
 from cudnn_rnn.matrix.jobs import job, name_of
 
@@ -159,13 +159,9 @@ def time_torch_fp8(cell: str, seq: int, layers: int, hidden: int, batch: int, in
             out["y"] = _run(cell, module, x, h0, c0, scales, gates, torch._scaled_mm)[0]
         try:
             step()
-            ref = module.double()(x.double(), (h0.double(), c0.double()) if c0 is not None
-                                  else h0.double())
-            module.float()
-            err = {"y": relative(out["y"][0], ref[0]),
-                   "hy": relative(out["y"][1], ref[1][0] if c0 is not None else ref[1])}
-            if c0 is not None:
-                err["cy"] = relative(out["y"][2], ref[1][1])
+            y, hy, cy = out["y"]
+            err = errors(module, (x, state), (y, (hy, cy) if c0 is not None else hy),
+                         training=False)
             worst = max(err.values())
             if not worst <= BOUND:
                 return {"skipped": f"not verified: largest relative error {worst:.3g} > "

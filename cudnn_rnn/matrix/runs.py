@@ -261,14 +261,20 @@ def check_options(args) -> None:
         raise BadInput("--cudnn needs the path of a libcudnn (leave it out for the default)")
 
 
+def refuse_output(path: str | Path, flag: str = "--out") -> None:
+    """:class:`BadInput` where ``path`` cannot be an output folder whatever happens (empty,
+    or a file), said before any work and without creating anything."""
+    if not str(path):
+        raise BadInput(f"{flag} needs a folder")
+    if Path(path).exists() and not Path(path).is_dir():
+        raise BadInput(f"{flag} {str(path)!r} is a file; give a folder")
+
+
 def output_dir(path: str | Path, flag: str = "--out") -> Path:
     """``path`` as a folder this process can write (created if missing); otherwise
     :class:`BadInput` naming the flag and what is wrong."""
+    refuse_output(path, flag)
     p = Path(path)
-    if not str(path):
-        raise BadInput(f"{flag} needs a folder")
-    if p.exists() and not p.is_dir():
-        raise BadInput(f"{flag} {str(p)!r} is a file; give a folder")
     try:
         p.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
