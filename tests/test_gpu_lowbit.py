@@ -55,6 +55,30 @@ def test_quantizer_kernel_rounds_as_the_host_rules(cuda, fmt):
         f"{v[got != want][:4]} -> {got[got != want][:4]} (host {want[got != want][:4]})"
 
 
+@pytest.mark.parametrize("precision", ["int8", "fp8"])
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per-channel", "per-tensor"])
+def test_a_weight_converted_on_the_gpu_is_the_hosts_bit_for_bit(cuda, precision, per_channel):
+    """The engines convert their 8-bit weights with cupy (operands.weight_operand's xp):
+    codes, the float64 weights they stand for and the factors equal the host's, ties and
+    saturation included (the probe values, scaled onto a weight's rows)."""
+    from cudnn_rnn.lowbit import operands
+    v = _float32_probe_values().astype(np.float64)
+    rows = 64
+    w = np.resize(v, (rows, v.size // rows)) * 0.01
+    top = 127 if precision == "int8" else 448
+    amax = np.abs(w).max(axis=1) * np.linspace(0.5, 1.5, rows)  # some rows saturate
+    weight = amax / top if per_channel else float(amax[0] / top)
+    scales = model.GemmScales(act=0.03, weight=weight)
+    host = operands.weight_operand(w, precision, scales)
+    gpu = operands.weight_operand(w, precision, scales, xp=cuda)
+    for name in ("codes", "seen", "dq"):
+        a, b = getattr(host, name), getattr(gpu, name)
+        assert type(b) is np.ndarray and a.dtype == b.dtype and a.shape == b.shape, name
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), \
+            f"{name}: {int((a != b).sum())} of {a.size} differ"
+    assert gpu.act_scale == host.act_scale
+
+
 @pytest.fixture(scope="module")
 def fp8_capable(cuda):
     return capability(cuda) >= (8, 9)

@@ -32,16 +32,11 @@ from cudnn_rnn.lowbit import partition
 from cudnn_rnn.matrix.runs import refuse_output
 from cudnn_rnn.lowbit.launch import Settings
 
-# the fence after a step's wait, as persistent.cu writes it
+# the wait's poll, as persistent.cu writes it, and the relaxed poll and fence of `fence_poll`
+_POLL = "v[i] = ctrs[i] < 0 ? 0u : ld_acquire(counters + ctrs[i]);"
 _FENCE = ("            fence_acquire();  // what the producers wrote before their release, "
           "seen from here\n")
-# device.cuh's relaxed poll, and an acquire load beside it (`acquire_poll`)
-_LD_RELAXED = ('    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");\n'
-               "    return v;\n}\n")
-_LD_ACQUIRE = ("__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {\n"
-               "    unsigned v;\n"
-               '    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");\n'
-               "    return v;\n}\n")
+_WAITED = "            if (!ok) atomicExch(status, 1);\n"
 # phase -> (text of persistent.cu, what replaces it, how many times it occurs)
 DROPS = {
     "mma": [("mma<FH>(acc[m][nn], af[m], bf[nn]);", ";", 2),
@@ -55,19 +50,15 @@ DROPS = {
     # within the gate math: its cell functions (the sums still read, the stores still made)
     "cell": [("const float v = cell(X[k], R[k], own_h[p], c);",
               "const float v = X[k][0] + R[k][GATES - 1];", 1)],
-    # the fence after the wait (what orders the state's reads after the producers' writes:
-    # without it a launch may read stale state; its time is what is measured)
-    "fence": [(_FENCE, "", 1)],
     # within the gate math: its stores of h (every format its readers take) and of y
-    "stores": [("                put<FH>(L.hq + (unsigned)(s + 1) * B * hrowb\n"
-                "                        + code_at(b0 + b, j * BPE(FH), hrowb, B), v, L.hscale);\n",
+    "stores": [("                put<FH>(L.hq + (unsigned)((s + 1) * B + b0 + b) * hrowb"
+                " + (unsigned)j * BPE(FH),\n                        v, L.hscale);\n", "", 1),
+               ("                if (L.xout0) put<FX>(L.xout0 + brow * xrowb + (unsigned)"
+                "(L.dir * H + j) * BPE(FX),\n                                     v, L.xscale0);\n",
                 "", 1),
-               ("                if (L.xout0) put<FX>(L.xout0 + (unsigned)t * B * xrowb\n"
-                "                                     + code_at(b0 + b, (L.dir * H + j) * BPE(FX), "
-                "xrowb, B),\n                                     v, L.xscale0);\n", "", 1),
-               ("                if (L.xout1) put<FX>(L.xout1 + (unsigned)t * B * xrowb\n"
-                "                                     + code_at(b0 + b, (L.dir * H + j) * BPE(FX), "
-                "xrowb, B),\n                                     v, L.xscale1);\n", "", 1),
+               ("                if (L.xout1) put<FX>(L.xout1 + brow * xrowb + (unsigned)"
+                "(L.dir * H + j) * BPE(FX),\n                                     v, L.xscale1);\n",
+                "", 1),
                ("                if (L.last) y[brow * D * H + L.dir * H + j] = v;\n", "", 1)],
 }
 _TANH = ("__device__ __forceinline__ float lb_tanh(float a) {\n"
@@ -140,19 +131,11 @@ VARIANTS.update({
     # the kernel as it was before a CTA that gives up a wait wrote NaN for its outputs: it
     # returned where it gave up (the NaN's code is then unreachable and compiled away)
     "stale_on_stall": [("goto gave_up;", "return;", 3), ("\ngave_up:\n", "\n", 1)],
-    # the codes of h and of the layers' inputs piece by piece in global memory (persistent.cu's
-    # PIECES): a CTA whose units fill whole 16-byte pieces writes whole sectors, where row by
-    # row a sector of 8-bit h codes at 8 or 16 units a CTA comes from four or two
-    # multiprocessors (`floor_probe.py --written 8` measures what that costs a read)
-    "pieces": [("#ifndef PIECES\n#define PIECES 0\n#endif", "#define PIECES 1", 1)],
-    # every poll of the one-pass wait an acquire load, and no fence after it: the poll that
-    # sees every target met is the acquire (the PTX model's pattern, thread 0's reads then
-    # ordered before the CTA's by the barrier after the wait); the fence, left out by
-    # `--drop fence`, took 0.5 us of layer 1's step at the seed (H100, b1t512)
-    "acquire_poll": [(_LD_RELAXED, _LD_RELAXED + _LD_ACQUIRE, 1),
-                     ("v[i] = ctrs[i] < 0 ? 0u : ld_relaxed(counters + ctrs[i]);",
-                      "v[i] = ctrs[i] < 0 ? 0u : ld_acquire(counters + ctrs[i]);", 1),
-                     (_FENCE, "", 1)],
+    # the wait as it was before its polls were acquire loads (H100, seed LSTM INT8
+    # b2t256u16: 0.1269 ms against 0.1242, layer 0's wait 978 against 700 ns): relaxed
+    # polls, then a fence (MEMBAR.ALL.GPU) once every target is met
+    "fence_poll": [(_POLL, _POLL.replace("ld_acquire", "ld_relaxed"), 1),
+                   (_WAITED, _FENCE + _WAITED, 1)],
 })
 PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "step_total")
 

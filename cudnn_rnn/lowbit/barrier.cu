@@ -1,8 +1,8 @@
 // The floor's microbenchmark: what one step of a persistent RNN cannot avoid. Every CTA
 // (one per multiprocessor, all resident: a cooperative launch) reads `bytes` of state from
 // L2 into shared memory (16-byte cp.async, all in flight, the ring's contents discarded),
-// then all meet at a counter barrier (the persistent kernel's release, relaxed polls and
-// acquire fence); `rounds` times. Bytes 0: the barrier alone. Compiled with THREADS, RING
+// then all meet at a counter barrier (the persistent kernel's release and acquire polls);
+// `rounds` times. Bytes 0: the barrier alone. Compiled with THREADS, RING
 // (bytes) and WRITTEN defined, after device.cuh. WRITTEN 0: every round reads the same
 // state (the floor's measurement); 1 or 16: as the persistent kernel hands a step's state
 // on, round r reads slot r of `state` ((rounds + 1) slots of `bytes`), which the CTAs wrote
@@ -49,9 +49,8 @@ barrier_read(unsigned char* state, long long bytes, unsigned* counter, int round
         if (tid == 0) {
             red_release(counter, 1u);
             const unsigned target = (unsigned)(r + 1) * gridDim.x;
-            while (ld_relaxed(counter) < target) {
+            while (ld_acquire(counter) < target) {  // the persistent kernel's wait
             }
-            fence_acquire();
         }
         __syncthreads();
     }

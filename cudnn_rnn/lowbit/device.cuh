@@ -1,11 +1,18 @@
 // Memory and ordering helpers of the persistent kernel and of the floor's microbenchmark
 // (inline PTX: NVRTC from the CUDA wheels compiles them without the toolkit's headers).
 
-// a poll that leaves L1 alone (ld.acquire invalidates it at every read); the acquire is the
-// fence after the last poll that saw its target (the PTX model's acquire pattern)
+// a poll that leaves L1 alone (the tools' variants poll with it and fence after the last)
 __device__ __forceinline__ unsigned ld_relaxed(const unsigned* p) {
     unsigned v;
     asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+// the kernels' poll: the load that sees its target is the acquire (the PTX model's pattern;
+// sm_90 invalidates L1 after each one, CCTL.IVALL, and needs no MEMBAR.ALL.GPU after the
+// wait: 0.5 us of a step at the seed, measured by tools/persistent_probe.py on the H100)
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 __device__ __forceinline__ void fence_acquire() {

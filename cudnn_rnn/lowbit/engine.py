@@ -165,7 +165,7 @@ class GemmEngine(Forward):
         cp = self.cp = cupy_or_raise()
         self.cfg, self.plan = cfg, plan
         check_supported(cfg, {float_precision} | eight_bit_precisions(plan), capability(cp))
-        self.operands = prepare(stacked, float_precision, plan)
+        self.operands = prepare(stacked, float_precision, plan, xp=cp)
         self.stream = stream or cp.cuda.Stream(non_blocking=True)
         self.handle = LtHandle(lt)
         self._matmuls: dict = {}

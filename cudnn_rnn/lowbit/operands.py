@@ -4,9 +4,11 @@ in the operand format, the per-column dequantization factors and the activation 
 A pseudo-layer's input GEMM and recurrent GEMM each run in one precision of
 :data:`cudnn_rnn.lowbit.gemm.PRECISIONS`: the plan's 8-bit format where a
 :class:`~cudnn_rnn.lowbit.model.QuantPlan` quantizes that GEMM ("int8", or "fp8" for
-E4M3), else the engine's float precision. Weights are converted here, once, by the host
+E4M3), else the engine's float precision. Weights are converted here, once, by the
 rules of :mod:`cudnn_rnn.lowbit.quant` (so the codes are exactly those the float64 model
-uses), and :attr:`Operand.seen` keeps, in float64, the weights as that GEMM sees them:
+uses; an engine passes cupy as ``xp`` and the 8-bit conversions run on the GPU, the same
+float64 operations, rounded alike, copied back: on the host E4M3 takes about 20-40 s for
+one 16384 x 4096 weight, and the tuner prepares each weight for every row), and :attr:`Operand.seen` keeps, in float64, the weights as that GEMM sees them:
 the reference run on :func:`seen_weights` isolates the error of rounding the activations.
 """
 from __future__ import annotations
@@ -43,8 +45,10 @@ class Operand:
     act_scale: float
 
 
-def weight_operand(w: np.ndarray, precision: str, scales: GemmScales | None) -> Operand:
-    """``w`` (rows, K) float64 in ``precision``; ``scales`` for an 8-bit one (from a plan)."""
+def weight_operand(w: np.ndarray, precision: str, scales: GemmScales | None,
+                   xp=np) -> Operand:
+    """``w`` (rows, K) float64 in ``precision``; ``scales`` for an 8-bit one (from a plan);
+    ``xp`` (numpy or cupy) where an 8-bit conversion runs (the operand is on the host)."""
     rows = w.shape[0]
     ones = np.ones(rows, dtype=np.float32)
     if precision in ("fp32", "tf32"):
@@ -60,15 +64,16 @@ def weight_operand(w: np.ndarray, precision: str, scales: GemmScales | None) -> 
         raise ValueError(f"an {precision} GEMM needs scales")
     w_col = weight_column(scales)  # per output channel (rows, 1) or per tensor
     if precision == "int8":
-        codes = quant.quantize_int8(w, w_col)
-        seen = quant.dequantize_int8(codes, w_col)
+        quantize, dequantize = quant.quantize_int8, quant.dequantize_int8
     elif precision == "fp8":
-        codes = quant.quantize_e4m3(w, w_col)
-        seen = quant.dequantize_e4m3(codes, w_col)
+        quantize, dequantize = quant.quantize_e4m3, quant.dequantize_e4m3
     else:
         raise ValueError(f"unknown precision {precision!r}")
+    host = getattr(xp, "asnumpy", np.asarray)
+    codes = quantize(xp.asarray(w), w_col)
+    seen = dequantize(codes, w_col)
     dq = np.broadcast_to(scales.act * w_col.ravel(), (rows,)).astype(np.float32)
-    return Operand(precision, codes, seen, dq, float(scales.act))
+    return Operand(precision, host(codes), host(seen), dq, float(scales.act))
 
 
 @dataclass
@@ -86,9 +91,9 @@ def _precision(plan: QuantPlan | None, name: str, k: int, float_precision: str):
 
 
 def prepare(stacked: list[Stacked], float_precision: str,
-            plan: QuantPlan | None = None) -> list[Operands]:
+            plan: QuantPlan | None = None, xp=np) -> list[Operands]:
     """:class:`Operands` per pseudo-layer: the plan's GEMMs in 8 bits, the rest in
-    ``float_precision`` (fp32, tf32, fp16 or bf16)."""
+    ``float_precision`` (fp32, tf32, fp16 or bf16); ``xp``: see :func:`weight_operand`."""
     if float_precision not in FLOAT_PRECISIONS:
         raise ValueError(f"the float precision must be one of {FLOAT_PRECISIONS}, "
                          f"got {float_precision!r}")
@@ -96,7 +101,7 @@ def prepare(stacked: list[Stacked], float_precision: str,
     for k, s in enumerate(stacked):
         if s.W is None or s.P is not None:
             raise ValueError("the GEMM engine needs an input matrix and no projection")
-        ops = {name: weight_operand(w, *_precision(plan, name, k, float_precision))
+        ops = {name: weight_operand(w, *_precision(plan, name, k, float_precision), xp=xp)
                for name, w in (("input", s.W), ("recurrent", s.R))}
         out.append(Operands(bW=s.bW.astype(np.float32), bR=s.bR.astype(np.float32), **ops))
     return out

@@ -30,19 +30,6 @@
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
 // kernels.PREAMBLE, and the memory and ordering helpers are device.cuh, both prepended.
 
-// PIECES 1: the codes of h and of the inputs above the first layer laid out in global memory
-// piece by piece (a step's slot: the first 16 bytes of every batch row, then the next 16
-// bytes of every row, ...) instead of row by row, so that a CTA whose units fill whole
-// pieces writes whole pieces, and no sector is written by several multiprocessors but
-// where two CTAs' batch slices meet in one (a 32-byte sector is two rows of a piece); the
-// reads stage the same 16-byte pieces (an experiment: tools/persistent_probe.py
-// --variants pieces)
-#ifndef PIECES
-#define PIECES 0
-#endif
-#if PIECES && POLL
-#error "POLL's sentinels are laid out row by row (persistent._unwrite): not with PIECES"
-#endif
 #define WARPS (THREADS / 32)
 #define SROW (SLAB * 32 + PAD)
 #define BPE(F) ((F) < 2 ? 2 : 1)
@@ -75,15 +62,6 @@ __device__ __forceinline__ void cl_meet_to_end(int s, int T) {
 #else
 #define CLUSTER_DIMS
 #endif
-
-// where byte `byte` of row `row` lies in a slot of `rows` rows of `rowb` bytes (PIECES)
-__device__ __forceinline__ unsigned code_at(int row, int byte, int rowb, int rows) {
-#if PIECES
-    return ((unsigned)(byte >> 4) * rows + row) * 16 + (byte & 15);
-#else
-    return (unsigned)row * rowb + byte;
-#endif
-}
 
 struct Layer {                 // one pseudo-layer (persistent.LAYER)
     const float* dqx;          // (GATES*H) input part's dequantization per row
@@ -287,7 +265,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if CELL == 2
         own_c[it.p] = cx[g];
 #endif
-        put<FH>(L.hq + code_at(b0 + it.b, (j0 + it.u) * BPE(FH), hrowb, B), h, L.hscale);
+        put<FH>(L.hq + (unsigned)(b0 + it.b) * hrowb + (unsigned)(j0 + it.u) * BPE(FH), h,
+                L.hscale);
     }
     // layer 0: the input projection of step s (no recurrence in it) is fetched before the
     // wait for step s, into gxs[q][b][u]
@@ -342,17 +321,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // first row, set once (the step moves only the bases)
     const int piece = tid & (SLAB * 2 - 1), prow = tid / (SLAB * 2);
     const int pchunk = piece >> 1;
-#if PIECES
-    // piece q of row r at (q * B + r) * 16: chunk c is pieces 2c and 2c + 1, cstep apart
-    const long long cstep = 32LL * B;
-    const long long xrow0 = ((long long)(piece & 1) * B + b0 + min(prow, nb - 1)) * 16;
-    const long long hrow0 = xrow0 - (long long)nxc * cstep;
-#else
-    const long long cstep = 32;
     const long long xrow0 = (long long)(b0 + min(prow, nb - 1)) * xrowb + (piece & 1) * 16;
     const long long hrow0 = (long long)(b0 + min(prow, nb - 1)) * hrowb + (piece & 1) * 16
                             - (long long)nxc * 32;
-#endif
 #if AREG
     // this warp's weight fragments, for the whole sequence: chunk c0 + i of m-tile m in
     // ar[m][i] (entries past the group's last chunk are never read)
@@ -386,7 +357,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 unsigned v[MAXW];
 #pragma unroll
                 for (int i = 0; i < MAXW; ++i)
-                    v[i] = ctrs[i] < 0 ? 0u : ld_relaxed(counters + ctrs[i]);
+                    v[i] = ctrs[i] < 0 ? 0u : ld_acquire(counters + ctrs[i]);
                 bool met = true;
 #pragma unroll
                 for (int i = 0; i < MAXW; ++i) met &= ctrs[i] < 0 || v[i] >= targets[i];
@@ -396,7 +367,6 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                     break;
                 }
             }
-            fence_acquire();  // what the producers wrote before their release, seen from here
             if (!ok) atomicExch(status, 1);
             bail = !ok;
         }
@@ -439,8 +409,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 const int c = ga(grp) + within;
                 if (c >= gb(grp)) continue;
                 const bool x = c < nxc;
-                const unsigned char* src = (x ? xsrc + xrow0 : hsrc + hrow0) + c * cstep;
-                const int stride = (PIECES ? 16 : x ? xrowb : hrowb) * (THREADS / (SLAB * 2));
+                const unsigned char* src = (x ? xsrc + xrow0 : hsrc + hrow0) + c * 32;
+                const int stride = (x ? xrowb : hrowb) * (THREADS / (SLAB * 2));
                 unsigned char* d = dst + (unsigned)grp * npad * SROW;
                 const int bytes = min(16, (x ? D * H * BPE(FX) : H * BPE(FH))
                                           - ((x ? c : c - nxc) * 32 + (piece & 1) * 16));
@@ -667,13 +637,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 own_h[p] = v;
                 own_c[p] = c;
                 const unsigned brow = (unsigned)(t * B + b0 + b);
-                put<FH>(L.hq + (unsigned)(s + 1) * B * hrowb
-                        + code_at(b0 + b, j * BPE(FH), hrowb, B), v, L.hscale);
-                if (L.xout0) put<FX>(L.xout0 + (unsigned)t * B * xrowb
-                                     + code_at(b0 + b, (L.dir * H + j) * BPE(FX), xrowb, B),
+                put<FH>(L.hq + (unsigned)((s + 1) * B + b0 + b) * hrowb + (unsigned)j * BPE(FH),
+                        v, L.hscale);
+                if (L.xout0) put<FX>(L.xout0 + brow * xrowb + (unsigned)(L.dir * H + j) * BPE(FX),
                                      v, L.xscale0);
-                if (L.xout1) put<FX>(L.xout1 + (unsigned)t * B * xrowb
-                                     + code_at(b0 + b, (L.dir * H + j) * BPE(FX), xrowb, B),
+                if (L.xout1) put<FX>(L.xout1 + brow * xrowb + (unsigned)(L.dir * H + j) * BPE(FX),
                                      v, L.xscale1);
                 if (L.last) y[brow * D * H + L.dir * H + j] = v;
             }

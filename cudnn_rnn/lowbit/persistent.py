@@ -142,7 +142,7 @@ def prepared(cp, cfg: RNNConfig, stacked, float_precision: str, plan) -> tuple:
     for ``cfg`` is :class:`Unsupported` before anything is prepared."""
     limits = device_limits(cp)
     check_supported(cfg, set(), limits["capability"])  # before prepare, which cannot take it
-    return limits, prepare(stacked, float_precision, plan)
+    return limits, prepare(stacked, float_precision, plan, xp=cp)
 
 
 def layout(cfg: RNNConfig, ops: list, plan, settings: Settings, limits: dict) -> tuple:
