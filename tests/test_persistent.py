@@ -604,7 +604,8 @@ def test_the_launch_shapes_kernels_are_compiled_side_by_side_once_each(fmt, part
     fx, fh, gx = P.formats(ops)
     wanted = {P.source(P.defines(cfg, partition.plan(
         cfg, fx, fh, sm_count=132, smem_per_block=SMEM - P.STATIC_SMEM,
-        batch_slices=s.batch_slices, threads=s.threads), gx == "int8")) for s in P.SETTINGS}
+        batch_slices=s.batch_slices, threads=s.threads, units=s.units), gx == "int8"))
+        for s in P.SETTINGS}
     assert len(wanted) > 1  # the shapes differ in their compiled constants
     cp = _CompilingCupy(len(wanted))
     shapes = P.SETTINGS + P.SETTINGS[:1]  # a shape given twice is compiled once

@@ -46,8 +46,14 @@ class Settings:
                    cluster=int(m[7]) if m[7] else 0, units=int(m[6]) if m[6] else 0)
 
 
-# what the tuner tries, in order; the first that fits and verifies is the fallback. Not in
-# it, measured on the H200 (tools/persistent_probe.py, tree fadad4e; graph replay, ms):
+# what the tuner tries, in order; the first that fits and verifies is the fallback.
+# b2t256u16 (two batch slices, 16 units a CTA) measured on an H100 (tools/persistent_probe.py,
+# tree ff4ac25, graph replays, ms): the fastest shape at the seed, LSTM INT8 0.1281 against
+# b2t512u16 0.1300 (and 7-13 % under b1t512 at tree 7de7603), GRU INT8 0.1241, LSTM FP16
+# 0.1652; at LSTM 50/1/1024/64 INT8 0.3470 against b2t256 0.3482, b4t256 0.3589, b1t256
+# 0.3946; at 256/2/256/128 slower (INT8 1.518 against b2t256's 1.274): it joins the list, it
+# does not replace one (b4t256 and b2t512 each won rows of the H200 benchmark).
+# Not in it, measured on the H200 (tools/persistent_probe.py, tree fadad4e; graph replay, ms):
 # b1t512, 4-11 % faster than b1t256 at the seed shape, LSTM and GRU (LSTM INT8 0.1489
 # against 0.1557, FP16 0.1947 against 0.2144) and 2.9-8.5 % at LSTM 50/1/1024/64, but with
 # it in this list the shipped LSTM's precision table took 68 s against its 60 s target (47 s
@@ -56,9 +62,7 @@ class Settings:
 # between machines more than that, and what the fifth shape itself costs is not yet
 # measured); POLL (b1t256p), 34-132 % slower than b1t256 at the same shapes; clusters
 # (b2t256k16, b3t256k16: 0.190 and 0.225 against b1t512's 0.142 ms at the seed's LSTM INT8,
-# docs/lowbit.md); units given a CTA (b2t512u16, b4t256u32: at the seed every CTA on 16
-# units of 32 batch rows or 32 of 16: the same products a CTA with a half or a quarter of
-# the state read a step, and twice or four times the weight rows), not yet measured.
+# docs/lowbit.md); other units a CTA (b2t512u16 above, b4t256u32).
 # ``--settings`` of the tools reaches them.
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
-            Settings(batch_slices=2, threads=512))
+            Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16))
