@@ -76,7 +76,7 @@ def test_clusters_need_sm_90_and_do_not_poll():
     from cudnn_rnn.lowbit import candidates as C
     cfg = _cfg(H=64, B=8)
     values = C.draw(cfg, 1)
-    ops = operands.prepare(values["stacked"], "fp16", None)
+    ops = operands.precisions(values["stacked"], "fp16", None)
     limits = {"sm_count": 132, "smem_per_block": SMEM, "cooperative": True,
               "capability": (8, 9)}
     with pytest.raises(Unsupported, match=r"clusters need compute capability 9\.0, this GPU "

@@ -66,6 +66,24 @@ def test_eight_bit_operands_are_the_models_quantized_weights(drawn, fmt, parts):
             assert op.act_scale == scales.act
 
 
+@pytest.mark.parametrize("fmt", (None,) + model.FORMATS)
+@pytest.mark.parametrize("parts", model.PARTS)
+def test_the_precisions_known_before_converting_are_those_prepare_converts_to(drawn, fmt,
+                                                                              parts):
+    """A launch's layout is judged on operands.precisions, before any weight is converted:
+    they must be the precisions prepare then gives each GEMM."""
+    cfg, v = drawn
+    st = v["stacked"]
+    plan = None if fmt is None else model.plan(
+        cfg, st, model.calibrate(cfg, st, **v["calibration"]), fmt, parts)
+    for rest in ("fp16", "bf16"):
+        ops = operands.prepare(st, rest, plan)
+        assert operands.precisions(st, rest, plan) == [
+            (o.input.precision, o.recurrent.precision) for o in ops]
+    with pytest.raises(ValueError, match="float precision"):
+        operands.precisions(st, "int8", plan)
+
+
 @pytest.mark.parametrize("precision", operands.FLOAT_PRECISIONS)
 def test_float_operands_round_to_their_type(drawn, precision):
     w = drawn[1]["stacked"][0].W

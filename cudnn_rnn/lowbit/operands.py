@@ -102,17 +102,27 @@ def _precision(plan: QuantPlan | None, name: str, k: int, float_precision: str):
     return (float_precision if scales is None else FORMAT_PRECISION[plan.fmt]), scales
 
 
+def precisions(stacked: list[Stacked], float_precision: str,
+               plan: QuantPlan | None = None) -> list[tuple[str, str]]:
+    """(input GEMM's precision, recurrent GEMM's) per pseudo-layer, as :func:`prepare`
+    converts them, without converting anything (what a launch's layout needs to know);
+    ValueError for what prepare refuses."""
+    if float_precision not in FLOAT_PRECISIONS:
+        raise ValueError(f"the float precision must be one of {FLOAT_PRECISIONS}, "
+                         f"got {float_precision!r}")
+    if any(s.W is None or s.P is not None for s in stacked):
+        raise ValueError("the GEMM engine needs an input matrix and no projection")
+    return [(_precision(plan, "input", k, float_precision)[0],
+             _precision(plan, "recurrent", k, float_precision)[0]) for k in range(len(stacked))]
+
+
 def prepare(stacked: list[Stacked], float_precision: str,
             plan: QuantPlan | None = None, xp=np) -> list[Operands]:
     """:class:`Operands` per pseudo-layer: the plan's GEMMs in 8 bits, the rest in
     ``float_precision`` (fp32, tf32, fp16 or bf16); ``xp``: see :func:`weight_operand`."""
-    if float_precision not in FLOAT_PRECISIONS:
-        raise ValueError(f"the float precision must be one of {FLOAT_PRECISIONS}, "
-                         f"got {float_precision!r}")
+    precisions(stacked, float_precision, plan)  # its refusals first
     out = []
     for k, s in enumerate(stacked):
-        if s.W is None or s.P is not None:
-            raise ValueError("the GEMM engine needs an input matrix and no projection")
         ops = {name: weight_operand(w, *_precision(plan, name, k, float_precision), xp=xp)
                for name, w in (("input", s.W), ("recurrent", s.R))}
         out.append(Operands(bW=s.bW.astype(np.float32), bR=s.bR.astype(np.float32), **ops))

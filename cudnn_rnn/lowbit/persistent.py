@@ -34,7 +34,7 @@ from cudnn_rnn.lowbit.engine import (WORKSPACE_BYTES, Forward, Unsupported, capa
                                      check_supported)
 from cudnn_rnn.lowbit.gemm import LtHandle, Matmul, rnn_shapes
 from cudnn_rnn.lowbit.launch import SETTINGS, Settings  # noqa: F401 (the engine's API)
-from cudnn_rnn.lowbit.operands import eight_bit_precisions, prepare
+from cudnn_rnn.lowbit.operands import eight_bit_precisions, precisions, prepare
 
 SOURCE = Path(__file__).with_name("persistent.cu")
 HELPERS = Path(__file__).with_name("device.cuh")
@@ -70,14 +70,15 @@ class Stalled(RuntimeError):
     """A wait of the kernel gave up: the launch ended without computing the outputs."""
 
 
-def formats(ops: list) -> tuple[str | None, str, str]:
+def formats(gemms: list) -> tuple[str | None, str, str]:
     """(input-part format of the layers above the first or None, recurrent format, layer
-    0's input GEMM precision) of prepared operands (:func:`operands.prepare`)."""
-    fh = {kernels.OPERANDS[o.recurrent.precision] for o in ops}
-    fx = {kernels.OPERANDS[o.input.precision] for o in ops[1:]}
+    0's input GEMM precision) of the GEMMs' precisions, ``(input, recurrent)`` per
+    pseudo-layer (:func:`operands.precisions`)."""
+    fh = {kernels.OPERANDS[r] for _, r in gemms}
+    fx = {kernels.OPERANDS[i] for i, _ in gemms[1:]}
     if len(fh) != 1 or len(fx) > 1:
         raise Unsupported("the persistent kernel takes one format per GEMM kind across layers")
-    return (fx.pop() if fx else None), fh.pop(), ops[0].input.precision
+    return (fx.pop() if fx else None), fh.pop(), gemms[0][0]
 
 
 def check_formats(fx: str | None, fh: str, cap: tuple[int, int]) -> None:
@@ -137,19 +138,22 @@ def check_device(cfg: RNNConfig, fx, fh, limits: dict, precisions=frozenset()) -
                           "every CTA resident at once")
 
 
-def prepared(cp, cfg: RNNConfig, stacked, float_precision: str, plan) -> tuple:
-    """(this GPU's :func:`device_limits`, ``plan``'s prepared operands); what the GPU lacks
-    for ``cfg`` is :class:`Unsupported` before anything is prepared."""
+def gemm_precisions(cp, cfg: RNNConfig, stacked, float_precision: str, plan) -> tuple:
+    """(this GPU's :func:`device_limits`, ``plan``'s GEMM precisions per pseudo-layer,
+    :func:`operands.precisions`); what the GPU lacks for ``cfg`` is :class:`Unsupported`
+    before the precisions are asked for (they cannot take it). Nothing is converted: a
+    shape that does not fit is refused before its weights are."""
     limits = device_limits(cp)
-    check_supported(cfg, set(), limits["capability"])  # before prepare, which cannot take it
-    return limits, prepare(stacked, float_precision, plan, xp=cp)
+    check_supported(cfg, set(), limits["capability"])
+    return limits, precisions(stacked, float_precision, plan)
 
 
-def layout(cfg: RNNConfig, ops: list, plan, settings: Settings, limits: dict) -> tuple:
-    """(partition, layer 0's input GEMM precision) of ``plan``'s prepared operands ``ops``
-    on this GPU (``limits``: :func:`device_limits`); :class:`Unsupported` with the reason
+def layout(cfg: RNNConfig, gemms: list, plan, settings: Settings, limits: dict) -> tuple:
+    """(partition, layer 0's input GEMM precision) of ``plan``'s GEMMs (``gemms``: their
+    precisions, :func:`gemm_precisions`) on this GPU (``limits``: :func:`device_limits`);
+    :class:`Unsupported` with the reason
     otherwise."""
-    fx, fh, gx_precision = formats(ops)
+    fx, fh, gx_precision = formats(gemms)
     check_device(cfg, fx, fh, limits, {gx_precision} | eight_bit_precisions(plan))
     if settings.cluster:
         from cudnn_rnn.lowbit import clusters
@@ -188,13 +192,13 @@ def precompile(cp, cfg: RNNConfig, stacked, float_precision: str, plan, shapes) 
     it would without this step. The number of distinct kernels now compiled (or found in
     CuPy's memo)."""
     try:
-        limits, ops = prepared(cp, cfg, stacked, float_precision, plan)
+        limits, gemms = gemm_precisions(cp, cfg, stacked, float_precision, plan)
     except Exception:  # met again, and judged, when an engine is built
         return 0
     sources = {}
     for settings in shapes:
         try:
-            part, gx_precision = layout(cfg, ops, plan, settings, limits)
+            part, gx_precision = layout(cfg, gemms, plan, settings, limits)
         except Exception:  # met again, and judged, when this shape's engine is built
             continue
         consts = defines(cfg, part, gx_int(gx_precision), poll=settings.poll)
@@ -230,8 +234,9 @@ class PersistentEngine(Forward):
             raise Unsupported(f"the persistent kernel runs {' or '.join(FLOAT_PRECISIONS)} "
                               f"beside 8 bits, not {float_precision}")
         self.cfg, self.plan, self.settings = cfg, plan, settings
-        self.limits, self.operands = prepared(cp, cfg, stacked, float_precision, plan)
-        self.part, gx_precision = layout(cfg, self.operands, plan, settings, self.limits)
+        self.limits, gemms = gemm_precisions(cp, cfg, stacked, float_precision, plan)
+        self.part, gx_precision = layout(cfg, gemms, plan, settings, self.limits)
+        self.operands = prepare(stacked, float_precision, plan, xp=cp)
         self.stream = stream or cp.cuda.Stream(non_blocking=True)
         self.handle = LtHandle(lt)
         self._matmuls: list = []
