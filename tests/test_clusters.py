@@ -76,16 +76,16 @@ def test_clusters_need_sm_90_and_do_not_poll():
     from cudnn_rnn.lowbit import candidates as C
     cfg = _cfg(H=64, B=8)
     values = C.draw(cfg, 1)
-    ops = operands.precisions(values["stacked"], "fp16", None)
+    gemms = operands.precisions(values["stacked"], "fp16", None)
     limits = {"sm_count": 132, "smem_per_block": SMEM, "cooperative": True,
               "capability": (8, 9)}
     with pytest.raises(Unsupported, match=r"clusters need compute capability 9\.0, this GPU "
                                           r"has 8\.9"):
-        P.layout(cfg, ops, None, Settings(cluster=8), limits)
+        P.layout(cfg, gemms, None, Settings(cluster=8), limits)
     hopper = dict(limits, capability=(9, 0))
     with pytest.raises(Unsupported, match="cluster barrier; polling"):
-        P.layout(cfg, ops, None, Settings(cluster=8, poll=True), hopper)
-    part, _ = P.layout(cfg, ops, None, Settings(cluster=8), hopper)
+        P.layout(cfg, gemms, None, Settings(cluster=8, poll=True), hopper)
+    part, _ = P.layout(cfg, gemms, None, Settings(cluster=8), hopper)
     assert part.cluster == 8 and P.defines(cfg, part, False)["CLUSTER"] == 8
 
 

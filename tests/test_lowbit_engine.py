@@ -1,6 +1,7 @@
 """The GEMM engine's host side (no GPU): what it uploads per precision, what it refuses and
 why, its candidates and their records, and how the tuner ranks them beside cuDNN's (from a
 recorded H200 run)."""
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -82,6 +83,10 @@ def test_the_precisions_known_before_converting_are_those_prepare_converts_to(dr
             (o.input.precision, o.recurrent.precision) for o in ops]
     with pytest.raises(ValueError, match="float precision"):
         operands.precisions(st, "int8", plan)
+    projected = [dataclasses.replace(s, P=np.ones((cfg.hidden_size, cfg.hidden_size)))
+                 for s in st]
+    with pytest.raises(ValueError, match="no projection"):
+        operands.precisions(projected, "fp16", plan)
 
 
 @pytest.mark.parametrize("precision", operands.FLOAT_PRECISIONS)

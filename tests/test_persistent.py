@@ -629,6 +629,23 @@ def test_precompiling_converts_no_weight(monkeypatch):
     assert P.precompile(cp, cfg, values["stacked"], "fp16", plan, shapes) == 1
 
 
+def test_an_engine_whose_shape_does_not_fit_is_refused_before_a_weight_is_converted(
+        monkeypatch):
+    """PersistentEngine judges its launch shape on the GEMMs' precisions first: a shape
+    that does not fit is Unsupported without its weights converted (each shape of a row
+    is an engine of its own)."""
+    from cudnn_rnn.engine import gpu
+    big = _cfg(RNNMode.LSTM, 1, False, H=1024, B=16)
+    stacked = model.stack(big, reference.random_params(big, np.random.default_rng(0)))
+
+    def refuse(*a, **k):
+        raise AssertionError("a weight was converted")
+    monkeypatch.setattr(P, "prepare", refuse)
+    monkeypatch.setattr(gpu, "cupy_or_raise", lambda: _CompilingCupy(1))
+    with pytest.raises(Unsupported, match="does not fit on this GPU"):
+        P.PersistentEngine(big, stacked, "fp16", None, P.Settings(batch_slices=4))
+
+
 def test_what_fails_to_compile_or_fit_is_left_to_the_engine_to_judge():
     """precompile gives no verdict: a shape that does not fit, a kernel whose compile fails
     and a device that cannot be asked are each skipped (the engine's build meets them
