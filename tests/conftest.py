@@ -1,4 +1,5 @@
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -86,6 +87,22 @@ def pytest_report_header(config):
     return [text, gpu_text]
 
 
+TIMES_ENV = "CUDNN_RNN_TEST_TIMES"
+_times: list = []  # the file every test phase's time goes to (the controlling process only)
+
+
+def pytest_runtest_logreport(report):
+    """With CUDNN_RNN_TEST_TIMES=FILE, each phase of each test (setup, call, teardown) is
+    appended to FILE as it ends, a JSON line (node id, phase, outcome, seconds), so a run
+    cut short by a time limit still says where its time went (``--durations`` prints only
+    at the end). Under xdist the controlling process writes what every worker reports."""
+    if _times:
+        with open(_times[0], "a") as f:
+            f.write(json.dumps({"test": report.nodeid, "phase": report.when,
+                                "outcome": report.outcome,
+                                "s": round(report.duration, 3)}) + "\n")
+
+
 def pytest_configure(config):
     """The GPU suite asked for by name (``-m gpu``, or a part of it such as ``-m "gpu and not
     timing"`` as ``make test-gpu`` runs it) on a machine without a usable GPU fails in one
@@ -97,6 +114,8 @@ def pytest_configure(config):
             f"this Python ({sys.executable}) lacks {', '.join(missing)}: run the tests with "
             f"the project's environment (make test creates .venv and runs them), or install "
             f"the project with its test extra: pip install -e '.[cuda12,test]'")
+    if os.environ.get(TIMES_ENV) and not hasattr(config, "workerinput"):
+        _times[:] = [os.environ[TIMES_ENV]]
     marks = " ".join((config.getoption("markexpr", "") or "").split())
     if (marks == "gpu" or marks.startswith("gpu and ")) and not gpu.available():
         raise pytest.UsageError(f"the GPU suite needs a usable GPU: {gpu.unavailable_reason()}")

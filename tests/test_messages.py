@@ -286,3 +286,24 @@ def test_a_missing_library_the_user_named_says_to_name_another(tmp_path, how):
     assert_one_line_exit_2(proc, f"{missing} (", "does not exist",
                            "name a libcudnn.so.9 that exists and loads (--cudnn or CUDNN_LIBRARY)")
     assert "pip install" not in proc.stderr and "(explicit)" not in proc.stderr
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_every_test_phase_time_is_written_as_it_ends(tmp_path, workers):
+    """CUDNN_RNN_TEST_TIMES=FILE: a JSON line for each phase of each test, once (under
+    xdist the controlling process writes the workers' reports), with its outcome."""
+    times = tmp_path / "times.jsonl"
+    chosen = ["tests/test_lowbit_engine.py::test_float_operands_round_to_their_type",
+              "tests/test_messages.py::test_the_test_header_shows_no_empty_setting"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           *workers, *chosen], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, CUDNN_RNN_TEST_TIMES=str(times)))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [json.loads(x) for x in times.read_text().splitlines()]
+    tests = {x["test"] for x in lines}
+    assert len(tests) == 5 and any("header" in t for t in tests)  # 4 precisions + 1
+    assert sorted((x["test"], x["phase"]) for x in lines) == sorted(
+        (t, p) for t in tests for p in ("setup", "call", "teardown"))
+    assert all(x["outcome"] == "passed" and x["s"] >= 0 for x in lines)
+    header = [x["s"] for x in lines if "header" in x["test"] and x["phase"] == "call"]
+    assert header[0] > 0.1  # that test runs pytest in a subprocess: its time, not zero
