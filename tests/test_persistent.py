@@ -434,6 +434,31 @@ def test_each_product_path_compiles(exact, straddle):
     assert ptxas.ptxas_info(consts)["spill_stores"] == 0
 
 
+@pytest.mark.parametrize("settings", [s.name for s in P.SETTINGS])
+def test_every_shape_the_tuner_tries_compiles_at_the_seeds_shape_or_does_not_fit(settings):
+    """Each of launch.SETTINGS at the seed's shape (20/2/512/64; LSTM in INT8 on both GEMMs,
+    GRU in FP16; an H100's 132 multiprocessors): the partition refuses it (DoesNotFit, which
+    the engine records as NOT_SUPPORTED) or its kernel compiles (a compile error would end
+    the tuner's table). b2t256u16, the seed's fastest on the H100, without spills (b2t512
+    spills 32 bytes a thread there, docs/lowbit.md)."""
+    _nvrtc_or_skip()
+    s = P.Settings.parse(settings)
+    compiled = 0
+    for mode, fmt in ((RNNMode.LSTM, "int8"), (RNNMode.GRU, "fp16")):
+        cfg = _cfg(mode, 2, False, H=512, B=64)
+        try:
+            part = partition.plan(cfg, fmt, fmt, sm_count=132,
+                                  smem_per_block=SMEM - P.STATIC_SMEM,
+                                  batch_slices=s.batch_slices, threads=s.threads, units=s.units)
+        except partition.DoesNotFit:
+            continue
+        info = ptxas.ptxas_info(P.defines(cfg, part, gx_int=fmt == "int8"))
+        compiled += 1
+        if settings == "b2t256u16":
+            assert info["spill_stores"] == info["spill_loads"] == 0, (mode, info)
+    assert compiled or settings == "b4t256", settings  # b4t256: 12 m-tiles a warp at H 512
+
+
 @pytest.mark.parametrize("fx,fh", [("int8", "int8"), ("e4m3", "e4m3"), ("bf16", "bf16"),
                                    ("int8", "fp16")])
 def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_it(fx, fh):
