@@ -139,10 +139,8 @@ def check_device(cfg: RNNConfig, fx, fh, limits: dict, precisions=frozenset()) -
 
 
 def gemm_precisions(cp, cfg: RNNConfig, stacked, float_precision: str, plan) -> tuple:
-    """(this GPU's :func:`device_limits`, ``plan``'s GEMM precisions per pseudo-layer,
-    :func:`operands.precisions`); what the GPU lacks for ``cfg`` is :class:`Unsupported`
-    before the precisions are asked for (they cannot take it). Nothing is converted: a
-    shape that does not fit is refused before its weights are."""
+    """(this GPU's :func:`device_limits`, ``plan``'s GEMM precisions per pseudo-layer:
+    nothing converted); what the GPU lacks for ``cfg`` is :class:`Unsupported` first."""
     limits = device_limits(cp)
     check_supported(cfg, set(), limits["capability"])
     return limits, precisions(stacked, float_precision, plan)
