@@ -100,19 +100,12 @@ def test_float_operands_round_to_their_type(drawn, precision):
         assert op.codes.dtype == np.uint16 and not np.array_equal(op.seen, w)
 
 
-class _BlockedHost:
-    """The two calls weight_operand makes of an array module other than numpy (``asarray``
-    up, ``asnumpy`` back), on the host: its block-by-block path without a GPU."""
-    asarray = staticmethod(np.asarray)
-    asnumpy = staticmethod(np.asarray)
-
-
 @pytest.mark.parametrize("fmt", ["int8", "e4m3"])
 @pytest.mark.parametrize("rows_a_block", [1, 7, 1000])
 def test_a_weight_converted_block_by_block_equals_the_whole(drawn, monkeypatch, fmt,
                                                             rows_a_block):
-    """The GPU path converts a block of rows at a time (each block's per-row scales sliced
-    with it, the last block short): the same codes and float64 weights as the whole."""
+    """An 8-bit weight is converted a block of rows at a time (each block's per-row scales
+    sliced with it, the last block short): the same codes and float64 weights as in one."""
     cfg, values = drawn
     plan = model.plan(cfg, values["stacked"], model.calibrate(cfg, values["stacked"],
                                                               **values["calibration"]),
@@ -120,9 +113,10 @@ def test_a_weight_converted_block_by_block_equals_the_whole(drawn, monkeypatch, 
     w, scales = values["stacked"][0].R, plan.recurrent[0]
     assert np.ndim(scales.weight) == 1 and w.shape[0] % 7  # per row; 7 leaves a short block
     precision = operands.FORMAT_PRECISION[fmt]
+    monkeypatch.setattr(operands, "BLOCK_VALUES", w.size)
     whole = operands.weight_operand(w, precision, scales)
     monkeypatch.setattr(operands, "BLOCK_VALUES", rows_a_block * w.shape[1])
-    blocked = operands.weight_operand(w, precision, scales, xp=_BlockedHost)
+    blocked = operands.weight_operand(w, precision, scales)
     assert blocked.codes.dtype == whole.codes.dtype
     assert np.array_equal(blocked.codes, whole.codes)
     assert np.array_equal(blocked.seen, whole.seen)

@@ -604,7 +604,6 @@ class _CompilingCupy:
                                      "__exit__": lambda self, *a: None})
         self.cuda = types.SimpleNamespace(Device=device, runtime=types.SimpleNamespace(
             deviceGetAttribute=lambda attr, dev: limits[attr]))
-        self.asarray = self.asnumpy = np.asarray  # the weights' conversion, on the host here
 
     def RawModule(self, code, options, enable_cooperative_groups):  # noqa: N802 (CuPy's name)
         assert enable_cooperative_groups and options == P.OPTIONS

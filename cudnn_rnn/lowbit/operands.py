@@ -6,10 +6,10 @@ A pseudo-layer's input GEMM and recurrent GEMM each run in one precision of
 :class:`~cudnn_rnn.lowbit.model.QuantPlan` quantizes that GEMM ("int8", or "fp8" for
 E4M3), else the engine's float precision. Weights are converted here, once, by the
 rules of :mod:`cudnn_rnn.lowbit.quant` (so the codes are exactly those the float64 model
-uses; an engine passes cupy as ``xp`` and the 8-bit conversions run on the GPU, the same
-float64 operations, rounded alike, a block of rows at a time, copied back: on the host
-E4M3 takes 20-40 s for one 16384 x 4096 weight, and the tuner prepares each weight for
-every row), and :attr:`Operand.seen` keeps, in float64, the weights as that GEMM sees them:
+uses; the 8-bit ones a block of rows at a time, on the GPU where an engine passes cupy
+as ``xp``, the same float64 operations, rounded alike, copied back: on the host E4M3
+takes 20-40 s for one 16384 x 4096 weight, and the tuner prepares each weight for every
+row), and :attr:`Operand.seen` keeps, in float64, the weights as that GEMM sees them:
 the reference run on :func:`seen_weights` isolates the error of rounding the activations.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from cudnn_rnn.lowbit.model import GemmScales, QuantPlan, Stacked, weight_column
 
 FLOAT_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 FORMAT_PRECISION = {"int8": "int8", "e4m3": "fp8"}  # a plan's format -> the GEMM precision
-BLOCK_VALUES = 1 << 22  # weight values a GPU conversion takes at once (32 MB in float64)
+BLOCK_VALUES = 1 << 22  # weight values an 8-bit conversion takes at once (32 MB in float64)
 
 
 def eight_bit_precisions(plan) -> set:
@@ -71,19 +71,17 @@ def weight_operand(w: np.ndarray, precision: str, scales: GemmScales | None,
         quantize, dequantize = quant.quantize_e4m3, quant.dequantize_e4m3
     else:
         raise ValueError(f"unknown precision {precision!r}")
-    if xp is np:
-        codes = quantize(w, w_col)
-        seen = dequantize(codes, w_col)
-    else:  # a block of rows at a time: the conversion's temporaries (about 7x the block in
-        # float64 for E4M3) stay small, and so does what CuPy's pool keeps of them
-        codes, seen = np.empty(w.shape, np.int8 if precision == "int8" else np.uint8), \
-            np.empty(w.shape, np.float64)
-        step = max(1, BLOCK_VALUES // max(1, w.shape[1]))
-        for r in range(0, rows, step):
-            col = w_col[r:r + step] if w_col.ndim else w_col
-            block = quantize(xp.asarray(w[r:r + step]), col)
-            codes[r:r + step] = xp.asnumpy(block)
-            seen[r:r + step] = xp.asnumpy(dequantize(block, col))
+    # a block of rows at a time: the conversion's temporaries (about 7x the block in float64
+    # for E4M3) stay small, and so does what CuPy's pool keeps of them
+    host = getattr(xp, "asnumpy", np.asarray)
+    codes = np.empty(w.shape, np.int8 if precision == "int8" else np.uint8)
+    seen = np.empty(w.shape, np.float64)
+    step = max(1, BLOCK_VALUES // max(1, w.shape[1]))
+    for r in range(0, rows, step):
+        col = w_col[r:r + step] if w_col.ndim else w_col
+        block = quantize(xp.asarray(w[r:r + step]), col)
+        codes[r:r + step] = host(block)
+        seen[r:r + step] = host(dequantize(block, col))
     dq = np.broadcast_to(scales.act * w_col.ravel(), (rows,)).astype(np.float32)
     return Operand(precision, codes, seen, dq, float(scales.act))
 
