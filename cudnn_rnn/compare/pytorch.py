@@ -140,6 +140,12 @@ def graph_of(step):
     return replay
 
 
+def same(a: list, b: list) -> bool:
+    """Two lists of tensors equal bit for bit, one for one (a replay against its plain
+    call: what a graph is timed only after)."""
+    return len(a) == len(b) and all(x.equal(y) for x, y in zip(a, b))
+
+
 def _variant(cell, seq, layers, hidden, batch, input_size, bidirectional, training, dtype,
              captured, reps, warmup, budget_s) -> dict:
     """One way of running PyTorch's module: its data type, eager or graph-captured; timed

@@ -14,7 +14,7 @@ the project's E4M3 bound (:data:`cudnn_rnn.lowbit.configs.BOUNDS`).
 from __future__ import annotations
 
 from cudnn_rnn.compare.peer_errors import errors, recorded
-from cudnn_rnn.compare.pytorch import build, graph_of, time_step, unavailable
+from cudnn_rnn.compare.pytorch import build, graph_of, same, time_step, unavailable
 from cudnn_rnn.matrix.jobs import job, name_of
 
 E4M3_MAX = 448.0
@@ -171,7 +171,7 @@ def time_torch_fp8(cell: str, seq: int, layers: int, hidden: int, batch: int, in
             step()
             plain = [t for t in out["y"] if t is not None]
             replay()
-            if not all(torch.equal(a, b) for a, b in zip(plain, captured)):
+            if not same(plain, captured):
                 return {"skipped": "its replay's outputs differ from the plain call's: not "
                                    "timed", "errors": recorded(err)}
         except RuntimeError as exc:  # PyTorch's errors (a GEMM refused, a failed capture)

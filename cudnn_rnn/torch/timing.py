@@ -5,7 +5,7 @@ this project (:func:`cudnn_rnn.compare.pytorch.time_step` on PyTorch's current s
 ``torch.cuda.graph``)."""
 from __future__ import annotations
 
-from cudnn_rnn.compare.pytorch import graph_of, time_step
+from cudnn_rnn.compare.pytorch import graph_of, same, time_step
 
 
 def step_of(module, x, torch):
@@ -53,18 +53,14 @@ def times(step, reps: int, budget_s: float, ours: bool = False) -> dict:
     if ours:
         first, plain, replayed = tensors(step()), tensors(step()), tensors(replay())
         why = ("two plain calls' outputs differ: the replay cannot be checked, not timed"
-               if not _same(first, plain) else
+               if not same(first, plain) else
                "its replay's outputs differ from the plain call's: not timed"
-               if not _same(plain, replayed) else None)
+               if not same(plain, replayed) else None)
         if why:
             out["graph"] = {"skipped": why}
             return out
     out["graph"] = _timed(replay, reps, budget_s)
     return out
-
-
-def _same(a: list, b: list) -> bool:
-    return len(a) == len(b) and all(x.equal(y) for x, y in zip(a, b))
 
 
 def _first_line(exc: BaseException) -> str:
