@@ -25,7 +25,7 @@ from pathlib import Path
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.charlm import network
 from cudnn_rnn.charlm.summary import summarise
-from cudnn_rnn.charlm.table import load_source, precision_table
+from cudnn_rnn.charlm.table import FLOAT_FAMILIES, load_source, precision_table
 from cudnn_rnn.cli import BadInput, OneLineParser, positive_float, positive_int, run_main
 from cudnn_rnn.engine.gpu import NoGPU
 from cudnn_rnn.lowbit.calibration import METHODS
@@ -193,13 +193,20 @@ REHEARSAL_SEQ = 16  # the table's work on 16 steps of its batches (the batch sta
 
 
 def rehearsals(job: dict) -> list:
-    """The table's work on short sequences, one 8-bit format and part per process: CuPy's
-    kernels and the persistent kernel's variants then compile side by side before the table
+    """The table's work on short sequences, one 8-bit format and part per process, cuDNN's
+    families spread over them (one each: the CuPy kernels of a family's data type compile
+    once, not in every process), no PERSIST_DYNAMIC row (its build compiles cuDNN's
+    kernels, which no cache keeps) and one calibration method (the methods differ in the
+    thresholds the host searches for, not in the kernels): CuPy's kernels and the
+    persistent kernel's variants then compile side by side before the table
     (:mod:`cudnn_rnn.matrix.warmup`)."""
     from cudnn_rnn.lowbit import model
-    small = dict(job, spec=dict(job["spec"], seq=REHEARSAL_SEQ), reps=1, budget_s=0.001)
-    return [(name_of(precision_table), dict(small, formats=(fmt,), parts=(part,)))
-            for fmt in model.FORMATS for part in model.PARTS]
+    small = dict(job, spec=dict(job["spec"], seq=REHEARSAL_SEQ), reps=1, budget_s=0.001,
+                 dynamic=False, methods=tuple(job["methods"])[:1])
+    plans = [(fmt, part) for fmt in model.FORMATS for part in model.PARTS]
+    return [(name_of(precision_table), dict(small, formats=(fmt,), parts=(part,),
+                                            families=FLOAT_FAMILIES[i:i + 1]))
+            for i, (fmt, part) in enumerate(plans)]
 
 
 def _folder(out_root: Path | None, info: dict, job: dict, name: str) -> Path:

@@ -104,3 +104,22 @@ def test_a_users_gru_runs_in_the_8_bit_engine_where_its_shapes_allow(cuda, tmp_p
         rec = by[f"lowbit/e4m3/{part}/max"]
         assert rec["outcome"] == "NOT_SUPPORTED" and rec["failed_call"].startswith("cublasLt")
     assert any(r["family"] == "int8" for r in doc["summary"]["rows"])
+
+
+def test_a_rehearsal_runs_its_family_without_persist_dynamic_rows(cuda):
+    from cudnn_rnn import precision
+    from cudnn_rnn.bindings.enums import RNNAlgo
+    from cudnn_rnn.charlm.table import precision_table
+    from cudnn_rnn.matrix.families import search_space
+    job = {"spec": {"model": str(network.shipped("lstm"))}, "reps": 20, "budget_s": 0.1,
+           "methods": ("max",)}
+    _name, params = next(t for t in precision.rehearsals(job) if t[1]["families"] == ("fp16",))
+    res = precision_table(**params)
+    cudnn = [r for r in res["records"] if r["engine"] == "cuDNN"]
+    wanted = [c for c in search_space("fp16") if c[3] != RNNAlgo.PERSIST_DYNAMIC]
+    assert len(cudnn) == len(wanted) and all(r["family"] == "fp16" for r in cudnn)
+    assert not any(r["id"].endswith("PERSIST_DYNAMIC") for r in res["records"])
+    assert any(r["outcome"] == "OK" for r in cudnn)
+    fmt = params["formats"][0]
+    assert any(r["format"] == fmt and r["outcome"] == "OK" for r in res["records"]
+               if r["engine"] == "persistent"), [r.get("reason") for r in res["records"]]

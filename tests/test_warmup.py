@@ -10,7 +10,7 @@ import pytest
 
 from cudnn_rnn import probe, precision
 from cudnn_rnn.charlm import network
-from cudnn_rnn.charlm.table import load_source
+from cudnn_rnn.charlm.table import FLOAT_FAMILIES, load_source
 from cudnn_rnn.lowbit import partition, persistent
 from cudnn_rnn.matrix import warmup
 from cudnn_rnn.matrix.jobs import name_of
@@ -47,9 +47,9 @@ def test_rehearsals_run_in_processes_of_their_own():
     that fails says why (an unknown job here)."""
     empty = (name_of(warmup.rehearse_cells), {"cells": [], "cudnn_path": None, "graphs": True})
     ran = warmup.rehearse([empty] * 3 + [("cudnn_rnn.matrix.warmup:nothing", {})], 2, 120)
-    pids = {pid for pid, _why in ran}
+    pids = {pid for pid, _why, _s in ran}
     assert os.getpid() not in pids and 1 <= len(pids) <= 2
-    assert [why for _pid, why in ran] == [None] * 3 + [
+    assert [why for _pid, why, _s in ran] == [None] * 3 + [
         "LookupError: no job named 'cudnn_rnn.matrix.warmup:nothing'"]
 
 
@@ -58,6 +58,7 @@ def test_rehearsals_are_said_and_a_marker_skips_them_next_time(cache):
                                                "graphs": True})] * 2
     said = warmup.warm("test", DEVICE, empty)
     assert said.startswith("CuPy's kernels compiled ahead: 2 rehearsals")
+    assert "the slowest" in said
     assert warmup.marker("test", DEVICE).is_file()
     assert warmup.warm("test", DEVICE, empty) is None  # done before: nothing runs
     assert warmup.warm("test", dict(DEVICE, cupy="15.0.0"), empty) is not None  # another CuPy
@@ -79,7 +80,10 @@ def test_the_precision_table_rehearses_each_8bit_format_and_part_on_short_sequen
     assert len(tasks) == 6 and {(p["formats"], p["parts"]) for _n, p in tasks} == {
         ((f,), (p,)) for f in ("int8", "e4m3") for p in ("input", "recurrent", "both")}
     params = tasks[0][1]
-    assert params["reps"] == 1 and params["methods"] == ("max", "mse")
+    assert params["reps"] == 1 and params["methods"] == ("max",)  # the first method only
+    # cuDNN's families each in one rehearsal, none with a PERSIST_DYNAMIC row (no build)
+    assert sorted(f for _n, p in tasks for f in p["families"]) == sorted(FLOAT_FAMILIES)
+    assert not any(p["dynamic"] for _n, p in tasks)
     src = load_source(params["spec"])
     full = load_source(job["spec"])
     assert full.x.shape[:2] == (network.EVAL_SEQ, network.EVAL_BATCH)

@@ -65,12 +65,15 @@ def cudnn_config(rnn, T: int, B: int, choice: tuple):
 
 
 def cudnn_row(lib, handle, rnn, arrays: dict, io: dict, ref: dict, held: dict, choice: tuple,
-              family: str, reps: int, warmup: int, budget_s: float | None, builder=None):
+              family: str, reps: int, warmup: int, budget_s: float | None, builder=None,
+              drawn: values.ValuesCache | None = None):
     """One cuDNN configuration ``choice`` = (data type, math precision, math type, algo);
     ``ref``: the float64 outputs on the original values, ``held``: on the values rounded to
     the data type. ``builder``: a :class:`~cudnn_rnn.matrix.ahead.Builder` that may have
     built a PERSIST_DYNAMIC row's descriptor ahead (by its :func:`cudnn_id`); the row then
-    runs on it (``built_ahead_s``), else builds its own; no build runs while it is timed."""
+    runs on it (``built_ahead_s``), else builds its own; no build runs while it is timed.
+    ``drawn``: the values the flow draws (and :func:`~cudnn_rnn.engine.values.place`
+    replaces) kept for the next row of the same data type, not drawn again."""
     dt, prec, math, algo = choice
     T, B = io["x"].shape[:2]
     cfg = cudnn_config(rnn, T, B, choice)
@@ -78,7 +81,7 @@ def cudnn_row(lib, handle, rnn, arrays: dict, io: dict, ref: dict, held: dict, c
            "family": family, "label": f"{dt.name}/{prec.name}/{math.name}/{algo.name}",
            "bound": tolerances(cfg)[0], "flop": cfg.flop_count()}
     started = time.monotonic()
-    with RNNFlow(cfg, lib, init="random", handle=handle) as flow:
+    with RNNFlow(cfg, lib, init="random", handle=handle, values=drawn) as flow:
         result = flow.run(until="weights")
         if result.failure is not None:
             f = result.failure
@@ -149,36 +152,39 @@ def engine_row(cfg, stacked: list, stacked_dev: list, io_dev: dict, ref: dict, f
     if engine == "persistent":
         persistent.precompile(e_cp(), cfg, stacked, REST, plan, shapes)
     tried, best, failed = [], None, []
-    for settings in shapes:
-        facts, out, ms = _try(cfg, stacked, io_dev, ref, plan, twin, rec["bound"],
-                              rec["verified_against"], engine, settings, len(shapes) > 1)
+    try:
+        for settings in shapes:
+            facts, out, ms, e = _try(cfg, stacked, io_dev, ref, plan, twin, rec["bound"],
+                                     rec["verified_against"], engine, settings, len(shapes) > 1)
+            if settings is not None:
+                tried.append({"settings": settings.name, "outcome": facts["outcome"],
+                              "ms": ms, "reason": facts.get("reason")})
+            if facts["outcome"] != "OK":
+                failed.append(facts)
+            elif best is None or (ms or 0) < best[2]:
+                if best is not None:
+                    best[4].close()
+                best, e = (settings, facts, ms or 0, out, e), None
+            if e is not None:  # verified, but another launch shape is faster
+                e.close()
+        if tried:
+            rec["settings_tried"] = tried
+        if best is None:  # a wrong result says more than a refusal
+            first = next((f for f in failed if f["outcome"] == "WRONG_RESULT"), failed[0])
+            rec.update(first)
+            if len(tried) > 1:
+                rec["reason"] = "; ".join(f"{t['settings']}: {t['reason']}" for t in tried)
+            return rec, None
+        settings, facts, _, out, e = best
+        rec.update(facts)
         if settings is not None:
-            tried.append({"settings": settings.name, "outcome": facts["outcome"], "ms": ms,
-                          "reason": facts.get("reason")})
-        if facts["outcome"] != "OK":
-            failed.append(facts)
-        elif best is None or (ms or 0) < best[2]:
-            best = (settings, facts, ms or 0, out)
-    if tried:
-        rec["settings_tried"] = tried
-    if best is None:  # a wrong result says more than a refusal
-        first = next((f for f in failed if f["outcome"] == "WRONG_RESULT"), failed[0])
-        rec.update(first)
-        if len(tried) > 1:
-            rec["reason"] = "; ".join(f"{t['settings']}: {t['reason']}" for t in tried)
-        return rec, None
-    settings, facts, _, out = best
-    rec.update(facts)
-    if settings is not None:
-        rec["settings"] = settings.name
-    with build_engine(cfg, stacked, plan, engine, settings) as e:
-        e.set_inputs(io_dev["x"], io_dev["hx"], io_dev.get("cx"))
-        try:  # the build timed is not the one verified: it must compute the same bytes
+            rec["settings"] = settings.name
+        try:  # the build verified is the one timed; run again, it must compute the same bytes
             e.forward()
             again = {n: a.astype("float64") for n, a in e.outputs().items()}
             if any(not bool(e.cp.array_equal(again[n], out[n])) for n in out):
-                rec.update(outcome="WRONG_RESULT", reason="the build timed computed other "
-                           "outputs than the build verified, from the same inputs")
+                rec.update(outcome="WRONG_RESULT", reason="a second forward computed other "
+                           "outputs than the first, verified one, from the same inputs")
                 return rec, None
             rec.update(timed(e.cp, cfg, e, reps, warmup, budget_s))
         except BaseException as exc:
@@ -187,6 +193,9 @@ def engine_row(cfg, stacked: list, stacked_dev: list, io_dev: dict, ref: dict, f
                 raise
             rec.update(failed)
             return rec, None
+    finally:
+        if best is not None:
+            best[4].close()
     rec.update(outcome="OK", duration_s=round(time.monotonic() - started, 3))
     return rec, out
 
@@ -232,18 +241,20 @@ def check_outputs(out: dict, ref: dict, twin: dict | None, bound: float,
 
 
 def _try(cfg, stacked, io_dev, ref, plan, twin, bound, against, engine, settings,
-         quick: bool) -> tuple[dict, dict | None, float | None]:
+         quick: bool) -> tuple:
     """One engine (one launch shape of the persistent kernel) built and verified: FP16
     throughout against the reference, 8 bits against the twin within its bound and nearer
     to it than to the reference in every output; then, with ``quick``, a few replays timed.
-    (facts, outputs or None, ms or None)."""
+    (facts, outputs or None, ms or None, the engine where it verified (the caller's to
+    close) or None)."""
     try:
         e = build_engine(cfg, stacked, plan, engine, settings)
     except BaseException as exc:
         facts = failure(exc, e_cp(), "build")
         if facts is None:
             raise
-        return facts, None, None
+        return facts, None, None, None
+    kept = False
     try:
         e.set_inputs(io_dev["x"], io_dev["hx"], io_dev.get("cx"))
         capture.prepare(e, OUTPUTS)
@@ -251,19 +262,21 @@ def _try(cfg, stacked, io_dev, ref, plan, twin, bound, against, engine, settings
         out = {n: a.astype("float64") for n, a in e.outputs().items()}
         facts, wrong = check_outputs(out, ref, None if plan is None else twin, bound, against)
         if wrong:
-            return dict(facts, outcome="WRONG_RESULT", reason=wrong), None, None
+            return dict(facts, outcome="WRONG_RESULT", reason=wrong), None, None, None
         ms = None
         if quick:
             ms = capture.time_captured(e, lambda x: x.forward(), OUTPUTS, QUICK_REPS, 1,
                                        None).median_ms
             checked(e)  # the quick time chooses the launch shape: of a launch that ran
-        return dict(facts, outcome="OK"), out, ms
+        kept = True
+        return dict(facts, outcome="OK"), out, ms, e
     except capture.CaptureRefused as exc:
-        return dict(facts, outcome="WRONG_RESULT", reason=f"replay: {exc}"), None, None
+        return dict(facts, outcome="WRONG_RESULT", reason=f"replay: {exc}"), None, None, None
     except BaseException as exc:
         failed = failure(exc, e.cp, "forward")
         if failed is None:
             raise
-        return failed, None, None
+        return failed, None, None, None
     finally:
-        e.close()
+        if not kept:
+            e.close()

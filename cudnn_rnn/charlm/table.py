@@ -45,6 +45,7 @@ from cudnn_rnn.check.verify import relative_error
 from cudnn_rnn.engine import dtypes
 from cudnn_rnn.engine.descriptors import Handle
 from cudnn_rnn.engine.gpu import cupy_or_raise
+from cudnn_rnn.engine.values import ValuesCache
 from cudnn_rnn.lowbit import calibration, model
 from cudnn_rnn.lowbit.operands import FORMAT_PRECISION
 from cudnn_rnn.matrix.ahead import Builder
@@ -156,9 +157,12 @@ def _ms(rec: dict) -> float | None:
 @job
 def precision_table(spec: dict, reps: int = 20, warmup: int = 1, budget_s: float = 0.1,
                     methods: tuple = calibration.METHODS, formats: tuple = model.FORMATS,
-                    parts: tuple = model.PARTS) -> dict:
-    """Every configuration's record on ``spec``'s model (see the module docstring)."""
-    return run_table(load_source(spec), reps, warmup, budget_s, methods, formats, parts)
+                    parts: tuple = model.PARTS, families: tuple = FLOAT_FAMILIES,
+                    dynamic: bool = True) -> dict:
+    """Every configuration's record on ``spec``'s model (see the module docstring);
+    :func:`run_table` says what ``families`` and ``dynamic`` leave out."""
+    return run_table(load_source(spec), reps, warmup, budget_s, methods, formats, parts,
+                     tuple(families), dynamic)
 
 
 def histograms(rnn: statedict.RNNWeights, stacked_dev: list, batches, cp) -> dict:
@@ -187,31 +191,35 @@ def dynamic_rows(rnn, T: int, B: int, families: tuple) -> list:
 
 def run_table(src: Source, reps: int = 20, warmup: int = 1, budget_s: float = 0.1,
               methods: tuple = calibration.METHODS, formats: tuple = model.FORMATS,
-              parts: tuple = model.PARTS, families: tuple = FLOAT_FAMILIES) -> dict:
+              parts: tuple = model.PARTS, families: tuple = FLOAT_FAMILIES,
+              dynamic: bool = True) -> dict:
     """:func:`precision_table` on a loaded source, in this process, with cuDNN's
     configurations of ``families`` only (FP32 first where it is among them: the baseline
     of the metrics' agreement; without it they have none). The PERSIST_DYNAMIC rows'
     builds begin at once, in builder threads, beside the reference and the calibration
     (which need no cuDNN) and the rows before them; none runs while a row is timed, and
-    the builders are closed before the engines' rows."""
+    the builders are closed before the engines' rows. Without ``dynamic`` the
+    PERSIST_DYNAMIC rows are left out (a rehearsal's table: their builds compile cuDNN's
+    kernels, which no cache keeps, and their rows the same CuPy kernels as the others)."""
     cp = cupy_or_raise()
     lib = bindings.load()
     started = time.monotonic()
     T, B, _ = src.x.shape
-    wanted = dynamic_rows(src.rnn, T, B, families)
+    wanted = dynamic_rows(src.rnn, T, B, families) if dynamic else []
     builder = Builder(lib) if wanted else None
     try:
         if builder:
             builder.want(wanted)
         return _run(src, lib, cp, builder, started, reps, warmup, budget_s, methods, formats,
-                    parts, families)
+                    parts, families, dynamic)
     finally:
         if builder:
             builder.close(CLOSE_S)
 
 
 def _run(src: Source, lib, cp, builder, started: float, reps: int, warmup: int,
-         budget_s: float, methods: tuple, formats: tuple, parts: tuple, families: tuple) -> dict:
+         budget_s: float, methods: tuple, formats: tuple, parts: tuple, families: tuple,
+         dynamic: bool) -> dict:
     T, B, _ = src.x.shape
     cfg = src.rnn.config(T, B)
     hx, cx = network.zero_state(cfg, np)
@@ -228,17 +236,20 @@ def _run(src: Source, lib, cp, builder, started: float, reps: int, warmup: int,
     phases["calibration"] = round(time.monotonic() - started - sum(phases.values()), 2)
     records, base, base_out, held = [], None, None, {}
     arrays = reference.arrays_from_params(cfg, src.rnn.params)
+    drawn = ValuesCache()  # the flows' own values, replaced by the model's: drawn once
     with Handle(lib) as handle:
         for family in families:
             kept = []
             for choice in search_space(family):  # FP32 first: the baseline
+                if choice[3] == RNNAlgo.PERSIST_DYNAMIC and not dynamic:
+                    continue
                 dt = choice[0]
                 if dt not in held:  # the reference on the values as that data type holds them
                     values = held_values(src.rnn, src.x, dt)
                     held[dt] = ref if values is None else network.reference_outputs(
                         values[0], cp.asarray(values[1]), cp, chunk)
                 rec, out = cudnn_row(lib, handle, src.rnn, arrays, io, ref, held[dt], choice,
-                                     family, reps, warmup, budget_s, builder)
+                                     family, reps, warmup, budget_s, builder, drawn)
                 records.append(rec)
                 if out is not None and family == "fp32":
                     kept.append((rec, out))  # until the fastest is known

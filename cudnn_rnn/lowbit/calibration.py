@@ -25,6 +25,7 @@ Each method answers a threshold; :func:`thresholds` makes the ``amaxes``-shaped 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -40,15 +41,16 @@ FIRST_CANDIDATE = 128  # the fewest bins below a candidate threshold (TensorRT's
 
 @dataclass
 class Histogram:
-    """Counts of |x| in :data:`BINS` equal bins on [0, ``amax``] (float64, numpy)."""
+    """Counts of |x| in :data:`BINS` equal bins on [0, ``amax``] (float64, numpy). The
+    edges and centres are computed once (the searches below read them per candidate)."""
     counts: np.ndarray
     amax: float
 
-    @property
+    @cached_property
     def edges(self) -> np.ndarray:
         return np.linspace(0.0, self.amax, self.counts.size + 1)
 
-    @property
+    @cached_property
     def centres(self) -> np.ndarray:
         e = self.edges
         return 0.5 * (e[:-1] + e[1:])

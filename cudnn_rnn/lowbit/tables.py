@@ -19,17 +19,28 @@ def waits(part: Partition) -> np.ndarray:
     T = cfg.seq_length
     pls = walk.pseudo_layers(cfg)
     table = np.full((part.grid, T, MAX_WAITS, 2), -1, dtype=np.int32)
+    rows: dict = {}  # a CTA's waits depend on its pseudo-layer and batch slice only
     for c, sl in enumerate(part.slices):
-        p = pls[sl.k]
-        for s in range(T):
-            row = [] if part.cluster else [(part.counter(sl.k, sl.bs),
-                                            (s + 1) * part.units[sl.k])]
-            t = p.time(s, T)
-            for f in walk.feeders(cfg, p):  # their step at time t wrote slot step+1
-                row.append((part.counter(f.index, sl.bs), (f.step(t, T) + 2) * part.units[f.index]))
-            if row:
-                table[c, s, :len(row)] = row
+        if (sl.k, sl.bs) not in rows:
+            rows[(sl.k, sl.bs)] = _waits(part, pls[sl.k], sl.k, sl.bs, T)
+        table[c] = rows[(sl.k, sl.bs)]
     return table
+
+
+def _waits(part: Partition, p, k: int, bs: int, T: int) -> np.ndarray:
+    """(T, MAX_WAITS, 2) of :func:`waits` for a CTA of pseudo-layer ``p`` (index ``k``),
+    batch slice ``bs``."""
+    cfg = part.cfg
+    out = np.full((T, MAX_WAITS, 2), -1, dtype=np.int32)
+    feeders = walk.feeders(cfg, p)
+    for s in range(T):
+        row = [] if part.cluster else [(part.counter(k, bs), (s + 1) * part.units[k])]
+        t = p.time(s, T)
+        for f in feeders:  # their step at time t wrote slot step+1
+            row.append((part.counter(f.index, bs), (f.step(t, T) + 2) * part.units[f.index]))
+        if row:
+            out[s, :len(row)] = row
+    return out
 
 
 def blob(part: Partition, input_codes: list, recurrent_codes: list) -> np.ndarray:

@@ -59,7 +59,7 @@ def warm(what: str, device: dict, tasks: list, timeout_s: float = TIMEOUT_S) -> 
     if ran is None:
         return (f"CuPy's kernels: the rehearsal was cut after {timeout_s:.0f} s; the rest "
                 "compile as they are needed")
-    failed = [why for _pid, why in ran if why]
+    failed = [why for _pid, why, _s in ran if why]
     wall = time.monotonic() - started
     if failed:
         return f"CuPy's kernels: {len(failed)} of {len(tasks)} rehearsals failed ({failed[0]})"
@@ -69,12 +69,13 @@ def warm(what: str, device: dict, tasks: list, timeout_s: float = TIMEOUT_S) -> 
     except OSError:
         pass
     return (f"CuPy's kernels compiled ahead: {len(tasks)} rehearsals in {n} processes, "
-            f"{wall:.1f} s (cache {cache_dir()})")
+            f"{wall:.1f} s (the slowest {max(s for _p, _w, s in ran):.1f} s; cache "
+            f"{cache_dir()})")
 
 
 def rehearse(tasks: list, n: int, timeout_s: float) -> list | None:
     """Run ``tasks`` in a pool of ``n`` spawned processes: (the process's pid, why it failed
-    or None) of each, or None where they did not finish within ``timeout_s``."""
+    or None, its seconds) of each, or None where they did not finish within ``timeout_s``."""
     with sigint_ignored_by_child():  # a Ctrl-C in the terminal is the supervisor's to take
         pool = mp.get_context("spawn").Pool(n)
     with pool:
@@ -88,14 +89,15 @@ def rehearse(tasks: list, n: int, timeout_s: float) -> list | None:
 
 def _rehearse(task: tuple) -> tuple:  # pragma: no cover - runs in a spawned process
     """One rehearsal: its job run in this process (and its own CUDA context); this process's
-    pid and why it failed (None: it did not)."""
+    pid, why it failed (None: it did not) and the job's seconds."""
     from cudnn_rnn.matrix import jobs
     name, params = task
+    started = time.monotonic()
     try:
         jobs.run(name, params)
     except Exception as exc:
-        return os.getpid(), f"{type(exc).__name__}: {exc}"
-    return os.getpid(), None
+        return os.getpid(), f"{type(exc).__name__}: {exc}", time.monotonic() - started
+    return os.getpid(), None, time.monotonic() - started
 
 
 def cell_tasks(cells: list, cudnn_path: str | None, graphs: bool, limit: int = 48) -> list:
