@@ -13,22 +13,35 @@ the three (the original module and the two accelerated ones):
 * generates text from a prompt, one character at a time (greedy), the RNN's state carried
   from call to call;
 * prints its bits per character on the held-out batch (float64 decoder, as the precision
-  table computes them) and its time per batch, eager and in a CUDA graph.
+  table computes them) and its time per batch, eager and in a CUDA graph;
+* for an accelerated one, beside it the precision table's row of the same configuration
+  (engine, format, parts and calibration method: the record of the same id).
+
+The table is ``--table FILE``, else this GPU's committed one where there is one
+(``results/<gpu>/<cudnn version>/precision.json``, ``precision-gru.json`` for the GRU).
+With a table, an 8-bit configuration is calibrated only by the methods the table ran the
+persistent kernel with (the table picks a plan's method by bits per character, which a
+module's tuner cannot compute: it keeps the method with the lowest output error), so that
+the configuration chosen is one the table has a row of.
 
 Needs a CUDA GPU and PyTorch; without either it says so in one line (exit 2).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout
 
 from cudnn_rnn.charlm import corpus, network, statedict  # noqa: E402
 from cudnn_rnn.charlm.table import CALIBRATION_BATCH, CALIBRATION_SEQ  # noqa: E402
 from cudnn_rnn.engine import gpu  # noqa: E402
+from cudnn_rnn.lowbit.calibration import METHODS  # noqa: E402
+from cudnn_rnn.matrix import provenance  # noqa: E402
 
 FP8_TOLERANCE = 6e-2  # FP8 E4M3 on both GEMMs: 5.0e-2 from FP32 on the H200 (precision.json)
 
@@ -36,6 +49,44 @@ FP8_TOLERANCE = 6e-2  # FP8 E4M3 on both GEMMs: 5.0e-2 from FP32 on the H200 (pr
 def fail(text: str) -> int:
     print(f"examples/charlm.py: error: {text}", file=sys.stderr)
     return 2
+
+
+def committed_table(model: str, gpu_name, cudnn_version) -> Path:
+    """Where this GPU's committed precision table of ``model`` ("lstm" or "gru") is."""
+    return (ROOT / "results" / provenance.slug(gpu_name) / provenance.version_name(cudnn_version)
+            / ("precision.json" if model == "lstm" else f"precision-{model}.json"))
+
+
+def table_records(path: Path) -> dict:
+    """A precision table's records by id; ValueError (what is wrong) if ``path`` is not
+    one."""
+    try:
+        records = json.loads(path.read_text())["result"]["records"]
+        return {r["id"]: r for r in records}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path} is not a precision table ({type(exc).__name__}: {exc}); "
+                         f"give one written by python -m cudnn_rnn.precision") from None
+
+
+def table_methods(records: dict, fmt: str | None = None) -> tuple | None:
+    """The calibration methods of the table's verified 8-bit persistent rows (of ``fmt``;
+    None: every format), in the table's order; None where it has none."""
+    used = {r.get("calibration") for r in records.values() if r.get("engine") == "persistent"
+            and r.get("format") and (fmt is None or r["format"] == fmt)
+            and r.get("outcome") == "OK"}
+    return tuple(m for m in METHODS if m in used) or None
+
+
+def table_line(records: dict | None, path: Path | None, choice_id: str) -> str:
+    """What the table says of the configuration ``choice_id``: its row's bits per
+    character, or that it has none."""
+    if records is None:
+        return "   no precision table to compare with (--table FILE)"
+    rec = records.get(choice_id)
+    bpc = ((rec or {}).get("metrics") or {}).get("bpc")
+    if bpc is None:
+        return f"   the precision table ({path}) has no verified row {choice_id}"
+    return f"   the precision table's row {choice_id} ({path}): {bpc:.4f} bits/char"
 
 
 def torch_modules(model: network.CharLM, torch, device: str = "cuda"):
@@ -84,6 +135,8 @@ def main(argv=None) -> int:
     p.add_argument("--model", choices=("lstm", "gru"), default="lstm")
     p.add_argument("--prompt", default="def main(argv=None):\n    ")
     p.add_argument("--chars", type=int, default=160)
+    p.add_argument("--table", help="a precision table (JSON) to compare with (default: this "
+                   "GPU's committed one, where there is one)")
     args = p.parse_args(argv)
     try:
         import torch
@@ -92,6 +145,15 @@ def main(argv=None) -> int:
         return fail(f"needs PyTorch ({exc}): pip install 'cudnn-rnn[torch]'")
     if not gpu.available() or not torch.cuda.is_available():
         return fail(f"needs a CUDA GPU: {gpu.unavailable_reason() or 'PyTorch sees none'}")
+    from cudnn_rnn import bindings
+    path = Path(args.table) if args.table else committed_table(
+        args.model, gpu.device_info().get("gpu"), bindings.load().version_string)
+    records = None
+    if args.table or path.is_file():
+        try:
+            records = table_records(path)
+        except ValueError as exc:
+            return fail(str(exc))
     model = network.load(network.shipped(args.model))
     embedding, rnn, decoder = torch_modules(model, torch)
     held_in, held_next = corpus.batch(network.slice_codes("heldout"), network.EVAL_SEQ,
@@ -104,19 +166,22 @@ def main(argv=None) -> int:
         example, calibration = embedding(codes), embedding(torch.as_tensor(cal_in).cuda().long())
     runs = [("original (torch.nn)", rnn, None)]
     for name, precision, tol in (("FP8", "fp8", FP8_TOLERANCE), ("recommended", "auto", 1e-2)):
+        methods = table_methods(records, "e4m3" if precision == "fp8" else None) \
+            if records else None
         try:
             fast = accelerate(rnn, example, precision=precision, calibration=calibration,
-                              tolerance=tol)
+                              tolerance=tol, methods=methods)
         except NotAccelerated as exc:
             print(f"{name}: not accelerated: {exc}")
             continue
         print(f"{name} ({precision}, tolerance {tol:g}): {fast.choice}\n")
         runs.append((name, fast, fast.plan.report["times"]))
-    report(runs, embedding, decoder, codes, targets, args, model, torch)
+    report(runs, embedding, decoder, codes, targets, args, model, torch, records, path)
     return 0
 
 
-def report(runs, embedding, decoder, codes, targets, args, model, torch) -> None:
+def report(runs, embedding, decoder, codes, targets, args, model, torch, records=None,
+           path=None) -> None:
     """Each run's text, bits per character and times (the module's own from the first
     accelerated run's measurement, made beside it)."""
     module_times = next((t["module"] for _, _, t in runs if t), {})
@@ -130,6 +195,8 @@ def report(runs, embedding, decoder, codes, targets, args, model, torch) -> None
                           for how in ("eager", "graph"))
         print(f"== {name}: {bpc:.4f} bits/char ({100 * (bpc - base_bpc) / base_bpc:+.4f} %), "
               f"held-out batch {network.EVAL_BATCH} x {network.EVAL_SEQ}: {timed}")
+        if times is not None:
+            print(table_line(records, path, rnn.plan.choice.id))
         print(generate(rnn, embedding, decoder, args.prompt, args.chars, torch))
         if times is not None:  # what ran at each shape: the batch, the prompt, one character
             for shape in rnn.shapes():

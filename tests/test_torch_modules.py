@@ -142,6 +142,7 @@ def test_what_is_not_such_a_module_is_refused_in_one_line(make, needle):
 @pytest.mark.parametrize("kw,needle", [
     ({"precision": "fp4"}, "precision 'fp4' is not one of"),
     ({"tolerance": 0}, "tolerance must be a positive"),
+    ({"methods": "kl"}, "calibration method 'kl' is not one of max"),
     ({}, "accelerate needs a CUDA GPU"),
 ])
 def test_accelerate_refuses_a_cpu_module_or_no_gpu_in_one_line(kw, needle, monkeypatch):

@@ -6,6 +6,7 @@ No PyTorch, no GPU."""
 import pytest
 
 from cudnn_rnn.charlm.table import method_score
+from cudnn_rnn.lowbit import calibration
 from cudnn_rnn.matrix.record import max_error
 from cudnn_rnn.torch import ranking, report
 from cudnn_rnn.torch.errors import NotAccelerated
@@ -86,6 +87,15 @@ def test_an_unknown_precision_is_refused_in_one_line(bad):
 def test_a_tolerance_that_is_not_a_positive_number_is_refused(bad):
     with pytest.raises(NotAccelerated, match="tolerance must be a positive, finite number"):
         ranking.tolerance(bad)
+
+
+def test_the_calibration_methods_tried_are_named_ones_in_the_tables_order():
+    assert ranking.methods(None) == calibration.METHODS
+    assert ranking.methods("p99.9") == ("p99.9",)
+    assert ranking.methods(["mse", "max", "mse"]) == ("max", "mse")
+    for bad in ("kl", ["max", "kl"], [], 3):
+        with pytest.raises(NotAccelerated, match=r"^calibration method .* is not one of max"):
+            ranking.methods(bad)
 
 
 def test_every_record_gets_one_part_in_the_choice_and_the_table_shows_them_in_order():

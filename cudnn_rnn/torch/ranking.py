@@ -72,6 +72,22 @@ def tolerance(value) -> float:
     return float(value)
 
 
+def methods(value) -> tuple:
+    """``value`` as the calibration methods an 8-bit row is tried with: None for every one
+    of :data:`~cudnn_rnn.lowbit.calibration.METHODS`, else a method's name or a sequence of
+    names (in the table's order, once each); :class:`NotAccelerated` for an unknown or
+    empty one."""
+    if value is None:
+        return calibration.METHODS
+    names = [value] if isinstance(value, str) else \
+        list(value) if isinstance(value, (list, tuple)) else [value]
+    unknown = [m for m in names if m not in calibration.METHODS]
+    if unknown or not names:
+        raise NotAccelerated(f"calibration method {(unknown or [value])[0]!r} is not one of "
+                             f"{', '.join(calibration.METHODS)} (give one name or a list)")
+    return tuple(m for m in calibration.METHODS if m in names)
+
+
 def less_accurate_calibrations(records: list) -> set:
     """Ids of the verified 8-bit rows whose configuration (engine, format, part) has a row
     of another calibration method that did better by

@@ -63,23 +63,27 @@ def _device(module, torch):
 
 
 def accelerate(module, example, precision: str = "auto", calibration=None,
-               tolerance: float = 1e-2, *, reps: int = 20, budget_s: float = 0.1):
+               tolerance: float = 1e-2, *, methods=None, reps: int = 20,
+               budget_s: float = 0.1):
     """The fastest configuration of ``module`` that verifies within ``tolerance`` (relative
     error of every output against the module in float64) at ``example``'s shape, as a
     ``torch.nn.Module`` (see the module docstring and docs/torch.md). ``precision``: one of
     :data:`~cudnn_rnn.torch.ranking.PRECISIONS`; ``calibration``: a tensor or a list of
-    tensors the 8-bit scales are calibrated on (None: the example); ``reps``, ``budget_s``:
-    the most timed calls and about the device time of each measurement."""
+    tensors the 8-bit scales are calibrated on (None: the example); ``methods``: the
+    calibration methods tried (a name or a list; None: every one, the most accurate kept);
+    ``reps``, ``budget_s``: the most timed calls and about the device time of each
+    measurement."""
     torch = torch_or_refuse()
     spec = modules.inspect(module)
     prec = ranking.precision(precision)
     limit = ranking.tolerance(tolerance)
+    tried = ranking.methods(methods)
     device = _device(module, torch)
     cp = gpu.cupy_or_raise()
     with cp.cuda.Device(device.index):
         cudnn_or_refuse()
         return _tune(module, spec, example, precision, prec, calibration, limit, device,
-                     torch, cp, reps, budget_s)
+                     torch, cp, reps, budget_s, tried)
 
 
 def cudnn_or_refuse() -> dict:
@@ -92,7 +96,7 @@ def cudnn_or_refuse() -> dict:
 
 
 def _tune(module, spec, example, name, prec, calibration, limit, device, torch, cp, reps,
-          budget_s):
+          budget_s, methods):
     started = time.monotonic()
     state = modules.state_arrays(module)
     rnn = modules.weights(state, spec)
@@ -102,7 +106,7 @@ def _tune(module, spec, example, name, prec, calibration, limit, device, torch, 
     host = lambda t: t.detach().double().cpu().numpy()  # noqa: E731
     src = table.Source("the module", rnn, host(x), [host(b) for b in cal] if cal else host(x),
                        calibrated_on)
-    result = table.run_table(src, reps, 1, budget_s, formats=prec.formats,
+    result = table.run_table(src, reps, 1, budget_s, methods=methods, formats=prec.formats,
                              families=prec.families)
     # the table's freed arrays stay in CuPy's pool until returned: back to the device, for
     # the user's own allocator and cuDNN's (at LSTM 50/1/4096/256 on an H100 the process
