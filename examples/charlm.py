@@ -15,14 +15,17 @@ the three (the original module and the two accelerated ones):
 * prints its bits per character on the held-out batch (float64 decoder, as the precision
   table computes them) and its time per batch, eager and in a CUDA graph;
 * for an accelerated one, beside it the precision table's row of the same configuration
-  (engine, format, parts and calibration method: the record of the same id).
+  (engine, format, parts and calibration method: the record of the same id), or that the
+  table has none.
 
 The table is ``--table FILE``, else this GPU's committed one where there is one
 (``results/<gpu>/<cudnn version>/precision.json``, ``precision-gru.json`` for the GRU).
-With a table, an 8-bit configuration is calibrated only by the methods the table ran the
+With a table, 8 bits are tried only with the calibration methods the table ran the
 persistent kernel with (the table picks a plan's method by bits per character, which a
-module's tuner cannot compute: it keeps the method with the lowest output error), so that
-the configuration chosen is one the table has a row of.
+module's tuner cannot compute: it keeps the method with the lowest output error). Where
+the table ran every plan at one method, as the committed ones do, the configuration chosen
+is then one it has a row of; where its parts differ in method, the choice may pair a part
+with another part's method, and the line says the table has no such row.
 
 Needs a CUDA GPU and PyTorch; without either it says so in one line (exit 2).
 """
@@ -37,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
+from cudnn_rnn import bindings  # noqa: E402
 from cudnn_rnn.charlm import corpus, network, statedict  # noqa: E402
 from cudnn_rnn.charlm.table import CALIBRATION_BATCH, CALIBRATION_SEQ  # noqa: E402
 from cudnn_rnn.engine import gpu  # noqa: E402
@@ -55,6 +59,20 @@ def committed_table(model: str, gpu_name, cudnn_version) -> Path:
     """Where this GPU's committed precision table of ``model`` ("lstm" or "gru") is."""
     return (ROOT / "results" / provenance.slug(gpu_name) / provenance.version_name(cudnn_version)
             / ("precision.json" if model == "lstm" else f"precision-{model}.json"))
+
+
+def find_table(given: str | None, model: str) -> tuple[Path | None, dict | None]:
+    """(path, records) of the table the example compares with: the file ``given`` (ValueError,
+    what is wrong, if it is not a table), else this GPU's committed one of ``model`` where
+    there is one (none where cuDNN does not load: accelerate then says why)."""
+    if given:
+        return Path(given), table_records(Path(given))
+    try:
+        version = bindings.load().version_string
+    except bindings.errors.LibraryNotFound:
+        return None, None
+    path = committed_table(model, gpu.device_info().get("gpu"), version)
+    return (path, table_records(path)) if path.is_file() else (None, None)
 
 
 def table_records(path: Path) -> dict:
@@ -145,15 +163,10 @@ def main(argv=None) -> int:
         return fail(f"needs PyTorch ({exc}): pip install 'cudnn-rnn[torch]'")
     if not gpu.available() or not torch.cuda.is_available():
         return fail(f"needs a CUDA GPU: {gpu.unavailable_reason() or 'PyTorch sees none'}")
-    from cudnn_rnn import bindings
-    path = Path(args.table) if args.table else committed_table(
-        args.model, gpu.device_info().get("gpu"), bindings.load().version_string)
-    records = None
-    if args.table or path.is_file():
-        try:
-            records = table_records(path)
-        except ValueError as exc:
-            return fail(str(exc))
+    try:
+        path, records = find_table(args.table, args.model)
+    except ValueError as exc:
+        return fail(str(exc))
     model = network.load(network.shipped(args.model))
     embedding, rnn, decoder = torch_modules(model, torch)
     held_in, held_next = corpus.batch(network.slice_codes("heldout"), network.EVAL_SEQ,

@@ -54,3 +54,13 @@ def test_the_committed_table_of_this_gpu_is_found_and_read(tmp_path):
         example.table_records(bad)
     with pytest.raises(ValueError, match="is not a precision table"):
         example.table_records(tmp_path / "missing.json")
+
+
+def test_without_a_loadable_cudnn_there_is_no_committed_table_and_no_traceback(monkeypatch):
+    def missing(*_a, **_k):
+        raise example.bindings.errors.LibraryNotFound("no libcudnn here")
+    monkeypatch.setattr(example.bindings, "load", missing)
+    assert example.find_table(None, "lstm") == (None, None)  # accelerate says why, later
+    given = ROOT / "results" / "nvidia-h200" / "9.19.0" / "precision-gru.json"
+    path, records = example.find_table(str(given), "gru")  # a given table needs no cuDNN
+    assert path == given and records and all(r["id"] == k for k, r in records.items())

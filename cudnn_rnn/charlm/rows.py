@@ -241,7 +241,7 @@ def check_outputs(out: dict, ref: dict, twin: dict | None, bound: float,
 
 
 def _try(cfg, stacked, io_dev, ref, plan, twin, bound, against, engine, settings,
-         quick: bool) -> tuple:
+         quick: bool) -> tuple[dict, dict | None, float | None, object | None]:
     """One engine (one launch shape of the persistent kernel) built and verified: FP16
     throughout against the reference, 8 bits against the twin within its bound and nearer
     to it than to the reference in every output; then, with ``quick``, a few replays timed.

@@ -263,7 +263,7 @@ def _run(src: Source, lib, cp, builder, started: float, reps: int, warmup: int,
                 for rec, out in kept:
                     rec["metrics"] = metrics(src, out, base_out, cp)
             del kept
-    del held
+    del held, drawn  # the reference and drawn values of cuDNN's rows: not the engines'
     if builder:  # every build taken or destroyed: none beside the engines' timed calls
         builder.close(CLOSE_S)
     phases["cudnn"] = round(time.monotonic() - started - sum(phases.values()), 2)
