@@ -86,6 +86,7 @@ def test_the_precision_table_rehearses_each_8bit_format_and_part_on_short_sequen
     # cuDNN's families each in one rehearsal, none with a PERSIST_DYNAMIC row (no build)
     assert sorted(f for _n, p in tasks for f in p["families"]) == sorted(FLOAT_FAMILIES)
     assert not any(p["dynamic"] for _n, p in tasks)
+    assert [p["rest"] for _n, p in tasks] == [True] + [False] * 5  # FP16 rows: once
     src = load_source(params["spec"])
     full = load_source(job["spec"])
     assert full.x.shape[:2] == (network.EVAL_SEQ, network.EVAL_BATCH)

@@ -158,11 +158,11 @@ def _ms(rec: dict) -> float | None:
 def precision_table(spec: dict, reps: int = 20, warmup: int = 1, budget_s: float = 0.1,
                     methods: tuple = calibration.METHODS, formats: tuple = model.FORMATS,
                     parts: tuple = model.PARTS, families: tuple = FLOAT_FAMILIES,
-                    dynamic: bool = True) -> dict:
+                    dynamic: bool = True, rest: bool = True) -> dict:
     """Every configuration's record on ``spec``'s model (see the module docstring);
-    :func:`run_table` says what ``families`` and ``dynamic`` leave out."""
+    :func:`run_table` says what ``families``, ``dynamic`` and ``rest`` leave out."""
     return run_table(load_source(spec), reps, warmup, budget_s, methods, formats, parts,
-                     tuple(families), dynamic)
+                     tuple(families), dynamic, rest)
 
 
 def histograms(rnn: statedict.RNNWeights, stacked_dev: list, batches, cp) -> dict:
@@ -192,7 +192,7 @@ def dynamic_rows(rnn, T: int, B: int, families: tuple) -> list:
 def run_table(src: Source, reps: int = 20, warmup: int = 1, budget_s: float = 0.1,
               methods: tuple = calibration.METHODS, formats: tuple = model.FORMATS,
               parts: tuple = model.PARTS, families: tuple = FLOAT_FAMILIES,
-              dynamic: bool = True) -> dict:
+              dynamic: bool = True, rest: bool = True) -> dict:
     """:func:`precision_table` on a loaded source, in this process, with cuDNN's
     configurations of ``families`` only (FP32 first where it is among them: the baseline
     of the metrics' agreement; without it they have none). The PERSIST_DYNAMIC rows'
@@ -200,7 +200,9 @@ def run_table(src: Source, reps: int = 20, warmup: int = 1, budget_s: float = 0.
     (which need no cuDNN) and the rows before them; none runs while a row is timed, and
     the builders are closed before the engines' rows. Without ``dynamic`` the
     PERSIST_DYNAMIC rows are left out (a rehearsal's table: their builds compile cuDNN's
-    kernels, which no cache keeps, and their rows the same CuPy kernels as the others)."""
+    kernels, which no cache keeps, and their rows the same CuPy kernels as the others);
+    without ``rest`` the engines' FP16-throughout rows (a rehearsal's other than the first:
+    their kernels are the same in every one)."""
     cp = cupy_or_raise()
     lib = bindings.load()
     started = time.monotonic()
@@ -211,7 +213,7 @@ def run_table(src: Source, reps: int = 20, warmup: int = 1, budget_s: float = 0.
         if builder:
             builder.want(wanted)
         return _run(src, lib, cp, builder, started, reps, warmup, budget_s, methods, formats,
-                    parts, families, dynamic)
+                    parts, families, dynamic, rest)
     finally:
         if builder:
             builder.close(CLOSE_S)
@@ -219,7 +221,7 @@ def run_table(src: Source, reps: int = 20, warmup: int = 1, budget_s: float = 0.
 
 def _run(src: Source, lib, cp, builder, started: float, reps: int, warmup: int,
          budget_s: float, methods: tuple, formats: tuple, parts: tuple, families: tuple,
-         dynamic: bool) -> dict:
+         dynamic: bool, rest: bool) -> dict:
     T, B, _ = src.x.shape
     cfg = src.rnn.config(T, B)
     hx, cx = network.zero_state(cfg, np)
@@ -267,7 +269,8 @@ def _run(src: Source, lib, cp, builder, started: float, reps: int, warmup: int,
     if builder:  # every build taken or destroyed: none beside the engines' timed calls
         builder.close(CLOSE_S)
     phases["cudnn"] = round(time.monotonic() - started - sum(phases.values()), 2)
-    runs = [(None, None, None)] + [(f, p, m) for f in formats for p in parts for m in methods]
+    head = [(None, None, None)] if rest else []  # FP16 throughout first
+    runs = head + [(f, p, m) for f in formats for p in parts for m in methods]
     done: dict = {}
     twins: dict = {}
     for fmt, part, method in runs:
@@ -286,7 +289,7 @@ def _run(src: Source, lib, cp, builder, started: float, reps: int, warmup: int,
         if key:
             done[key] = rec
     phases["engine"] = round(time.monotonic() - started - sum(phases.values()), 2)
-    for fmt, part, method in [(None, None, None)] + [
+    for fmt, part, method in head + [
             (f, p, best_method(records, f, p)) for f in formats for p in parts]:
         if fmt and method is None:
             continue  # the GEMM engine verified no method of this plan
