@@ -168,6 +168,7 @@ class Library(BoundLibrary):
             "cudart_version": "%d.%d" % self.cudart_version,
             "library_path": self.resolved_path,
             "library_source": self.source,
+            "library_rejected": list(self.rejected),  # why each candidate before it failed
             "sublibraries": objects,
             "sublibraries_mixed": len(dirs) > 1,
             "cublaslt": self.cublaslt,

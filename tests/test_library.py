@@ -111,7 +111,10 @@ def test_the_loader_keeps_why_each_candidate_before_the_chosen_one_failed(tmp_pa
     fake.write_text("not a shared object")
     code = ("import sys; sys.modules['cuda.pathfinder'] = None; sys.path.insert(0, sys.argv[1]); "
             "from cudnn_rnn import bindings; lib = bindings.load(); "
-            "print(lib.source); print(len(lib.rejected)); print(lib.rejected[0])")
+            "print(lib.source); print(len(lib.rejected)); print(lib.rejected[0]); "
+            "from cudnn_rnn.matrix import provenance; "
+            "print(provenance.collect(lib.describe(), {}, 'c')['library_rejected'] "
+            "== list(lib.rejected))")
     env = {k: v for k, v in os.environ.items() if k != "CUDNN_LIBRARY"}
     env["PYTHONPATH"] = str(ROOT)
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
@@ -119,9 +122,10 @@ def test_the_loader_keeps_why_each_candidate_before_the_chosen_one_failed(tmp_pa
     if out.returncode != 0 and "no libcudnn found" in out.stderr:
         pytest.skip("no cuDNN wheel on sys.path here (the system library is used)")
     assert out.returncode == 0, out.stderr
-    source, count, first = out.stdout.splitlines()[:3]
+    source, count, first, recorded = out.stdout.splitlines()[:4]
     assert source == "sys.path wheel" and int(count) >= 1
     assert str(fake) in first and "cannot load" in first
+    assert recorded == "True"  # and a run's provenance carries them
 
 
 def test_a_library_named_by_its_soname_is_the_same_library_when_asked_again(tmp_path):

@@ -51,7 +51,7 @@ class Library(BoundLibrary):
         """Provenance of the library, for reports."""
         return {"cublaslt_version": self.version_string, "cublaslt_version_raw": self.version_raw,
                 "cublaslt_cudart_version": self.cudart_raw, "cublaslt_path": self.resolved_path,
-                "cublaslt_source": self.source}
+                "cublaslt_source": self.source, "cublaslt_rejected": list(self.rejected)}
 
     def checked(self, name: str, raw) -> CheckedFunction:
         return CheckedFunction(name, raw, self.status_string, errors.error_for)
