@@ -114,7 +114,7 @@ def test_the_loader_keeps_why_each_candidate_before_the_chosen_one_failed(tmp_pa
             "print(lib.source); print(len(lib.rejected)); print(lib.rejected[0]); "
             "from cudnn_rnn.matrix import provenance; "
             "print(provenance.collect(lib.describe(), {}, 'c')['library_rejected'] "
-            "== list(lib.rejected))")
+            "== '; '.join(lib.rejected))")
     env = {k: v for k, v in os.environ.items() if k != "CUDNN_LIBRARY"}
     env["PYTHONPATH"] = str(ROOT)
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,

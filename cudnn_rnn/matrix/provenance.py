@@ -88,7 +88,8 @@ def collect(library: dict, device: dict, command_line: str) -> dict:
         "cudnn_version": library.get("cudnn_version"),
         "library_path": library.get("library_path"),
         "library_source": library.get("library_source"),
-        "library_rejected": library.get("library_rejected"),
+        # why each candidate before it failed, "; "-joined (a record's fields are scalars)
+        "library_rejected": "; ".join(library.get("library_rejected") or ()) or None,
         "cublaslt": library.get("cublaslt"),
         "python": platform.python_version(),
         "numpy": numpy_version,
