@@ -66,7 +66,7 @@ def find_table(given: str | None, model: str) -> tuple[Path | None, dict | None]
     what is wrong, if it is not a table), else this GPU's committed one of ``model`` where
     there is one (none where cuDNN does not load: accelerate then says why)."""
     if given:
-        return Path(given), table_records(Path(given))
+        return Path(given), table_records(Path(given), model.upper())
     try:
         version = bindings.load().version_string
     except bindings.errors.LibraryNotFound:
@@ -75,15 +75,24 @@ def find_table(given: str | None, model: str) -> tuple[Path | None, dict | None]
     return (path, table_records(path)) if path.is_file() else (None, None)
 
 
-def table_records(path: Path) -> dict:
+def table_records(path: Path, cell: str | None = None) -> dict:
     """A precision table's records by id; ValueError (what is wrong) if ``path`` is not
-    one."""
+    one, or (``cell``: "LSTM" or "GRU") not the shipped character model of that cell."""
     try:
-        records = json.loads(path.read_text())["result"]["records"]
-        return {r["id"]: r for r in records}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        result = json.loads(path.read_text())["result"]
+        records = {r["id"]: r for r in result["records"]}
+        source = result["source"]
+        task, found = source.get("task"), source["shape"]["cell"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path} is not a precision table ({type(exc).__name__}: {exc}); "
                          f"give one written by python -m cudnn_rnn.precision") from None
+    if cell is not None and (task is None or found != cell):
+        raise ValueError(f"{path} is the table of {source.get('name', 'another model')}, not "
+                         f"of the shipped {cell} character model: give that model's table "
+                         f"(or --model {found.lower()})" if task else
+                         f"{path} is the table of a user's module ({source.get('name')}), "
+                         f"not of the shipped {cell} character model: give that model's table")
+    return records
 
 
 def table_methods(records: dict, fmt: str | None = None) -> tuple | None:

@@ -64,3 +64,15 @@ def test_without_a_loadable_cudnn_there_is_no_committed_table_and_no_traceback(m
     given = ROOT / "results" / "nvidia-h200" / "9.19.0" / "precision-gru.json"
     path, records = example.find_table(str(given), "gru")  # a given table needs no cuDNN
     assert path == given and records and all(r["id"] == k for k, r in records.items())
+
+
+def test_a_table_of_another_model_is_refused_in_one_line(tmp_path):
+    gru = ROOT / "results" / "nvidia-h200" / "9.19.0" / "precision-gru.json"
+    with pytest.raises(ValueError, match="gru character model, not of the shipped LSTM") as exc:
+        example.find_table(str(gru), "lstm")
+    assert "--model gru" in str(exc.value) and "\n" not in str(exc.value)
+    user = json.loads(gru.read_text())
+    user["result"]["source"].update(task=None, name="the module")
+    (tmp_path / "user.json").write_text(json.dumps(user))
+    with pytest.raises(ValueError, match=r"a user's module \(the module\), not of the shipped GRU"):
+        example.find_table(str(tmp_path / "user.json"), "gru")
