@@ -197,16 +197,17 @@ def rehearsals(job: dict) -> list:
     families spread over them (one each: the CuPy kernels of a family's data type compile
     once, not in every process), no PERSIST_DYNAMIC row (its build compiles cuDNN's
     kernels, which no cache keeps), one calibration method (the methods differ in the
-    thresholds the host searches for, not in the kernels) and the engines' FP16 rows in the
-    first only (the same kernels in every one: five persistent kernels compiled six times
-    over): CuPy's kernels and the persistent kernel's variants then compile side by side
-    before the table (:mod:`cudnn_rnn.matrix.warmup`)."""
+    thresholds the host searches for, not in the kernels) and the engines' FP16 rows in one
+    only, one that runs no cuDNN family (the same kernels in every one: five persistent
+    kernels compiled six times over): CuPy's kernels and the persistent kernel's variants
+    then compile side by side before the table (:mod:`cudnn_rnn.matrix.warmup`)."""
     from cudnn_rnn.lowbit import model
     small = dict(job, spec=dict(job["spec"], seq=REHEARSAL_SEQ), reps=1, budget_s=0.001,
                  dynamic=False, methods=tuple(job["methods"])[:1])
     plans = [(fmt, part) for fmt in model.FORMATS for part in model.PARTS]
     return [(name_of(precision_table), dict(small, formats=(fmt,), parts=(part,),
-                                            families=FLOAT_FAMILIES[i:i + 1], rest=i == 0))
+                                            families=FLOAT_FAMILIES[i:i + 1],
+                                            rest=i == len(FLOAT_FAMILIES)))
             for i, (fmt, part) in enumerate(plans)]
 
 

@@ -18,7 +18,8 @@ the three (the original module and the two accelerated ones):
   (engine, format, parts and calibration method: the record of the same id), or that the
   table has none.
 
-The table is ``--table FILE``, else this GPU's committed one where there is one
+The table is ``--table FILE`` (refused unless it is the table of the shipped model run),
+else this GPU's committed one where there is one
 (``results/<gpu>/<cudnn version>/precision.json``, ``precision-gru.json`` for the GRU).
 With a table, 8 bits are tried only with the calibration methods the table ran the
 persistent kernel with (the table picks a plan's method by bits per character, which a
@@ -63,10 +64,11 @@ def committed_table(model: str, gpu_name, cudnn_version) -> Path:
 
 def find_table(given: str | None, model: str) -> tuple[Path | None, dict | None]:
     """(path, records) of the table the example compares with: the file ``given`` (ValueError,
-    what is wrong, if it is not a table), else this GPU's committed one of ``model`` where
-    there is one (none where cuDNN does not load: accelerate then says why)."""
+    what is wrong, if it is not a table of the shipped ``model``), else this GPU's committed
+    one of ``model`` where there is one (none where cuDNN does not load: accelerate then
+    says why)."""
     if given:
-        return Path(given), table_records(Path(given), model.upper())
+        return Path(given), table_records(Path(given), model)
     try:
         version = bindings.load().version_string
     except bindings.errors.LibraryNotFound:
@@ -75,23 +77,26 @@ def find_table(given: str | None, model: str) -> tuple[Path | None, dict | None]
     return (path, table_records(path)) if path.is_file() else (None, None)
 
 
-def table_records(path: Path, cell: str | None = None) -> dict:
+def table_records(path: Path, model: str | None = None) -> dict:
     """A precision table's records by id; ValueError (what is wrong) if ``path`` is not
-    one, or (``cell``: "LSTM" or "GRU") not the shipped character model of that cell."""
+    one, or (``model``: "lstm" or "gru") not the table of that shipped character model (the
+    model whose held-out figure the table recorded)."""
     try:
         result = json.loads(path.read_text())["result"]
         records = {r["id"]: r for r in result["records"]}
         source = result["source"]
-        task, found = source.get("task"), source["shape"]["cell"]
+        recorded = (source.get("recorded") or {}).get("bpc")
+        name = str(source.get("name"))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path} is not a precision table ({type(exc).__name__}: {exc}); "
                          f"give one written by python -m cudnn_rnn.precision") from None
-    if cell is not None and (task is None or found != cell):
-        raise ValueError(f"{path} is the table of {source.get('name', 'another model')}, not "
-                         f"of the shipped {cell} character model: give that model's table "
-                         f"(or --model {found.lower()})" if task else
-                         f"{path} is the table of a user's module ({source.get('name')}), "
-                         f"not of the shipped {cell} character model: give that model's table")
+    if model is not None and recorded != network.load(network.shipped(model)).meta[
+            "heldout"]["bpc"]:
+        other = next((m for m in ("lstm", "gru") if m != model and recorded == network.load(
+            network.shipped(m)).meta["heldout"]["bpc"]), None)
+        raise ValueError(f"{path} is the precision table of {name!r}, not of the shipped "
+                         f"{model} model: give that model's table"
+                         + (f" (or --model {other})" if other else ""))
     return records
 
 

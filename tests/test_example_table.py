@@ -68,11 +68,24 @@ def test_without_a_loadable_cudnn_there_is_no_committed_table_and_no_traceback(m
 
 def test_a_table_of_another_model_is_refused_in_one_line(tmp_path):
     gru = ROOT / "results" / "nvidia-h200" / "9.19.0" / "precision-gru.json"
-    with pytest.raises(ValueError, match="gru character model, not of the shipped LSTM") as exc:
+    with pytest.raises(ValueError, match="of 'gru character model', not of the shipped lstm"
+                       ) as exc:
         example.find_table(str(gru), "lstm")
-    assert "--model gru" in str(exc.value) and "\n" not in str(exc.value)
-    user = json.loads(gru.read_text())
-    user["result"]["source"].update(task=None, name="the module")
-    (tmp_path / "user.json").write_text(json.dumps(user))
-    with pytest.raises(ValueError, match=r"a user's module \(the module\), not of the shipped GRU"):
-        example.find_table(str(tmp_path / "user.json"), "gru")
+    assert "(or --model gru)" in str(exc.value) and "\n" not in str(exc.value)
+    assert example.find_table(str(gru), "gru")[1]  # its own model's: read
+    doc = json.loads(gru.read_text())
+    for change in ({"task": None, "name": "the module", "recorded": None},  # a user's module
+                   {"recorded": {"bpc": 1.9}},  # another (retrained) GRU of the same shape
+                   {"shape": {"cell": None}}):  # a malformed one of the same model: read
+        bad = json.loads(json.dumps(doc))
+        bad["result"]["source"].update(change)
+        (tmp_path / "t.json").write_text(json.dumps(bad))
+        if "shape" in change:
+            assert example.find_table(str(tmp_path / "t.json"), "gru")[1]
+            continue
+        with pytest.raises(ValueError, match="not of the shipped gru model") as exc:
+            example.find_table(str(tmp_path / "t.json"), "gru")
+        assert "--model" not in str(exc.value)
+    (tmp_path / "t.json").write_text(json.dumps({"result": {"records": [], "source": 3}}))
+    with pytest.raises(ValueError, match="is not a precision table"):
+        example.find_table(str(tmp_path / "t.json"), "gru")

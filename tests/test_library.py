@@ -113,8 +113,10 @@ def test_the_loader_keeps_why_each_candidate_before_the_chosen_one_failed(tmp_pa
             "from cudnn_rnn import bindings; lib = bindings.load(); "
             "print(lib.source); print(len(lib.rejected)); print(lib.rejected[0]); "
             "from cudnn_rnn.matrix import provenance; "
-            "print(provenance.collect(lib.describe(), {}, 'c')['library_rejected'] "
-            "== '; '.join(lib.rejected))")
+            "from cudnn_rnn.matrix.jsontypes import SCALAR, Dict, problem; "
+            "prov = provenance.collect(lib.describe(), {}, 'c'); "
+            "print(prov['library_rejected'] == '; '.join(lib.rejected) "
+            "and problem(prov, Dict(SCALAR), 'provenance') is None)")
     env = {k: v for k, v in os.environ.items() if k != "CUDNN_LIBRARY"}
     env["PYTHONPATH"] = str(ROOT)
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
@@ -125,7 +127,7 @@ def test_the_loader_keeps_why_each_candidate_before_the_chosen_one_failed(tmp_pa
     source, count, first, recorded = out.stdout.splitlines()[:4]
     assert source == "sys.path wheel" and int(count) >= 1
     assert str(fake) in first and "cannot load" in first
-    assert recorded == "True"  # and a run's provenance carries them
+    assert recorded == "True"  # and a run's provenance carries them, as a scalar
 
 
 def test_a_library_named_by_its_soname_is_the_same_library_when_asked_again(tmp_path):

@@ -59,7 +59,8 @@ def test_rehearsals_are_said_and_a_marker_skips_them_next_time(cache):
                                                "graphs": True})] * 2
     said = warmup.warm("test", DEVICE, empty)
     assert said.startswith("CuPy's kernels compiled ahead: 2 rehearsals")
-    wall, slowest = map(float, re.search(r", ([0-9.]+) s \(the slowest ([0-9.]+) s;", said).groups())
+    found = re.search(r", ([0-9.]+) s \(the slowest ([0-9.]+) s;", said)
+    wall, slowest = map(float, found.groups())
     assert slowest <= wall  # one rehearsal's own time, inside the whole
     assert warmup.marker("test", DEVICE).is_file()
     assert warmup.warm("test", DEVICE, empty) is None  # done before: nothing runs
@@ -86,7 +87,8 @@ def test_the_precision_table_rehearses_each_8bit_format_and_part_on_short_sequen
     # cuDNN's families each in one rehearsal, none with a PERSIST_DYNAMIC row (no build)
     assert sorted(f for _n, p in tasks for f in p["families"]) == sorted(FLOAT_FAMILIES)
     assert not any(p["dynamic"] for _n, p in tasks)
-    assert [p["rest"] for _n, p in tasks] == [True] + [False] * 5  # FP16 rows: once
+    rest = [i for i, (_n, p) in enumerate(tasks) if p["rest"]]  # FP16 rows: once, in a
+    assert len(rest) == 1 and not tasks[rest[0]][1]["families"]  # process with no family
     src = load_source(params["spec"])
     full = load_source(job["spec"])
     assert full.x.shape[:2] == (network.EVAL_SEQ, network.EVAL_BATCH)
