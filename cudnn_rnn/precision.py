@@ -90,7 +90,7 @@ def render(args) -> int:
                        f"({type(exc).__name__}: {str(exc)[:120]}); render a precision*.json "
                        "python -m cudnn_rnn.precision wrote") from None
     # names read from the file, as path components (no separator, never ..)
-    where = (provenance.slug(prov.get("gpu")), provenance.version_name(prov.get("cudnn_version")))
+    where = provenance.results_path(prov.get("gpu"), prov.get("cudnn_version")).parts
     if args.out is not None:
         if Path(args.out).resolve().parts[-2:] == where:
             raise BadInput(f"--out {args.out} is already a <gpu>/<cudnn> folder: --out names the "
@@ -139,8 +139,7 @@ def _spec(args) -> tuple[dict, str]:
                 "calibration": str(Path(args.calibration).resolve()) if args.calibration else None,
                 "plain_cell": PLAIN_CELLS[args.plain_cell]}
         return spec, args.name or "user-" + Path(args.weights).stem
-    return {"model": str(network.shipped(args.model))}, args.name or (
-        "" if args.model == "lstm" else args.model)
+    return {"model": str(network.shipped(args.model))}, args.name or shipped_name(args.model)
 
 
 def main(argv=None) -> int:
@@ -180,7 +179,7 @@ def main(argv=None) -> int:
     prov = provenance.collect(info["library"] | {"cublaslt": (result.get("cublaslt") or {})},
                               info["device"], provenance.command("cudnn_rnn.precision", argv))
     doc = {"summary": summarise(result), "result": result, "provenance": prov}
-    stem = "precision" + (f"-{name}" if name else "")
+    stem = table_stem(name)
     (folder / f"{stem}.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     written = report.write(doc, folder, stem)
     print(written[0].read_text())
@@ -211,13 +210,29 @@ def rehearsals(job: dict) -> list:
             for i, (fmt, part) in enumerate(plans)]
 
 
+def shipped_name(model: str) -> str:
+    """The table name of a shipped model ("lstm" or "gru"): none for the LSTM."""
+    return "" if model == "lstm" else model
+
+
+def table_stem(name: str) -> str:
+    """A table's file stem: ``precision``, or ``precision-NAME``."""
+    return "precision" + (f"-{name}" if name else "")
+
+
+def shipped_table(root: Path, model: str, gpu: str | None, cudnn_version) -> Path:
+    """Where ``--out ROOT`` puts the table of the shipped ``model`` made on ``gpu`` with
+    ``cudnn_version`` (``results`` for the committed ones)."""
+    return (root / provenance.results_path(gpu, cudnn_version)
+            / f"{table_stem(shipped_name(model))}.json")
+
+
 def _folder(out_root: Path | None, info: dict, job: dict, name: str) -> Path:
     """Where the table goes: ``OUT/<gpu>/<cudnn version>/``, or by default this machine's
     run folder of this table (its model, settings and name: another table, another folder)."""
     if out_root is not None:
-        lib = info["library"]
-        return runs.output_dir(out_root / provenance.slug(info["device"].get("gpu"))
-                               / provenance.version_name(lib.get("cudnn_version")), "--out")
+        return runs.output_dir(out_root / provenance.results_path(
+            info["device"].get("gpu"), info["library"].get("cudnn_version")), "--out")
     machine = runs.machine_identity(info["library"], info["device"], info["device_stages"])
     key = runs.content_key([job, name, _content(job["spec"])])[:8]
     return runs.run_folder(runs.machine_dir(machine) / f"precision-{key}")

@@ -41,12 +41,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
-from cudnn_rnn import bindings  # noqa: E402
+from cudnn_rnn import bindings, precision  # noqa: E402
 from cudnn_rnn.charlm import corpus, network, statedict  # noqa: E402
 from cudnn_rnn.charlm.table import CALIBRATION_BATCH, CALIBRATION_SEQ  # noqa: E402
 from cudnn_rnn.engine import gpu  # noqa: E402
 from cudnn_rnn.lowbit.calibration import METHODS  # noqa: E402
-from cudnn_rnn.matrix import provenance  # noqa: E402
 
 FP8_TOLERANCE = 6e-2  # FP8 E4M3 on both GEMMs: 5.0e-2 from FP32 on the H200 (precision.json)
 
@@ -54,12 +53,6 @@ FP8_TOLERANCE = 6e-2  # FP8 E4M3 on both GEMMs: 5.0e-2 from FP32 on the H200 (pr
 def fail(text: str) -> int:
     print(f"examples/charlm.py: error: {text}", file=sys.stderr)
     return 2
-
-
-def committed_table(model: str, gpu_name, cudnn_version) -> Path:
-    """Where this GPU's committed precision table of ``model`` ("lstm" or "gru") is."""
-    return (ROOT / "results" / provenance.slug(gpu_name) / provenance.version_name(cudnn_version)
-            / ("precision.json" if model == "lstm" else f"precision-{model}.json"))
 
 
 def find_table(given: str | None, model: str) -> tuple[Path | None, dict | None]:
@@ -73,7 +66,8 @@ def find_table(given: str | None, model: str) -> tuple[Path | None, dict | None]
         version = bindings.load().version_string
     except bindings.errors.LibraryNotFound:
         return None, None
-    path = committed_table(model, gpu.device_info().get("gpu"), version)
+    path = precision.shipped_table(ROOT / "results", model, gpu.device_info().get("gpu"),
+                                   version)
     return (path, table_records(path)) if path.is_file() else (None, None)
 
 
@@ -192,16 +186,16 @@ def main(argv=None) -> int:
     with torch.no_grad():
         example, calibration = embedding(codes), embedding(torch.as_tensor(cal_in).cuda().long())
     runs = [("original (torch.nn)", rnn, None)]
-    for name, precision, tol in (("FP8", "fp8", FP8_TOLERANCE), ("recommended", "auto", 1e-2)):
-        methods = table_methods(records, "e4m3" if precision == "fp8" else None) \
+    for name, asked, tol in (("FP8", "fp8", FP8_TOLERANCE), ("recommended", "auto", 1e-2)):
+        methods = table_methods(records, "e4m3" if asked == "fp8" else None) \
             if records else None
         try:
-            fast = accelerate(rnn, example, precision=precision, calibration=calibration,
+            fast = accelerate(rnn, example, precision=asked, calibration=calibration,
                               tolerance=tol, methods=methods)
         except NotAccelerated as exc:
             print(f"{name}: not accelerated: {exc}")
             continue
-        print(f"{name} ({precision}, tolerance {tol:g}): {fast.choice}\n")
+        print(f"{name} ({asked}, tolerance {tol:g}): {fast.choice}\n")
         runs.append((name, fast, fast.plan.report["times"]))
     report(runs, embedding, decoder, codes, targets, args, model, torch, records, path)
     return 0

@@ -43,11 +43,12 @@ def test_the_tables_row_of_the_choice_is_printed_or_its_absence_said():
 
 
 def test_the_committed_table_of_this_gpu_is_found_and_read(tmp_path):
-    path = example.committed_table("lstm", "NVIDIA H200", "9.19.0")
+    path = example.precision.shipped_table(ROOT / "results", "lstm", "NVIDIA H200", "9.19.0")
     assert path == ROOT / "results" / "nvidia-h200" / "9.19.0" / "precision.json"
     records = example.table_records(path)
     assert records["persistent/fp16"]["engine"] == "persistent"
-    assert example.committed_table("gru", "NVIDIA H200", "9.19.0").name == "precision-gru.json"
+    assert example.precision.shipped_table(ROOT / "results", "gru", "NVIDIA H200",
+                                           "9.19.0").name == "precision-gru.json"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"rows": []}))
     with pytest.raises(ValueError, match="is not a precision table"):

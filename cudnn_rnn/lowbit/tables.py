@@ -22,15 +22,16 @@ def waits(part: Partition) -> np.ndarray:
     rows: dict = {}  # a CTA's waits depend on its pseudo-layer and batch slice only
     for c, sl in enumerate(part.slices):
         if (sl.k, sl.bs) not in rows:
-            rows[(sl.k, sl.bs)] = _waits(part, pls[sl.k], sl.k, sl.bs, T)
+            rows[(sl.k, sl.bs)] = _waits(part, pls[sl.k], sl.bs)
         table[c] = rows[(sl.k, sl.bs)]
     return table
 
 
-def _waits(part: Partition, p, k: int, bs: int, T: int) -> np.ndarray:
-    """(T, MAX_WAITS, 2) of :func:`waits` for a CTA of pseudo-layer ``p`` (index ``k``),
-    batch slice ``bs``."""
-    cfg = part.cfg
+def _waits(part: Partition, p, bs: int) -> np.ndarray:
+    """(T, MAX_WAITS, 2) of :func:`waits` for a CTA of pseudo-layer ``p``, batch slice
+    ``bs``."""
+    cfg, k = part.cfg, p.index
+    T = cfg.seq_length
     out = np.full((T, MAX_WAITS, 2), -1, dtype=np.int32)
     feeders = walk.feeders(cfg, p)
     for s in range(T):

@@ -62,6 +62,12 @@ def version_name(version) -> str:
     return version if re.fullmatch(r"[0-9]+(\.[0-9]+){0,3}", version) else slug(version)
 
 
+def results_path(gpu: str | None, version) -> Path:
+    """``nvidia-h200/9.19.0``: where under a results folder a GPU's (or no-gpu's) results
+    with a cuDNN version go, as a relative path (:func:`slug`, :func:`version_name`)."""
+    return Path(slug(gpu)) / version_name(version)
+
+
 def folder_name(gpu: str | None, version) -> str:
     """``nvidia-h200-9.19.0``: a result set's GPU (or no-gpu) and cuDNN version as one folder
     name (:func:`version_name`)."""
