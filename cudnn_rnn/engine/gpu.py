@@ -9,6 +9,7 @@ Set ``CUDNN_RNN_NO_GPU=1`` to behave as on a machine without a GPU.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from functools import lru_cache
 
 from cudnn_rnn.bindings import driver
@@ -64,6 +65,61 @@ def cupy_or_raise(what: str | None = None):
         needs = f"{what} needs" if what else "device stages need"
         raise NoGPU(f"{needs} a CUDA GPU: {reason}")
     return cupy
+
+
+@contextmanager
+def plain_reductions(cupy):
+    """CuPy's reductions inside run on its plain reduction kernels, not on the CUB block
+    reductions it tries first by default (``ACCELERATOR_CUB`` among the *reduction*
+    accelerators; the *routine* accelerators, CUB's precompiled device-wide sums, are kept).
+
+    Each CUB block reduction is compiled by NVRTC through jitify with CUB's headers, per
+    reduction and data type: 1.6-3.1 s a kernel on the H100/H200 hosts, against about 0.1 s
+    for a plain one. Measured in one cold process (``.device/compile_log.py``, H100): 8 of
+    them (``all``, ``sum``, ``mean``, ``any`` in two passes) were 17 s of the precision
+    table's 47 s of compiling, 6 were 16 s of the matrix rehearsal's 23 s; every rehearsing
+    process compiled them again beside the others. The checks this project runs (finite?,
+    counts, means, norms) are small next to the work they check, so the plain kernels cost
+    nothing measurable; a float64 sum may differ in its last bits (another order).
+    Process-wide while inside (CuPy keeps one setting): the previous setting is restored."""
+    core = _settings(cupy)
+    before = None if core is None else _without_cub(core)
+    try:
+        yield
+    finally:
+        if core is not None:
+            core.set_reduction_accelerators(before)
+
+
+def plain_reductions_here() -> None:
+    """:func:`plain_reductions` for the life of this process: one of this project's own (a
+    matrix worker, a rehearsal), never a user's. Nothing where CuPy has no GPU."""
+    cupy, _why = _probe()
+    core = None if cupy is None else _settings(cupy)
+    if core is not None:
+        _without_cub(core)
+
+
+def _settings(cupy):
+    """Where CuPy keeps its accelerator settings; None where it keeps none (a CuPy without
+    them, or a stand-in for it): nothing to change there."""
+    core = getattr(cupy, "_core", None)
+    return core if hasattr(core, "set_reduction_accelerators") else None
+
+
+def _without_cub(core) -> list[str]:
+    """CUB left out of CuPy's reduction accelerators; the setting before, as names."""
+    before = _accelerator_names(core, core.get_reduction_accelerators())
+    core.set_reduction_accelerators([a for a in before if a != "cub"])
+    return before
+
+
+def _accelerator_names(core, ids) -> list[str]:
+    """CuPy's accelerator ids (what its getters return) as the names its setters take."""
+    names = {core._accelerator.ACCELERATOR_CUB: "cub",
+             core._accelerator.ACCELERATOR_CUTENSOR: "cutensor",
+             core._accelerator.ACCELERATOR_CUTENSORNET: "cutensornet"}
+    return [names[i] for i in ids if i in names]
 
 
 def cuda_errors(cupy) -> tuple:

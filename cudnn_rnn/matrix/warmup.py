@@ -90,10 +90,12 @@ def rehearse(tasks: list, n: int, timeout_s: float) -> list | None:
 def _rehearse(task: tuple) -> tuple:  # pragma: no cover - runs in a spawned process
     """One rehearsal: its job run in this process (and its own CUDA context); this process's
     pid, why it failed (None: it did not) and the job's seconds."""
+    from cudnn_rnn.engine import gpu
     from cudnn_rnn.matrix import jobs
     name, params = task
     started = time.monotonic()
     try:
+        gpu.plain_reductions_here()  # as the worker that loads these kernels
         jobs.run(name, params)
     except Exception as exc:
         return os.getpid(), f"{type(exc).__name__}: {exc}", time.monotonic() - started

@@ -78,6 +78,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
     cupy = pool = handle = builder = None
     if device:
         import cupy  # only where there is a GPU
+        gpu.plain_reductions_here()  # CuPy's CUB block reductions compile slowly
         pool = cupy.get_default_memory_pool()
     cuda_errors = gpu.cuda_errors(cupy)
     info = {"cudnn_version": lib.version_string, "library_path": lib.describe()["library_path"]}
