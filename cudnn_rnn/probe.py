@@ -15,6 +15,7 @@ descriptor stages run; the rest are recorded as skipped.
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import sys
 import time
 from collections import Counter
@@ -22,15 +23,17 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from cudnn_rnn.bindings.enums import RNNAlgo
 from cudnn_rnn.cli import BadInput, Once, OneLineParser, positive_float, positive_int, run_main
 from cudnn_rnn.matrix import (baseline, cells, provenance, runs, spec as specs, variants,
                               warmup, writer_lock)
 from cudnn_rnn.matrix.ahead import Schedule
+from cudnn_rnn.matrix.beside import Beside
 from cudnn_rnn.matrix.progress import Progress
 from cudnn_rnn.matrix.record import (OUTCOME_SHORT, RUN_SCHEMA, TIMED_KINDS, Record,
                                      add_speedup, max_error, ranked_timing, write_json)
 from cudnn_rnn.matrix.loadable import library_survives
-from cudnn_rnn.matrix.worker import start_worker
+from cudnn_rnn.matrix.worker import Worker, WorkerStartFailed, same_setup, start_worker
 from cudnn_rnn.reporting.grid import DESCRIPTOR_ONLY, OUTCOME_WORDS, outcome_words
 from cudnn_rnn.reporting.load import load as load_results
 
@@ -177,17 +180,38 @@ def main(argv=None) -> int:
                "variant_kinds": args.variant_kinds,
                "time": not args.no_time, "no_device": args.no_device,
                "graphs": not args.no_graphs, "reuse_values": True, "values_cache_size": 8,
-               "reference_cache_size": 512, "reference_device_bytes": "auto"}
+               "reference_cache_size": 512, "reference_device_bytes": "auto",
+               "beside": Beside(mp.get_context("spawn"))}  # a PERSIST_DYNAMIC worker's
     worker, info = start_worker(args.cudnn, options)
+    workers = [worker]  # and the PERSIST_DYNAMIC cells' own, where _run starts one
     try:  # the output folder made once the library loaded: a refused library leaves none
         out = runs.output_dir(args.out) if args.out is not None else None
-        return _run(args, argv, spec, cells, out, worker, info)
+        return _run(args, argv, spec, cells, out, workers, info)
     finally:
-        worker.close()
+        for w in workers:
+            w.close()
         writer_lock.release_all()  # the run folder's, taken by runs.open_run
 
 
-def _run(args, argv, spec, cells, out, worker, info) -> int:
+def _builds_worker(worker: Worker) -> Worker:
+    """The worker the PERSIST_DYNAMIC cells go to: one of their own, whose builders compile
+    beside every other cell (:mod:`cudnn_rnn.matrix.beside`); the one worker where a second
+    does not start (said in a line) or finds another setup."""
+    second = Worker(worker.cudnn_path, worker.options)
+    try:
+        why = None if same_setup(second.start(), worker.info) else "it found another setup"
+    except WorkerStartFailed as exc:
+        why = f"it did not start: {exc}"
+    if why is None:
+        return second
+    second.close(wait_s=0)
+    print(f"PERSIST_DYNAMIC cells run in the one worker: a second was refused ({why})",
+          file=sys.stderr)
+    return worker
+
+
+def _run(args, argv, spec, cells, out, workers, info) -> int:
+    worker = workers[0]
     lib_info, dev_info = info["library"], info["device"]
     identity = runs.run_identity(
         runs.machine_identity(lib_info, dev_info, info["device_stages"]), spec.name, spec.sha256,
@@ -242,8 +266,12 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
             "sessions": sessions, "complete": False}
     runs.write_meta(meta_path, meta, results)
     schedule = Schedule(todo) if info["device_stages"] else None  # PERSIST_DYNAMIC builds
-    if schedule is not None:  # the worker's builders begin while CuPy's kernels compile
-        worker.ahead(schedule.starting(0))
+    builds = worker  # the worker the PERSIST_DYNAMIC cells go to
+    if schedule is not None and schedule.starting(0):
+        builds = _builds_worker(worker)
+        workers.append(builds)
+    if schedule is not None:  # the builders begin while CuPy's kernels compile
+        builds.ahead(schedule.starting(0))
     if info["device_stages"] and todo:  # before the first timed call: compile side by side
         said = warmup.warm(f"probe-{spec.name}", dev_info,
                            warmup.cell_tasks(todo, args.cudnn, not args.no_graphs))
@@ -260,8 +288,9 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
                 continue
             ahead = [] if schedule is None else schedule.starting(
                 i, lambda c: c.id in suspects or variants.gated_out(c, done))
-            worker.ahead(ahead)
-            rec = worker.run(cell, args.timeout)
+            builds.ahead(ahead)
+            rec = (builds if cell.config.algo == RNNAlgo.PERSIST_DYNAMIC else worker).run(
+                cell, args.timeout)
             named = [cid for cid, _cfg in ahead if cid != cell.id]
             if rec.outcome in ("CRASH", "TIMEOUT") and named:
                 suspects.update(named)
@@ -278,16 +307,20 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
                     progress.decide(len(waiting[rec.id]))
     except KeyboardInterrupt:
         interrupted = True
-        worker.close(wait_s=0)  # the cell it was on is lost either way: do not wait for it
+        for w in {worker, builds}:  # the cell it was on is lost either way: do not wait
+            w.close(wait_s=0)
     finally:
         results.close()
         progress.finish()
     wall = time.monotonic() - started
     records = [done[c.id].as_json() for c in cells if c.id in done]
     gated = [c for c in cells if c.id not in done and variants.gated_out(c, done)]
+    two = (worker,) if builds is worker else (worker, builds)
     sessions[-1].update(finished=provenance.now(), wall_s=round(wall, 2),
-                        workers_started=worker.started, workers_lost=worker.lost,
-                        worker_restarts=worker.restarts, interrupted=interrupted)
+                        workers_started=sum(w.started for w in two),
+                        workers_lost=sum(w.lost for w in two),
+                        worker_restarts=sum(w.restarts for w in two), interrupted=interrupted,
+                        persist_dynamic_worker=builds is not worker)
     meta.update(complete=len(records) + len(gated) == len(cells), cells=len(cells),
                 not_run_base_refused=len(gated),
                 counts=dict(Counter(r["outcome"] for r in records)))
@@ -298,8 +331,10 @@ def _run(args, argv, spec, cells, out, worker, info) -> int:
         print(f"\n{len(gated)} variants not run: the cell each varies did not get past "
               "cudnnSetRNNDescriptor_v8")
     print(f"\n{len(records)}/{len(cells) - len(gated)} cells recorded (variants that ran included) "
-          f"in {path} ({wall:.1f} s this session; "
-          f"workers: {worker.started} started, {worker.lost} lost to a crash, timeout or error)")
+          f"in {path} ({wall:.1f} s this session; workers: "
+          f"{sessions[-1]['workers_started']} started, {sessions[-1]['workers_lost']} lost to "
+          "a crash, timeout or error" + ("; PERSIST_DYNAMIC cells in a worker of their own)"
+                                         if builds is not worker else ")"))
     if interrupted:
         print("interrupted: finished cells are kept; the same command continues the run",
               file=sys.stderr)

@@ -97,8 +97,15 @@ def test_default_spec_end_to_end(cuda, out_root):
     # resources are released cell by cell: no cuDNN object outlives its cell, and the
     # device memory in use after each cell stays flat
     assert all(r["live_descriptors"] == 0 for r in recs)
-    used = [r["device_memory_bytes"] for r in recs if r.get("device_memory_bytes") is not None]
-    assert used and max(used) == min(used), (min(used), max(used))
+    for pid in {r["worker_pid"] for r in recs}:
+        used = [r["device_memory_bytes"] for r in recs
+                if r["worker_pid"] == pid and r.get("device_memory_bytes") is not None]
+        assert used and max(used) == min(used), (pid, min(used), max(used))
+    # the PERSIST_DYNAMIC cells ran in a worker of their own, whose builders compiled beside
+    # the other worker's cells: no process ran cells of both kinds
+    dynamic = {r["worker_pid"] for r in recs if r["algo"] == "PERSIST_DYNAMIC"}
+    others = {r["worker_pid"] for r in recs if r["algo"] != "PERSIST_DYNAMIC"}
+    assert meta["sessions"][-1]["persist_dynamic_worker"] and dynamic and not dynamic & others
 
 
 def test_reference_on_gpu_equals_the_cpu_reference(cuda):

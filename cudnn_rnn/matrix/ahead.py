@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from cudnn_rnn.bindings.enums import RNNAlgo
 from cudnn_rnn.engine.gpu import held_bytes
+from cudnn_rnn.matrix.beside import Alone
 
 THREADS = 2  # builder threads (cuDNN's builds compile on the host). More did not build
              # faster: with 4 threads and 256 cells ahead (both changed at once) the H200
@@ -58,8 +59,9 @@ class Built:
 class Builder:
     """Builds the descriptors of the cells :meth:`want` names, ``threads`` at a time."""
 
-    def __init__(self, lib, threads: int = THREADS):
+    def __init__(self, lib, threads: int = THREADS, beside=None):
         self.lib = lib
+        self.beside = beside if beside is not None else Alone()  # the other worker's cells
         self._device = _current_device()  # the builders' GPU: the caller's, not device 0
         self._cond = threading.Condition()
         self._wanted: list = []        # (cell id, config), in the order they will run
@@ -162,9 +164,11 @@ class Builder:
                 self._building[cid] = None
             built, flow, started = None, None, time.perf_counter()
             try:
-                with self._cond:  # what allocates, under the lock (see measured)
+                # what allocates, under the lock (see measured); GPU work: not beside a
+                with self.beside.preparing(), self._cond:  # cell measured in another process
                     flow = self._building[cid] = self._prepare(handle, cfg)
-                self._compile(handle, flow, cfg)
+                with self.beside.compiling():
+                    self._compile(handle, flow, cfg)
                 built = Built(flow, time.perf_counter() - started)
             except Exception as exc:  # said in the cell's notes; the cell then builds itself
                 built = Built(None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}")

@@ -28,6 +28,7 @@ from cudnn_rnn.engine import capture, readback, timing
 from cudnn_rnn.engine.gpu import cuda_errors
 from cudnn_rnn.engine.flow import FlowResult, RNNFlow, StageFailure
 from cudnn_rnn.engine.values import ValuesCache
+from cudnn_rnn.matrix.beside import Alone
 from cudnn_rnn.matrix.record import Record
 from cudnn_rnn.matrix.references import ReferenceCache
 
@@ -61,7 +62,7 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
              cache: ReferenceCache | None = None, seed: int = 1234,
              values: ValuesCache | None = None, kinds: tuple | None = None,
              budget_s: float | None = None, graphs: bool = True, handle=None,
-             builder=None) -> Record:
+             builder=None, beside=None) -> Record:
     """Everything that happens to one cell; returns its record (never raises for cuDNN).
 
     ``kinds`` limits the timed calls (names of :data:`TIMED`; all four by default);
@@ -72,7 +73,9 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
     (:mod:`cudnn_rnn.engine.capture`). ``handle``: a cuDNN handle shared across cells (see
     :class:`~cudnn_rnn.engine.flow.RNNFlow`). ``builder``: a
     :class:`~cudnn_rnn.matrix.ahead.Builder` that may have built this cell ahead; it builds
-    nothing while the cell is timed.
+    nothing while the cell is timed. ``beside``: a :class:`~cudnn_rnn.matrix.beside.Beside`
+    shared with another worker's builders (their GPU set-ups wait for this cell's
+    verification and timing; the builds compiled meanwhile are noted in the record).
     """
     started = time.perf_counter()
     cfg = cell.config
@@ -89,8 +92,12 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
                 with builder.quiet() if builder is not None else nullcontext():
                     if builder is not None:  # what builds under way cost this cell
                         rec.phase_s["builds_wait"] = round(time.perf_counter() - waited, 4)
-                    verify_and_time(rec, flow, cache, reps, warmup, time_it, kinds, budget_s,
-                                    graphs)
+                    with (beside or Alone()).measuring() as beside_counts:
+                        verify_and_time(rec, flow, cache, reps, warmup, time_it, kinds,
+                                        budget_s, graphs)
+                    if beside_counts.get("builds") and rec.timings:
+                        rec.notes.append(f"verified and timed while {beside_counts['builds']} "
+                                         "PERSIST_DYNAMIC builds compiled in another worker")
         finally:
             cache.finish()  # a reference begun for a cell that failed: done before the next
     rec.duration_s = round(time.perf_counter() - started, 4)

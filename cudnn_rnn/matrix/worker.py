@@ -15,8 +15,8 @@ to end, so the next cell always starts in a live worker. Workers are started wit
 the parent never touches CUDA, the worker owns the only context.
 
 ``("ahead", [(id, config), ...])`` (no answer) names the PERSIST_DYNAMIC cells to come,
-which the worker's :class:`~cudnn_rnn.matrix.ahead.Builder` builds beside the cells before
-them. Faults a test injects: :mod:`.faults`.
+which its :class:`~cudnn_rnn.matrix.ahead.Builder` builds beside the cells before them (the
+probe's are a second worker's: :mod:`.beside`). Faults a test injects: :mod:`.faults`.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ import multiprocessing as mp
 import os
 import signal
 import time
+from contextlib import suppress
 
 from cudnn_rnn.matrix import jobs
 from cudnn_rnn.matrix.faults import check_fault, fault, inject_cell_fault, inject_process_fault
@@ -92,7 +93,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         if isinstance(cell, tuple) and cell[0] == "ahead":
             if device and (builder is not None or cell[1]):
                 if builder is None:
-                    builder = Builder(lib)
+                    builder = Builder(lib, beside=options.get("beside"))
                     atexit.register(builder.close)  # no build left inside cuDNN at exit
                 builder.want(cell[1])
             continue
@@ -135,7 +136,8 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
             rec = run_cell(cell, lib, device=device, reps=reps, handle=handle,
                            time_it=options.get("time", True), cache=cache, values=values,
                            kinds=kinds, budget_s=options.get("budget_s"),
-                           graphs=options.get("graphs", True), builder=builder)
+                           graphs=options.get("graphs", True), builder=builder,
+                           beside=options.get("beside"))
         except cuda_errors as exc:  # outside a stage (timing, verification): still CUDA's
             rec = Record.unfinished(cell, info, "CRASH", "CUDA_ERROR", f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # an error of this tool's own code
@@ -171,20 +173,15 @@ def _kept(handle, rec, exiting: bool, cudnn_error):
     if handle is None:
         return None
     if not exiting and rec.outcome in KEEPS_HANDLE and not rec.graph_refused:
-        try:
+        with suppress(cudnn_error):
             handle.set_stream(0)
             return handle
-        except cudnn_error:
-            pass
-    try:
+    with suppress(cudnn_error):
         handle.close()
-    except cudnn_error:
-        pass
     return None
 
 
-def _short(job_name: str) -> str:
-    """A job's function name, as its failures say it (``time_torch``)."""
+def _short(job_name: str) -> str:  # a job's function name, as its failures say it
     return job_name.rpartition(":")[2]
 
 
@@ -239,7 +236,7 @@ class Worker:
             self._drop(counted=False)
             raise WorkerStartFailed(payload[0], payload[1])
         info = payload[0]
-        if self.info is not None and _setup(info) != _setup(self.info):
+        if self.info is not None and not same_setup(info, self.info):
             self._drop(counted=False)
             raise WorkerStartFailed(f"a fresh worker found another setup ({_setup(info)}) than "
                                     f"the first ({_setup(self.info)}); the run stops here")
@@ -379,9 +376,12 @@ class Worker:
 
 
 def _setup(info: dict) -> tuple:
-    """What every worker of one run must agree on."""
+    """What every worker of one run must agree on (:func:`same_setup`)."""
     return (info["library"].get("library_path"), info["library"].get("cudnn_version"),
             info["device_stages"], info["device"].get("gpu"))
+
+
+same_setup = lambda info, other: _setup(info) == _setup(other)  # noqa: E731
 
 
 def start_worker(cudnn_path: str | None, options: dict) -> tuple[Worker, dict]:

@@ -1,0 +1,98 @@
+"""matrix.beside.Beside: the probe's two workers (the PERSIST_DYNAMIC cells' and the
+others') keep a builder's GPU set-up apart from a cell's verification and timing, and count
+the builds compiled beside a measured cell. Real multiprocessing primitives of the spawn
+context, as the workers get them; threads (and one spawned process) stand for the workers."""
+import multiprocessing as mp
+import threading
+import time
+
+from cudnn_rnn.matrix.beside import Beside
+
+CTX = mp.get_context("spawn")
+
+
+def _in_thread(fn):
+    t = threading.Thread(target=fn, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_measured_cell_waits_for_a_set_up_under_way_and_then_blocks_new_ones():
+    beside, events = Beside(CTX), []
+    inside, release = threading.Event(), threading.Event()
+
+    def builder():
+        with beside.preparing():
+            events.append("prepare begins")
+            inside.set()
+            release.wait(5)
+            events.append("prepare ends")
+
+    def cell():
+        with beside.measuring():
+            events.append("measure begins")
+            time.sleep(0.05)
+            later.start()  # a builder arriving now waits for the measured cell
+            time.sleep(0.05)
+            events.append("measure ends")
+
+    def late_builder():
+        with beside.preparing():
+            events.append("late prepare")
+
+    later = threading.Thread(target=late_builder, daemon=True)
+    b = _in_thread(builder)
+    assert inside.wait(5)
+    c = _in_thread(cell)
+    time.sleep(0.05)
+    assert events == ["prepare begins"]  # the cell has not begun beside the set-up
+    release.set()
+    for t in (b, c, later):
+        t.join(5)
+    assert events == ["prepare begins", "prepare ends", "measure begins", "measure ends",
+                      "late prepare"]
+
+
+def test_builds_compiling_inside_a_measured_cell_are_counted():
+    beside = Beside(CTX)
+    with beside.measuring() as counts:
+        pass
+    assert counts == {"builds": 0}
+    going, stop = threading.Event(), threading.Event()
+
+    def long_build():
+        with beside.compiling():
+            going.set()
+            stop.wait(5)
+
+    t = _in_thread(long_build)  # under way before, during and after the cell
+    assert going.wait(5)
+    with beside.measuring() as counts:
+        with beside.compiling():  # one begun and finished inside
+            pass
+    stop.set()
+    t.join(5)
+    assert counts == {"builds": 2}
+    with beside.measuring() as counts:  # the long one finished before: not beside this one
+        pass
+    assert counts == {"builds": 0}
+
+
+def _compile_in_child(beside, started, stop):
+    with beside.compiling():
+        started.set()
+        stop.wait(10)
+
+
+def test_a_build_in_another_process_is_seen():
+    beside, started, stop = Beside(CTX), CTX.Event(), CTX.Event()
+    child = CTX.Process(target=_compile_in_child, args=(beside, started, stop), daemon=True)
+    child.start()
+    try:
+        assert started.wait(60)
+        with beside.measuring() as counts:
+            pass
+    finally:
+        stop.set()
+        child.join(30)
+    assert counts == {"builds": 1} and child.exitcode == 0
