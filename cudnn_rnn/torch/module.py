@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
-from cudnn_rnn.engine.gpu import cupy_or_raise, external_stream, plain_reductions
+from cudnn_rnn.engine.gpu import cupy_or_raise, external_stream
 from cudnn_rnn.engine import packing
 from cudnn_rnn.torch import calls, report, runners, verify
 from cudnn_rnn.torch.errors import BadCall, NotAccelerated
@@ -135,10 +135,8 @@ class Accelerated(torch.nn.Module):
 
     def _run(self, key: tuple, x, h0, c0, only=None) -> tuple:
         entry = self._plans.cached(key)
-        if entry is None:  # a new shape's plan, verified (CuPy's quick-to-compile checks)
-            with plain_reductions(self._cp):
-                _, outputs = self._plans.make(key, lambda c: self._attempt(c, key, x, h0, c0),
-                                              only)
+        if entry is None:
+            _, outputs = self._plans.make(key, lambda c: self._attempt(c, key, x, h0, c0), only)
             return outputs
         return self._call(entry.runner, key, x, h0, c0)
 

@@ -80,7 +80,7 @@ def accelerate(module, example, precision: str = "auto", calibration=None,
     tried = ranking.methods(methods)
     device = _device(module, torch)
     cp = gpu.cupy_or_raise()
-    with cp.cuda.Device(device.index), gpu.plain_reductions(cp):
+    with cp.cuda.Device(device.index):
         cudnn_or_refuse()
         return _tune(module, spec, example, precision, prec, calibration, limit, device,
                      torch, cp, reps, budget_s, tried)
