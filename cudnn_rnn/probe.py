@@ -27,7 +27,7 @@ from cudnn_rnn.bindings.enums import RNNAlgo
 from cudnn_rnn.cli import BadInput, Once, OneLineParser, positive_float, positive_int, run_main
 from cudnn_rnn.matrix import (baseline, cells, provenance, runs, spec as specs, variants,
                               warmup, writer_lock)
-from cudnn_rnn.matrix.ahead import Schedule
+from cudnn_rnn.matrix.ahead import OWN_WORKER_DEPTH, Schedule
 from cudnn_rnn.matrix.beside import Beside
 from cudnn_rnn.matrix.progress import Progress
 from cudnn_rnn.matrix.record import (OUTCOME_SHORT, RUN_SCHEMA, TIMED_KINDS, Record,
@@ -270,6 +270,8 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
     if schedule is not None and schedule.starting(0):
         builds = _builds_worker(worker)
         workers.append(builds)
+        if builds is not worker:  # builds no timed call waits for may run further ahead
+            schedule.depth = OWN_WORKER_DEPTH
     if schedule is not None:  # the builders begin while CuPy's kernels compile
         builds.ahead(schedule.starting(0))
     if info["device_stages"] and todo:  # before the first timed call: compile side by side
@@ -282,18 +284,22 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
     started = time.monotonic()
     interrupted = False
     suspects = set()  # named ahead to a worker that crashed or hung: built in their own cells
+    ahead, moved = [], True  # the PERSIST_DYNAMIC cells named ahead; whether to work them out
     try:
         for i, cell in enumerate(todo):
             if variants.gated_out(cell, done):  # its base did not pass the RNN descriptor
                 continue
-            ahead = [] if schedule is None else schedule.starting(
-                i, lambda c: c.id in suspects or variants.gated_out(c, done))
+            dynamic = cell.config.algo == RNNAlgo.PERSIST_DYNAMIC
+            if schedule is not None and (moved or dynamic):  # else the same cells as before
+                ahead, moved = schedule.starting(
+                    i, lambda c: c.id in suspects or variants.gated_out(c, done)), False
             builds.ahead(ahead)
-            rec = (builds if cell.config.algo == RNNAlgo.PERSIST_DYNAMIC else worker).run(
-                cell, args.timeout)
+            runner = builds if dynamic else worker
+            rec = runner.run(cell, args.timeout)
             named = [cid for cid, _cfg in ahead if cid != cell.id]
-            if rec.outcome in ("CRASH", "TIMEOUT") and named:
+            if rec.outcome in ("CRASH", "TIMEOUT") and named and runner is builds:
                 suspects.update(named)
+                moved = True
                 rec.notes.append("the worker's builders had been named these cells ahead (each "
                                  "now builds in its own cell): " + ", ".join(named))
             add_speedup(rec, done)
@@ -303,6 +309,8 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
             if waiting.get(rec.id):
                 if variants.gated_out(waiting[rec.id][0], done):
                     progress.leave_out(len(waiting[rec.id]))
+                    moved = moved or any(v.config.algo == RNNAlgo.PERSIST_DYNAMIC
+                                         for v in waiting[rec.id])  # named ones leave
                 else:
                     progress.decide(len(waiting[rec.id]))
     except KeyboardInterrupt:

@@ -38,6 +38,12 @@ THREADS = 2  # builder threads (cuDNN's builds compile on the host). More did no
              # 33 s against 22 s
 DEPTH = 64   # PERSIST_DYNAMIC cells the supervisor names ahead of the running one (each
              # build holds its dropout states until its cell runs: 6.2 MiB on the H200)
+OWN_WORKER_DEPTH = 256  # the same in a worker of their own (matrix.beside), whose builders
+             # work beside the other worker's cells. At 64 (H100, 97f56e6) they built 105 s in
+             # a 180 s run of cells, 35 s of it their own worker's quiet, and its cells still
+             # waited 26.5 s for builds: about 40 s unbuilt, for want of named cells while the
+             # other worker ran long stretches without one, or waiting to set up beside a
+             # measured cell (not told apart then; a build's note now says the wait). 1.6 GiB
 
 
 @dataclass
@@ -47,12 +53,15 @@ class Built:
     flow: object | None
     seconds: float
     error: str | None = None
+    waited: float = 0.0  # of ``seconds``, before its set-up, for another worker's cell
 
     def note(self) -> str:
         if self.flow is not None:
-            return (f"cudnnBuildRNNDynamic called ahead ({self.seconds:.3f} s, a builder "
-                    "thread's handle) on a descriptor set as this cell's; the cell's calls "
-                    "ran on it")
+            waited = (f", {self.waited:.3f} s of it waiting to set up beside a cell measured "
+                      "in the other worker" if self.waited >= 0.001 else "")
+            return (f"cudnnBuildRNNDynamic called ahead ({self.seconds:.3f} s{waited}, a "
+                    "builder thread's handle) on a descriptor set as this cell's; the cell's "
+                    "calls ran on it")
         return f"the build ahead failed ({self.error}); cudnnBuildRNNDynamic called here"
 
 
@@ -166,10 +175,11 @@ class Builder:
             try:
                 # what allocates, under the lock (see measured); GPU work: not beside a
                 with self.beside.preparing(), self._cond:  # cell measured in another process
+                    waited = time.perf_counter() - started
                     flow = self._building[cid] = self._prepare(handle, cfg)
                 with self.beside.compiling():
                     self._compile(handle, flow, cfg)
-                built = Built(flow, time.perf_counter() - started)
+                built = Built(flow, time.perf_counter() - started, waited=waited)
             except Exception as exc:  # said in the cell's notes; the cell then builds itself
                 built = Built(None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}")
             finally:  # whatever happened, nobody waits for this cell any longer
