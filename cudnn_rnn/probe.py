@@ -193,11 +193,14 @@ def main(argv=None) -> int:
         writer_lock.release_all()  # the run folder's, taken by runs.open_run
 
 
-def _builds_worker(worker: Worker) -> Worker:
+def _builds_worker(worker: Worker, workers: list) -> Worker:
     """The worker the PERSIST_DYNAMIC cells go to: one of their own, whose builders compile
-    beside every other cell (:mod:`cudnn_rnn.matrix.beside`); the one worker where a second
-    does not start (said in a line) or finds another setup."""
-    second = Worker(worker.cudnn_path, worker.options)
+    beside every other cell (:mod:`cudnn_rnn.matrix.beside`; in ``workers``, which the caller
+    closes); the one worker where a second does not start (said in a line) or finds another
+    setup."""
+    second = Worker(worker.cudnn_path, dict(worker.options,
+                                            beside=worker.options["beside"].at(1)))
+    workers.append(second)
     try:
         why = None if same_setup(second.start(), worker.info) else "it found another setup"
     except WorkerStartFailed as exc:
@@ -268,8 +271,7 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
     schedule = Schedule(todo) if info["device_stages"] else None  # PERSIST_DYNAMIC builds
     builds = worker  # the worker the PERSIST_DYNAMIC cells go to
     if schedule is not None and schedule.starting(0):
-        builds = _builds_worker(worker)
-        workers.append(builds)
+        builds = _builds_worker(worker, workers)
         if builds is not worker:  # builds no timed call waits for may run further ahead
             schedule.depth = OWN_WORKER_DEPTH
     if schedule is not None:  # the builders begin while CuPy's kernels compile
@@ -285,21 +287,32 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
     interrupted = False
     suspects = set()  # named ahead to a worker that crashed or hung: built in their own cells
     ahead, moved = [], True  # the PERSIST_DYNAMIC cells named ahead; whether to work them out
+    lost = None  # how the PERSIST_DYNAMIC cells' own worker ended between cells, for their notes
     try:
         for i, cell in enumerate(todo):
             if variants.gated_out(cell, done):  # its base did not pass the RNN descriptor
                 continue
             dynamic = cell.config.algo == RNNAlgo.PERSIST_DYNAMIC
-            if schedule is not None and (moved or dynamic):  # else the same cells as before
+            ended = builds.revive() if builds is not worker else None
+            if ended is not None:  # its builders may have ended it: none of theirs is trusted
+                gone = [cid for cid, _cfg in ahead if cid not in done]
+                suspects.update(gone)
+                lost = (f"the PERSIST_DYNAMIC cells' worker ended between cells ({ended}); the "
+                        "cells its builders had been named build in their own cells: "
+                        + ", ".join(gone))
+            if schedule is not None and (moved or dynamic or ended):  # else as before
                 ahead, moved = schedule.starting(
                     i, lambda c: c.id in suspects or variants.gated_out(c, done)), False
             builds.ahead(ahead)
             runner = builds if dynamic else worker
             rec = runner.run(cell, args.timeout)
-            named = [cid for cid, _cfg in ahead if cid != cell.id]
+            if lost and dynamic:
+                rec.notes.append(lost)
+                lost = None
+            named = [cid for cid, _cfg in ahead if cid != cell.id and cid not in done]
             if rec.outcome in ("CRASH", "TIMEOUT") and named and runner is builds:
                 suspects.update(named)
-                moved = True
+                moved = True  # and the fresh worker is named what is left
                 rec.notes.append("the worker's builders had been named these cells ahead (each "
                                  "now builds in its own cell): " + ", ".join(named))
             add_speedup(rec, done)

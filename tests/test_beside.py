@@ -57,7 +57,7 @@ def test_builds_compiling_inside_a_measured_cell_are_counted():
     beside = Beside(CTX)
     with beside.measuring() as counts:
         pass
-    assert counts == {"builds": 0}
+    assert counts["builds"] == 0
     going, stop = threading.Event(), threading.Event()
 
     def long_build():
@@ -72,10 +72,10 @@ def test_builds_compiling_inside_a_measured_cell_are_counted():
             pass
     stop.set()
     t.join(5)
-    assert counts == {"builds": 2}
+    assert counts["builds"] == 2
     with beside.measuring() as counts:  # the long one finished before: not beside this one
         pass
-    assert counts == {"builds": 0}
+    assert counts["builds"] == 0
 
 
 def _compile_in_child(beside, started, stop):
@@ -86,7 +86,8 @@ def _compile_in_child(beside, started, stop):
 
 def test_a_build_in_another_process_is_seen():
     beside, started, stop = Beside(CTX), CTX.Event(), CTX.Event()
-    child = CTX.Process(target=_compile_in_child, args=(beside, started, stop), daemon=True)
+    child = CTX.Process(target=_compile_in_child, args=(beside.at(1), started, stop),
+                        daemon=True)
     child.start()
     try:
         assert started.wait(60)
@@ -95,4 +96,70 @@ def test_a_build_in_another_process_is_seen():
     finally:
         stop.set()
         child.join(30)
-    assert counts == {"builds": 1} and child.exitcode == 0
+    assert counts["builds"] == 1 and child.exitcode == 0
+
+
+def _killed_inside(beside, inside):
+    with beside.measuring():
+        inside.set()
+        time.sleep(60)
+
+
+def test_a_worker_killed_while_measured_holds_nobody_up_once_its_slot_is_cleared():
+    beside, inside = Beside(CTX), CTX.Event()
+    child = CTX.Process(target=_killed_inside, args=(beside.at(0), inside), daemon=True)
+    child.start()
+    assert inside.wait(60)
+    child.kill()
+    child.join(30)
+    builder, done = beside.at(1), threading.Event()
+
+    def prepare():
+        with builder.preparing():
+            done.set()
+
+    t = _in_thread(prepare)
+    assert not done.wait(0.2)  # the dead worker's count still stands
+    beside.at(0).clear()       # what starting its replacement does
+    assert done.wait(5)
+    t.join(5)
+
+
+def test_the_waits_are_measured():
+    beside, release = Beside(CTX), threading.Event()
+
+    def builder():
+        with beside.at(1).preparing():
+            release.wait(5)
+
+    t = _in_thread(builder)
+    time.sleep(0.05)
+    threading.Timer(0.1, release.set).start()
+    with beside.measuring() as counts:
+        pass
+    t.join(5)
+    assert counts["waited"] >= 0.05
+    with beside.at(1).preparing() as waited:
+        assert waited < 0.05
+
+
+def test_a_worker_that_ended_between_cells_is_revived_and_its_slot_cleared():
+    """A real worker (descriptor stages only here): killed between cells, :meth:`revive`
+    says how it ended, counts it lost and starts another, which clears the slot the dead one
+    left counted (here: a measured cell it never finished)."""
+    from cudnn_rnn.matrix.worker import Worker
+    beside = Beside(CTX)
+    worker = Worker(None, {"beside": beside.at(1), "no_device": True})
+    try:
+        worker.start()
+        assert worker.revive() is None  # alive: nothing to do
+        with beside.at(1)._lock:
+            beside.at(1)._add(beside._measuring, 1)  # as if killed inside a measured cell
+        worker.proc.kill()
+        worker.proc.join(30)
+        assert worker.revive() == "SIGKILL"
+        assert worker.alive and worker.started == 2 and worker.lost == 1
+        with beside.at(0).preparing() as waited:  # the other worker's builder goes on
+            assert waited < 1
+    finally:
+        worker.close()

@@ -16,8 +16,10 @@ cell's own flow.
 Nothing is built while a cell is timed (:meth:`Builder.quiet`). The builders' cuDNN
 objects are not counted by :func:`~cudnn_rnn.engine.descriptors.live_objects` (the cells'
 leak check), and their device bytes are read with the pool's count (:meth:`Builder.measured`)
-for the same check. A builder that killed the process would show as the running cell's
-CRASH: the supervisor's record of it names the cells the worker had been named ahead.
+for the same check. A builder that killed the process shows as the running cell's CRASH
+(one worker), or, in a worker of the PERSIST_DYNAMIC cells' own, in the next such cell's
+notes: either names the cells the worker had been named ahead, which then build in their
+own cells.
 """
 from __future__ import annotations
 
@@ -174,8 +176,7 @@ class Builder:
             built, flow, started = None, None, time.perf_counter()
             try:
                 # what allocates, under the lock (see measured); GPU work: not beside a
-                with self.beside.preparing(), self._cond:  # cell measured in another process
-                    waited = time.perf_counter() - started
+                with self.beside.preparing() as waited, self._cond:  # cell measured elsewhere
                     flow = self._building[cid] = self._prepare(handle, cfg)
                 with self.beside.compiling():
                     self._compile(handle, flow, cfg)

@@ -18,69 +18,93 @@ import time
 from contextlib import contextmanager
 
 POLL_S = 0.0005  # how often a side waiting for the other looks again
+SLOTS = 2        # the workers of one run: 0 the cells', 1 the PERSIST_DYNAMIC cells'
 
 
 class Beside:
     """Shared between the workers of one run (made from the ``spawn`` context before they
-    start, handed to each in its options)."""
+    start, handed to each in its options, with the worker's ``slot``). Each worker's counts
+    are its own: a worker killed inside (a TIMEOUT, a crash) cannot leave the other waiting,
+    since the process started in its place clears them first (:meth:`clear`). A kill inside
+    the lock itself (a few integer updates) would still leave it held; nothing slower runs
+    under it."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, slot: int = 0):
+        self.slot = slot
         self._lock = ctx.Lock()
-        self._measuring = ctx.Value("i", 0, lock=False)  # cells being verified or timed
-        self._preparing = ctx.Value("i", 0, lock=False)  # builders setting a flow up
-        self._compiling = ctx.Value("i", 0, lock=False)  # builds inside cudnnBuildRNNDynamic
-        self._compiled = ctx.Value("i", 0, lock=False)   # builds finished, ever
+        self._measuring = ctx.Array("i", SLOTS, lock=False)  # cells being verified or timed
+        self._preparing = ctx.Array("i", SLOTS, lock=False)  # builders setting a flow up
+        self._compiling = ctx.Array("i", SLOTS, lock=False)  # builds in cudnnBuildRNNDynamic
+        self._compiled = ctx.Value("i", 0, lock=False)       # builds finished, ever
 
-    def _until(self, ready, then) -> None:
-        """Wait until ``ready()`` holds, then ``then()``, both under the lock."""
+    def at(self, slot: int) -> "Beside":
+        """The same shared counts, as seen by the worker of ``slot``."""
+        other = object.__new__(Beside)
+        other.__dict__.update(self.__dict__, slot=slot)
+        return other
+
+    def clear(self) -> None:
+        """This slot's counts to zero (before its worker process starts, or starts again)."""
+        with self._lock:
+            for counts in (self._measuring, self._preparing, self._compiling):
+                counts[self.slot] = 0
+
+    def _add(self, counts, by: int) -> None:  # under the lock
+        counts[self.slot] += by
+
+    def _until(self, ready, then) -> float:
+        """Wait until ``ready()`` holds, then ``then()``, both under the lock; the seconds
+        waited."""
+        started = time.perf_counter()
         while True:
             with self._lock:
                 if ready():
                     then()
-                    return
+                    return time.perf_counter() - started
             time.sleep(POLL_S)
 
     @contextmanager
     def measuring(self):
         """Around a cell's verification and timing: no builder starts a GPU set-up inside
-        (one under way is waited for). Yields a dict whose ``builds`` is set on leaving: the
-        builds that were compiling at some moment inside (finished inside, or under way on
-        leaving), in any process."""
+        (one under way is waited for: ``waited`` seconds). Yields a dict whose ``builds``
+        is set on leaving: the builds that were compiling at some moment inside (finished
+        inside, or under way on leaving), in any process."""
         counts = {}
         with self._lock:
-            self._measuring.value += 1
+            self._add(self._measuring, 1)
         try:
-            self._until(lambda: self._preparing.value == 0,
-                        lambda: counts.update(start=self._compiled.value))
+            counts["waited"] = self._until(lambda: sum(self._preparing) == 0,
+                                           lambda: counts.update(start=self._compiled.value))
             yield counts
         finally:
             with self._lock:
-                self._measuring.value -= 1
+                self._add(self._measuring, -1)
                 if "start" in counts:  # finished inside, or still under way on leaving
                     counts["builds"] = (self._compiled.value - counts.pop("start")
-                                        + self._compiling.value)
+                                        + sum(self._compiling))
 
     @contextmanager
     def preparing(self):
-        """Around a builder's GPU set-up of a flow: begun only while no cell is measured."""
-        self._until(lambda: self._measuring.value == 0,
-                    lambda: setattr(self._preparing, "value", self._preparing.value + 1))
+        """Around a builder's GPU set-up of a flow: begun only while no cell is measured.
+        Yields the seconds it waited for one."""
+        waited = self._until(lambda: sum(self._measuring) == 0,
+                             lambda: self._add(self._preparing, 1))
         try:
-            yield
+            yield waited
         finally:
             with self._lock:
-                self._preparing.value -= 1
+                self._add(self._preparing, -1)
 
     @contextmanager
     def compiling(self):
         """Around a build (host work: cuDNN's NVRTC compiles), counted for :meth:`measuring`."""
         with self._lock:
-            self._compiling.value += 1
+            self._add(self._compiling, 1)
         try:
             yield
         finally:
             with self._lock:
-                self._compiling.value -= 1
+                self._add(self._compiling, -1)
                 self._compiled.value += 1
 
 
@@ -93,7 +117,7 @@ class Alone:
 
     @contextmanager
     def preparing(self):
-        yield
+        yield 0.0
 
     @contextmanager
     def compiling(self):

@@ -16,7 +16,7 @@ speed-ups against the FP32 baseline are added by the runner, which has every cel
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 
 import numpy as np
 
@@ -95,6 +95,8 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
                     with (beside or Alone()).measuring() as beside_counts:
                         verify_and_time(rec, flow, cache, reps, warmup, time_it, kinds,
                                         budget_s, graphs)
+                    if beside_counts.get("waited", 0) >= 0.001:  # for a builder's set-up
+                        rec.phase_s["beside_wait"] = round(beside_counts["waited"], 4)
                     if beside_counts.get("builds") and rec.timings:
                         rec.notes.append(f"verified and timed while {beside_counts['builds']} "
                                          "PERSIST_DYNAMIC builds compiled in another worker")
@@ -200,3 +202,23 @@ def time_cell(flow: RNNFlow, reps: int, warmup: int, kinds: tuple | None = None,
                              budget_s / share if budget_s else budget_s)
         plain[name] = with_rate(t)
     return plain, (replayed or None) if graphs else None, (refused or None) if graphs else None
+
+
+# outcomes after which the worker's cuDNN handle serves the next cell: a refusal at a
+# descriptor or size query, or a cell that ran; anything else (a failed execution, a hang,
+# a refused graph capture) and the next cell gets a fresh handle
+KEEPS_HANDLE = ("OK", "WRONG_RESULT", "NOT_SUPPORTED", "BAD_PARAM", "SKIPPED")
+
+
+def kept_handle(handle, rec, exiting: bool, cudnn_error):
+    """The worker's handle after a cell: its stream reset to the default one (the cell's
+    stream is gone), or closed and dropped (None) where the cell may have left it worse."""
+    if handle is None:
+        return None
+    if not exiting and rec.outcome in KEEPS_HANDLE and not rec.graph_refused:
+        with suppress(cudnn_error):
+            handle.set_stream(0)
+            return handle
+    with suppress(cudnn_error):
+        handle.close()
+    return None

@@ -25,7 +25,6 @@ import multiprocessing as mp
 import os
 import signal
 import time
-from contextlib import suppress
 
 from cudnn_rnn.matrix import jobs
 from cudnn_rnn.matrix.faults import check_fault, fault, inject_cell_fault, inject_process_fault
@@ -60,7 +59,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         from cudnn_rnn.engine.descriptors import Handle, live_objects
         from cudnn_rnn.engine.values import ValuesCache
         from cudnn_rnn.matrix.ahead import Builder
-        from cudnn_rnn.matrix.execute import run_cell
+        from cudnn_rnn.matrix.execute import kept_handle, run_cell
         from cudnn_rnn.matrix.references import ReferenceCache
         from cudnn_rnn.matrix.record import Record
         from cudnn_rnn.matrix.seed_replay import replay
@@ -147,7 +146,7 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
             if broken is not None:
                 rec.context_lost(f"the CUDA context is in error after this cell: {broken}")
         exiting = rec.outcome in ("CRASH", "ERROR")
-        handle = _kept(handle, rec, exiting, bindings.errors.CudnnError)
+        handle = kept_handle(handle, rec, exiting, bindings.errors.CudnnError)
         # what the cell left alive (not the worker's handle, weights and references kept)
         # (and not the builders': read with the pool's count while none allocates)
         kept, used = cache.on_device() + (values.on_device() if values is not None else 0), None
@@ -159,26 +158,6 @@ def _worker_main(conn, cudnn_path, options, generation: int = 1) -> None:  # pra
         conn.send(("record", rec, exiting))
         if exiting:
             return  # the next cell gets a fresh process
-
-
-# outcomes after which the worker's cuDNN handle serves the next cell: a refusal at a
-# descriptor or size query, or a cell that ran; anything else (a failed execution, a hang,
-# a refused graph capture) and the next cell gets a fresh handle
-KEEPS_HANDLE = ("OK", "WRONG_RESULT", "NOT_SUPPORTED", "BAD_PARAM", "SKIPPED")
-
-
-def _kept(handle, rec, exiting: bool, cudnn_error):
-    """The worker's handle after a cell: its stream reset to the default one (the cell's
-    stream is gone), or closed and dropped (None) where the cell may have left it worse."""
-    if handle is None:
-        return None
-    if not exiting and rec.outcome in KEEPS_HANDLE and not rec.graph_refused:
-        with suppress(cudnn_error):
-            handle.set_stream(0)
-            return handle
-    with suppress(cudnn_error):
-        handle.close()
-    return None
 
 
 def _short(job_name: str) -> str:  # a job's function name, as its failures say it
@@ -213,6 +192,8 @@ class Worker:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
         self.started += 1
+        if self.options.get("beside") is not None:  # what a process before left counted
+            self.options["beside"].clear()
         self.proc = ctx.Process(target=_worker_main,
                                 args=(child, self.cudnn_path, self.options, self.started),
                                 daemon=True, name="cudnn-rnn-worker")
@@ -246,6 +227,15 @@ class Worker:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.is_alive()
+
+    def revive(self) -> str | None:
+        """A fresh process where this one ended on its own since its last cell (counted
+        lost): how it ended; None where it is alive, or was never started or was closed."""
+        if self.conn is None or self.proc is None or self.proc.is_alive():
+            return None
+        status = signal_name(self.proc.exitcode)
+        self._ensure()
+        return status
 
     def _drop(self, counted: bool = True, wait_s: float = 5.0) -> None:
         """Be done with the current process: wait up to ``wait_s`` for it to end, kill it if
