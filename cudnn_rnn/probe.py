@@ -274,6 +274,7 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
         builds = _builds_worker(worker, workers)
         if builds is not worker:  # builds no timed call waits for may run further ahead
             schedule.depth = OWN_WORKER_DEPTH
+    running = [worker] if builds is worker else [worker, builds]  # the run's, not the refused
     if schedule is not None:  # the builders begin while CuPy's kernels compile
         builds.ahead(schedule.starting(0))
     if info["device_stages"] and todo:  # before the first timed call: compile side by side
@@ -328,7 +329,7 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
                     progress.decide(len(waiting[rec.id]))
     except KeyboardInterrupt:
         interrupted = True
-        for w in {worker, builds}:  # the cell it was on is lost either way: do not wait
+        for w in running:  # the cell it was on is lost either way: do not wait for it
             w.close(wait_s=0)
     finally:
         results.close()
@@ -336,11 +337,10 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
     wall = time.monotonic() - started
     records = [done[c.id].as_json() for c in cells if c.id in done]
     gated = [c for c in cells if c.id not in done and variants.gated_out(c, done)]
-    two = (worker,) if builds is worker else (worker, builds)
     sessions[-1].update(finished=provenance.now(), wall_s=round(wall, 2),
-                        workers_started=sum(w.started for w in two),
-                        workers_lost=sum(w.lost for w in two),
-                        worker_restarts=sum(w.restarts for w in two), interrupted=interrupted,
+                        workers_started=sum(w.started for w in running),
+                        workers_lost=sum(w.lost for w in running),
+                        worker_restarts=sum(w.restarts for w in running), interrupted=interrupted,
                         persist_dynamic_worker=builds is not worker)
     meta.update(complete=len(records) + len(gated) == len(cells), cells=len(cells),
                 not_run_base_refused=len(gated),

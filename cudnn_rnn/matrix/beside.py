@@ -14,6 +14,7 @@ compiles (host work only) did to the timed calls beside them.
 """
 from __future__ import annotations
 
+import copy
 import time
 from contextlib import contextmanager
 
@@ -39,8 +40,8 @@ class Beside:
 
     def at(self, slot: int) -> "Beside":
         """The same shared counts, as seen by the worker of ``slot``."""
-        other = object.__new__(Beside)
-        other.__dict__.update(self.__dict__, slot=slot)
+        other = copy.copy(self)
+        other.slot = slot
         return other
 
     def clear(self) -> None:

@@ -371,7 +371,8 @@ def _setup(info: dict) -> tuple:
             info["device_stages"], info["device"].get("gpu"))
 
 
-same_setup = lambda info, other: _setup(info) == _setup(other)  # noqa: E731
+def same_setup(info: dict, other: dict) -> bool:
+    return _setup(info) == _setup(other)
 
 
 def start_worker(cudnn_path: str | None, options: dict) -> tuple[Worker, dict]:
