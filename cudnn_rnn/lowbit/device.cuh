@@ -1,4 +1,5 @@
-// Memory and ordering helpers of the persistent kernel and of the floor's microbenchmark
+// Memory, ordering and tensor-core helpers of the persistent kernel, of the floor's
+// microbenchmark and of the wgmma probe
 // (inline PTX: NVRTC from the CUDA wheels compiles them without the toolkit's headers).
 
 // a poll that leaves L1 alone (the tools' variants poll with it and fence after the last)
@@ -41,4 +42,51 @@ __device__ __forceinline__ long long globaltimer() {
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_wait() {
     asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+}
+
+// the tensor cores' warp-level path (sm_80+): ldmatrix fragments and mma.sync
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x2(unsigned (&r)[2], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1]) : "r"(smem_addr(p)));
+}
+
+// c += a (16 x 32 bytes of rows) * b (8 x 32 bytes of columns), in format F (persistent.cu's
+// codes: 0 fp16, 1 bf16, 2 int8, 3 e4m3; int8 accumulates int32 bits in c)
+template <int F>
+__device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    if constexpr (F == 0) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    } else if constexpr (F == 1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    } else if constexpr (F == 2) {
+        int i0 = __float_as_int(c[0]), i1 = __float_as_int(c[1]);
+        int i2 = __float_as_int(c[2]), i3 = __float_as_int(c[3]);
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+r"(i0), "+r"(i1), "+r"(i2), "+r"(i3)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+        c[0] = __int_as_float(i0); c[1] = __int_as_float(i1);
+        c[2] = __int_as_float(i2); c[3] = __int_as_float(i3);
+    } else {
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+}
+
+// an accumulator register as a number (int8 accumulates int32 bits)
+template <int F> __device__ __forceinline__ float value(float acc) {
+    if constexpr (F == 2) return (float)__float_as_int(acc);
+    else return acc;
 }

@@ -12,11 +12,18 @@ from cudnn_rnn.lowbit.persistent import source
 
 
 def nvrtc_compile(consts: dict, arch: str, log: list | None = None) -> bytes:
-    """Compile with NVRTC for ``arch`` (e.g. "sm_90") without a GPU; the cubin, or
-    RuntimeError with NVRTC's log. With ``log`` (a list), ptxas reports what the kernel
-    takes and its lines are appended there (:func:`ptxas_info` reads them)."""
+    """Compile the persistent kernel of ``consts`` with NVRTC for ``arch`` (e.g. "sm_90")
+    without a GPU: :func:`compile_source` of :func:`persistent.source`."""
+    return compile_source(source(consts), "persistent.cu", arch, log)
+
+
+def compile_source(text: str, name: str, arch: str, log: list | None = None) -> bytes:
+    """NVRTC's cubin of CUDA source ``text`` for ``arch`` (e.g. "sm_90", or "sm_90a" for
+    wgmma, which CuPy's RawModule would compile for plain sm_90), or RuntimeError with
+    NVRTC's log. With ``log`` (a list), ptxas reports what each kernel takes and its lines
+    are appended there (:func:`ptxas_info` reads them)."""
     from cupy_backends.cuda.libs import nvrtc
-    prog = nvrtc.createProgram(source(consts), "persistent.cu", [], [])
+    prog = nvrtc.createProgram(text, name, [], [])
     options = [f"--gpu-architecture={arch}", "--std=c++17"]
     try:
         nvrtc.compileProgram(prog, options + (["--ptxas-options=-v"] if log is not None else []))
