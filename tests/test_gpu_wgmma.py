@@ -7,7 +7,7 @@ persistent kernel's widths."""
 import pytest
 
 from cudnn_rnn.lowbit.engine import capability
-from cudnn_rnn.lowbit.ptxas import compile_source
+from cudnn_rnn.lowbit.cubin import compile_source
 
 from tests.test_wgmma import _tool
 

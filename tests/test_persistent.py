@@ -50,7 +50,7 @@ def _dq(plan, name, k, rows):
 
 
 def _run_model(cfg, fmt=None, parts=None, float_precision="fp16", seed=3, sms=12,
-               batch_slices=1, order=0, edit=None, areg=False, cluster=0, units=0):
+               batch_slices=1, order=0, edit=None, areg=False, cluster=0, units=0, wg=False):
     """(the numpy model's y, hy, cy, the twin's y, hy, cy, the partition)."""
     values = C.draw(cfg, seed)
     stacked, io = values["stacked"], values["io"]
@@ -59,7 +59,7 @@ def _run_model(cfg, fmt=None, parts=None, float_precision="fp16", seed=3, sms=12
     fx, fh, _ = P.formats(operands.precisions(stacked, float_precision, plan))
     part = partition.plan(cfg, fx, fh, sm_count=sms, smem_per_block=SMEM,
                           batch_slices=batch_slices, areg=areg, cluster=cluster,
-                          units=units)
+                          units=units, wg=wg)
     blob = tables.blob(part, [o.input.codes for o in ops], [o.recurrent.codes for o in ops])
     if edit:
         edit(part, blob)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cudnn_rnn.lowbit import wgmma
-from cudnn_rnn.lowbit.ptxas import compile_source
+from cudnn_rnn.lowbit.cubin import compile_source
 
 from tests.test_cli import assert_one_line_exit_2
 from tests.test_persistent import _nvrtc_or_skip

@@ -41,7 +41,7 @@ _WAITED = "            if (!ok) atomicExch(status, 1);\n"
 DROPS = {
     "mma": [("mma<FH>(acc[m][nn], af[m], bf[nn]);", ";", 2),
             ("mma<FX>(acc[m][nn], af[m], bf[nn]);", ";", 1)],
-    "load": [("if (c >= gb(grp)) continue;\n                const bool x = c < nxc;\n"
+    "load": [("if (past && !WG) continue;\n                const bool x = c < nxc;\n"
               "                const unsigned char* src",
               "if (true) continue;\n                const bool x = c < nxc;\n"
               "                const unsigned char* src", 1)],

@@ -30,7 +30,7 @@ import numpy as np
 
 from cudnn_rnn.cli import BadInput, OneLineParser
 from cudnn_rnn.lowbit import persistent, quant, rates, wgmma
-from cudnn_rnn.lowbit.ptxas import compile_source
+from cudnn_rnn.lowbit.cubin import compile_source
 from cudnn_rnn.matrix.runs import refuse_output
 
 KERNEL = Path(__file__).with_name("wgmma_probe.cu")

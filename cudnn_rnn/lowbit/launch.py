@@ -23,27 +23,29 @@ class Settings:
     units: int = 0  # hidden units a CTA takes in every pseudo-layer (0: the partition's
                     # choice, in proportion to each layer's work); with more batch slices,
                     # the same compute a CTA reads less of the state each step
+    wg: bool = False  # the products on wgmma (sm_90a), a warpgroup per part of K, weight
+                      # fragments in registers (8 bits only; not tuned yet)
 
     @property
     def name(self) -> str:
         ctas = "" if self.ctas is None else f"c{self.ctas}"
         return (f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
                 + ("r" if self.areg else "") + (f"u{self.units}" if self.units else "")
-                + (f"k{self.cluster}" if self.cluster else ""))
+                + ("w" if self.wg else "") + (f"k{self.cluster}" if self.cluster else ""))
 
     @classmethod
     def parse(cls, name: str) -> "Settings":
         """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``,
-        ``b1t256r``, ``b2t512u16``, ``b3t256k16``); ValueError otherwise."""
-        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(?:k([1-9]\d*))?",
-                         name)
+        ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b3t256k16``); ValueError otherwise."""
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)"
+                         r"(?:k([1-9]\d*))?", name)
         if m is None:
             raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
-                             "[r][u<units a CTA>][k<cluster CTAs>] (e.g. b1t256, b2t512, "
-                             "b1t256p, b1t256r, b2t512u16, b3t256k16)")
+                             "[r][u<units a CTA>][w][k<cluster CTAs>] (e.g. b1t256, b2t512, "
+                             "b1t256p, b1t256r, b2t512u16, b2t256u16w, b3t256k16)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
-                   threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]),
-                   cluster=int(m[7]) if m[7] else 0, units=int(m[6]) if m[6] else 0)
+                   threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]), wg=bool(m[7]),
+                   cluster=int(m[8]) if m[8] else 0, units=int(m[6]) if m[6] else 0)
 
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback.

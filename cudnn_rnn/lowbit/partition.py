@@ -39,6 +39,8 @@ from dataclasses import dataclass, field, replace
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.lowbit import fits
+from cudnn_rnn.lowbit.fits import DoesNotFit
 
 FORMAT_BYTES = {"fp16": 2, "bf16": 2, "int8": 1, "e4m3": 1}
 CHUNK = 32  # bytes of K in one mma k-step
@@ -46,18 +48,9 @@ SLAB = 4  # chunks a k-group stages per pipeline stage
 STAGES = (2, 6)  # the staging ring's depth: all of a step's slabs in flight where they fit
 PAD = 16  # bytes after each shared-memory row (no bank conflicts in ldmatrix)
 MAX_WAITS = 3  # counters one step waits on: its own group and at most two feeding directions
-MAX_CLUSTER = 16  # CTAs of a thread-block cluster: 8 portable, 16 on sm_90 (non-portable)
 MAX_ACC = 16  # m-tiles x n-tiles one warp accumulates (4 registers each, twice with an x part)
 MAX_NTW = 4
 NTW_SHARE = 2  # n-tiles a warp takes at least, sharing each A fragment (the probe tool's --ntw)
-AREG_REGS = 64  # registers a thread may give a k-group's weight fragments (AREG, below)
-# ... and those with the accumulators: past 96 ptxas spilled (a helper's compile of 2,106
-# partitions); the engine refuses a kernel that spills all the same (its local memory)
-AREG_HELD = 96
-
-
-class DoesNotFit(ValueError):
-    """A partition that cannot run: the message says what is short, in bytes or counts."""
 
 
 def _up(n: int, m: int) -> int:
@@ -148,6 +141,9 @@ class Partition:
     # (0: it reads them from shared memory at every step)
     areg_slabs: int = 0
     cluster: int = 0  # CTAs of a cluster, one per group (0: none; see plan)
+    # wgmma (sm_90a): slabs of weight fragments each warp of a warpgroup keeps in registers
+    # (0: mma.sync); a warpgroup takes one part of K, its four warps 16 rows each
+    wg_slabs: int = 0
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""
@@ -190,8 +186,9 @@ class Partition:
         """What a launch shape trades, per step at its busiest CTA: the state it reads from
         global memory, and what its product loop reads from shared memory (each weight row
         once per n-group of warps, each staged state row once)."""
+        weights = not (self.areg_slabs or self.wg_slabs)  # else in registers
         return {"state_read_bytes": max(s.nb * s.nc * CHUNK for s in self.slices),
-                "shared_read_bytes": max(s.nc * CHUNK * (s.mpad * s.ts + s.npad)
+                "shared_read_bytes": max(s.nc * CHUNK * (s.mpad * s.ts * weights + s.npad)
                                          for s in self.slices)}
 
 
@@ -201,42 +198,18 @@ def _units(cfg: RNNConfig, ctas: int, work: list[int]) -> list[int]:
     return [max(1, min(cfg.hidden_size, ctas * w // total)) for w in work]
 
 
-def _clustered(H: int, pls: int, batch_slices: int, cluster: int, ctas: int) -> list[int]:
-    """CTAs per pseudo-layer in clusters of ``cluster``: one cluster a group."""
-    need = pls * batch_slices * cluster
-    if not 1 <= cluster <= MAX_CLUSTER:
-        raise DoesNotFit(f"a cluster of {cluster} CTAs: 1 to {MAX_CLUSTER}")
-    if -(-H // _up(-(-H // cluster), 4)) != cluster:
-        raise DoesNotFit(f"H {H} does not split into {cluster} CTAs of 4k units each")
-    if need > ctas:
-        raise DoesNotFit(f"{pls} pseudo-layers x {batch_slices} batch slices x {cluster} "
-                         f"CTAs a cluster: {need} CTAs, {ctas} available")
-    return [cluster] * pls
-
-
-def _given_units(H: int, pls: int, batch_slices: int, units: int, ctas: int) -> list[int]:
-    """``units`` a CTA in every pseudo-layer, where they make a partition."""
-    if units % 4 or not 4 <= units <= _up(H, 4):
-        raise DoesNotFit(f"{units} units a CTA: a multiple of 4 from 4 to {_up(H, 4)}")
-    need = pls * batch_slices * -(-H // units)
-    if need > ctas:
-        raise DoesNotFit(f"{units} units a CTA: {pls} pseudo-layers x {batch_slices} batch "
-                         f"slices x {-(-H // units)} CTAs = {need} CTAs, {ctas} available")
-    return [units] * pls
-
-
 def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_block: int,
          ctas: int | None = None, batch_slices: int = 1, threads: int = 256,
-         areg: bool = False, cluster: int = 0, units: int = 0) -> Partition:
+         areg: bool = False, cluster: int = 0, units: int = 0, wg: bool = False) -> Partition:
     """The partition of ``cfg`` over ``ctas`` CTAs (at most ``sm_count``: one per
     multiprocessor, all resident) in ``batch_slices`` batch slices; :class:`DoesNotFit`
     says why it cannot run. ``areg``: each warp keeps its weight fragments in registers
     (the kernel's ``AREG``): its warps take as many n-tiles each as they may, so that more
-    of them split K and each k-group's fragments fit :data:`AREG_REGS` registers.
+    of them split K and each k-group's fragments fit :data:`cudnn_rnn.lowbit.fits.AREG_REGS` registers.
     ``cluster``: each group (pseudo-layer, batch slice) one cluster of that many CTAs (how
     many clusters this GPU holds at once is the engine's check). ``units``: the hidden units
     of every CTA in every pseudo-layer (a multiple of 4; 0: in proportion to each one's
-    work)."""
+    work). ``wg``: the products on wgmma (:func:`_warpgroups` says what it takes)."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
     ctas = sm_count if ctas is None else ctas
     if not 1 <= ctas <= sm_count:
@@ -249,7 +222,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     pls = walk.pseudo_layers(cfg)
     hrowb = row_bytes(H, fh)
     xrowb = row_bytes(D * H, fx) if cfg.num_layers > 1 else 0
-    _offsets_fit(cfg, hrowb, xrowb)
+    fits.offsets(cfg, hrowb, xrowb)
     kx = [0 if p.layer == 0 else xrowb for p in pls]
     per_slice = ctas // batch_slices
     if per_slice < len(pls):
@@ -259,9 +232,9 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         raise DoesNotFit("a launch in clusters takes H over the cluster's CTAs a CTA; give "
                          "the units or the cluster, not both")
     if units:
-        nus = _given_units(H, len(pls), batch_slices, units, ctas)
+        nus = fits.given_units(H, len(pls), batch_slices, units, ctas)
     else:
-        counts = _clustered(H, len(pls), batch_slices, cluster, ctas) if cluster else \
+        counts = fits.clustered(H, len(pls), batch_slices, cluster, ctas) if cluster else \
             _units(cfg, per_slice, [x + hrowb for x in kx])
         nus = [_up(-(-H // u), 4) for u in counts]
         if not cluster and len({_up(g * nu, 16) for nu in nus}) > 1:
@@ -277,12 +250,16 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     ntw = max(min(NTW_SHARE, nt_max), -(-nt_max // warps))
     if areg:  # fewer warps along n, more along K: fewer weight fragments a warp holds
         ntw = max(ntw, min(MAX_NTW, nt_max))
-    if ntw > MAX_NTW:
+    if wg:  # a warpgroup takes every n-tile: the instruction's N is the slice's rows
+        fits.warpgroups(cfg, fx, fh, threads, areg, cluster, nt_max,
+                         FORMAT_BYTES)
+        ntw = nt_max
+    elif ntw > MAX_NTW:
         raise DoesNotFit(f"a batch slice of {nb_full} needs {ntw} n-tiles per warp "
                          f"with {warps} warps (at most {MAX_NTW}); slice the batch more")
     mt_max = max(_up(g * nu, 16) // 16 for nu in nus)
-    ntw = _pow2(ntw)
-    if mt_max * ntw > MAX_ACC:
+    ntw = ntw if wg else _pow2(ntw)
+    if mt_max * ntw > MAX_ACC and not wg:
         raise DoesNotFit(f"{mt_max} m-tiles x {ntw} n-tiles per warp exceed the {MAX_ACC} "
                          "accumulator tiles a warp holds; use more CTAs")
     if B - (batch_slices - 1) * nb_full <= 0:
@@ -290,24 +267,14 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     for stages in range(STAGES[1], STAGES[0] - 1, -1):  # the deepest ring that fits
         part = Partition(cfg, fx if cfg.num_layers > 1 else None, fh, threads, batch_slices,
                          [], mt_max, ntw, stages, hrowb, xrowb)
-        _fill(part, pls, nus, counts, nb_full, kx, warps)
+        _fill(part, pls, nus, counts, nb_full, kx, warps, wg)
         if part.smem <= smem_per_block or stages == STAGES[0]:
             break
     part.cluster = cluster
     if areg:
-        if threads > 256:  # 65536 registers a multiprocessor: 128 a thread at 512 threads
-            raise DoesNotFit(f"weight fragments in registers need at most 256 threads a CTA "
-                             f"(up to 255 registers a thread), {threads} given")
-        slabs = -(-part.chunks_per_group() // SLAB)
-        regs = mt_max * slabs * SLAB * 4
-        held = regs + mt_max * ntw * 4 * (2 if part.straddles else 1)
-        if regs > AREG_REGS or held > AREG_HELD:
-            raise DoesNotFit(f"a warp's weight fragments take {regs} registers a thread "
-                             f"({mt_max} m-tiles x {slabs * SLAB} chunks x 4; at most "
-                             f"{AREG_REGS}), {held} with its accumulators (at most "
-                             f"{AREG_HELD}): 8-bit weights, more CTAs or fewer batch rows a "
-                             f"slice")
-        part.areg_slabs = slabs
+        part.areg_slabs = fits.areg_slabs(part, threads, SLAB)
+    if wg:
+        part.wg_slabs = fits.wg_slabs(part, SLAB)
     need = part.smem
     if need > smem_per_block:
         s = max(part.slices, key=lambda s: s.smem)
@@ -319,22 +286,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     return part
 
 
-OFFSET_LIMIT = 2 ** 31  # the kernel indexes its buffers with 32-bit offsets
-
-
-def _offsets_fit(cfg: RNNConfig, hrowb: int, xrowb: int) -> None:
-    """:class:`DoesNotFit` where a buffer the kernel indexes is too large for its offsets."""
-    T, B = cfg.seq_length, cfg.mini_batch
-    sizes = {"the input projection's values": T * B * cfg.gates * cfg.hidden_size * 4,
-             "h's slots (bytes)": (T + 1) * B * hrowb, "a layer input's codes": T * B * xrowb,
-             "y's values": T * B * cfg.dirs * cfg.hidden_size * 4}
-    for what, n in sizes.items():
-        if n >= OFFSET_LIMIT:
-            raise DoesNotFit(f"{what}: {n} bytes, beyond the kernel's 32-bit offsets "
-                             f"({OFFSET_LIMIT}); run fewer steps or a smaller batch per call")
-
-
-def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps) -> None:
+def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps, wg: bool = False) -> None:
     """Every CTA's slice, batch slice by batch slice, pseudo-layer by pseudo-layer."""
     cfg, H, B = part.cfg, part.cfg.hidden_size, part.cfg.mini_batch
     blob = 0
@@ -347,7 +299,7 @@ def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps) -> None:
             for i in range(count):
                 s = replace(_slice(cfg, p, i * nu, min(nu, H - i * nu), _up(cfg.gates * nu, 16),
                                    bs, b0, nb, kx[p.index], part.hrowb, warps, part.ntw,
-                                   part.stages, blob), ctr=part.groups[(p.index, bs)])
+                                   part.stages, blob, wg), ctr=part.groups[(p.index, bs)])
                 blob += s.mpad * s.rowb
                 part.slices.append(s)
 
@@ -368,12 +320,14 @@ def _input_groups(ks: int, nxc: int, nc: int) -> int:
     return min(range(1, ks), key=lambda kx: (longest(kx), abs(kx - ks * nxc / nc)))
 
 
-def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob) -> Slice:
+def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob,
+           wg: bool = False) -> Slice:
     """``mpad``: the rows of the pseudo-layer's full slices (a last slice of fewer units
-    takes as many, its rows past ``gates * nu`` zero, so that its tiles are theirs)."""
+    takes as many, its rows past ``gates * nu`` zero, so that its tiles are theirs).
+    ``wg``: a k-group is a warpgroup of four warps, each on every n-tile."""
     npad = _up(nb, 8)
-    ts = -(-(npad // 8) // ntw)
-    ks = max(1, warps // ts)
+    ts = 1 if wg else -(-(npad // 8) // ntw)
+    ks = max(1, warps // 4 if wg else warps // ts)
     nxc, nc = kxb // CHUNK, (kxb + hrowb) // CHUNK
     kx = _input_groups(ks, nxc, nc)
     rowb = nc * CHUNK + PAD
@@ -387,3 +341,4 @@ def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blo
     partials = (2 if split else 1) * ks * pstride(mpad) * npad * 4
     return Slice(p.index, j0, nu, bs, b0, nb, mpad, npad, ts, ks, kx, nxc, nc, blob, off_dq,
                  off_own, off_gx, off_ring, off_ring + max(ring, partials))
+

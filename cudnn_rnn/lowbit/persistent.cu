@@ -18,6 +18,13 @@
 //   AREG     1: each warp loads its k-group's weight fragments into registers once, before
 //            the first step, and multiplies from them (NSLAB slabs of SLAB chunks at most:
 //            partition.Partition.areg_slabs); 0: from shared memory at every step
+//   WG       1: the products on wgmma (sm_90a; cudnn_rnn/lowbit/wgmma.py's helpers and
+//            instruction, for FH and width WGN, are prepended): k-group g is warpgroup g
+//            (two a CTA: the input and the recurrent part, or layer 0's K in halves), its
+//            warp w multiplies the CTA's m-tile w, its weight fragments in registers for the
+//            whole sequence (NSLAB slabs, as AREG's), the state staged in the canonical
+//            layout wgmma reads (8-row groups of SLAB * 32 bytes, 16-byte columns of 8 rows
+//            contiguous); partition.Partition.wg_slabs. 8-bit formats only
 //   CLUSTER  CTAs of a thread-block cluster (0: none): each group (pseudo-layer, batch
 //            slice) is one cluster (partition.Partition.cluster), and a CTA meets its group's
 //            previous step at the cluster barrier (barrier.cluster arrive.release at the end
@@ -32,6 +39,16 @@
 
 #define WARPS (THREADS / 32)
 #define SROW (SLAB * 32 + PAD)
+#if WG
+#if FH == 2
+typedef int wacc_t;  // int8 sums: int32
+#else
+typedef float wacc_t;
+#endif
+#if AREG || POLL || CLUSTER || THREADS != 256
+#error "wgmma runs two warpgroups with their own fragments, counters and no polling"
+#endif
+#endif
 #define BPE(F) ((F) < 2 ? 2 : 1)
 // the input part's sums kept apart from the recurrent part's: only GRU's gate math needs
 // them apart (n = tanh(X + r * R)); the other cells add them in the partial sums
@@ -252,7 +269,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
 
     const int ts = TS ? TS : S.ts;
-    const int ng = warp % ts, kg = warp / ts, kx = S.kx;
+    // WG: k-group kg is warpgroup kg, each of its warps on its own m-tile and every n-tile
+    const int ng = WG ? 0 : warp % ts, kg = WG ? warp >> 2 : warp / ts, kx = S.kx;
     const bool active = kg < ks;
     // k-group g multiplies chunks ga(g) .. gb(g) - 1 (Slice.chunks): above the first layer
     // groups 0 .. kx-1 the input part's, the others the recurrent part's (kx 0: all of K
@@ -261,7 +279,10 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     const int spx = kx ? (nxc + kx - 1) / kx : 0, sph = (nc - hbase + ks - kx - 1) / (ks - kx);
     auto ga = [&](int g) { return g < kx ? min(nxc, g * spx) : min(nc, hbase + (g - kx) * sph); };
     auto gb = [&](int g) { return min(g < kx ? nxc : nc, ga(g) + (g < kx ? spx : sph)); };
-    const int nslab = (max(spx, sph) + SLAB - 1) / SLAB;
+    // WG: every CTA stages and multiplies NSLAB slabs, a group's chunks past its own zeros
+    // (its A fragments are zero there too), so the issue of the step's wgmma is straight-line
+    // code: ptxas waits for each instruction before the next across any branch between them
+    const int nslab = WG ? NSLAB : (max(spx, sph) + SLAB - 1) / SLAB;
     const int c0 = ga(kg), c1 = gb(kg);
     const bool xg = kg < kx;  // this warp's group multiplies the input part
     const int gq = lane >> 2, gr = lane & 3, mt = mpad >> 4;
@@ -274,7 +295,13 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // staging: thread tid copies 16-byte piece (tid & 7) of rows tid/8, tid/8 + THREADS/8, ...
     // of every k-group's slab (SLAB * 32 = 128 bytes a row); the source offsets of its
     // first row, set once (the step moves only the bases)
+    // (WG: eight threads in a row take rows 0-7 of one piece, the 128 contiguous bytes of a
+    // canonical core-matrix column: their 16-byte writes meet no bank twice)
+#if WG
+    const int piece = (tid >> 3) & (SLAB * 2 - 1), prow = (tid & 7) + 8 * (tid / (SLAB * 16));
+#else
     const int piece = tid & (SLAB * 2 - 1), prow = tid / (SLAB * 2);
+#endif
     const int pchunk = piece >> 1;
     const long long xrow0 = (long long)(b0 + min(prow, nb - 1)) * xrowb + (piece & 1) * 16;
     const long long hrow0 = (long long)(b0 + min(prow, nb - 1)) * hrowb + (piece & 1) * 16
@@ -289,6 +316,20 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         for (int i = 0; i < NSLAB * SLAB; ++i)
             if (active && m_in(m) && c0 + i < c1)
                 ldsm_x4(ar[m][i], ws + a_lane + (unsigned)m * 16 * rowb + (c0 + i) * 32);
+#endif
+#if WG
+    // this warp's fragments of m-tile `warp & 3` for its group's chunks (zero past the rows
+    // or the chunks: a CTA of fewer rows than the instruction's 64 multiplies zeros there)
+    unsigned war[NSLAB * SLAB][4];
+#pragma unroll
+    for (int i = 0; i < NSLAB * SLAB; ++i) {
+        if (c0 + i < c1 && (warp & 3) * 16 < mpad) {
+            ldsm_x4(war[i], ws + a_lane + (unsigned)(warp & 3) * 16 * rowb + (c0 + i) * 32);
+        } else {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) war[i][r] = 0u;
+        }
+    }
 #endif
 
 #pragma unroll 1
@@ -358,20 +399,26 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         // settles sets status and bail
         auto stage = [&](int i, int st, bool settle) {
             const int within = i * SLAB + pchunk;  // the chunk's place in its group
+#if WG  // canonical: 8-row groups of SLAB * 32 bytes, a piece's 8 rows 128 contiguous bytes
+            unsigned char* dst = ring + (unsigned)(st * ks) * npad * (SLAB * 32)
+                                 + (prow >> 3) * (SLAB * 256) + piece * 128 + (prow & 7) * 16;
+#else
             unsigned char* dst = ring + ((unsigned)st * ks * npad + prow) * SROW + piece * 16;
+#endif
 #pragma unroll 1
             for (int grp = 0; grp < ks; ++grp) {
                 const int c = ga(grp) + within;
-                if (c >= gb(grp)) continue;
+                const bool past = c >= gb(grp);  // WG: staged as zeros
+                if (past && !WG) continue;
                 const bool x = c < nxc;
                 const unsigned char* src = (x ? xsrc + xrow0 : hsrc + hrow0) + c * 32;
                 const int stride = (x ? xrowb : hrowb) * (THREADS / (SLAB * 2));
-                unsigned char* d = dst + (unsigned)grp * npad * SROW;
+                unsigned char* d = dst + (unsigned)grp * npad * (WG ? SLAB * 32 : SROW);
                 const int bytes = min(16, (x ? D * H * BPE(FX) : H * BPE(FH))
                                           - ((x ? c : c - nxc) * 32 + (piece & 1) * 16));
 #pragma unroll 1
                 for (int n = prow, at = 0; n < npad; n += THREADS / (SLAB * 2), at += stride) {
-                    const bool real = n < nb;
+                    const bool real = n < nb && !past;
                     if (!(POLL && settle)) {
                         cp16(d, src + (real ? at : 0), real ? 16 : 0);
                     } else if (real && bytes > 0) {
@@ -389,7 +436,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                             cp_wait<0>();
                         }
                     }
-                    d += (THREADS / (SLAB * 2)) * SROW;
+                    d += WG ? (THREADS / (SLAB * 16)) * (SLAB * 256)
+                            : (THREADS / (SLAB * 2)) * SROW;
                 }
             }
         };
@@ -426,12 +474,18 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         };
 #endif
 
+#if WG
+        wacc_t wacc[WGN / 2];  // this warp's m-tile by every n-tile: mma.sync's layout per 8
+#pragma unroll
+        for (int r = 0; r < WGN / 2; ++r) wacc[r] = 0;
+#endif
+
 #pragma unroll 1
         for (int st = 0; st < STAGES - 1; ++st) {
             if (st < nslab) stage(st, st, false);
             cp_commit();
         }
-#if AREG
+#if AREG || WG
 #pragma unroll
         for (int i = 0; i < NSLAB; ++i) {  // unrolled: the fragments' indices are constants
             if (i >= nslab) break;
@@ -451,9 +505,25 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 if (stop) goto gave_up;
             }
 #else
+#if WG
+            fence_proxy_async();  // the slab cp.async wrote (generic proxy), for wgmma's reads
+#endif
             __syncthreads();
 #endif
             if (i == 0) MARK(8);
+#if WG
+            {  // every chunk of this slab, one instruction each, asynchronous (the group's
+               // chunks past its own multiply zeros: no branch between the instructions)
+                const unsigned char* sb = ring + (unsigned)((i % STAGES) * ks + kg) * WGN
+                                                 * (SLAB * 32);
+                if (i == 0) wg_fence();  // wacc and war, written before, then read by wgmma
+#pragma unroll
+                for (int cc = 0; cc < SLAB; ++cc)
+                    wg_mma_r(wacc, war[i * SLAB + cc], wg_desc(sb + cc * 256, 128, SLAB * 256), 1);
+                wg_commit();
+                if (i + STAGES < nslab) wg_wait<0>();  // this slab's place is staged again
+            }
+#else
             if (active) {
                 const unsigned char* sb = ring + (unsigned)((i % STAGES) * ks + kg) * npad * SROW
                                           + b_lane;
@@ -497,15 +567,43 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                         }
                 }
             }
+#endif
             // the next load refills this slab's place only while slabs are left to stage
             if (i + STAGES < nslab) __syncthreads();
         }
+#if WG
+        wg_wait<0>();  // the sums in wacc, and wgmma's reads of the ring done
+#endif
         __syncthreads();  // every warp's reads of the ring done: the partial sums take it
         MARK(2);
 #if STRADDLE
         if (active && HASX && c1 <= nxc && c0 < c1) flush_x();
 #endif
         // partial sums, dequantized, to shared memory: the staging ring is free now
+#if WG
+        {  // warp w's m-tile w: rows 16 w + gq (+ 8), columns 8 j + 2 gr (+ 1) in wacc[4 j ..]
+            const bool xw = kg < kx;  // the input part's warpgroup
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = (warp & 3) * 16 + gq + 8 * h;
+                if (row >= mpad) continue;
+                const float dq = xw ? dqs[row] : dqs[mpad + row];
+#pragma unroll
+                for (int j = 0; j < WGN / 8; ++j)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const unsigned at = ((unsigned)kg * npad + 8 * j + 2 * gr + e) * ps + row;
+                        const float v = (float)wacc[4 * j + 2 * h + e] * dq;
+                        if (SPLIT && nxc) {  // GRU: the two parts' sums apart
+                            part_x[at] = xw ? v : 0.0f;
+                            part[at] = xw ? 0.0f : v;
+                        } else {
+                            part[at] = v;
+                        }
+                    }
+            }
+        }
+#else
         if (active) {
             float dq[MT][2];  // this thread's rows' factors, read before any store
 #pragma unroll
@@ -545,6 +643,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
                     }
         }
+#endif
         __syncthreads();
         MARK(3);
 

@@ -29,12 +29,13 @@ import numpy as np
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
-from cudnn_rnn.lowbit import kernels, partition, tables
+from cudnn_rnn.lowbit import cubin, kernels, partition, tables, wgmma
 from cudnn_rnn.lowbit.engine import (WORKSPACE_BYTES, Forward, Unsupported, capability,
                                      check_supported)
 from cudnn_rnn.lowbit.gemm import LtHandle, Matmul, rnn_shapes
 from cudnn_rnn.lowbit.launch import SETTINGS, Settings  # noqa: F401 (the engine's API)
 from cudnn_rnn.lowbit.operands import eight_bit_precisions, precisions, prepare
+from cudnn_rnn.lowbit.tables import LAYER, SLICE  # noqa: F401 (the kernel's structs)
 
 SOURCE = Path(__file__).with_name("persistent.cu")
 HELPERS = Path(__file__).with_name("device.cuh")
@@ -53,17 +54,9 @@ ATTR_SM_COUNT, ATTR_COOPERATIVE, ATTR_SMEM_OPTIN = 16, 95, 97
 STATIC_SMEM = 1024  # what the kernel's own __shared__ variables may take
 OPTIONS = ("--std=c++17", "-lineinfo")  # NVRTC's; line info costs nothing at run time (ncu reads it)
 
-_P = "u8"  # a device pointer
 # the kernel's parameters, in persistent_rnn's order (a CPU test reads them from its source)
 ARGS = ("layers", "slices", "waits", "blob", "counters", "status", "trace", "hx", "cx", "y",
         "hy", "cy", "T", "B", "H", "D", "hrowb", "xrowb")
-LAYER = np.dtype([(n, _P) for n in ("dqx", "dqh", "bW", "bR", "gx", "xin", "hq", "xout0",
-                                    "xout1")]
-                 + [(n, "f4") for n in ("hscale", "xscale0", "xscale1")]
-                 + [(n, "i4") for n in ("layer", "dir", "last")], align=True)
-SLICE = np.dtype([("blob", "i8")] + [(n, "i4") for n in (
-    "k", "j0", "nu", "bs", "b0", "nb", "mpad", "npad", "ts", "ks", "kx", "nxc", "nc", "off_dq",
-    "off_own", "off_gx", "off_ring", "ctr")], align=True)
 
 
 class Stalled(RuntimeError):
@@ -103,7 +96,8 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             "STRADDLE": int(part.straddles), "EXACT": int(part.exact),
             "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL",
             "TRACE": int(trace), "POLL": int(poll), "AREG": int(part.areg_slabs > 0),
-            "NSLAB": max(1, part.areg_slabs), "CLUSTER": part.cluster,
+            "NSLAB": max(1, part.areg_slabs, part.wg_slabs), "CLUSTER": part.cluster,
+            "WG": int(part.wg_slabs > 0), "WGN": part.slices[0].npad,
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
 
 
@@ -116,7 +110,9 @@ def _agreed(part: partition.Partition, field: str) -> int:
 def source(consts: dict) -> str:
     """The kernel's CUDA source with ``consts`` defined and the rounding helpers prepended."""
     head = "".join(f"#define {k} {v}\n" for k, v in consts.items())
-    return head + kernels.PREAMBLE + HELPERS.read_text() + SOURCE.read_text()
+    fh = {code: name for name, code in FORMAT_CODE.items()}[consts["FH"]]
+    wg = wgmma.source(fh, consts["WGN"]) if consts.get("WG") else ""  # its helpers, its width
+    return head + kernels.PREAMBLE + HELPERS.read_text() + wg + SOURCE.read_text()
 
 
 def device_limits(cp) -> dict:
@@ -156,11 +152,13 @@ def layout(cfg: RNNConfig, gemms: list, plan, settings: Settings, limits: dict) 
     if settings.cluster:
         from cudnn_rnn.lowbit import clusters
         clusters.check_settings(settings, limits["capability"])
+    if settings.wg:
+        cubin.require(limits["capability"], f"the launch shape {settings.name}")
     try:
         part = partition.plan(
             cfg, fx, fh, sm_count=limits["sm_count"], smem_per_block=limits["smem_per_block"],
             ctas=settings.ctas, batch_slices=settings.batch_slices, threads=settings.threads,
-            areg=settings.areg, cluster=settings.cluster, units=settings.units)
+            areg=settings.areg, cluster=settings.cluster, units=settings.units, wg=settings.wg)
     except partition.DoesNotFit as exc:
         raise Unsupported(f"does not fit on this GPU: {exc}") from None
     return part, gx_precision
@@ -176,6 +174,8 @@ def compiled(cp, consts: dict):
     """The kernel of ``consts``: compiled by NVRTC through CuPy (which keeps the module by
     its source, in memory and in its disk cache), or taken from CuPy's memo."""
     # a kernel in clusters is launched plainly (clusters.check_resident checks residency first)
+    if consts.get("WG"):  # wgmma: sm_90a, which RawModule does not compile for
+        return cubin.load(cp, source(consts), "persistent_rnn", cooperative=True)
     module = cp.RawModule(code=source(consts), options=OPTIONS,
                           enable_cooperative_groups=not consts.get("CLUSTER"))
     return module, module.get_function("persistent_rnn")
@@ -288,12 +288,8 @@ class PersistentEngine(Forward):
             row["last"] = int(not readers)
             row["hscale"] = ops[p.index].recurrent.act_scale
             row["layer"], row["dir"] = p.layer, p.direction
-        slices = np.zeros(part.grid, dtype=SLICE)
-        for i, s in enumerate(part.slices):
-            for n in SLICE.names:
-                slices[i][n] = getattr(s, n)
         self.tables = {"layers": cp.asarray(table.view(np.uint8)),
-                       "slices": cp.asarray(slices.view(np.uint8)),
+                       "slices": cp.asarray(tables.slices(part).view(np.uint8)),
                        "waits": cp.asarray(tables.waits(part)),
                        "blob": cp.asarray(tables.blob(
                            part, [o.input.codes for o in ops],
@@ -306,16 +302,16 @@ class PersistentEngine(Forward):
         self.trace = (self.cp.zeros((self.part.grid, self.cfg.seq_length, 12), self.cp.int64)
                       if trace else None)
         self.module, self.kernel = compiled(self.cp, consts)
-        spilled = self.kernel.local_size_bytes if self.part.areg_slabs else 0
+        held = self.part.areg_slabs or self.part.wg_slabs
+        spilled = self.kernel.local_size_bytes if held else 0
         if spilled:  # registers where they fit: a kernel that spills them is not that
             raise Unsupported(f"weights in registers spill: the kernel takes {spilled} bytes "
                               f"of local memory a thread ({self.kernel.num_regs} registers); "
-                              f"the launch shapes without 'r' keep them in shared memory")
-        # CuPy memoizes the module by its source, so engines whose constants agree share one
-        # CUfunction even where their shared memory differs (it depends on H and the layers,
-        # which are launch arguments): each one set to its own size would cap the others'
-        # launches (a cooperative launch then finds 0 CTAs per SM). Every engine sets the same
-        # value, the most this GPU lets a block take; each launch asks for its own size.
+                              f"the launch shapes without 'r' or 'w' keep them in shared memory")
+        # engines whose constants agree share one memoized CUfunction, whatever their shared
+        # memory (H and the layers are launch arguments): each one's own size would cap the
+        # others' launches (a cooperative launch then finds 0 CTAs per SM). Every engine sets
+        # the most this GPU lets a block take; each launch asks for its own size.
         self.kernel.max_dynamic_shared_size_bytes = self.limits["smem_per_block"]
         self.consts = consts
         if self.part.cluster:
@@ -384,8 +380,10 @@ class PersistentEngine(Forward):
                 "smem_per_cta": p.smem, "weight_bytes_on_chip": p.weight_bytes(),
                 "formats": {"input": p.fx, "recurrent": p.fh},
                 "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw, **p.step_bytes(),
-                # slabs of weight fragments each warp holds in registers, as compiled (AREG)
-                "register_slabs": self.consts["NSLAB"] if self.consts["AREG"] else 0}
+                "products": "wgmma" if self.consts["WG"] else "mma.sync",
+                # slabs of weight fragments each warp holds in registers, as compiled (AREG, WG)
+                "register_slabs": (self.consts["NSLAB"] if self.consts["AREG"] or self.consts["WG"]
+                                   else 0)}
 
     def algorithms(self) -> list[dict]:
         """Layer 0's input GEMM (precision, M, N, K, workspace) and the launch."""

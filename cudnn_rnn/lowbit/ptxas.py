@@ -1,13 +1,14 @@
 """The persistent kernel compiled without a GPU, for tests and inspection: NVRTC's cubin for
 an architecture, and what ptxas says the kernel takes (registers, spills, its own shared
 memory). The engine itself compiles through CuPy (:func:`cudnn_rnn.lowbit.persistent.compiled`),
-which caches the module; these compile the same source (:func:`persistent.source`) from the
+which caches the module; these compile the same source (with :func:`cubin.compile_source`) (:func:`persistent.source`) from the
 constants of a shape (:func:`persistent.defines` of a :func:`partition.plan`).
 """
 from __future__ import annotations
 
 import re
 
+from cudnn_rnn.lowbit.cubin import compile_source
 from cudnn_rnn.lowbit.persistent import source
 
 
@@ -15,25 +16,6 @@ def nvrtc_compile(consts: dict, arch: str, log: list | None = None) -> bytes:
     """Compile the persistent kernel of ``consts`` with NVRTC for ``arch`` (e.g. "sm_90")
     without a GPU: :func:`compile_source` of :func:`persistent.source`."""
     return compile_source(source(consts), "persistent.cu", arch, log)
-
-
-def compile_source(text: str, name: str, arch: str, log: list | None = None) -> bytes:
-    """NVRTC's cubin of CUDA source ``text`` for ``arch`` (e.g. "sm_90", or "sm_90a" for
-    wgmma, which CuPy's RawModule would compile for plain sm_90), or RuntimeError with
-    NVRTC's log. With ``log`` (a list), ptxas reports what each kernel takes and its lines
-    are appended there (:func:`ptxas_info` reads them)."""
-    from cupy_backends.cuda.libs import nvrtc
-    prog = nvrtc.createProgram(text, name, [], [])
-    options = [f"--gpu-architecture={arch}", "--std=c++17"]
-    try:
-        nvrtc.compileProgram(prog, options + (["--ptxas-options=-v"] if log is not None else []))
-        if log is not None:
-            log.extend(nvrtc.getProgramLog(prog).splitlines())
-        return nvrtc.getCUBIN(prog)
-    except nvrtc.NVRTCError as exc:
-        raise RuntimeError(f"NVRTC: {exc}\n{nvrtc.getProgramLog(prog)}") from None
-    finally:
-        nvrtc.destroyProgram(prog)
 
 
 def ptxas_info(consts: dict, arch: str = "sm_90") -> dict:

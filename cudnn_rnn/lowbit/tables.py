@@ -1,12 +1,31 @@
 """The launch's tables, made from a :class:`~cudnn_rnn.lowbit.partition.Partition`: when each
-CTA may take each step (:func:`waits`) and every CTA's weight rows in its shared-memory
-layout (:func:`blob`)."""
+CTA may take each step (:func:`waits`), every CTA's weight rows in its shared-memory
+layout (:func:`blob`), and the records of the kernel's structs (:data:`LAYER`, one per
+pseudo-layer, filled by the engine; :data:`SLICE`, one per CTA: :func:`slices`)."""
 from __future__ import annotations
 
 import numpy as np
 
 from cudnn_rnn.engine import walk
 from cudnn_rnn.lowbit.partition import CHUNK, MAX_WAITS, Partition
+
+_P = "u8"  # a device pointer
+LAYER = np.dtype([(n, _P) for n in ("dqx", "dqh", "bW", "bR", "gx", "xin", "hq", "xout0",
+                                    "xout1")]
+                 + [(n, "f4") for n in ("hscale", "xscale0", "xscale1")]
+                 + [(n, "i4") for n in ("layer", "dir", "last")], align=True)
+SLICE = np.dtype([("blob", "i8")] + [(n, "i4") for n in (
+    "k", "j0", "nu", "bs", "b0", "nb", "mpad", "npad", "ts", "ks", "kx", "nxc", "nc", "off_dq",
+    "off_own", "off_gx", "off_ring", "ctr")], align=True)
+
+
+def slices(part: Partition) -> np.ndarray:
+    """Every CTA's :class:`~cudnn_rnn.lowbit.partition.Slice` as the kernel's ``Slice``."""
+    out = np.zeros(part.grid, dtype=SLICE)
+    for i, s in enumerate(part.slices):
+        for n in SLICE.names:
+            out[i][n] = getattr(s, n)
+    return out
 
 
 def waits(part: Partition) -> np.ndarray:

@@ -1,0 +1,119 @@
+"""What a launch shape of the persistent kernel must keep to, each refusal a
+:class:`DoesNotFit` that says what is short, in bytes or counts: the limits of the kernel's
+registers, offsets, clusters and wgmma, checked by :func:`cudnn_rnn.lowbit.partition.plan`."""
+from __future__ import annotations
+
+from cudnn_rnn.engine.config import RNNConfig
+
+MAX_CLUSTER = 16  # CTAs of a thread-block cluster: 8 portable, 16 on sm_90 (non-portable)
+AREG_REGS = 64  # registers a thread may give a k-group's weight fragments (AREG, WG)
+# ... and those with the accumulators: past 96 ptxas spilled (a helper's compile of 2,106
+# partitions); the engine refuses a kernel that spills all the same (its local memory)
+AREG_HELD = 96
+WG_ROWS = 64  # wgmma: the weight rows one instruction takes (a warpgroup, 16 rows a warp)
+WG_MAX_N = 64  # ... and the batch rows a CTA's sums keep in registers (N / 2 a thread)
+OFFSET_LIMIT = 2 ** 31  # the kernel indexes its buffers with 32-bit offsets
+
+
+class DoesNotFit(ValueError):
+    """A partition that cannot run: the message says what is short, in bytes or counts."""
+
+
+def _up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def clustered(H: int, pls: int, batch_slices: int, cluster: int, ctas: int) -> list[int]:
+    """CTAs per pseudo-layer in clusters of ``cluster``: one cluster a group."""
+    need = pls * batch_slices * cluster
+    if not 1 <= cluster <= MAX_CLUSTER:
+        raise DoesNotFit(f"a cluster of {cluster} CTAs: 1 to {MAX_CLUSTER}")
+    if -(-H // _up(-(-H // cluster), 4)) != cluster:
+        raise DoesNotFit(f"H {H} does not split into {cluster} CTAs of 4k units each")
+    if need > ctas:
+        raise DoesNotFit(f"{pls} pseudo-layers x {batch_slices} batch slices x {cluster} "
+                         f"CTAs a cluster: {need} CTAs, {ctas} available")
+    return [cluster] * pls
+
+
+def given_units(H: int, pls: int, batch_slices: int, units: int, ctas: int) -> list[int]:
+    """``units`` a CTA in every pseudo-layer, where they make a partition."""
+    if units % 4 or not 4 <= units <= _up(H, 4):
+        raise DoesNotFit(f"{units} units a CTA: a multiple of 4 from 4 to {_up(H, 4)}")
+    need = pls * batch_slices * -(-H // units)
+    if need > ctas:
+        raise DoesNotFit(f"{units} units a CTA: {pls} pseudo-layers x {batch_slices} batch "
+                         f"slices x {-(-H // units)} CTAs = {need} CTAs, {ctas} available")
+    return [units] * pls
+
+
+def offsets(cfg: RNNConfig, hrowb: int, xrowb: int) -> None:
+    """:class:`DoesNotFit` where a buffer the kernel indexes is too large for its offsets."""
+    T, B = cfg.seq_length, cfg.mini_batch
+    sizes = {"the input projection's values": T * B * cfg.gates * cfg.hidden_size * 4,
+             "h's slots (bytes)": (T + 1) * B * hrowb, "a layer input's codes": T * B * xrowb,
+             "y's values": T * B * cfg.dirs * cfg.hidden_size * 4}
+    for what, n in sizes.items():
+        if n >= OFFSET_LIMIT:
+            raise DoesNotFit(f"{what}: {n} bytes, beyond the kernel's 32-bit offsets "
+                             f"({OFFSET_LIMIT}); run fewer steps or a smaller batch per call")
+
+
+def areg_slabs(part, threads: int, slab: int) -> int:
+    """The slabs (of ``slab`` chunks) of weight fragments a warp holds for AREG (``part`` a
+    Partition), or :class:`DoesNotFit` with the registers they would take."""
+    if threads > 256:  # 65536 registers a multiprocessor: 128 a thread at 512 threads
+        raise DoesNotFit(f"weight fragments in registers need at most 256 threads a CTA "
+                         f"(up to 255 registers a thread), {threads} given")
+    mt_max, ntw = part.mt_max, part.ntw
+    slabs = -(-part.chunks_per_group() // slab)
+    regs = mt_max * slabs * slab * 4
+    held = regs + mt_max * ntw * 4 * (2 if part.straddles else 1)
+    if regs > AREG_REGS or held > AREG_HELD:
+        raise DoesNotFit(f"a warp's weight fragments take {regs} registers a thread "
+                         f"({mt_max} m-tiles x {slabs * slab} chunks x 4; at most "
+                         f"{AREG_REGS}), {held} with its accumulators (at most "
+                         f"{AREG_HELD}): 8-bit weights, more CTAs or fewer batch rows a "
+                         f"slice")
+    return slabs
+
+
+def warpgroups(cfg: RNNConfig, fx: str | None, fh: str, threads: int, areg: bool,
+                cluster: int, nt_max: int, code_bytes: dict) -> None:
+    """:class:`DoesNotFit` where the wgmma products cannot take a launch: they multiply 8-bit
+    weights held in registers (both parts in one format), two warpgroups of a CTA on two
+    parts of K, at most :data:`WG_MAX_N` batch rows a CTA (the engine checks sm_90a);
+    ``code_bytes``: bytes a code of each format takes."""
+    fmts = {fh} | ({fx} if fx and cfg.num_layers > 1 else set())
+    if len(fmts) > 1 or code_bytes[fh] != 1:
+        raise DoesNotFit(f"wgmma takes its weights from registers in 8 bits, one format for "
+                         f"both parts of K: not {' and '.join(sorted(fmts))}")
+    if threads != 256:
+        raise DoesNotFit(f"wgmma runs two warpgroups a CTA (256 threads), {threads} given")
+    if areg or cluster:
+        raise DoesNotFit("wgmma keeps its own weight fragments and counters: not with 'r' "
+                         "or clusters")
+    if 8 * nt_max > WG_MAX_N:
+        raise DoesNotFit(f"wgmma keeps a CTA's sums of {8 * nt_max} batch rows in registers "
+                         f"(at most {WG_MAX_N}): slice the batch more")
+
+
+def wg_slabs(part, slab: int) -> int:
+    """The slabs (of ``slab`` chunks) of weight fragments a warp holds for wgmma (``part``
+    a Partition), or :class:`DoesNotFit`: one instruction's rows and width for every CTA,
+    fragments within :data:`AREG_REGS`."""
+    widths = {s.npad for s in part.slices}
+    if len(widths) > 1:
+        raise DoesNotFit(f"wgmma takes one width for every CTA: batch slices of "
+                         f"{' and '.join(map(str, sorted(widths)))} rows (padded to 8); "
+                         f"slice the batch into equal multiples of 8")
+    if 16 * part.mt_max > WG_ROWS:
+        raise DoesNotFit(f"wgmma takes {WG_ROWS} weight rows a CTA, {16 * part.mt_max} given: "
+                         f"fewer units a CTA (u<units>) or more CTAs")
+    slabs = -(-part.chunks_per_group() // slab)
+    if slabs * slab * 4 > AREG_REGS:
+        raise DoesNotFit(f"wgmma's weight fragments take {slabs * slab * 4} registers a "
+                         f"thread ({slabs * slab} chunks of a part of K x 4; at most "
+                         f"{AREG_REGS}): more CTAs or units a CTA")
+    assert not part.straddles  # two groups, one a part (layer 0: K in halves)
+    return slabs

@@ -1,0 +1,99 @@
+"""The persistent kernel's wgmma products on a GPU (marker ``gpu``; sm_90a: launch shapes
+with 'w', not in the tuner's list until measured): every cell x {uni, bi} x {1, 2, 3 layers}
+x {INT8, E4M3} verified against the float64 reference (original weights and as seen) and
+its twin, replayed in a graph bit for bit; the seed's shape; the same function as the
+mma.sync kernel of the same plan; a deliberately broken slice caught."""
+import numpy as np
+import pytest
+
+from cudnn_rnn.bindings.enums import DirectionMode, RNNMode
+from cudnn_rnn.lowbit import candidates as C
+from cudnn_rnn.lowbit import model
+from cudnn_rnn.lowbit.engine import capability
+from cudnn_rnn.lowbit.persistent import PersistentEngine, Settings
+
+from tests.test_gpu_persistent import _cfg, _check
+
+pytestmark = pytest.mark.gpu
+
+NAMES = ["persistent:int8/both", "persistent:e4m3/both"]
+
+
+@pytest.fixture(scope="module")
+def hopper(cuda):
+    if capability(cuda) != (9, 0):
+        pytest.skip("wgmma runs sm_90a code: compute capability 9.0 (H100, H200)")
+    return True
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+@pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
+                                       DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
+@pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
+def test_every_cell_direction_depth_and_8_bit_format_verifies_and_replays(cuda, hopper, mode,
+                                                                         direction, layers):
+    cfg = _cfg(mode, direction, layers)
+    result = C.run_configs(cfg, NAMES, reps=3, warmup=1, budget_s=None, settings=["b2t256u8w"])
+    by_name = {r["config"]: r for r in result["records"]}
+    assert sorted(by_name) == sorted(NAMES)
+    for rec in by_name.values():
+        _check(rec, mode, True)
+        assert rec["settings"] == "b2t256u8w"
+
+
+@pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])
+def test_the_seeds_shape_verifies_and_replays_on_wgmma(cuda, hopper, mode):
+    if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
+        pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
+    cfg = _cfg(mode, DirectionMode.UNIDIRECTIONAL, 2, seq=20, hidden=512, batch=64,
+               input_size=512)
+    result = C.run_configs(cfg, NAMES, reps=3, warmup=1, budget_s=None,
+                           settings=["b2t256u16w"])
+    for rec in result["records"]:
+        _check(rec, mode, True)
+        assert rec["settings"] == "b2t256u16w"
+
+
+@pytest.mark.parametrize("fmt", model.FORMATS)
+def test_wgmma_computes_what_mma_sync_computes_of_the_same_plan(cuda, hopper, fmt):
+    """The same codes and scales through both product paths: their outputs differ only by
+    the order of the sums (and the codes that moves across a rounding boundary), far below
+    the 8-bit error itself."""
+    cfg = _cfg(RNNMode.LSTM, DirectionMode.BIDIRECTIONAL, 2)
+    values = C.draw(cfg, seed=5)
+    cal, io = values["calibration"], values["io"]
+    plan = model.plan(cfg, values["stacked"], model.calibrate(cfg, values["stacked"], **cal),
+                      fmt, "both")
+    outs = []
+    for name in ("b2t256u8", "b2t256u8w"):
+        with PersistentEngine(cfg, values["stacked"], "fp16", plan,
+                              settings=Settings.parse(name)) as engine:
+            engine.set_inputs(io["x"], io["hx"], io["cx"])
+            engine.forward()
+            outs.append({n: a.get() for n, a in engine.outputs().items()})
+            assert engine.describe()["products"] == ("wgmma" if name.endswith("w")
+                                                     else "mma.sync")
+    ref = model.forward(cfg, values["stacked"], io["x"], io["hx"], io["cx"], None)[0]
+    apart = np.linalg.norm(outs[0]["y"] - outs[1]["y"]) / np.linalg.norm(outs[0]["y"])
+    quantized = np.linalg.norm(outs[0]["y"] - ref) / np.linalg.norm(ref)
+    print(f"{fmt}: paths apart {apart:.3g}, 8-bit error {quantized:.3g}")
+    assert apart < quantized / 5
+
+
+def test_a_broken_slice_is_caught_by_the_verification_on_wgmma(cuda, hopper):
+    cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2)
+    values = C.draw(cfg, seed=2)
+    ref = C.expected(cuda, cfg, values["stacked"], values["io"])
+    config = C.parse("persistent:int8/both")
+    cal = values["calibration"]
+    plan = model.plan(cfg, values["stacked"], model.calibrate(cfg, values["stacked"], **cal),
+                      "int8", "both")
+    twin = C.twins(cuda, cfg, values)(plan)
+    with PersistentEngine(cfg, values["stacked"], "fp16", plan,
+                          settings=Settings.parse("b2t256u8w")) as engine:
+        facts, wrong = C.verify(cuda, cfg, config, engine, values, ref, twin)
+        assert wrong is None, facts
+        s = engine.part.slices[len(engine.part.slices) // 2]
+        engine.tables["blob"][s.blob:s.blob + s.mpad * s.rowb] = 0  # one CTA's weights
+        facts, wrong = C.verify(cuda, cfg, config, engine, values, ref, twin)
+        assert wrong and "bound" in wrong, facts

@@ -1,0 +1,131 @@
+"""The persistent kernel's wgmma products (launch shapes with 'w', ``WG``) without a GPU: the
+partition (a warpgroup per part of K, every n-tile a warp, 8-bit weights in registers) run
+by the numpy model against the float64 twin, its refusals with what is short, the staging
+into the canonical layout wgmma reads, and the kernel compiled for sm_90a without spills."""
+import re
+
+import pytest
+
+from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.lowbit import partition, wgmma
+from cudnn_rnn.lowbit import persistent as P
+from cudnn_rnn.lowbit.cubin import compile_source
+from cudnn_rnn.lowbit.engine import Unsupported
+from cudnn_rnn.lowbit.launch import Settings
+
+from tests.test_persistent import CELLS, SMEM, _cfg, _close, _nvrtc_or_skip, _run_model
+
+
+def _seed(mode=RNNMode.LSTM):
+    return _cfg(mode, 2, False, H=512, B=64, T=20, I=512)
+
+
+def _wg(cfg, fmt="int8", **kw):
+    kw = dict(dict(sm_count=132, batch_slices=2, units=16), **kw)
+    return partition.plan(cfg, fmt, fmt, smem_per_block=SMEM, wg=True, **kw)
+
+
+def test_the_seeds_partition_is_a_warpgroup_per_part_of_k_each_warp_on_every_n_tile():
+    part = _wg(_seed())
+    assert part.grid == 128 and part.wg_slabs == 4 and part.areg_slabs == 0
+    for s in part.slices:
+        assert (s.ks, s.ts, s.mpad, s.npad) == (2, 1, 64, 32)
+        # layer 1: the input part's 16 chunks, then the recurrent part's; layer 0: K in halves
+        assert [list(s.chunks(g)) for g in range(2)] == (
+            [list(range(16)), list(range(16, 32))] if s.k == 1 else
+            [list(range(8)), list(range(8, 16))])
+    consts = P.defines(_seed(), part, gx_int=True)
+    assert (consts["WG"], consts["WGN"], consts["NSLAB"], consts["AREG"]) == (1, 32, 4, 0)
+    # the step reads no weights from shared memory: they are registers
+    assert part.step_bytes()["shared_read_bytes"] == 32 * 1024
+
+
+@pytest.mark.parametrize("fmt", ["int8", "e4m3"])
+@pytest.mark.parametrize("mode", CELLS)
+@pytest.mark.parametrize("layers,bi", [(1, False), (2, False), (2, True)])
+def test_the_model_of_the_kernel_on_the_wgmma_partition_equals_the_twin(fmt, mode, layers, bi):
+    cfg = _cfg(mode, layers, bi, H=40, B=16)
+    got, want, part = _run_model(cfg, fmt, "both", sms=40, batch_slices=2, wg=True, units=8)
+    assert part.wg_slabs > 0 and {s.ks for s in part.slices} == {2}
+    _close(got, want)
+
+
+@pytest.mark.parametrize("cfg,fmt,kw,message", [
+    (_seed(), "fp16", {}, "wgmma takes its weights from registers in 8 bits"),
+    (_seed(), "int8", dict(threads=512), "two warpgroups a CTA (256 threads), 512 given"),
+    (_seed(), "int8", dict(areg=True), "not with 'r' or clusters"),
+    (_cfg(RNNMode.LSTM, 1, False, H=64, B=128), "int8", dict(batch_slices=1, units=16),
+     "sums of 128 batch rows in registers (at most 64)"),
+    (_seed(), "int8", dict(units=32), "wgmma takes 64 weight rows a CTA, 128 given"),
+    (_cfg(RNNMode.LSTM, 1, False, H=64, B=17), "int8", dict(units=16),
+     "batch slices of 8 and 16 rows"),
+    (_cfg(RNNMode.LSTM, 2, False, H=1024, B=64), "int8", dict(units=16, sm_count=264),
+     "wgmma's weight fragments take 128 registers a thread"),
+])
+def test_each_refusal_of_the_wgmma_partition_says_what_is_short(cfg, fmt, kw, message):
+    with pytest.raises(partition.DoesNotFit, match=re.escape(message)):
+        _wg(cfg, fmt, **kw)
+
+
+def test_wgmma_with_16_bit_input_beside_8_bit_recurrent_weights_is_refused():
+    with pytest.raises(partition.DoesNotFit, match="one format for both parts"):
+        partition.plan(_seed(), "fp16", "int8", sm_count=132, smem_per_block=SMEM,
+                       batch_slices=2, units=16, wg=True)
+
+
+def test_a_gpu_that_is_not_sm_90_is_refused_before_any_partition():
+    limits = {"sm_count": 132, "cooperative": True, "smem_per_block": SMEM,
+              "capability": (8, 9)}
+    gemms = [("int8", "int8"), ("int8", "int8")]
+    with pytest.raises(Unsupported, match="compute capability 9.0 only, this GPU has 8.9"):
+        P.layout(_seed(), gemms, None, Settings.parse("b2t256u16w"), limits)
+    limits["capability"] = (9, 0)
+    part, _ = P.layout(_seed(), gemms, None, Settings.parse("b2t256u16w"), limits)
+    assert part.wg_slabs == 4
+
+
+def test_the_staging_writes_each_state_piece_once_where_wgmma_reads_it_without_bank_conflicts():
+    """persistent.cu's WG staging: thread tid writes piece (tid >> 3) & 7 of row
+    (tid & 7) + 8 (tid / 64), 32 rows a pass, at (row >> 3) SLAB*256 + piece 128 + (row & 7)
+    16: the canonical layout ``wgmma.strides(npad, SLAB * 32, "k")``, which the kernel's
+    descriptors (K stride 128, row-group stride SLAB * 256) read."""
+    slab, npad, threads = partition.SLAB, 64, 256
+    along_k, along_rows = wgmma.strides(npad, slab * 32, "k")
+    assert (along_k, along_rows) == (128, slab * 256)
+    seen = {}
+    for tid in range(threads):
+        piece, prow = (tid >> 3) & (slab * 2 - 1), (tid & 7) + 8 * (tid // (slab * 16))
+        for n in range(prow, npad, threads // (slab * 2)):
+            at = (n >> 3) * (slab * 256) + piece * 128 + (n & 7) * 16
+            assert at == wgmma.offset(n, piece * 16, along_k, along_rows)
+            seen[(n, piece)] = seen.get((n, piece), 0) + 1
+            if n == prow:  # the first pass: a quarter-warp's 8 stores, 128 bytes in a row
+                seen.setdefault(("phase", tid // 8), set()).add(at // 16 % 8)
+    assert all(seen[(n, p)] == 1 for n in range(npad) for p in range(slab * 2))
+    assert all(len(v) == 8 for k, v in seen.items() if k[0] == "phase")
+    d = wgmma.chunk_descriptor(0, 1, npad, slab * 32, "k")
+    assert wgmma.fields(d)["address"] == 256 and wgmma.fields(d)["lbo"] == 128
+
+
+@pytest.mark.parametrize("mode", CELLS)
+@pytest.mark.parametrize("fmt", ["int8", "e4m3"])
+def test_the_wgmma_kernel_compiles_for_sm_90a_without_spills(mode, fmt):
+    _nvrtc_or_skip()
+    cfg = _seed(mode)
+    units = 64 // cfg.gates // 4 * 4 or 4
+    part = _wg(cfg, fmt, units=units)
+    consts = P.defines(cfg, part, gx_int=fmt == "int8")
+    log: list = []
+    compile_source(P.source(consts), "persistent.cu", "sm_90a", log)
+    text = "\n".join(log)
+    assert "0 bytes spill stores" in text and "persistent_rnn" in text
+    with pytest.raises(RuntimeError, match="not supported on .target 'sm_90'"):
+        compile_source(P.source(consts), "persistent.cu", "sm_90")
+
+
+def test_the_launch_shape_names_wgmma_with_a_w():
+    s = Settings.parse("b2t256u16w")
+    assert s.wg and s.units == 16 and s.name == "b2t256u16w"
+    assert not Settings.parse("b2t256u16").wg
+    with pytest.raises(ValueError, match=r"\[w\]"):
+        Settings.parse("b2t256wu16")
