@@ -579,7 +579,16 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if STRADDLE
         if (active && HASX && c1 <= nxc && c0 < c1) flush_x();
 #endif
-        // partial sums, dequantized, to shared memory: the staging ring is free now
+        // partial sums, dequantized, to shared memory: the staging ring is free now; a sum of
+        // the input part (x) or of the recurrent part, at `at` of its k-group's
+        auto put_sum = [&](unsigned at, float v, bool x) {
+            if (SPLIT && nxc) {  // GRU: the two parts' sums apart
+                part_x[at] = x ? v : 0.0f;
+                part[at] = x ? 0.0f : v;
+            } else {
+                part[at] = v;
+            }
+        };
 #if WG
         {  // warp w's m-tile w: rows 16 w + gq (+ 8), columns 8 j + 2 gr (+ 1) in wacc[4 j ..]
             const bool xw = kg < kx;  // the input part's warpgroup
@@ -593,13 +602,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
                         const unsigned at = ((unsigned)kg * npad + 8 * j + 2 * gr + e) * ps + row;
-                        const float v = (float)wacc[4 * j + 2 * h + e] * dq;
-                        if (SPLIT && nxc) {  // GRU: the two parts' sums apart
-                            part_x[at] = xw ? v : 0.0f;
-                            part[at] = xw ? 0.0f : v;
-                        } else {
-                            part[at] = v;
-                        }
+                        put_sum(at, (float)wacc[4 * j + 2 * h + e] * dq, xw);
                     }
             }
         }
@@ -632,14 +635,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                         if (SPLIT && nxc) part_x[at] = xacc[m][nn][r];
                         part[at] = SPLIT ? v : v + xacc[m][nn][r];
 #else
-                        const float v = (xg ? value<FX>(acc[m][nn][r]) : value<FH>(acc[m][nn][r]))
-                                        * dq[m][r >> 1];
-                        if (SPLIT && nxc) {  // GRU: the two parts' sums apart
-                            part_x[at] = xg ? v : 0.0f;
-                            part[at] = xg ? 0.0f : v;
-                        } else {
-                            part[at] = v;
-                        }
+                        put_sum(at, (xg ? value<FX>(acc[m][nn][r]) : value<FH>(acc[m][nn][r]))
+                                    * dq[m][r >> 1], xg);
 #endif
                     }
         }
