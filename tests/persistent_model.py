@@ -14,7 +14,7 @@ import numpy as np
 
 from cudnn_rnn.bindings.enums import DataType, RNNMode
 from cudnn_rnn.engine import dtypes, walk
-from cudnn_rnn.lowbit import model, quant
+from cudnn_rnn.lowbit import model, quant, tables
 from cudnn_rnn.lowbit.partition import CHUNK, FORMAT_BYTES, Partition
 from cudnn_rnn.lowbit.tables import waits
 
@@ -81,7 +81,7 @@ class Model:
 
     def weights(self, s) -> tuple[np.ndarray, np.ndarray]:
         """The slice's rows from the blob: (input part, recurrent part) as float64."""
-        rows = self.blob[s.blob:s.blob + s.mpad * s.rowb].reshape(s.mpad, s.rowb)
+        rows = tables.rows(self.part, self.blob, s)
         xb, hb = s.nxc * CHUNK, (s.nc - s.nxc) * CHUNK
         wx = np.stack([decode(r[:xb].copy(), self.part.fx) for r in rows]) if xb else None
         wh = np.stack([decode(r[xb:xb + hb].copy(), self.part.fh) for r in rows])

@@ -1,8 +1,9 @@
 """The persistent kernel's wgmma products on a GPU (marker ``gpu``; sm_90a: launch shapes
 with 'w', not in the tuner's list until measured): every cell x {uni, bi} x {1, 2, 3 layers}
-x {INT8, E4M3} verified against the float64 reference (original weights and as seen) and
-its twin, replayed in a graph bit for bit; the seed's shape; the same function as the
-mma.sync kernel of the same plan; a deliberately broken slice caught."""
+x {FP16, BF16, INT8, E4M3} (A from shared memory in 16 bits, from registers in 8) verified
+against the float64 reference (original weights and as seen) and an 8-bit one against its
+twin, replayed in a graph bit for bit; the seed's shape; the same function as the mma.sync
+kernel of the same plan; a deliberately broken slice caught, in both A paths."""
 import numpy as np
 import pytest
 
@@ -16,7 +17,7 @@ from tests.test_gpu_persistent import _cfg, _check
 
 pytestmark = pytest.mark.gpu
 
-NAMES = ["persistent:int8/both", "persistent:e4m3/both"]
+NAMES = ["persistent:fp16", "persistent:bf16", "persistent:int8/both", "persistent:e4m3/both"]
 
 
 @pytest.fixture(scope="module")
@@ -80,17 +81,22 @@ def test_wgmma_computes_what_mma_sync_computes_of_the_same_plan(cuda, hopper, fm
     assert apart < quantized / 5
 
 
-def test_a_broken_slice_is_caught_by_the_verification_on_wgmma(cuda, hopper):
+@pytest.mark.parametrize("name", ["persistent:int8/both", "persistent:fp16"])
+def test_a_broken_slice_is_caught_by_the_verification_on_wgmma(cuda, hopper, name):
     cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2)
     values = C.draw(cfg, seed=2)
     ref = C.expected(cuda, cfg, values["stacked"], values["io"])
-    config = C.parse("persistent:int8/both")
-    cal = values["calibration"]
-    plan = model.plan(cfg, values["stacked"], model.calibrate(cfg, values["stacked"], **cal),
-                      "int8", "both")
-    twin = C.twins(cuda, cfg, values)(plan)
-    with PersistentEngine(cfg, values["stacked"], "fp16", plan,
+    config = C.parse(name)
+    plan = twin = None
+    if config.fmt:
+        cal = values["calibration"]
+        plan = model.plan(cfg, values["stacked"],
+                          model.calibrate(cfg, values["stacked"], **cal), config.fmt,
+                          config.parts)
+        twin = C.twins(cuda, cfg, values)(plan)
+    with PersistentEngine(cfg, values["stacked"], config.precision, plan,
                           settings=Settings.parse("b2t256u8w")) as engine:
+        assert engine.consts["WG"] == (1 if config.fmt else 2)
         facts, wrong = C.verify(cuda, cfg, config, engine, values, ref, twin)
         assert wrong is None, facts
         s = engine.part.slices[len(engine.part.slices) // 2]

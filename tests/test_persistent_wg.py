@@ -1,9 +1,11 @@
 """The persistent kernel's wgmma products (launch shapes with 'w', ``WG``) without a GPU: the
-partition (a warpgroup per part of K, every n-tile a warp, 8-bit weights in registers) run
-by the numpy model against the float64 twin, its refusals with what is short, the staging
-into the canonical layout wgmma reads, and the kernel compiled for sm_90a without spills."""
+partition (a warpgroup per part of K, every n-tile a warp; 8-bit weights in registers, 16-bit
+ones in shared memory in wgmma's layout) run by the numpy model against the float64 twin,
+its refusals with what is short, the staging into the canonical layout wgmma reads, the blob
+in that layout, and the kernel compiled for sm_90a without spills."""
 import re
 
+import numpy as np
 import pytest
 
 from cudnn_rnn.bindings.enums import RNNMode
@@ -27,7 +29,8 @@ def _wg(cfg, fmt="int8", **kw):
 
 def test_the_seeds_partition_is_a_warpgroup_per_part_of_k_each_warp_on_every_n_tile():
     part = _wg(_seed())
-    assert part.grid == 128 and part.wg_slabs == 4 and part.areg_slabs == 0
+    assert part.grid == 128 and part.wg_slabs == 4 and not part.wg_shared
+    assert part.areg_slabs == 0
     for s in part.slices:
         assert (s.ks, s.ts, s.mpad, s.npad) == (2, 1, 64, 32)
         # layer 1: the input part's 16 chunks, then the recurrent part's; layer 0: K in halves
@@ -40,18 +43,45 @@ def test_the_seeds_partition_is_a_warpgroup_per_part_of_k_each_warp_on_every_n_t
     assert part.step_bytes()["shared_read_bytes"] == 32 * 1024
 
 
-@pytest.mark.parametrize("fmt", ["int8", "e4m3"])
+@pytest.mark.parametrize("fmt", ["int8", "e4m3", None])
 @pytest.mark.parametrize("mode", CELLS)
 @pytest.mark.parametrize("layers,bi", [(1, False), (2, False), (2, True)])
 def test_the_model_of_the_kernel_on_the_wgmma_partition_equals_the_twin(fmt, mode, layers, bi):
+    """8 bits (A in registers) and FP16 (A from the blob in wgmma's canonical layout)."""
     cfg = _cfg(mode, layers, bi, H=40, B=16)
-    got, want, part = _run_model(cfg, fmt, "both", sms=40, batch_slices=2, wg=True, units=8)
+    got, want, part = _run_model(cfg, fmt, "both" if fmt else None, sms=40, batch_slices=2,
+                                 wg=True, units=8)
     assert part.wg_slabs > 0 and {s.ks for s in part.slices} == {2}
+    assert part.wg_shared == (fmt is None)
     _close(got, want)
 
 
+@pytest.mark.parametrize("fmt,shared", [("fp16", True), ("bf16", True), ("int8", False)])
+def test_16_bit_weights_stay_in_shared_memory_laid_out_as_wgmma_reads_them(fmt, shared):
+    from cudnn_rnn.lowbit import tables
+    cfg = _seed()
+    part = _wg(cfg, fmt)
+    assert part.wg_shared == shared and part.wg_slabs == (8 if shared else 4)
+    assert P.defines(cfg, part, gx_int=False)["WG"] == (2 if shared else 1)
+    rng = np.random.default_rng(1)
+    k, g, H = cfg.input_size, cfg.gates, cfg.hidden_size
+    codes = [rng.integers(0, 256, (g * H, k if p else H), dtype=np.uint8) for p in range(2)]
+    blob = tables.blob(part, codes, codes)
+    s = part.slices[-1]  # layer 1: both parts; chunk c of K at 256 c, 8-row groups 8 K apart
+    rows = tables.rows(part, blob, s)
+    kb = s.nc * 32
+    region = blob[s.blob:s.blob + s.mpad * s.rowb]
+    if shared:
+        r, c = 9, 5  # row 9 (group 1, row 1 of it), byte 16 c + 3
+        assert region[1 * 8 * kb + c * 128 + 1 * 16 + 3] == rows[r, 16 * c + 3]
+    else:
+        np.testing.assert_array_equal(region.reshape(s.mpad, s.rowb)[:, :kb], rows)
+    q, u = divmod(9, s.nu)  # row 9: gate q of unit j0 + u
+    np.testing.assert_array_equal(rows[9, :k], codes[1][q * H + s.j0 + u])
+
+
 @pytest.mark.parametrize("cfg,fmt,kw,message", [
-    (_seed(), "fp16", {}, "wgmma takes its weights from registers in 8 bits"),
+    (_seed(), "fp16", dict(mixed="int8"), "wgmma multiplies both parts of K in one format"),
     (_seed(), "int8", dict(threads=512), "two warpgroups a CTA (256 threads), 512 given"),
     (_seed(), "int8", dict(areg=True), "not with 'r' or clusters"),
     (_cfg(RNNMode.LSTM, 1, False, H=64, B=128), "int8", dict(batch_slices=1, units=16),
@@ -59,18 +89,17 @@ def test_the_model_of_the_kernel_on_the_wgmma_partition_equals_the_twin(fmt, mod
     (_seed(), "int8", dict(units=32), "wgmma takes 64 weight rows a CTA, 128 given"),
     (_cfg(RNNMode.LSTM, 1, False, H=64, B=17), "int8", dict(units=16),
      "batch slices of 8 and 16 rows"),
-    (_cfg(RNNMode.LSTM, 2, False, H=1024, B=64), "int8", dict(units=16, sm_count=264),
-     "wgmma's weight fragments take 128 registers a thread"),
 ])
 def test_each_refusal_of_the_wgmma_partition_says_what_is_short(cfg, fmt, kw, message):
+    fx = kw.pop("mixed", fmt)
+    kw = dict(dict(sm_count=132, batch_slices=2, units=16), **kw)
     with pytest.raises(partition.DoesNotFit, match=re.escape(message)):
-        _wg(cfg, fmt, **kw)
+        partition.plan(cfg, fx, fmt, smem_per_block=SMEM, wg=True, **kw)
 
 
-def test_wgmma_with_16_bit_input_beside_8_bit_recurrent_weights_is_refused():
-    with pytest.raises(partition.DoesNotFit, match="one format for both parts"):
-        partition.plan(_seed(), "fp16", "int8", sm_count=132, smem_per_block=SMEM,
-                       batch_slices=2, units=16, wg=True)
+def test_8_bit_fragments_past_the_registers_multiply_from_shared_memory():
+    part = _wg(_cfg(RNNMode.LSTM, 2, False, H=1024, B=64), "int8", sm_count=264)
+    assert part.wg_shared and part.wg_slabs == 8  # 32 chunks a part: 128 registers
 
 
 def test_a_gpu_that_is_not_sm_90_is_refused_before_any_partition():
@@ -108,7 +137,7 @@ def test_the_staging_writes_each_state_piece_once_where_wgmma_reads_it_without_b
 
 
 @pytest.mark.parametrize("mode", CELLS)
-@pytest.mark.parametrize("fmt", ["int8", "e4m3"])
+@pytest.mark.parametrize("fmt", ["int8", "e4m3", "fp16", "bf16"])
 def test_the_wgmma_kernel_compiles_for_sm_90a_without_spills(mode, fmt):
     _nvrtc_or_skip()
     cfg = _seed(mode)

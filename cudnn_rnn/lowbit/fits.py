@@ -12,6 +12,7 @@ AREG_REGS = 64  # registers a thread may give a k-group's weight fragments (AREG
 AREG_HELD = 96
 WG_ROWS = 64  # wgmma: the weight rows one instruction takes (a warpgroup, 16 rows a warp)
 WG_MAX_N = 64  # ... and the batch rows a CTA's sums keep in registers (N / 2 a thread)
+WG_ZERO = 2048  # ... and the zeros it reads as A past a k-group's chunks (64 rows x 32 bytes)
 OFFSET_LIMIT = 2 ** 31  # the kernel indexes its buffers with 32-bit offsets
 
 
@@ -79,15 +80,14 @@ def areg_slabs(part, threads: int, slab: int) -> int:
 
 
 def warpgroups(cfg: RNNConfig, fx: str | None, fh: str, threads: int, areg: bool,
-                cluster: int, nt_max: int, code_bytes: dict) -> None:
-    """:class:`DoesNotFit` where the wgmma products cannot take a launch: they multiply 8-bit
-    weights held in registers (both parts in one format), two warpgroups of a CTA on two
-    parts of K, at most :data:`WG_MAX_N` batch rows a CTA (the engine checks sm_90a);
-    ``code_bytes``: bytes a code of each format takes."""
+                cluster: int, nt_max: int) -> None:
+    """:class:`DoesNotFit` where the wgmma products cannot take a launch: one instruction
+    (both parts of K in one format), two warpgroups of a CTA on two parts of K, at most
+    :data:`WG_MAX_N` batch rows a CTA (the engine checks sm_90a)."""
     fmts = {fh} | ({fx} if fx and cfg.num_layers > 1 else set())
-    if len(fmts) > 1 or code_bytes[fh] != 1:
-        raise DoesNotFit(f"wgmma takes its weights from registers in 8 bits, one format for "
-                         f"both parts of K: not {' and '.join(sorted(fmts))}")
+    if len(fmts) > 1:
+        raise DoesNotFit(f"wgmma multiplies both parts of K in one format: not "
+                         f"{' and '.join(sorted(fmts))}")
     if threads != 256:
         raise DoesNotFit(f"wgmma runs two warpgroups a CTA (256 threads), {threads} given")
     if areg or cluster:
@@ -98,10 +98,13 @@ def warpgroups(cfg: RNNConfig, fx: str | None, fh: str, threads: int, areg: bool
                          f"(at most {WG_MAX_N}): slice the batch more")
 
 
-def wg_slabs(part, slab: int) -> int:
-    """The slabs (of ``slab`` chunks) of weight fragments a warp holds for wgmma (``part``
-    a Partition), or :class:`DoesNotFit`: one instruction's rows and width for every CTA,
-    fragments within :data:`AREG_REGS`."""
+def wg_slabs(part, slab: int, code_bytes: dict) -> tuple[int, bool]:
+    """(the slabs of ``slab`` chunks every CTA's warpgroups multiply a step, whether A comes
+    from shared memory) for wgmma (``part`` a Partition), or :class:`DoesNotFit`: one
+    instruction's rows and width for every CTA. A is in registers (loaded once) where its
+    fragments fit :data:`AREG_REGS` in 8 bits; else (16 bits, or more chunks a part) the
+    weight rows stay in shared memory in wgmma's canonical layout (``code_bytes``: bytes a
+    code of each format takes)."""
     widths = {s.npad for s in part.slices}
     if len(widths) > 1:
         raise DoesNotFit(f"wgmma takes one width for every CTA: batch slices of "
@@ -111,9 +114,5 @@ def wg_slabs(part, slab: int) -> int:
         raise DoesNotFit(f"wgmma takes {WG_ROWS} weight rows a CTA, {16 * part.mt_max} given: "
                          f"fewer units a CTA (u<units>) or more CTAs")
     slabs = -(-part.chunks_per_group() // slab)
-    if slabs * slab * 4 > AREG_REGS:
-        raise DoesNotFit(f"wgmma's weight fragments take {slabs * slab * 4} registers a "
-                         f"thread ({slabs * slab} chunks of a part of K x 4; at most "
-                         f"{AREG_REGS}): more CTAs or units a CTA")
     assert not part.straddles  # two groups, one a part (layer 0: K in halves)
-    return slabs
+    return slabs, code_bytes[part.fh] != 1 or slabs * slab * 4 > AREG_REGS

@@ -141,9 +141,12 @@ class Partition:
     # (0: it reads them from shared memory at every step)
     areg_slabs: int = 0
     cluster: int = 0  # CTAs of a cluster, one per group (0: none; see plan)
-    # wgmma (sm_90a): slabs of weight fragments each warp of a warpgroup keeps in registers
-    # (0: mma.sync); a warpgroup takes one part of K, its four warps 16 rows each
+    # wgmma (sm_90a): the slabs a warpgroup multiplies a step (0: mma.sync); a warpgroup
+    # takes one part of K, its four warps 16 rows each; A from registers (its fragments
+    # loaded once) or, with wg_shared, from the weight rows in shared memory, laid out as
+    # wgmma reads them (tables.blob)
     wg_slabs: int = 0
+    wg_shared: bool = False
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""
@@ -186,7 +189,7 @@ class Partition:
         """What a launch shape trades, per step at its busiest CTA: the state it reads from
         global memory, and what its product loop reads from shared memory (each weight row
         once per n-group of warps, each staged state row once)."""
-        weights = not (self.areg_slabs or self.wg_slabs)  # else in registers
+        weights = not (self.areg_slabs or self.wg_slabs and not self.wg_shared)  # registers
         return {"state_read_bytes": max(s.nb * s.nc * CHUNK for s in self.slices),
                 "shared_read_bytes": max(s.nc * CHUNK * (s.mpad * s.ts * weights + s.npad)
                                          for s in self.slices)}
@@ -251,8 +254,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     if areg:  # fewer warps along n, more along K: fewer weight fragments a warp holds
         ntw = max(ntw, min(MAX_NTW, nt_max))
     if wg:  # a warpgroup takes every n-tile: the instruction's N is the slice's rows
-        fits.warpgroups(cfg, fx, fh, threads, areg, cluster, nt_max,
-                         FORMAT_BYTES)
+        fits.warpgroups(cfg, fx, fh, threads, areg, cluster, nt_max)
         ntw = nt_max
     elif ntw > MAX_NTW:
         raise DoesNotFit(f"a batch slice of {nb_full} needs {ntw} n-tiles per warp "
@@ -274,7 +276,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     if areg:
         part.areg_slabs = fits.areg_slabs(part, threads, SLAB)
     if wg:
-        part.wg_slabs = fits.wg_slabs(part, SLAB)
+        part.wg_slabs, part.wg_shared = fits.wg_slabs(part, SLAB, FORMAT_BYTES)
     need = part.smem
     if need > smem_per_block:
         s = max(part.slices, key=lambda s: s.smem)
@@ -331,7 +333,8 @@ def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blo
     nxc, nc = kxb // CHUNK, (kxb + hrowb) // CHUNK
     kx = _input_groups(ks, nxc, nc)
     rowb = nc * CHUNK + PAD
-    off_dq = _up(mpad * rowb, 16)
+    # wgmma: the rows of a whole instruction (64), then its zeros (A past a group's chunks)
+    off_dq = _up(max(mpad, fits.WG_ROWS) * rowb + fits.WG_ZERO if wg else mpad * rowb, 16)
     off_own = off_dq + 4 * mpad * 4  # dequantization and biases per row
     off_gx = _up(off_own + 2 * npad * nu * 4, 16)  # h and c of its units
     gx = cfg.gates * nb * nu * 4 if p.layer == 0 else 0  # layer 0: a step's input projection

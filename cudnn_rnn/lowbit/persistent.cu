@@ -18,13 +18,14 @@
 //   AREG     1: each warp loads its k-group's weight fragments into registers once, before
 //            the first step, and multiplies from them (NSLAB slabs of SLAB chunks at most:
 //            partition.Partition.areg_slabs); 0: from shared memory at every step
-//   WG       1: the products on wgmma (sm_90a; cudnn_rnn/lowbit/wgmma.py's helpers and
+//   WG       the products on wgmma (sm_90a; cudnn_rnn/lowbit/wgmma.py's helpers and
 //            instruction, for FH and width WGN, are prepended): k-group g is warpgroup g
 //            (two a CTA: the input and the recurrent part, or layer 0's K in halves), its
-//            warp w multiplies the CTA's m-tile w, its weight fragments in registers for the
-//            whole sequence (NSLAB slabs, as AREG's), the state staged in the canonical
-//            layout wgmma reads (8-row groups of SLAB * 32 bytes, 16-byte columns of 8 rows
-//            contiguous); partition.Partition.wg_slabs. 8-bit formats only
+//            warp w multiplies the CTA's m-tile w, NSLAB slabs a step, the state staged in
+//            the canonical layout wgmma reads (8-row groups of SLAB * 32 bytes, 16-byte
+//            columns of 8 rows contiguous); A, the weight rows: 1 fragments in registers for
+//            the whole sequence (as AREG's), 2 from shared memory, where the blob put them
+//            in the canonical layout (partition.Partition.wg_slabs, wg_shared)
 //   CLUSTER  CTAs of a thread-block cluster (0: none): each group (pseudo-layer, batch
 //            slice) is one cluster (partition.Partition.cluster), and a CTA meets its group's
 //            previous step at the cluster barrier (barrier.cluster arrive.release at the end
@@ -254,7 +255,18 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     };
     fetch_gx(0);
     cp_commit();
+#if WG == 2
+    // zeros where wgmma reads A past the CTA's rows (an instruction takes 64) and past a
+    // group's chunks (wz: 64 rows x 32 bytes); then every write of A, for the async proxy
+    unsigned char* const wz = smem + 64 * rowb;
+#pragma unroll 1
+    for (int i = mpad * rowb / 4 + tid; i < (64 * rowb + 2048) / 4; i += THREADS)
+        ((unsigned*)smem)[i] = 0u;
+#endif
     cp_wait<0>();
+#if WG
+    fence_proxy_async();
+#endif
     if (tid == 0) bail = 0;
     __syncthreads();
     if (!POLL && tid == 0) red_release(mine, 1u);
@@ -317,7 +329,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             if (active && m_in(m) && c0 + i < c1)
                 ldsm_x4(ar[m][i], ws + a_lane + (unsigned)m * 16 * rowb + (c0 + i) * 32);
 #endif
-#if WG
+#if WG == 1
     // this warp's fragments of m-tile `warp & 3` for its group's chunks (zero past the rows
     // or the chunks: a CTA of fewer rows than the instruction's 64 multiplies zeros there)
     unsigned war[NSLAB * SLAB][4];
@@ -518,8 +530,16 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                                                  * (SLAB * 32);
                 if (i == 0) wg_fence();  // wacc and war, written before, then read by wgmma
 #pragma unroll
-                for (int cc = 0; cc < SLAB; ++cc)
-                    wg_mma_r(wacc, war[i * SLAB + cc], wg_desc(sb + cc * 256, 128, SLAB * 256), 1);
+                for (int cc = 0; cc < SLAB; ++cc) {
+                    const unsigned long long b = wg_desc(sb + cc * 256, 128, SLAB * 256);
+#if WG == 1
+                    wg_mma_r(wacc, war[i * SLAB + cc], b, 1);
+#else  // chunk c of the rows, or past the group's chunks the zeros (a select, no branch)
+                    const int c = c0 + i * SLAB + cc;
+                    wg_mma_s(wacc, c < c1 ? wg_desc(ws + c * 256, 128, 8 * nc * 32)
+                                          : wg_desc(wz, 128, 256), b, 1);
+#endif
+                }
                 wg_commit();
                 if (i + STAGES < nslab) wg_wait<0>();  // this slab's place is staged again
             }

@@ -97,7 +97,8 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL",
             "TRACE": int(trace), "POLL": int(poll), "AREG": int(part.areg_slabs > 0),
             "NSLAB": max(1, part.areg_slabs, part.wg_slabs), "CLUSTER": part.cluster,
-            "WG": int(part.wg_slabs > 0), "WGN": part.slices[0].npad,
+            "WG": (2 if part.wg_shared else 1) if part.wg_slabs else 0,
+            "WGN": part.slices[0].npad,
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
 
 
@@ -302,7 +303,7 @@ class PersistentEngine(Forward):
         self.trace = (self.cp.zeros((self.part.grid, self.cfg.seq_length, 12), self.cp.int64)
                       if trace else None)
         self.module, self.kernel = compiled(self.cp, consts)
-        held = self.part.areg_slabs or self.part.wg_slabs
+        held = self.part.areg_slabs or self.part.wg_slabs and not self.part.wg_shared
         spilled = self.kernel.local_size_bytes if held else 0
         if spilled:  # registers where they fit: a kernel that spills them is not that
             raise Unsupported(f"weights in registers spill: the kernel takes {spilled} bytes "
@@ -382,7 +383,7 @@ class PersistentEngine(Forward):
                 "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw, **p.step_bytes(),
                 "products": "wgmma" if self.consts["WG"] else "mma.sync",
                 # slabs of weight fragments each warp holds in registers, as compiled (AREG, WG)
-                "register_slabs": (self.consts["NSLAB"] if self.consts["AREG"] or self.consts["WG"]
+                "register_slabs": (self.consts["NSLAB"] if self.consts["AREG"] or self.consts["WG"] == 1
                                    else 0)}
 
     def algorithms(self) -> list[dict]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from cudnn_rnn.engine import walk
-from cudnn_rnn.lowbit.partition import CHUNK, MAX_WAITS, Partition
+from cudnn_rnn.lowbit import wgmma
+from cudnn_rnn.lowbit.partition import CHUNK, MAX_WAITS, PAD, Partition
 
 _P = "u8"  # a device pointer
 LAYER = np.dtype([(n, _P) for n in ("dqx", "dqh", "bW", "bR", "gx", "xin", "hq", "xout0",
@@ -64,7 +65,9 @@ def _waits(part: Partition, p, bs: int) -> np.ndarray:
 
 
 def blob(part: Partition, input_codes: list, recurrent_codes: list) -> np.ndarray:
-    """uint8: every CTA's weight rows, in its shared-memory layout, back to back.
+    """uint8: every CTA's weight rows, in its shared-memory layout, back to back (rows of
+    ``rowb`` bytes; with ``part.wg_shared`` wgmma's canonical layout, :func:`rows` reads
+    either back).
     ``input_codes[k]`` / ``recurrent_codes[k]``: pseudo-layer k's (gates*H, in) and
     (gates*H, H) codes (numpy, the operand dtype; layer 0's input codes are not used)."""
     H = part.cfg.hidden_size
@@ -80,4 +83,19 @@ def blob(part: Partition, input_codes: list, recurrent_codes: list) -> np.ndarra
                 rows[r, :w.size] = w
             rc = np.ascontiguousarray(recurrent_codes[s.k][src]).view(np.uint8)
             rows[r, xb:xb + rc.size] = rc
+        if part.wg_shared:  # as wgmma reads A: its canonical layout, the padding after it
+            flat = out[s.blob:s.blob + s.mpad * s.rowb]
+            flat[:] = np.concatenate([wgmma.pack(rows[:, :s.nc * CHUNK].copy(), "k"),
+                                      np.zeros(s.mpad * PAD, np.uint8)])
     return out
+
+
+def rows(part: Partition, blob_: np.ndarray, s) -> np.ndarray:
+    """Slice ``s``'s weight rows from the blob, ``(mpad, nc * CHUNK)`` bytes, whichever
+    layout :func:`blob` wrote them in."""
+    flat = blob_[s.blob:s.blob + s.mpad * s.rowb]
+    kb = s.nc * CHUNK
+    if not part.wg_shared:
+        return flat.reshape(s.mpad, s.rowb)[:, :kb]
+    r, k = np.meshgrid(np.arange(s.mpad), np.arange(kb), indexing="ij")
+    return flat[wgmma.offset(r, k, *wgmma.strides(s.mpad, kb, "k"))]
