@@ -158,3 +158,22 @@ def test_the_launch_shape_names_wgmma_with_a_w():
     assert not Settings.parse("b2t256u16").wg
     with pytest.raises(ValueError, match=r"\[w\]"):
         Settings.parse("b2t256wu16")
+
+
+@pytest.mark.parametrize("fmt,width", [("int8", 48), ("e4m3", 40), ("fp16", 40)])
+def test_a_batch_slice_is_padded_to_a_width_the_formats_wgmma_takes(fmt, width):
+    """40 batch rows a slice: E4M3 and FP16 take N 40; int8 takes 8, 16, 24 and multiples
+    of 16 only, so its slice is padded to 48 (rows staged as zeros) and the kernel compiles."""
+    _nvrtc_or_skip()
+    cfg = _cfg(RNNMode.LSTM, 1, False, H=64, B=80)
+    part = _wg(cfg, fmt, units=8)
+    assert {s.npad for s in part.slices} == {width} and {s.nb for s in part.slices} == {40}
+    consts = P.defines(cfg, part, gx_int=fmt == "int8")
+    assert consts["WGN"] == width
+    assert compile_source(P.source(consts), "persistent.cu", "sm_90a")[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("name", ["b2t256pu16w", "b2t256ru16w", "b2t256u16wk8"])
+def test_wgmma_with_polling_registers_or_clusters_is_refused_when_named(name):
+    with pytest.raises(ValueError, match="not with 'p', 'r' or clusters"):
+        Settings.parse(name)

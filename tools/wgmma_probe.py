@@ -136,8 +136,9 @@ def main() -> int:
         steps = int(a.steps)
     except ValueError:
         p.error("--widths, --kbytes and --steps take whole numbers (comma-separated)")
-    if any(w not in wgmma.WIDTHS or w > 64 for w in widths):
-        p.error("--widths: multiples of 8 up to 64 (the batch rows of a CTA's state)")
+    if any(w not in wgmma.widths(f) or w > 64 for w in widths for f in formats):
+        p.error("--widths: multiples of 8 up to 64, the batch rows of a CTA's state (with "
+                "int8: 8, 16, 24, 32, 48 or 64, the widths its wgmma takes)")
     if any(k % wgmma.K_BYTES or not 32 <= k <= 1024 for k in kbytes):
         p.error(f"--kbytes: multiples of {wgmma.K_BYTES} from 32 to 1024")
     if not 2 <= steps <= 256:

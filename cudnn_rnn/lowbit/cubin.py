@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 import threading
 from pathlib import Path
 
 from cudnn_rnn.lowbit.engine import Unsupported
 
 CAPABILITY = (9, 0)
+OPTIONS = ("--std=c++17", "-lineinfo")  # as persistent.OPTIONS (ncu maps SASS to lines)
 _LOCK = threading.Lock()
 _LOADED: dict = {}
 
@@ -27,7 +29,7 @@ def compile_source(text: str, name: str, arch: str, log: list | None = None) -> 
     are appended there (:func:`cudnn_rnn.lowbit.ptxas.ptxas_info` reads them)."""
     from cupy_backends.cuda.libs import nvrtc
     prog = nvrtc.createProgram(text, name, [], [])
-    options = [f"--gpu-architecture={arch}", "--std=c++17"]
+    options = [f"--gpu-architecture={arch}", *OPTIONS]
     try:
         nvrtc.compileProgram(prog, options + (["--ptxas-options=-v"] if log is not None else []))
         if log is not None:
@@ -55,17 +57,25 @@ def load(cp, text: str, name: str, cooperative: bool):
     RawKernel (launched cooperatively with ``cooperative``): from this process's memo, from
     the cache folder, or compiled now (:func:`compile_source`; RuntimeError with NVRTC's
     log where it does not compile)."""
-    key = (hashlib.sha256(text.encode()).hexdigest(), name, cooperative, cp.cuda.Device().id)
+    from cupy_backends.cuda.libs import nvrtc
+    made = f"{nvrtc.getVersion()} {OPTIONS}\n{text}"  # a new NVRTC or options: a new cubin
+    key = (hashlib.sha256(made.encode()).hexdigest(), name, cooperative, cp.cuda.Device().id)
     with _LOCK:
         if key in _LOADED:
             return _LOADED[key]
     path = cache_dir() / f"sm90a_{key[0]}.cubin"
     if not path.is_file():
         cubin = compile_source(text, f"{name}.cu", "sm_90a")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.part")
-        partial.write_bytes(cubin)
-        partial.replace(path)  # whole or absent: another process may be writing it too
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.part")
+            partial.write_bytes(cubin)
+            partial.replace(path)  # whole or absent: another process may be writing it too
+        except OSError:  # a cache folder this process cannot write: this process's own file
+            fd, own = tempfile.mkstemp(suffix=".cubin")
+            with os.fdopen(fd, "wb") as f:
+                f.write(cubin)
+            path = Path(own)
     module = cp.RawModule(path=str(path), enable_cooperative_groups=cooperative)
     kernel = module.get_function(name)
     with _LOCK:

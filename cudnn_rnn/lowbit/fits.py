@@ -114,5 +114,6 @@ def wg_slabs(part, slab: int, code_bytes: dict) -> tuple[int, bool]:
         raise DoesNotFit(f"wgmma takes {WG_ROWS} weight rows a CTA, {16 * part.mt_max} given: "
                          f"fewer units a CTA (u<units>) or more CTAs")
     slabs = -(-part.chunks_per_group() // slab)
-    assert not part.straddles  # two groups, one a part (layer 0: K in halves)
+    if part.straddles:  # two groups, one a part (layer 0: K in halves): a planning bug
+        raise AssertionError("a wgmma partition whose k-group straddles both parts of K")
     return slabs, code_bytes[part.fh] != 1 or slabs * slab * 4 > AREG_REGS

@@ -26,6 +26,11 @@ class Settings:
     wg: bool = False  # the products on wgmma (sm_90a), a warpgroup per part of K, weight
                       # fragments in registers (8 bits only; not tuned yet)
 
+    def __post_init__(self):
+        if self.wg and (self.poll or self.areg or self.cluster):
+            raise ValueError(f"launch shape {self.name}: wgmma ('w') keeps its own weight "
+                             "fragments and counters: not with 'p', 'r' or clusters")
+
     @property
     def name(self) -> str:
         ctas = "" if self.ctas is None else f"c{self.ctas}"

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
-from cudnn_rnn.lowbit import fits
+from cudnn_rnn.lowbit import fits, wgmma
 from cudnn_rnn.lowbit.fits import DoesNotFit
 
 FORMAT_BYTES = {"fp16": 2, "bf16": 2, "int8": 1, "e4m3": 1}
@@ -208,11 +208,12 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     multiprocessor, all resident) in ``batch_slices`` batch slices; :class:`DoesNotFit`
     says why it cannot run. ``areg``: each warp keeps its weight fragments in registers
     (the kernel's ``AREG``): its warps take as many n-tiles each as they may, so that more
-    of them split K and each k-group's fragments fit :data:`cudnn_rnn.lowbit.fits.AREG_REGS` registers.
+    of them split K and each k-group's fragments fit ``fits.AREG_REGS`` registers.
     ``cluster``: each group (pseudo-layer, batch slice) one cluster of that many CTAs (how
     many clusters this GPU holds at once is the engine's check). ``units``: the hidden units
     of every CTA in every pseudo-layer (a multiple of 4; 0: in proportion to each one's
-    work). ``wg``: the products on wgmma (:func:`_warpgroups` says what it takes)."""
+    work). ``wg``: the products on wgmma (:func:`cudnn_rnn.lowbit.fits.warpgroups` says what
+    it takes)."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
     ctas = sm_count if ctas is None else ctas
     if not 1 <= ctas <= sm_count:
@@ -269,7 +270,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     for stages in range(STAGES[1], STAGES[0] - 1, -1):  # the deepest ring that fits
         part = Partition(cfg, fx if cfg.num_layers > 1 else None, fh, threads, batch_slices,
                          [], mt_max, ntw, stages, hrowb, xrowb)
-        _fill(part, pls, nus, counts, nb_full, kx, warps, wg)
+        _fill(part, pls, nus, counts, nb_full, kx, warps, fh if wg else None)
         if part.smem <= smem_per_block or stages == STAGES[0]:
             break
     part.cluster = cluster
@@ -288,7 +289,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     return part
 
 
-def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps, wg: bool = False) -> None:
+def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps, wg: str | None = None) -> None:
     """Every CTA's slice, batch slice by batch slice, pseudo-layer by pseudo-layer."""
     cfg, H, B = part.cfg, part.cfg.hidden_size, part.cfg.mini_batch
     blob = 0
@@ -323,11 +324,12 @@ def _input_groups(ks: int, nxc: int, nc: int) -> int:
 
 
 def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob,
-           wg: bool = False) -> Slice:
+           wg: str | None = None) -> Slice:
     """``mpad``: the rows of the pseudo-layer's full slices (a last slice of fewer units
     takes as many, its rows past ``gates * nu`` zero, so that its tiles are theirs).
-    ``wg``: a k-group is a warpgroup of four warps, each on every n-tile."""
-    npad = _up(nb, 8)
+    ``wg`` (the operand format): a k-group is a warpgroup of four warps, each on every
+    n-tile, the batch rows padded to a width its wgmma takes."""
+    npad = wgmma.width(wg, _up(nb, 8)) if wg else _up(nb, 8)
     ts = 1 if wg else -(-(npad // 8) // ntw)
     ks = max(1, warps // 4 if wg else warps // ts)
     nxc, nc = kxb // CHUNK, (kxb + hrowb) // CHUNK

@@ -1,8 +1,9 @@
 """The persistent kernel compiled without a GPU, for tests and inspection: NVRTC's cubin for
 an architecture, and what ptxas says the kernel takes (registers, spills, its own shared
 memory). The engine itself compiles through CuPy (:func:`cudnn_rnn.lowbit.persistent.compiled`),
-which caches the module; these compile the same source (with :func:`cubin.compile_source`) (:func:`persistent.source`) from the
-constants of a shape (:func:`persistent.defines` of a :func:`partition.plan`).
+which caches the module; these compile the same source (:func:`persistent.source`, with
+:func:`cudnn_rnn.lowbit.cubin.compile_source`) from the constants of a shape
+(:func:`persistent.defines` of a :func:`partition.plan`).
 """
 from __future__ import annotations
 

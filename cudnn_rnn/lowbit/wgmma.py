@@ -30,7 +30,23 @@ FORMATS = {"fp16": ("f16", 16, "f32"), "bf16": ("bf16", 16, "f32"), "int8": ("s8
 K_BYTES = 32      # bytes of K one instruction takes, in every format
 M = 64            # A's rows per instruction (the warpgroup's four warps, 16 rows each)
 CORE_ROWS, CORE_BYTES = 8, 16
-WIDTHS = tuple(range(8, 257, 8))  # N the instruction takes (a multiple of 8 up to 256)
+WIDTHS = tuple(range(8, 257, 8))  # N the instruction takes in 16 bits and E4M3 (ptxas)
+# ... and with integer operands: 8, 16, 24, then multiples of 16 (ptxas refuses m64n40k32 s8)
+INT_WIDTHS = (8, 16, 24) + tuple(range(32, 257, 16))
+
+
+def widths(fmt: str) -> tuple:
+    """The widths N the instruction takes for operand format ``fmt``."""
+    return INT_WIDTHS if FORMATS[fmt][0] == "s8" else WIDTHS
+
+
+def width(fmt: str, rows: int) -> int:
+    """The least width N of ``fmt``'s instruction that holds ``rows`` batch rows (the rows
+    past them staged as zeros); ValueError past 256."""
+    for n in widths(fmt):
+        if n >= rows:
+            return n
+    raise ValueError(f"wgmma takes at most 256 batch rows, {rows} given")
 _FIELD = (1 << 14) - 1  # the descriptor's address, LBO and SBO: 14 bits of (bytes >> 4)
 
 
@@ -111,9 +127,9 @@ def instruction(fmt: str, n: int, a_in_registers: bool) -> str:
     ``a``, B from descriptor ``b``; ``accumulate`` 0 ignores d's values (the chunk that
     starts a sum). Asynchronous: the caller fences before (``wg_fence``), commits after
     and waits before it reads d."""
-    if fmt not in FORMATS or n not in WIDTHS:
+    if fmt not in FORMATS or n not in widths(fmt):
         raise ValueError(f"no wgmma for format {fmt!r} and N {n}: formats {sorted(FORMATS)}, "
-                         f"N a multiple of 8 up to 256")
+                         f"N a multiple of 8 up to 256 (int8: 8, 16, 24, then of 16)")
     ab, k, acc = FORMATS[fmt]
     count = n // 2
     ctype, constraint = ("int", "r") if acc == "s32" else ("float", "f")
