@@ -84,9 +84,12 @@ def test_16_bit_weights_stay_in_shared_memory_laid_out_as_wgmma_reads_them(fmt, 
     (_seed(), "fp16", dict(mixed="int8"), "wgmma multiplies both parts of K in one format"),
     (_seed(), "int8", dict(threads=512), "two warpgroups a CTA (256 threads), 512 given"),
     (_seed(), "int8", dict(areg=True), "not with 'r' or clusters"),
-    (_cfg(RNNMode.LSTM, 1, False, H=64, B=128), "int8", dict(batch_slices=1, units=16),
-     "sums of 128 batch rows in registers (at most 64)"),
-    (_seed(), "int8", dict(units=32), "wgmma takes 64 weight rows a CTA, 128 given"),
+    (_cfg(RNNMode.LSTM, 1, False, H=64, B=256), "int8", dict(batch_slices=1, units=16),
+     "sums of 256 batch rows in registers (at most 128)"),
+    (_cfg(RNNMode.LSTM, 1, False, H=96, B=16), "int8", dict(units=48),
+     "wgmma takes 128 weight rows a CTA, 192 given"),
+    (_cfg(RNNMode.LSTM, 1, False, H=64, B=128), "int8", dict(batch_slices=1, units=32),
+     "sums of 128 rows by 128 batch rows take 128 registers a thread (at most 64)"),
     (_cfg(RNNMode.LSTM, 1, False, H=64, B=17), "int8", dict(units=16),
      "batch slices of 8 and 16 rows"),
 ])
@@ -177,3 +180,33 @@ def test_a_batch_slice_is_padded_to_a_width_the_formats_wgmma_takes(fmt, width):
 def test_wgmma_with_polling_registers_or_clusters_is_refused_when_named(name):
     with pytest.raises(ValueError, match="not with 'p', 'r' or clusters"):
         Settings.parse(name)
+
+
+@pytest.mark.parametrize("fmt", ["int8", "e4m3", None])
+@pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])
+def test_two_instructions_a_chunk_take_128_weight_rows_from_shared_memory(fmt, mode):
+    """32 units of an LSTM are 128 rows: two wgmma a chunk, 64 rows each, A from shared
+    memory even in 8 bits; the model on that partition equals the twin."""
+    cfg = _cfg(mode, 2, False, H=64, B=16)
+    got, want, part = _run_model(cfg, fmt, "both" if fmt else None, sms=40, batch_slices=2,
+                                 wg=True, units=32)
+    assert part.wg_blocks == 2 and part.wg_shared  # LSTM 128 rows, GRU 96
+    _close(got, want)
+
+
+@pytest.mark.parametrize("spec,fmt,kw,blocks,width", [
+    ("LSTM 50/1/1024/256", "int8", dict(batch_slices=2, units=16), 1, 128),
+    ("LSTM 50/1/1024/64", "fp16", dict(batch_slices=1, units=8), 1, 64),
+    ("LSTM 50/1/1024/64", "int8", dict(batch_slices=2, units=32), 2, 32),
+])
+def test_the_large_bench_shapes_plan_and_compile_on_wgmma(spec, fmt, kw, blocks, width):
+    _nvrtc_or_skip()
+    T, L, H, B = (int(v) for v in spec.split()[1].split("/"))
+    cfg = _cfg(RNNMode.LSTM, L, False, H=H, B=B, T=T, I=H)
+    part = partition.plan(cfg, fmt, fmt, sm_count=132, smem_per_block=SMEM, wg=True, **kw)
+    assert (part.wg_blocks, part.slices[0].npad, part.grid) == (blocks, width, part.grid)
+    assert part.grid <= 132 and part.smem <= SMEM
+    log: list = []
+    consts = P.defines(cfg, part, gx_int=fmt == "int8")
+    compile_source(P.source(consts), "persistent.cu", "sm_90a", log)
+    assert "0 bytes spill stores" in "\n".join(log)

@@ -11,7 +11,8 @@ AREG_REGS = 64  # registers a thread may give a k-group's weight fragments (AREG
 # partitions); the engine refuses a kernel that spills all the same (its local memory)
 AREG_HELD = 96
 WG_ROWS = 64  # wgmma: the weight rows one instruction takes (a warpgroup, 16 rows a warp)
-WG_MAX_N = 64  # ... and the batch rows a CTA's sums keep in registers (N / 2 a thread)
+WG_BLOCKS = 2  # ... the instructions a warpgroup issues a chunk, 64 rows each
+WG_ACC = 64  # ... the registers a thread gives their sums (N / 2 each)
 WG_ZERO = 2048  # ... and the zeros it reads as A past a k-group's chunks (64 rows x 32 bytes)
 OFFSET_LIMIT = 2 ** 31  # the kernel indexes its buffers with 32-bit offsets
 
@@ -83,7 +84,7 @@ def warpgroups(cfg: RNNConfig, fx: str | None, fh: str, threads: int, areg: bool
                 cluster: int, nt_max: int) -> None:
     """:class:`DoesNotFit` where the wgmma products cannot take a launch: one instruction
     (both parts of K in one format), two warpgroups of a CTA on two parts of K, at most
-    :data:`WG_MAX_N` batch rows a CTA (the engine checks sm_90a)."""
+    ``2 * WG_ACC`` batch rows a CTA (the engine checks sm_90a)."""
     fmts = {fh} | ({fx} if fx and cfg.num_layers > 1 else set())
     if len(fmts) > 1:
         raise DoesNotFit(f"wgmma multiplies both parts of K in one format: not "
@@ -93,27 +94,34 @@ def warpgroups(cfg: RNNConfig, fx: str | None, fh: str, threads: int, areg: bool
     if areg or cluster:
         raise DoesNotFit("wgmma keeps its own weight fragments and counters: not with 'r' "
                          "or clusters")
-    if 8 * nt_max > WG_MAX_N:
+    if 8 * nt_max > 2 * WG_ACC:
         raise DoesNotFit(f"wgmma keeps a CTA's sums of {8 * nt_max} batch rows in registers "
-                         f"(at most {WG_MAX_N}): slice the batch more")
+                         f"(at most {2 * WG_ACC}): slice the batch more")
 
 
-def wg_slabs(part, slab: int, code_bytes: dict) -> tuple[int, bool]:
+def wg_slabs(part, slab: int, code_bytes: dict) -> tuple[int, bool, int]:
     """(the slabs of ``slab`` chunks every CTA's warpgroups multiply a step, whether A comes
-    from shared memory) for wgmma (``part`` a Partition), or :class:`DoesNotFit`: one
-    instruction's rows and width for every CTA. A is in registers (loaded once) where its
-    fragments fit :data:`AREG_REGS` in 8 bits; else (16 bits, or more chunks a part) the
-    weight rows stay in shared memory in wgmma's canonical layout (``code_bytes``: bytes a
-    code of each format takes)."""
+    from shared memory, the instructions a warpgroup issues a chunk: 64 weight rows each)
+    for wgmma (``part`` a Partition), or :class:`DoesNotFit`: one width for every CTA, the
+    sums within :data:`WG_ACC` registers. A is in registers (loaded once) where its
+    fragments fit :data:`AREG_REGS` in 8 bits and one instruction a chunk; else (16 bits,
+    more chunks a part, more rows) the weight rows stay in shared memory in wgmma's
+    canonical layout (``code_bytes``: bytes a code of each format takes)."""
     widths = {s.npad for s in part.slices}
     if len(widths) > 1:
         raise DoesNotFit(f"wgmma takes one width for every CTA: batch slices of "
                          f"{' and '.join(map(str, sorted(widths)))} rows (padded to 8); "
                          f"slice the batch into equal multiples of 8")
-    if 16 * part.mt_max > WG_ROWS:
-        raise DoesNotFit(f"wgmma takes {WG_ROWS} weight rows a CTA, {16 * part.mt_max} given: "
-                         f"fewer units a CTA (u<units>) or more CTAs")
+    blocks = -(-16 * part.mt_max // WG_ROWS)
+    if blocks > WG_BLOCKS:
+        raise DoesNotFit(f"wgmma takes {WG_BLOCKS * WG_ROWS} weight rows a CTA, "
+                         f"{16 * part.mt_max} given: fewer units a CTA (u<units>) or more CTAs")
+    if blocks * widths.pop() // 2 > WG_ACC:
+        raise DoesNotFit(f"wgmma's sums of {blocks * WG_ROWS} rows by {part.slices[0].npad} "
+                         f"batch rows take {blocks * part.slices[0].npad // 2} registers a "
+                         f"thread (at most {WG_ACC}): fewer units a CTA or more batch slices")
     slabs = -(-part.chunks_per_group() // slab)
     if part.straddles:  # two groups, one a part (layer 0: K in halves): a planning bug
         raise AssertionError("a wgmma partition whose k-group straddles both parts of K")
-    return slabs, code_bytes[part.fh] != 1 or slabs * slab * 4 > AREG_REGS
+    shared = code_bytes[part.fh] != 1 or slabs * slab * 4 > AREG_REGS or blocks > 1
+    return slabs, shared, blocks

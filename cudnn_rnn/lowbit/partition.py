@@ -147,6 +147,7 @@ class Partition:
     # wgmma reads them (tables.blob)
     wg_slabs: int = 0
     wg_shared: bool = False
+    wg_blocks: int = 1  # instructions of 64 weight rows a warpgroup issues a chunk
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""
@@ -277,7 +278,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     if areg:
         part.areg_slabs = fits.areg_slabs(part, threads, SLAB)
     if wg:
-        part.wg_slabs, part.wg_shared = fits.wg_slabs(part, SLAB, FORMAT_BYTES)
+        part.wg_slabs, part.wg_shared, part.wg_blocks = fits.wg_slabs(part, SLAB, FORMAT_BYTES)
     need = part.smem
     if need > smem_per_block:
         s = max(part.slices, key=lambda s: s.smem)
@@ -335,8 +336,8 @@ def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blo
     nxc, nc = kxb // CHUNK, (kxb + hrowb) // CHUNK
     kx = _input_groups(ks, nxc, nc)
     rowb = nc * CHUNK + PAD
-    # wgmma: the rows of a whole instruction (64), then its zeros (A past a group's chunks)
-    off_dq = _up(max(mpad, fits.WG_ROWS) * rowb + fits.WG_ZERO if wg else mpad * rowb, 16)
+    # wgmma: the rows of whole instructions (64 each), then its zeros (A past a group's chunks)
+    off_dq = _up(_up(mpad, fits.WG_ROWS) * rowb + fits.WG_ZERO if wg else mpad * rowb, 16)
     off_own = off_dq + 4 * mpad * 4  # dequantization and biases per row
     off_gx = _up(off_own + 2 * npad * nu * 4, 16)  # h and c of its units
     gx = cfg.gates * nb * nu * 4 if p.layer == 0 else 0  # layer 0: a step's input projection

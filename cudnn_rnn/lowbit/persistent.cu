@@ -25,7 +25,8 @@
 //            the canonical layout wgmma reads (8-row groups of SLAB * 32 bytes, 16-byte
 //            columns of 8 rows contiguous); A, the weight rows: 1 fragments in registers for
 //            the whole sequence (as AREG's), 2 from shared memory, where the blob put them
-//            in the canonical layout (partition.Partition.wg_slabs, wg_shared)
+//            in the canonical layout (partition.Partition.wg_slabs, wg_shared); WGM
+//            instructions a chunk, 64 rows each (A from shared memory when more than one)
 //   CLUSTER  CTAs of a thread-block cluster (0: none): each group (pseudo-layer, batch
 //            slice) is one cluster (partition.Partition.cluster), and a CTA meets its group's
 //            previous step at the cluster barrier (barrier.cluster arrive.release at the end
@@ -46,7 +47,7 @@ typedef int wacc_t;  // int8 sums: int32
 #else
 typedef float wacc_t;
 #endif
-#if AREG || POLL || CLUSTER || THREADS != 256
+#if AREG || POLL || CLUSTER || THREADS != 256 || (WG == 1 && WGM > 1)
 #error "wgmma runs two warpgroups with their own fragments, counters and no polling"
 #endif
 #endif
@@ -258,9 +259,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if WG == 2
     // zeros where wgmma reads A past the CTA's rows (an instruction takes 64) and past a
     // group's chunks (wz: 64 rows x 32 bytes); then every write of A, for the async proxy
-    unsigned char* const wz = smem + 64 * rowb;
+    unsigned char* const wz = smem + 64 * WGM * rowb;
 #pragma unroll 1
-    for (int i = mpad * rowb / 4 + tid; i < (64 * rowb + 2048) / 4; i += THREADS)
+    for (int i = mpad * rowb / 4 + tid; i < (64 * WGM * rowb + 2048) / 4; i += THREADS)
         ((unsigned*)smem)[i] = 0u;
 #endif
     cp_wait<0>();
@@ -487,9 +488,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
 
 #if WG
-        wacc_t wacc[WGN / 2];  // this warp's m-tile by every n-tile: mma.sync's layout per 8
+        wacc_t wacc[WGM][WGN / 2];  // this warp's m-tile of each 64 rows by every n-tile
 #pragma unroll
-        for (int r = 0; r < WGN / 2; ++r) wacc[r] = 0;
+        for (int mb = 0; mb < WGM; ++mb)
+#pragma unroll
+            for (int r = 0; r < WGN / 2; ++r) wacc[mb][r] = 0;
 #endif
 
 #pragma unroll 1
@@ -533,11 +536,14 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 for (int cc = 0; cc < SLAB; ++cc) {
                     const unsigned long long b = wg_desc(sb + cc * 256, 128, SLAB * 256);
 #if WG == 1
-                    wg_mma_r(wacc, war[i * SLAB + cc], b, 1);
+                    wg_mma_r(wacc[0], war[i * SLAB + cc], b, 1);
 #else  // chunk c of the rows, or past the group's chunks the zeros (a select, no branch)
                     const int c = c0 + i * SLAB + cc;
-                    wg_mma_s(wacc, c < c1 ? wg_desc(ws + c * 256, 128, 8 * nc * 32)
-                                          : wg_desc(wz, 128, 256), b, 1);
+#pragma unroll
+                    for (int mb = 0; mb < WGM; ++mb)  // 8-row groups 8 nc 32 bytes apart
+                        wg_mma_s(wacc[mb], c < c1 ? wg_desc(ws + (mb * 64 * nc + c * 8) * 32, 128,
+                                                            8 * nc * 32)
+                                                  : wg_desc(wz, 128, 256), b, 1);
 #endif
                 }
                 wg_commit();
@@ -610,21 +616,25 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             }
         };
 #if WG
-        {  // warp w's m-tile w: rows 16 w + gq (+ 8), columns 8 j + 2 gr (+ 1) in wacc[4 j ..]
+        {  // warp w's m-tile w of each 64 rows: rows 64 mb + 16 w + gq (+ 8), columns
+           // 8 j + 2 gr (+ 1) in wacc[mb][4 j ..]
             const bool xw = kg < kx;  // the input part's warpgroup
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int row = (warp & 3) * 16 + gq + 8 * h;
-                if (row >= mpad) continue;
-                const float dq = xw ? dqs[row] : dqs[mpad + row];
+            for (int mb = 0; mb < WGM; ++mb)
 #pragma unroll
-                for (int j = 0; j < WGN / 8; ++j)
+                for (int h = 0; h < 2; ++h) {
+                    const int row = mb * 64 + (warp & 3) * 16 + gq + 8 * h;
+                    if (row >= mpad) continue;
+                    const float dq = xw ? dqs[row] : dqs[mpad + row];
 #pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const unsigned at = ((unsigned)kg * npad + 8 * j + 2 * gr + e) * ps + row;
-                        put_sum(at, (float)wacc[4 * j + 2 * h + e] * dq, xw);
-                    }
-            }
+                    for (int j = 0; j < WGN / 8; ++j)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const unsigned at = ((unsigned)kg * npad + 8 * j + 2 * gr + e) * ps
+                                                + row;
+                            put_sum(at, (float)wacc[mb][4 * j + 2 * h + e] * dq, xw);
+                        }
+                }
         }
 #else
         if (active) {

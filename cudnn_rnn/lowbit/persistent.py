@@ -98,7 +98,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             "TRACE": int(trace), "POLL": int(poll), "AREG": int(part.areg_slabs > 0),
             "NSLAB": max(1, part.areg_slabs, part.wg_slabs), "CLUSTER": part.cluster,
             "WG": (2 if part.wg_shared else 1) if part.wg_slabs else 0,
-            "WGN": part.slices[0].npad,
+            "WGN": part.slices[0].npad, "WGM": part.wg_blocks,
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
 
 
