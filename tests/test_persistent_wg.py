@@ -204,9 +204,29 @@ def test_the_large_bench_shapes_plan_and_compile_on_wgmma(spec, fmt, kw, blocks,
     T, L, H, B = (int(v) for v in spec.split()[1].split("/"))
     cfg = _cfg(RNNMode.LSTM, L, False, H=H, B=B, T=T, I=H)
     part = partition.plan(cfg, fmt, fmt, sm_count=132, smem_per_block=SMEM, wg=True, **kw)
-    assert (part.wg_blocks, part.slices[0].npad, part.grid) == (blocks, width, part.grid)
+    assert (part.wg_blocks, part.slices[0].npad) == (blocks, width)
     assert part.grid <= 132 and part.smem <= SMEM
     log: list = []
     consts = P.defines(cfg, part, gx_int=fmt == "int8")
     compile_source(P.source(consts), "persistent.cu", "sm_90a", log)
     assert "0 bytes spill stores" in "\n".join(log)
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "int8"])
+@pytest.mark.parametrize("settings", ["b2t256w", "b1t256w", "b2t256u16w", "b2t256u32w"])
+def test_every_slice_has_room_for_the_rows_and_zeros_its_wgmma_reads(fmt, settings):
+    """WGM is one for the whole grid: with units in proportion to each layer's work (no
+    'u'), layer 0 may take more rows than the layers above (the seed at b2t256w: 96 against
+    48); every slice still keeps 64 WGM rows and the 2 KB of zeros before its scales."""
+    from cudnn_rnn.lowbit import fits
+    s = Settings.parse(settings)
+    try:
+        part = partition.plan(_seed(), fmt, fmt, sm_count=132, smem_per_block=SMEM,
+                              batch_slices=s.batch_slices, units=s.units, wg=True)
+    except partition.DoesNotFit:
+        pytest.skip(f"{settings} does not fit the seed in {fmt}")
+    for sl in part.slices:
+        assert 64 * part.wg_blocks * sl.rowb + fits.WG_ZERO <= sl.off_dq
+        assert sl.smem <= part.smem <= SMEM
+    if settings == "b2t256w":
+        assert {sl.mpad for sl in part.slices} == {96, 48} and part.wg_blocks == 2

@@ -69,8 +69,11 @@ def load(cp, text: str, name: str, cooperative: bool):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.part")
-            partial.write_bytes(cubin)
-            partial.replace(path)  # whole or absent: another process may be writing it too
+            try:
+                partial.write_bytes(cubin)
+                partial.replace(path)  # whole or absent: another process may write it too
+            finally:
+                partial.unlink(missing_ok=True)
         except OSError:  # a cache folder this process cannot write: this process's own file
             fd, own = tempfile.mkstemp(suffix=".cubin")
             with os.fdopen(fd, "wb") as f:

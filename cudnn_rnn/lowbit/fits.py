@@ -83,7 +83,7 @@ def areg_slabs(part, threads: int, slab: int) -> int:
 def warpgroups(cfg: RNNConfig, fx: str | None, fh: str, threads: int, areg: bool,
                 cluster: int, nt_max: int) -> None:
     """:class:`DoesNotFit` where the wgmma products cannot take a launch: one instruction
-    (both parts of K in one format), two warpgroups of a CTA on two parts of K, at most
+    type (both parts of K in one format), two warpgroups of a CTA on two parts of K, at most
     ``2 * WG_ACC`` batch rows a CTA (the engine checks sm_90a)."""
     fmts = {fh} | ({fx} if fx and cfg.num_layers > 1 else set())
     if len(fmts) > 1:

@@ -24,7 +24,8 @@ class Settings:
                     # choice, in proportion to each layer's work); with more batch slices,
                     # the same compute a CTA reads less of the state each step
     wg: bool = False  # the products on wgmma (sm_90a), a warpgroup per part of K, weight
-                      # fragments in registers (8 bits only; not tuned yet)
+                      # fragments in registers or (16 bits, more rows) shared memory (not
+                      # tuned yet)
 
     def __post_init__(self):
         if self.wg and (self.poll or self.areg or self.cluster):

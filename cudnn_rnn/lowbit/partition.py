@@ -303,7 +303,8 @@ def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps, wg: str | None 
             for i in range(count):
                 s = replace(_slice(cfg, p, i * nu, min(nu, H - i * nu), _up(cfg.gates * nu, 16),
                                    bs, b0, nb, kx[p.index], part.hrowb, warps, part.ntw,
-                                   part.stages, blob, wg), ctr=part.groups[(p.index, bs)])
+                                   part.stages, blob, wg, 16 * part.mt_max),
+                            ctr=part.groups[(p.index, bs)])
                 blob += s.mpad * s.rowb
                 part.slices.append(s)
 
@@ -325,19 +326,22 @@ def _input_groups(ks: int, nxc: int, nc: int) -> int:
 
 
 def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob,
-           wg: str | None = None) -> Slice:
+           wg: str | None = None, rows_max: int = 0) -> Slice:
     """``mpad``: the rows of the pseudo-layer's full slices (a last slice of fewer units
     takes as many, its rows past ``gates * nu`` zero, so that its tiles are theirs).
     ``wg`` (the operand format): a k-group is a warpgroup of four warps, each on every
-    n-tile, the batch rows padded to a width its wgmma takes."""
+    n-tile, the batch rows padded to a width its wgmma takes, and room for the rows of the
+    instructions of the partition's largest slice (``rows_max`` rows: its WGM is every
+    CTA's) and their zeros."""
     npad = wgmma.width(wg, _up(nb, 8)) if wg else _up(nb, 8)
     ts = 1 if wg else -(-(npad // 8) // ntw)
     ks = max(1, warps // 4 if wg else warps // ts)
     nxc, nc = kxb // CHUNK, (kxb + hrowb) // CHUNK
     kx = _input_groups(ks, nxc, nc)
     rowb = nc * CHUNK + PAD
-    # wgmma: the rows of whole instructions (64 each), then its zeros (A past a group's chunks)
-    off_dq = _up(_up(mpad, fits.WG_ROWS) * rowb + fits.WG_ZERO if wg else mpad * rowb, 16)
+    # wgmma: the rows of the whole instructions (64 each), then the zeros the kernel reads as
+    # A past a group's chunks
+    off_dq = _up(_up(rows_max, fits.WG_ROWS) * rowb + fits.WG_ZERO if wg else mpad * rowb, 16)
     off_own = off_dq + 4 * mpad * 4  # dequantization and biases per row
     off_gx = _up(off_own + 2 * npad * nu * 4, 16)  # h and c of its units
     gx = cfg.gates * nb * nu * 4 if p.layer == 0 else 0  # layer 0: a step's input projection

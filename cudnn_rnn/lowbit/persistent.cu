@@ -41,6 +41,11 @@
 
 #define WARPS (THREADS / 32)
 #define SROW (SLAB * 32 + PAD)
+#ifndef WG  // persistent.defines names WG, WGN and WGM only for a kernel on wgmma
+#define WG 0
+#define WGN 8
+#define WGM 1
+#endif
 #if WG
 #if FH == 2
 typedef int wacc_t;  // int8 sums: int32

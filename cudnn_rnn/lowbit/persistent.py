@@ -97,8 +97,9 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL",
             "TRACE": int(trace), "POLL": int(poll), "AREG": int(part.areg_slabs > 0),
             "NSLAB": max(1, part.areg_slabs, part.wg_slabs), "CLUSTER": part.cluster,
-            "WG": (2 if part.wg_shared else 1) if part.wg_slabs else 0,
-            "WGN": part.slices[0].npad, "WGM": part.wg_blocks,
+            # wgmma's only where it runs: the other kernels' sources stay as they were
+            **({"WG": 2 if part.wg_shared else 1, "WGN": part.slices[0].npad,
+                "WGM": part.wg_blocks} if part.wg_slabs else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
 
 
@@ -381,10 +382,10 @@ class PersistentEngine(Forward):
                 "smem_per_cta": p.smem, "weight_bytes_on_chip": p.weight_bytes(),
                 "formats": {"input": p.fx, "recurrent": p.fh},
                 "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw, **p.step_bytes(),
-                "products": "wgmma" if self.consts["WG"] else "mma.sync",
+                "products": "wgmma" if self.consts.get("WG") else "mma.sync",
                 # slabs of weight fragments each warp holds in registers, as compiled (AREG, WG)
-                "register_slabs": (self.consts["NSLAB"] if self.consts["AREG"] or self.consts["WG"] == 1
-                                   else 0)}
+                "register_slabs": (self.consts["NSLAB"]
+                                   if self.consts["AREG"] or self.consts.get("WG") == 1 else 0)}
 
     def algorithms(self) -> list[dict]:
         """Layer 0's input GEMM (precision, M, N, K, workspace) and the launch."""
