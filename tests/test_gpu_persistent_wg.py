@@ -103,3 +103,21 @@ def test_a_broken_slice_is_caught_by_the_verification_on_wgmma(cuda, hopper, nam
         engine.tables["blob"][s.blob:s.blob + s.mpad * s.rowb] = 0  # one CTA's weights
         facts, wrong = C.verify(cuda, cfg, config, engine, values, ref, twin)
         assert wrong and "bound" in wrong, facts
+
+
+@pytest.mark.parametrize("mode,settings,batch,blocks", [
+    (RNNMode.LSTM, "b2t256u32w", 16, 2),  # 128 weight rows: two instructions a chunk
+    (RNNMode.GRU, "b2t256u8w", 80, 1),    # 40 batch rows: int8 padded to N 48 (E4M3 40)
+])
+def test_two_instructions_a_chunk_and_padded_widths_verify_and_replay(cuda, hopper, mode,
+                                                                      settings, batch, blocks):
+    cfg = _cfg(mode, DirectionMode.UNIDIRECTIONAL, 2, batch=batch)
+    result = C.run_configs(cfg, NAMES, reps=3, warmup=1, budget_s=None, settings=[settings])
+    for rec in result["records"]:
+        _check(rec, mode, True)
+        assert rec["settings"] == settings
+        launch = [a for a in rec["algorithms"] if a.get("kernel") == "persistent"][0]
+        assert launch["products"] == "wgmma"
+    with PersistentEngine(cfg, C.draw(cfg, seed=1)["stacked"], "fp16",
+                          settings=Settings.parse(settings)) as engine:
+        assert engine.part.wg_blocks == blocks
