@@ -546,7 +546,7 @@ def test_the_probe_tool_leaves_each_phase_out_of_the_kernel_it_compiles(phase):
 
 @pytest.mark.parametrize("variant", ["tanh_approx", "sums_predicated", "quant_fast",
                                      "ks_runtime", "stale_on_stall", "y_after_signal",
-                                     "gates_swizzled", "fence_poll",
+                                     "gates_swizzled", "fence_poll", "pairs_together",
                                      "fence_poll+tanh_approx+gates_swizzled"])
 def test_the_probe_tools_kernel_variants_still_apply_and_compile_without_spills(variant,
                                                                               monkeypatch):

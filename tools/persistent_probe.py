@@ -128,6 +128,11 @@ VARIANTS.update({
                         "            ? (tid & ~63) | (tid & 7) | (((tid >> 3) & 3) << 4)\n"
                         "              | (((tid >> 5) & 1) << 3) : tid;\n"
                         "        for (Pairs it(gtid, nu); it.p < nb * nu;) {", 1)],
+    # a thread's (batch row, unit) pairs two at a time in the gate math (every pair's sums
+    # loaded, then both cells): at b2t256u16 each thread has two pairs a step, whose chains
+    # (loads, gates, c, tanh c, codes, stores) then overlap instead of running one after the
+    # other (PG 4 against 1 was 4 % slower at b1t256 on the H200, a tree before EXACT)
+    "pairs_together": [("#define PG 1\n", "#define PG 2\n", 1)],
     # the kernel as it was before a CTA that gives up a wait wrote NaN for its outputs: it
     # returned where it gave up (the NaN's code is then unreachable and compiled away)
     "stale_on_stall": [("goto gave_up;", "return;", 3), ("\ngave_up:\n", "\n", 1)],
