@@ -3,7 +3,7 @@ kernel, run in this process, reads the canonical operand layouts through descrip
 two strides are assigned as the PTX ISA says (and not swapped), takes A from registers in
 mma.sync's fragment layout, returns the accumulators in mma.sync's layout, and computes the
 same sums as mma.sync, exactly in int8 and within FP32 accumulation in fp16, at the
-persistent kernel's widths."""
+persistent kernel's widths, B staged by every thread or by one bulk copy."""
 import pytest
 
 from cudnn_rnn.lowbit.engine import capability
@@ -40,7 +40,7 @@ def test_the_descriptors_strides_are_read_as_the_ptx_isa_assigns_them(cuda, prob
 
 @pytest.mark.parametrize("fmt", ["int8", "e4m3", "bf16"])
 @pytest.mark.parametrize("n", [8, 32, 64])
-@pytest.mark.parametrize("mode", ["mma", "wgmma_smem", "wgmma_regs"])
+@pytest.mark.parametrize("mode", ["mma", "wgmma_smem", "wgmma_regs", "wgmma_regs_bulk"])
 def test_every_path_computes_the_sums_at_the_persistent_kernels_widths(cuda, probe, fmt, n,
                                                                        mode):
     r = _run(cuda, probe, fmt, n, 512, mode)

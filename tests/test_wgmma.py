@@ -137,6 +137,7 @@ def test_a_format_or_width_the_instruction_lacks_is_refused(fmt, n):
 @pytest.mark.parametrize("mode,layout,swapped", [("mma", "k", False), ("wgmma_smem", "k", False),
                                                  ("wgmma_smem", "rows", True),
                                                  ("wgmma_regs", "k", False),
+                                                 ("wgmma_regs_bulk", "k", False),
                                                  ("wgmma_regs", "rows", True)])
 def test_the_probes_kernel_compiles_for_every_path_it_measures_without_spills(fmt, mode, layout,
                                                                                 swapped):

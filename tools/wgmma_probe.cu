@@ -12,6 +12,10 @@
 //          1: their 16-byte columns contiguous down the rows ("rows")
 //   SWAP   0: the K stride in the descriptor's leading-dimension field, as the PTX ISA
 //          says; 1: the two strides swapped (one of the two must give wrong sums)
+//   BULK   1 (wgmma, LAYOUT 0): B is in global memory already in the canonical layout (as a
+//          producer could write the state), and thread 0 stages a step's B with one bulk
+//          copy (cp.async.bulk, the copy engine) completing on an mbarrier the others wait
+//          on; 0: every thread copies 16-byte pieces (cp.async), as the kernel does
 // Thread 0 writes the clock at a step's start, once B is staged and once its sums are in
 // registers: trace[(cta * STEPS + s) * 3 + i].
 #if FMT == 2
@@ -45,6 +49,13 @@ wgmma_probe(const unsigned char* __restrict__ A, const unsigned char* __restrict
             acc_t* out, long long* trace)
 {
     extern __shared__ __align__(128) unsigned char smem[];
+#if BULK
+    __shared__ __align__(8) unsigned long long mbar;
+    const unsigned bar = smem_addr(&mbar);
+    if (threadIdx.x == 0)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar) : "memory");
+    __syncthreads();
+#endif
     unsigned char* as = smem;
     unsigned char* bs = smem + 64 * PADB;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, gr = lane & 3;
@@ -75,6 +86,20 @@ wgmma_probe(const unsigned char* __restrict__ A, const unsigned char* __restrict
     for (int s = 0; s < STEPS; ++s) {
         const long long t0 = clock64();
         const unsigned char* src = B + (size_t)s * NB * KB;
+#if BULK
+        if (tid == 0)
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                         "[%2], [%3], %1, [%0];"
+                         :: "r"(bar), "r"(NB * KB), "r"(smem_addr(bs)), "l"(src) : "memory");
+        {  // every thread: until the copy's bytes have landed (phase s & 1 completes)
+            unsigned done = 0;
+            while (!done)
+                asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, "
+                             "[%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                             : "=r"(done) : "r"(bar), "r"((unsigned)(s & 1)) : "memory");
+        }
+#else
 #pragma unroll 1
         for (int i = tid; i < NB * P; i += 128) cp16(bs + BPLACE(i / P, (i % P) * 16), src + 16 * i, 16);
         cp_commit();
@@ -83,6 +108,7 @@ wgmma_probe(const unsigned char* __restrict__ A, const unsigned char* __restrict
         fence_proxy_async();
 #endif
         __syncthreads();
+#endif
         const long long t1 = clock64();
         acc_t d[NB / 2];
 #pragma unroll

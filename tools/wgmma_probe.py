@@ -15,7 +15,9 @@ memory and from registers, one warpgroup a CTA on every multiprocessor, a fresh 
 every step as the kernel stages the state. Per step, by thread 0's clock: the staging (B from
 L2 into shared memory, cp.async) and the product (from the staged B to the sums in
 registers), medians over CTAs and steps after the first, in cycles and in ns at the SM
-clock the driver reports.
+clock the driver reports. ``wgmma_regs_bulk`` stages B as one bulk copy (the copy engine,
+an mbarrier) from a B already laid out canonically in global memory, as a producer could
+write the kernel's state, against every thread's 16-byte copies.
 
 A diagnostic for the persistent kernel's next product path (not part of the package); it
 compiles for sm_90a, so it runs on Hopper GPUs only.
@@ -34,7 +36,8 @@ from cudnn_rnn.lowbit.cubin import compile_source
 from cudnn_rnn.matrix.runs import refuse_output
 
 KERNEL = Path(__file__).with_name("wgmma_probe.cu")
-MODES = {"mma": 0, "wgmma_smem": 1, "wgmma_regs": 2}
+# path -> (MODE, BULK): how the product is made and how B is staged
+MODES = {"mma": (0, 0), "wgmma_smem": (1, 0), "wgmma_regs": (2, 0), "wgmma_regs_bulk": (2, 1)}
 FMT_CODE = {"fp16": 0, "bf16": 1, "int8": 2, "e4m3": 3}
 PRECISION = {"fp16": "fp16", "bf16": "bf16", "int8": "int8", "e4m3": "fp8"}  # rates.operand's
 # how far a float format's sums may be from float64's, as a share of sum |a b|, for the
@@ -49,7 +52,8 @@ SLACK = 16384
 def source(fmt: str, n: int, kbytes: int, steps: int, mode: str, layout: str,
            swapped: bool) -> str:
     """The probe kernel's CUDA source for one configuration."""
-    consts = {"FMT": FMT_CODE[fmt], "NB": n, "KB": kbytes, "STEPS": steps, "MODE": MODES[mode],
+    consts = {"FMT": FMT_CODE[fmt], "NB": n, "KB": kbytes, "STEPS": steps,
+              "MODE": MODES[mode][0], "BULK": MODES[mode][1],
               "LAYOUT": int(layout == "rows"), "SWAP": int(swapped)}
     head = "".join(f"#define {k} {v}\n" for k, v in consts.items())
     return (head + persistent.HELPERS.read_text() + wgmma.source(fmt, n)
@@ -86,6 +90,8 @@ def run(cp, fmt: str, n: int, kbytes: int, steps: int, mode: str, layout: str, s
     """One configuration launched on every multiprocessor: its largest error (a share of
     sum |a b|; int8: the count of wrong sums) and its phases per step."""
     a, b, want, scale = operands(fmt, n, kbytes, steps)
+    if MODES[mode][1]:  # a bulk copy stages B as it lies: lay each step's out canonically
+        b = np.stack([wgmma.pack(b[s], "k").reshape(n, kbytes) for s in range(steps)])
     ctas = cp.cuda.Device().attributes["MultiProcessorCount"]
     acc = np.int32 if fmt == "int8" else np.float32
     da, db = cp.asarray(a), cp.asarray(b)
@@ -169,7 +175,8 @@ def main() -> int:
                  if "phases" not in r else ""))
     sweep = [(f, n, k, m, layout or "k", bool(swapped)) for f in formats for n in widths
              for k in kbytes for m in MODES
-             if (m == "mma" or layout) and not (m == "wgmma_regs" and k > MAX_AREG_KBYTES)]
+             if (m == "mma" or layout) and not (m.startswith("wgmma_regs")
+                                                and k > MAX_AREG_KBYTES)]
     results["sweep"] = _runs(cp, sweep, steps, clock_khz)
     print(f"\n{'format':6s} {'N':>3s} {'K B':>5s} {'path':10s} {'ok':3s} "
           f"{'stage cyc':>9s} {'product cyc (IQR)':>22s} {'product ns':>10s}")
