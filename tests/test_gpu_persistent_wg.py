@@ -42,17 +42,33 @@ def test_every_cell_direction_depth_and_8_bit_format_verifies_and_replays(cuda, 
         assert rec["settings"] == "b2t256u8w"
 
 
+EIGHT = ["persistent:int8/both", "persistent:e4m3/both"]  # bulk staging: 8 bits at the seed
+
+
+@pytest.mark.parametrize("settings,names", [("b2t256u16w", NAMES), ("b2t256u16wb", EIGHT)])
 @pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])
-def test_the_seeds_shape_verifies_and_replays_on_wgmma(cuda, hopper, mode):
+def test_the_seeds_shape_verifies_and_replays_on_wgmma(cuda, hopper, mode, settings, names):
     if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
         pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
     cfg = _cfg(mode, DirectionMode.UNIDIRECTIONAL, 2, seq=20, hidden=512, batch=64,
                input_size=512)
-    result = C.run_configs(cfg, NAMES, reps=3, warmup=1, budget_s=None,
-                           settings=["b2t256u16w"])
+    result = C.run_configs(cfg, names, reps=3, warmup=1, budget_s=None, settings=[settings])
     for rec in result["records"]:
         _check(rec, mode, True)
-        assert rec["settings"] == "b2t256u16w"
+        assert rec["settings"] == settings
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+@pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
+                                       DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
+@pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
+def test_bulk_staging_verifies_and_replays_in_every_cell_direction_and_depth(cuda, hopper, mode,
+                                                                            direction, layers):
+    cfg = _cfg(mode, direction, layers)
+    result = C.run_configs(cfg, EIGHT, reps=3, warmup=1, budget_s=None, settings=["b2t256u8wb"])
+    for rec in result["records"]:
+        _check(rec, mode, True)
+        assert rec["settings"] == "b2t256u8wb"
 
 
 @pytest.mark.parametrize("fmt", model.FORMATS)

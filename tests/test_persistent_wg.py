@@ -159,7 +159,7 @@ def test_the_launch_shape_names_wgmma_with_a_w():
     s = Settings.parse("b2t256u16w")
     assert s.wg and s.units == 16 and s.name == "b2t256u16w"
     assert not Settings.parse("b2t256u16").wg
-    with pytest.raises(ValueError, match=r"\[w\]"):
+    with pytest.raises(ValueError, match=r"\[w\[b\]\]"):
         Settings.parse("b2t256wu16")
 
 
@@ -230,3 +230,51 @@ def test_every_slice_has_room_for_the_rows_and_zeros_its_wgmma_reads(fmt, settin
         assert sl.smem <= part.smem <= SMEM
     if settings == "b2t256w":
         assert {sl.mpad for sl in part.slices} == {96, 48} and part.wg_blocks == 2
+
+
+@pytest.mark.parametrize("mode", CELLS)
+@pytest.mark.parametrize("fmt", ["int8", "e4m3"])
+def test_the_bulk_staging_kernel_compiles_for_sm_90a_without_spills(mode, fmt):
+    _nvrtc_or_skip()
+    cfg = _seed(mode)
+    units = 64 // cfg.gates // 4 * 4 or 4
+    part = _wg(cfg, fmt, units=units, bulk=True)
+    consts = P.defines(cfg, part, gx_int=fmt == "int8")
+    assert (consts["WGB"], consts["WGS"]) == (1, 2)
+    log: list = []
+    compile_source(P.source(consts), "persistent.cu", "sm_90a", log)
+    assert "0 bytes spill stores" in "\n".join(log)
+
+
+def test_bulk_staging_sizes_the_state_for_padded_slices_and_refuses_what_its_ring_cannot_hold():
+    cfg = _seed()
+    part = _wg(cfg, "int8", bulk=True)
+    # two slices of 32 rows (the batch's 64), slots of 2 x 32 rows, a zero tail of the slabs
+    assert part.state_bytes(21, part.hrowb) == 21 * 2 * 32 * 512 + 4 * 4 * 32 * 32
+    assert _wg(cfg, "int8").state_bytes(21, part.hrowb) == 21 * 64 * 512
+    with pytest.raises(partition.DoesNotFit, match="8 slabs, a ring of 5 in flight"):
+        _wg(cfg, "fp16", bulk=True)
+    with pytest.raises(ValueError, match="'b' after 'w'"):
+        Settings.parse("b2t256u16b")
+
+
+def test_a_bulk_copy_of_a_slab_carries_the_bytes_the_producers_wrote_where_wgmma_reads_them():
+    """persistent.cu's formulas (WGB): a producer writes byte `byte` of row b (slice bs, slot
+    t) at (t S + bs) N rowb + (byte >> 4) 16 N + (b >> 3) 128 + (b & 7) 16 + (byte & 15); a
+    slab of chunks from kc is one copy from (t S + bs) N rowb + kc 32 N; wgmma reads chunk cc
+    of it through (start cc 32 N, K stride 16 N, row-group stride 128): the canonical
+    layout ``wgmma.strides(N, SLAB * 32, "rows")`` of the slab."""
+    S, N, rowb, slab = 2, 32, 512, partition.SLAB
+    along_k, along_rows = wgmma.strides(N, slab * 32, "rows")
+    assert (along_k, along_rows) == (16 * N, 128)
+
+    def produced(t, bs, b, byte):
+        return ((t * S + bs) * N * rowb + (byte >> 4) * (16 * N) + (b >> 3) * 128
+                + (b & 7) * 16 + (byte & 15))
+    for t, bs, kc in [(0, 0, 0), (3, 1, 4), (5, 1, 12)]:
+        src = (t * S + bs) * N * rowb + kc * 32 * N
+        for cc in range(slab):
+            for b in range(N):
+                for k in range(32):
+                    read = cc * 32 * N + wgmma.offset(b, k, along_k, along_rows)
+                    assert src + read == produced(t, bs, b, (kc + cc) * 32 + k)

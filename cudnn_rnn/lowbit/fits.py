@@ -125,3 +125,12 @@ def wg_slabs(part, slab: int, code_bytes: dict) -> tuple[int, bool, int]:
         raise AssertionError("a wgmma partition whose k-group straddles both parts of K")
     shared = code_bytes[part.fh] != 1 or slabs * slab * 4 > AREG_REGS or blocks > 1
     return slabs, shared, blocks
+
+
+def bulk(part) -> None:
+    """:class:`DoesNotFit` where bulk staging cannot take a wgmma partition: every slab of a
+    step is issued before the first product, so the ring holds all of them."""
+    if part.wg_slabs > part.stages - 1:
+        raise DoesNotFit(f"bulk staging issues every slab of a step at once: {part.wg_slabs} "
+                         f"slabs, a ring of {part.stages - 1} in flight; fewer chunks a part "
+                         f"(more CTAs) or 'w' without 'b'")

@@ -40,6 +40,12 @@ FORMATS = {
 }
 _CTYPE = {"float32": "float32", "int32": "int32"}
 
+
+def int32_output(precision: str) -> bool:
+    """Whether a GEMM of ``precision`` writes int32 (INT8), which its reader dequantizes: so
+    layer 0's input projection reaches the persistent kernel (its ``GXINT``)."""
+    return OUTPUT_DTYPE[precision] == "int32"
+
 PREAMBLE = r"""
 // exp2 and reciprocal on the special-function unit: within 3e-7 of the exact values, a
 // fifth of the instructions of tanhf (the persistent kernel's gate math is latency-bound)

@@ -26,8 +26,13 @@ class Settings:
     wg: bool = False  # the products on wgmma (sm_90a), a warpgroup per part of K, weight
                       # fragments in registers or (16 bits, more rows) shared memory (not
                       # tuned yet)
+    bulk: bool = False  # with wg: the state in global memory in wgmma's layout, each slab
+                        # staged by one bulk copy on an mbarrier (not tuned yet)
 
     def __post_init__(self):
+        if self.bulk and not self.wg:
+            raise ValueError(f"launch shape {self.name}: bulk staging ('b' after 'w') feeds "
+                             "wgmma: name 'w' first")
         if self.wg and (self.poll or self.areg or self.cluster):
             raise ValueError(f"launch shape {self.name}: wgmma ('w') keeps its own weight "
                              "fragments and counters: not with 'p', 'r' or clusters")
@@ -37,21 +42,24 @@ class Settings:
         ctas = "" if self.ctas is None else f"c{self.ctas}"
         return (f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
                 + ("r" if self.areg else "") + (f"u{self.units}" if self.units else "")
-                + ("w" if self.wg else "") + (f"k{self.cluster}" if self.cluster else ""))
+                + ("w" if self.wg else "") + ("b" if self.bulk else "")
+                + (f"k{self.cluster}" if self.cluster else ""))
 
     @classmethod
     def parse(cls, name: str) -> "Settings":
         """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``,
         ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b3t256k16``); ValueError otherwise."""
-        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)"
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)"
                          r"(?:k([1-9]\d*))?", name)
         if m is None:
             raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
-                             "[r][u<units a CTA>][w][k<cluster CTAs>] (e.g. b1t256, b2t512, "
-                             "b1t256p, b1t256r, b2t512u16, b2t256u16w, b3t256k16)")
+                             "[r][u<units a CTA>][w[b]][k<cluster CTAs>] (e.g. b1t256, "
+                             "b2t512, b1t256p, b1t256r, b2t512u16, b2t256u16w, b2t256u16wb, "
+                             "b3t256k16)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
                    threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]), wg=bool(m[7]),
-                   cluster=int(m[8]) if m[8] else 0, units=int(m[6]) if m[6] else 0)
+                   bulk=bool(m[8]), cluster=int(m[9]) if m[9] else 0,
+                   units=int(m[6]) if m[6] else 0)
 
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback.

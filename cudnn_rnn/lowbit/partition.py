@@ -148,6 +148,7 @@ class Partition:
     wg_slabs: int = 0
     wg_shared: bool = False
     wg_blocks: int = 1  # instructions of 64 weight rows a warpgroup issues a chunk
+    wg_bulk: bool = False  # the state in wgmma's layout in global memory, a slab one copy
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""
@@ -182,6 +183,17 @@ class Partition:
         return all(s.mpad == 16 * self.mt_max and s.ts * self.ntw * 8 == s.npad
                    for s in self.slices)
 
+    def state_bytes(self, slots: int, rowb: int) -> int:
+        """Bytes of a state buffer of ``slots`` slots (h: T + 1; a layer input: T) of rows of
+        ``rowb`` bytes: B rows a slot; with ``wg_bulk`` every batch slice's padded rows in
+        wgmma's layout, and a tail of zeros for the bulk copies that run past a row's last
+        chunk (a group's slabs past its chunks: they multiply zero A)."""
+        if not self.wg_bulk:
+            return slots * self.cfg.mini_batch * rowb
+        npad = self.slices[0].npad
+        return (slots * self.batch_slices * npad * rowb
+                + self.wg_slabs * SLAB * CHUNK * npad)
+
     def weight_bytes(self) -> int:
         """Bytes of weight rows on chip in all (padding included)."""
         return sum(s.mpad * s.rowb for s in self.slices)
@@ -204,7 +216,8 @@ def _units(cfg: RNNConfig, ctas: int, work: list[int]) -> list[int]:
 
 def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_block: int,
          ctas: int | None = None, batch_slices: int = 1, threads: int = 256,
-         areg: bool = False, cluster: int = 0, units: int = 0, wg: bool = False) -> Partition:
+         areg: bool = False, cluster: int = 0, units: int = 0, wg: bool = False,
+         bulk: bool = False) -> Partition:
     """The partition of ``cfg`` over ``ctas`` CTAs (at most ``sm_count``: one per
     multiprocessor, all resident) in ``batch_slices`` batch slices; :class:`DoesNotFit`
     says why it cannot run. ``areg``: each warp keeps its weight fragments in registers
@@ -214,7 +227,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     many clusters this GPU holds at once is the engine's check). ``units``: the hidden units
     of every CTA in every pseudo-layer (a multiple of 4; 0: in proportion to each one's
     work). ``wg``: the products on wgmma (:func:`cudnn_rnn.lowbit.fits.warpgroups` says what
-    it takes)."""
+    it takes); ``bulk`` (with it): the state in wgmma's layout, a slab one bulk copy."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
     ctas = sm_count if ctas is None else ctas
     if not 1 <= ctas <= sm_count:
@@ -279,6 +292,11 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         part.areg_slabs = fits.areg_slabs(part, threads, SLAB)
     if wg:
         part.wg_slabs, part.wg_shared, part.wg_blocks = fits.wg_slabs(part, SLAB, FORMAT_BYTES)
+        part.wg_bulk = bulk
+        if bulk:
+            fits.bulk(part)
+    elif bulk:
+        raise DoesNotFit("bulk staging feeds wgmma: 'b' after 'w'")
     need = part.smem
     if need > smem_per_block:
         s = max(part.slices, key=lambda s: s.smem)

@@ -27,6 +27,11 @@
 //            the whole sequence (as AREG's), 2 from shared memory, where the blob put them
 //            in the canonical layout (partition.Partition.wg_slabs, wg_shared); WGM
 //            instructions a chunk, 64 rows each (A from shared memory when more than one)
+//   WGB      1 (with WG): the h and layer-input codes lie in global memory in the layout wgmma
+//            reads (per slot, batch slice by batch slice of WGN rows: 16-byte columns of K,
+//            each WGN rows x 16 bytes, 8-row groups 128 bytes apart), so that one thread a
+//            warpgroup stages a slab with one bulk copy (cp.async.bulk) completing on an
+//            mbarrier of its ring stage, which the warpgroup waits on; WGS batch slices
 //   CLUSTER  CTAs of a thread-block cluster (0: none): each group (pseudo-layer, batch
 //            slice) is one cluster (partition.Partition.cluster), and a CTA meets its group's
 //            previous step at the cluster barrier (barrier.cluster arrive.release at the end
@@ -45,6 +50,27 @@
 #define WG 0
 #define WGN 8
 #define WGM 1
+#endif
+#ifndef WGB
+#define WGB 0
+#define WGS 1
+#endif
+#if WGB && !WG
+#error "bulk staging feeds wgmma"
+#endif
+#if WGB
+// where code byte `byte` of row b of batch slice bs of slot t lies in a state buffer whose
+// rows are rowb bytes, in wgmma's layout (the slots WGS * WGN rows each)
+__device__ __forceinline__ unsigned code_at(int t, int bs, int b, int byte, int rowb) {
+    return (unsigned)(t * WGS + bs) * WGN * rowb + (unsigned)(byte >> 4) * (WGN * 16)
+           + (b >> 3) * 128 + (b & 7) * 16 + (byte & 15);
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
 #endif
 #if WG
 #if FH == 2
@@ -183,6 +209,16 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // so that a forward reads and writes the caller's arrays (Forward.bind) as they are
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ int bail;
+#if WGB
+    // WGB: one mbarrier a ring stage and warpgroup, completed by that slab's bulk copy
+    __shared__ __align__(8) unsigned long long mbars[STAGES][2];
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < STAGES * 2; ++i)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;"
+                         :: "r"(smem_addr(&mbars[i / 2][i % 2])) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+#endif
 #if CLUSTER
     __shared__ int quit;  // a cluster-mate gave up: read after each step's cluster barrier
 #endif
@@ -244,8 +280,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if CELL == 2
         own_c[it.p] = cx[g];
 #endif
+#if WGB
+        put<FH>(L.hq + code_at(0, S.bs, it.b, (j0 + it.u) * BPE(FH), hrowb), h, L.hscale);
+#else
         put<FH>(L.hq + (unsigned)(b0 + it.b) * hrowb + (unsigned)(j0 + it.u) * BPE(FH), h,
                 L.hscale);
+#endif
     }
     // layer 0: the input projection of step s (no recurrence in it) is fetched before the
     // wait for step s, into gxs[q][b][u]
@@ -384,6 +424,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             if (!ok) atomicExch(status, 1);
             bail = !ok;
         }
+#if WGB
+        fence_proxy_async();  // the ring's generic reads and writes of the step before, then
+#endif                        // the bulk copies (async proxy) of this one
         __syncthreads();
         if (bail) {
 #if CLUSTER
@@ -408,14 +451,38 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         MARK(1);
         MARK(6);
 
+#if WGB
+        const unsigned char* xsrc = HASX ? L.xin + code_at(t, 0, 0, 0, xrowb) : nullptr;
+        const unsigned char* hsrc = L.hq + code_at(s, 0, 0, 0, hrowb);
+#else
         const unsigned char* xsrc = HASX ? L.xin + (unsigned)(t * B) * xrowb : nullptr;
         const unsigned char* hsrc = L.hq + (unsigned)(s * B) * hrowb;
+#endif
         // this thread's 16-byte pieces of slab i (ring stage st), group by group: copied
         // (cp.async; rows past the batch slice zeros, read nothing), or with POLL and
         // `settle`, read again while a byte is still the sentinel (its producer has not
         // written it yet: only the row's codes, not its padding); a piece that never
         // settles sets status and bail
         auto stage = [&](int i, int st, bool settle) {
+#if WGB
+            // one thread a warpgroup: its group's slab i, every row of the batch slice, one
+            // bulk copy (past the group's chunks, or the row's, finite codes or the buffer's
+            // zero tail: they meet zero A); the slab lands in wgmma's layout as it lies
+            if ((tid & 127) == 0) {
+                const int c = ga(kg) + i * SLAB;
+                const bool x = HASX && c < nxc;
+                const int rb = x ? xrowb : hrowb;
+                const unsigned char* src = (x ? xsrc : hsrc) + (unsigned)S.bs * WGN * rb
+                                           + (unsigned)(x ? c : c - nxc) * (WGN * 32);
+                unsigned char* dst = ring + (unsigned)(st * ks + kg) * WGN * (SLAB * 32);
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                             "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                             "[%2], [%3], %1, [%0];"
+                             :: "r"(smem_addr(&mbars[st][kg])), "r"(WGN * SLAB * 32),
+                                "r"(smem_addr(dst)), "l"(src) : "memory");
+            }
+            return;
+#endif
             const int within = i * SLAB + pchunk;  // the chunk's place in its group
 #if WG  // canonical: 8-row groups of SLAB * 32 bytes, a piece's 8 rows 128 contiguous bytes
             unsigned char* dst = ring + (unsigned)(st * ks) * npad * (SLAB * 32)
@@ -524,6 +591,14 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 __syncthreads();  // read by all before a piece of the next slab may set it
                 if (stop) goto gave_up;
             }
+#elif WGB
+            // every slab of this warpgroup landed (all were issued before the loop: the ring
+            // holds them, fits.wg_slabs), so that the step's wgmma follow one another with no
+            // branch between them: ptxas serializes them across a wait loop. Each stage is
+            // used once a step, its phase s's parity
+            if (i == 0)
+#pragma unroll 1
+                for (int j = 0; j < NSLAB; ++j) mbar_wait(smem_addr(&mbars[j][kg]), s & 1);
 #else
 #if WG
             fence_proxy_async();  // the slab cp.async wrote (generic proxy), for wgmma's reads
@@ -539,7 +614,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 if (i == 0) wg_fence();  // wacc and war, written before, then read by wgmma
 #pragma unroll
                 for (int cc = 0; cc < SLAB; ++cc) {
+#if WGB  // as the bulk copy laid it: 16-byte columns of WGN rows (K stride WGN 16)
+                    const unsigned long long b = wg_desc(sb + cc * WGN * 32, WGN * 16, 128);
+#else
                     const unsigned long long b = wg_desc(sb + cc * 256, 128, SLAB * 256);
+#endif
 #if WG == 1
                     wg_mma_r(wacc[0], war[i * SLAB + cc], b, 1);
 #else  // chunk c of the rows, or past the group's chunks the zeros (a select, no branch)
@@ -723,12 +802,19 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 own_h[p] = v;
                 own_c[p] = c;
                 const unsigned brow = (unsigned)(t * B + b0 + b);
+#if WGB
+                put<FH>(L.hq + code_at(s + 1, S.bs, b, j * BPE(FH), hrowb), v, L.hscale);
+                const unsigned xat = code_at(t, S.bs, b, (L.dir * H + j) * BPE(FX), xrowb);
+                if (L.xout0) put<FX>(L.xout0 + xat, v, L.xscale0);
+                if (L.xout1) put<FX>(L.xout1 + xat, v, L.xscale1);
+#else
                 put<FH>(L.hq + (unsigned)((s + 1) * B + b0 + b) * hrowb + (unsigned)j * BPE(FH),
                         v, L.hscale);
                 if (L.xout0) put<FX>(L.xout0 + brow * xrowb + (unsigned)(L.dir * H + j) * BPE(FX),
                                      v, L.xscale0);
                 if (L.xout1) put<FX>(L.xout1 + brow * xrowb + (unsigned)(L.dir * H + j) * BPE(FX),
                                      v, L.xscale1);
+#endif
                 if (L.last) y[brow * D * H + L.dir * H + j] = v;
             }
         }

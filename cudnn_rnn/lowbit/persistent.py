@@ -12,12 +12,11 @@ partition, the shared-memory layout and the wait table decided by
 :mod:`cudnn_rnn.lowbit.partition`.
 
 Refused before any launch, with the reason (:class:`~cudnn_rnn.lowbit.engine.Unsupported`):
-what the GEMM engine refuses; FP32/TF32 (no tensor-core path here); a GPU below compute
-capability 8.0 (8.9 for E4M3) or without cooperative launch; a partition that does not fit
-(:class:`~cudnn_rnn.lowbit.partition.DoesNotFit`: bytes needed against bytes available).
-The kernel guards every wait: one that would spin for seconds sets a status flag, the CTAs
-that gave up write NaN for their outputs, and the launch ends; :meth:`PersistentEngine.outputs`
-then raises :class:`Stalled` (a bug, never a measurement).
+what the GEMM engine refuses; FP32/TF32; a GPU below compute capability 8.0 (8.9 for E4M3)
+or without cooperative launch; a partition that does not fit (bytes needed against bytes
+available). A wait that would spin for seconds sets a status flag, the CTAs that gave up
+write NaN for their outputs and the launch ends; :meth:`PersistentEngine.outputs` then
+raises :class:`Stalled` (a bug, never a measurement).
 """
 from __future__ import annotations
 
@@ -100,6 +99,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             # wgmma's only where it runs: the other kernels' sources stay as they were
             **({"WG": 2 if part.wg_shared else 1, "WGN": part.slices[0].npad,
                 "WGM": part.wg_blocks} if part.wg_slabs else {}),
+            **({"WGB": 1, "WGS": part.batch_slices} if part.wg_bulk else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
 
 
@@ -160,16 +160,11 @@ def layout(cfg: RNNConfig, gemms: list, plan, settings: Settings, limits: dict) 
         part = partition.plan(
             cfg, fx, fh, sm_count=limits["sm_count"], smem_per_block=limits["smem_per_block"],
             ctas=settings.ctas, batch_slices=settings.batch_slices, threads=settings.threads,
-            areg=settings.areg, cluster=settings.cluster, units=settings.units, wg=settings.wg)
+            areg=settings.areg, cluster=settings.cluster, units=settings.units,
+            wg=settings.wg, bulk=settings.bulk)
     except partition.DoesNotFit as exc:
         raise Unsupported(f"does not fit on this GPU: {exc}") from None
     return part, gx_precision
-
-
-def gx_int(gx_precision: str) -> bool:
-    """Whether layer 0's input projection reaches the kernel as int32 (an INT8 input GEMM's
-    output, dequantized in the kernel) rather than float32 (its ``GXINT`` constant)."""
-    return kernels.OUTPUT_DTYPE[gx_precision] == "int32"
 
 
 def compiled(cp, consts: dict):
@@ -201,7 +196,7 @@ def precompile(cp, cfg: RNNConfig, stacked, float_precision: str, plan, shapes) 
             part, gx_precision = layout(cfg, gemms, plan, settings, limits)
         except Exception:  # met again, and judged, when this shape's engine is built
             continue
-        consts = defines(cfg, part, gx_int(gx_precision), poll=settings.poll)
+        consts = defines(cfg, part, kernels.int32_output(gx_precision), poll=settings.poll)
         sources[source(consts)] = consts
     device = cp.cuda.Device().id
 
@@ -242,7 +237,7 @@ class PersistentEngine(Forward):
         self._matmuls: list = []
         try:
             self._upload(gx_precision)
-            self._compile(gx_int(gx_precision), spin_limit, trace)
+            self._compile(kernels.int32_output(gx_precision), spin_limit, trace)
             self._set_up()
         except BaseException:
             self.close()
@@ -256,9 +251,10 @@ class PersistentEngine(Forward):
         self.vectors = [{n: cp.asarray(v) for n, v in (
             ("dqx", o.input.dq), ("dqh", o.recurrent.dq), ("bW", o.bW), ("bR", o.bR))}
             for o in ops]
-        self.hq = [cp.zeros((T + 1) * B * part.hrowb, cp.uint8) for _ in ops]
+        self.hq = [cp.zeros(part.state_bytes(T + 1, part.hrowb), cp.uint8) for _ in ops]
         pls = walk.pseudo_layers(c)
-        self.xin = {p.index: cp.zeros(T * B * part.xrowb, cp.uint8) for p in pls if p.layer > 0}
+        self.xin = {p.index: cp.zeros(part.state_bytes(T, part.xrowb), cp.uint8) for p in pls
+                    if p.layer > 0}
         # layer 0's input GEMMs (cuBLASLt), as the GEMM engine runs them
         shape = rnn_shapes(c)[0]
         self.gx, self.first = [], []
