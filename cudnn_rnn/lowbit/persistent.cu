@@ -469,6 +469,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             // bulk copy (past the group's chunks, or the row's, finite codes or the buffer's
             // zero tail: they meet zero A); the slab lands in wgmma's layout as it lies
             if ((tid & 127) == 0) {
+                // the codes other CTAs stored (generic proxy; acquired by the wait, passed on
+                // by the barrier after it) for the copy engine's reads (async proxy)
+                asm volatile("fence.proxy.async.global;" ::: "memory");
                 const int c = ga(kg) + i * SLAB;
                 const bool x = HASX && c < nxc;
                 const int rb = x ? xrowb : hrowb;
