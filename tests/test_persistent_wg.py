@@ -226,7 +226,7 @@ def test_every_slice_has_room_for_the_rows_and_zeros_its_wgmma_reads(fmt, settin
     except partition.DoesNotFit:
         pytest.skip(f"{settings} does not fit the seed in {fmt}")
     for sl in part.slices:
-        assert 64 * part.wg_blocks * sl.rowb + fits.WG_ZERO <= sl.off_dq
+        assert 64 * part.wg_blocks * sl.rowb + fits.wg_zero(sl.npad) <= sl.off_dq
         assert sl.smem <= part.smem <= SMEM
     if settings == "b2t256w":
         assert {sl.mpad for sl in part.slices} == {96, 48} and part.wg_blocks == 2

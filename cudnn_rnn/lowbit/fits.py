@@ -14,6 +14,12 @@ WG_ROWS = 64  # wgmma: the weight rows one instruction takes (a warpgroup, 16 ro
 WG_BLOCKS = 2  # ... the instructions a warpgroup issues a chunk, 64 rows each
 WG_ACC = 64  # ... the registers a thread gives their sums (N / 2 each)
 WG_ZERO = 2048  # ... and the zeros it reads as A past a k-group's chunks (64 rows x 32 bytes)
+
+
+def wg_zero(npad: int) -> int:
+    """Bytes of zeros a wgmma CTA reads past a group's chunks: as A (64 rows x 32 bytes) or,
+    with bulk staging, as B (its npad rows x 32 bytes); persistent.cu's WGZ."""
+    return max(WG_ZERO, 32 * npad)
 OFFSET_LIMIT = 2 ** 31  # the kernel indexes its buffers with 32-bit offsets
 
 
@@ -127,9 +133,16 @@ def wg_slabs(part, slab: int, code_bytes: dict) -> tuple[int, bool, int]:
     return slabs, shared, blocks
 
 
-def bulk(part) -> None:
+def bulk(part, limit: int) -> None:
     """:class:`DoesNotFit` where bulk staging cannot take a wgmma partition: every slab of a
-    step is issued before the first product, so the ring holds all of them."""
+    step is issued before the first product, so the ring holds all of them; the state
+    buffers (every slice's padded rows) within the kernel's offsets (``limit``)."""
+    cfg = part.cfg
+    for what, slots, rowb in (("h's slots", cfg.seq_length + 1, part.hrowb),
+                              ("a layer input's codes", cfg.seq_length, part.xrowb)):
+        if part.state_bytes(slots, rowb) >= limit:
+            raise DoesNotFit(f"{what} in wgmma's layout: {part.state_bytes(slots, rowb)} "
+                             f"bytes, beyond the kernel's 32-bit offsets ({limit})")
     if part.wg_slabs > part.stages - 1:
         raise DoesNotFit(f"bulk staging issues every slab of a step at once: {part.wg_slabs} "
                          f"slabs, a ring of {part.stages - 1} in flight; fewer chunks a part "

@@ -294,7 +294,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         part.wg_slabs, part.wg_shared, part.wg_blocks = fits.wg_slabs(part, SLAB, FORMAT_BYTES)
         part.wg_bulk = bulk
         if bulk:
-            fits.bulk(part)
+            fits.bulk(part, fits.OFFSET_LIMIT)
     elif bulk:
         raise DoesNotFit("bulk staging feeds wgmma: 'b' after 'w'")
     need = part.smem
@@ -359,7 +359,8 @@ def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blo
     rowb = nc * CHUNK + PAD
     # wgmma: the rows of the whole instructions (64 each), then the zeros the kernel reads as
     # A past a group's chunks
-    off_dq = _up(_up(rows_max, fits.WG_ROWS) * rowb + fits.WG_ZERO if wg else mpad * rowb, 16)
+    off_dq = _up(_up(rows_max, fits.WG_ROWS) * rowb + fits.wg_zero(npad) if wg else mpad * rowb,
+                 16)
     off_own = off_dq + 4 * mpad * 4  # dequantization and biases per row
     off_gx = _up(off_own + 2 * npad * nu * 4, 16)  # h and c of its units
     gx = cfg.gates * nb * nu * 4 if p.layer == 0 else 0  # layer 0: a step's input projection

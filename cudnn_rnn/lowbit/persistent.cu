@@ -78,6 +78,7 @@ typedef int wacc_t;  // int8 sums: int32
 #else
 typedef float wacc_t;
 #endif
+#define WGZ (WGN * 32 > 2048 ? WGN * 32 : 2048)  // bytes of zeros (partition: fits.wg_zero)
 #if AREG || POLL || CLUSTER || THREADS != 256 || (WG == 1 && WGM > 1)
 #error "wgmma runs two warpgroups with their own fragments, counters and no polling"
 #endif
@@ -301,12 +302,13 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     };
     fetch_gx(0);
     cp_commit();
-#if WG == 2
-    // zeros where wgmma reads A past the CTA's rows (an instruction takes 64) and past a
-    // group's chunks (wz: 64 rows x 32 bytes); then every write of A, for the async proxy
+#if WG == 2 || WGB
+    // zeros where wgmma reads A past the CTA's rows (an instruction takes 64) and, as A or
+    // (WGB) as B, past a group's chunks (wz: 64 rows x 32 bytes, or WGN rows x 32 bytes if
+    // more: WGZ); then every write of A, for the async proxy
     unsigned char* const wz = smem + 64 * WGM * rowb;
 #pragma unroll 1
-    for (int i = mpad * rowb / 4 + tid; i < (64 * WGM * rowb + 2048) / 4; i += THREADS)
+    for (int i = mpad * rowb / 4 + tid; i < (64 * WGM * rowb + WGZ) / 4; i += THREADS)
         ((unsigned*)smem)[i] = 0u;
 #endif
     cp_wait<0>();
@@ -617,15 +619,18 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 if (i == 0) wg_fence();  // wacc and war, written before, then read by wgmma
 #pragma unroll
                 for (int cc = 0; cc < SLAB; ++cc) {
-#if WGB  // as the bulk copy laid it: 16-byte columns of WGN rows (K stride WGN 16)
-                    const unsigned long long b = wg_desc(sb + cc * WGN * 32, WGN * 16, 128);
+                    const int c = c0 + i * SLAB + cc;
+#if WGB  // as the bulk copy laid it: 16-byte columns of WGN rows (K stride WGN 16); past
+         // the group's chunks the copy brought whatever lay next (other rows' codes, other
+         // slots, maybe a NaN): the zeros instead, a select
+                    const unsigned long long b = wg_desc(c < c1 ? sb + cc * WGN * 32 : wz,
+                                                         WGN * 16, 128);
 #else
                     const unsigned long long b = wg_desc(sb + cc * 256, 128, SLAB * 256);
 #endif
 #if WG == 1
                     wg_mma_r(wacc[0], war[i * SLAB + cc], b, 1);
 #else  // chunk c of the rows, or past the group's chunks the zeros (a select, no branch)
-                    const int c = c0 + i * SLAB + cc;
 #pragma unroll
                     for (int mb = 0; mb < WGM; ++mb)  // 8-row groups 8 nc 32 bytes apart
                         wg_mma_s(wacc[mb], c < c1 ? wg_desc(ws + (mb * 64 * nc + c * 8) * 32, 128,
