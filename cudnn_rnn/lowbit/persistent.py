@@ -112,7 +112,7 @@ def _agreed(part: partition.Partition, field: str) -> int:
 def source(consts: dict) -> str:
     """The kernel's CUDA source with ``consts`` defined and the rounding helpers prepended."""
     head = "".join(f"#define {k} {v}\n" for k, v in consts.items())
-    fh = {code: name for name, code in FORMAT_CODE.items()}[consts["FH"]]
+    fh = {code: name for name, code in FORMAT_CODE.items()}.get(consts.get("FH"))
     wg = wgmma.source(fh, consts["WGN"]) if consts.get("WG") else ""  # its helpers, its width
     return head + kernels.PREAMBLE + HELPERS.read_text() + wg + SOURCE.read_text()
 
