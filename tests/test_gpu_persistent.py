@@ -50,14 +50,20 @@ def _check(rec, mode, fp8_capable):
 @pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
 def test_every_cell_direction_depth_and_format_verifies_and_replays(cuda, fp8_capable, mode,
                                                                    direction, layers):
-    cfg = _cfg(mode, direction, layers)
-    result = C.run_configs(cfg, NAMES, reps=3, warmup=1, budget_s=None, settings=["b1t256"])
+    _verify_all(_cfg(mode, direction, layers), NAMES, "b1t256", mode, fp8_capable)
+
+
+def _verify_all(cfg, names, settings, mode, fp8_capable):
+    """Every candidate of ``names`` at launch shape ``settings``: one record each, verified
+    and replayed (:func:`_check`), the OK ones at that shape."""
+    result = C.run_configs(cfg, names, reps=3, warmup=1, budget_s=None, settings=[settings])
     by_name = {r["config"]: r for r in result["records"]}
-    assert sorted(by_name) == sorted(NAMES)
+    assert sorted(by_name) == sorted(names)
     for rec in by_name.values():
         _check(rec, mode, fp8_capable)
         if rec["outcome"] == "OK":
-            assert rec["settings"] == "b1t256"
+            assert rec["settings"] == settings
+    return by_name
 
 
 def test_every_launch_shape_and_mixed_formats_verify(cuda, fp8_capable):

@@ -13,7 +13,7 @@ from cudnn_rnn.lowbit import model
 from cudnn_rnn.lowbit.engine import capability
 from cudnn_rnn.lowbit.persistent import PersistentEngine, Settings
 
-from tests.test_gpu_persistent import _cfg, _check
+from tests.test_gpu_persistent import _cfg, _verify_all
 
 pytestmark = pytest.mark.gpu
 
@@ -27,19 +27,16 @@ def hopper(cuda):
     return True
 
 
+@pytest.mark.parametrize("settings", ["b2t256u8w", "b2t256u8wb"])
 @pytest.mark.parametrize("layers", [1, 2, 3])
 @pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
                                        DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
 @pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
-def test_every_cell_direction_depth_and_8_bit_format_verifies_and_replays(cuda, hopper, mode,
-                                                                         direction, layers):
-    cfg = _cfg(mode, direction, layers)
-    result = C.run_configs(cfg, NAMES, reps=3, warmup=1, budget_s=None, settings=["b2t256u8w"])
-    by_name = {r["config"]: r for r in result["records"]}
-    assert sorted(by_name) == sorted(NAMES)
-    for rec in by_name.values():
-        _check(rec, mode, True)
-        assert rec["settings"] == "b2t256u8w"
+def test_every_cell_direction_depth_and_format_verifies_and_replays(cuda, hopper, mode,
+                                                                   direction, layers, settings):
+    """Staged by every thread ('w') and by bulk copies ('wb')."""
+    by_name = _verify_all(_cfg(mode, direction, layers), NAMES, settings, mode, True)
+    assert all(rec["outcome"] == "OK" for rec in by_name.values())
 
 
 EIGHT = ["persistent:int8/both", "persistent:e4m3/both"]  # bulk staging: 8 bits at the seed
@@ -52,25 +49,8 @@ def test_the_seeds_shape_verifies_and_replays_on_wgmma(cuda, hopper, mode, setti
         pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
     cfg = _cfg(mode, DirectionMode.UNIDIRECTIONAL, 2, seq=20, hidden=512, batch=64,
                input_size=512)
-    result = C.run_configs(cfg, names, reps=3, warmup=1, budget_s=None, settings=[settings])
-    for rec in result["records"]:
-        _check(rec, mode, True)
-        assert rec["settings"] == settings
-
-
-@pytest.mark.parametrize("layers", [1, 2, 3])
-@pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
-                                       DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
-@pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
-def test_bulk_staging_verifies_and_replays_in_every_cell_direction_and_depth(cuda, hopper, mode,
-                                                                            direction, layers):
-    cfg = _cfg(mode, direction, layers)
-    result = C.run_configs(cfg, NAMES, reps=3, warmup=1, budget_s=None, settings=["b2t256u8wb"])
-    by_name = {r["config"]: r for r in result["records"]}
-    assert sorted(by_name) == sorted(NAMES)
-    for rec in by_name.values():
-        _check(rec, mode, True)
-        assert rec["settings"] == "b2t256u8wb"
+    by_name = _verify_all(cfg, names, settings, mode, True)
+    assert all(rec["outcome"] == "OK" for rec in by_name.values())
 
 
 @pytest.mark.parametrize("settings", ["b2t256u8w", "b2t256u8wb"])
@@ -162,10 +142,8 @@ def test_a_broken_slice_is_caught_by_the_verification_on_wgmma(cuda, hopper, nam
 def test_two_instructions_a_chunk_and_padded_widths_verify_and_replay(cuda, hopper, mode,
                                                                       settings, batch, blocks):
     cfg = _cfg(mode, DirectionMode.UNIDIRECTIONAL, 2, batch=batch)
-    result = C.run_configs(cfg, NAMES, reps=3, warmup=1, budget_s=None, settings=[settings])
-    for rec in result["records"]:
-        _check(rec, mode, True)
-        assert rec["settings"] == settings
+    for rec in _verify_all(cfg, NAMES, settings, mode, True).values():
+        assert rec["outcome"] == "OK"
         launch = [a for a in rec["algorithms"] if a.get("kernel") == "persistent"][0]
         assert launch["products"] == "wgmma"
     with PersistentEngine(cfg, C.draw(cfg, seed=1)["stacked"], "fp16",
