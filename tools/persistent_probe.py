@@ -3,7 +3,7 @@ the chosen one verified and timed, beside the GEMM engine of the same plans (one
 
     python tools/persistent_probe.py --out DIR [--shapes LSTM:20:2:512:64,...] [--names ...]
         [--settings b1t256,...] [--trace NAME@SETTINGS,...] [--drop mma,load,gates,...]
-        [--variants tanh_approx,sums_predicated,quant_fast]
+        [--variants gates_exact,sums_predicated,quant_exact]
 
 ``--drop`` traces each ``--trace`` item again with each phase left out of the kernel (an
 exact-text patch of its source, :data:`DROPS`; such a launch computes nothing that is
@@ -37,6 +37,11 @@ _POLL = "v[i] = ctrs[i] < 0 ? 0u : ld_acquire(counters + ctrs[i]);"
 _FENCE = ("            fence_acquire();  // what the producers wrote before their release, "
           "seen from here\n")
 _WAITED = "            if (!ok) atomicExch(status, 1);\n"
+# the last layer's y, stored after the step's signal
+_Y_AFTER = ("        if (L.last)\n#pragma unroll 1\n"
+            "            for (Pairs it(tid, nu); it.p < nb * nu; it.next())\n"
+            "                y[(unsigned)(t * B + b0 + it.b) * D * H + L.dir * H + j0 + it.u] = "
+            "own_h[it.p];\n")
 # phase -> (text of persistent.cu, what replaces it, how many times it occurs)
 DROPS = {
     "mma": [("mma<FH>(acc[m][nn], af[m], bf[nn]);", ";", 2),
@@ -59,25 +64,23 @@ DROPS = {
                ("                if (L.xout1) put<FX>(L.xout1 + brow * xrowb + (unsigned)"
                 "(L.dir * H + j) * BPE(FX),\n                                     v, L.xscale1);\n",
                 "", 1),
-               ("                if (L.last) y[brow * D * H + L.dir * H + j] = v;\n", "", 1)],
+               (_Y_AFTER, "", 1)],
 }
-_TANH = ("__device__ __forceinline__ float lb_tanh(float a) {\n"
-         "    float r;\n"
-         "    asm(\"tanh.approx.f32 %0, %1;\" : \"=f\"(r) : \"f\"(a));\n"
-         "    return r;\n"
-         "}\n"
-         "__device__ __forceinline__ float lb_sig(float a) {\n"
-         "    return fmaf(0.5f, lb_tanh(0.5f * a), 0.5f);\n"
-         "}")
+_EXACT = ("\n__device__ __forceinline__ float lb_sig(float a) { return "
+          "__fdividef(1.0f, 1.0f + __expf(-a)); }\n"
+          "__device__ __forceinline__ float lb_tanh(float a) { return 2.0f * "
+          "lb_sig(2.0f * a) - 1.0f; }\n")
+_FAST = ("\n__device__ __forceinline__ float lb_tanh(float a) {\n    float r;\n"
+         "    asm(\"tanh.approx.f32 %0, %1;\" : \"=f\"(r) : \"f\"(a));\n    return r;\n}\n"
+         "__device__ __forceinline__ float lb_sig(float a) { return fmaf(0.5f, "
+         "lb_tanh(0.5f * a), 0.5f); }\n")
+_Y_IN_GATES = "                if (L.last) y[brow * D * H + L.dir * H + j] = v;\n"
 # variant -> [(text of the kernel's source, what replaces it, how many times it occurs)]
 VARIANTS = {
-    # the gate math's tanh on tanh.approx.f32 (one special-function instruction, relative
-    # error about 5e-4) and sigmoid as 0.5 + 0.5 tanh(a/2) (absolute error about 2.5e-4):
-    # the verification judges them
-    "tanh_approx": [("__device__ __forceinline__ float lb_sig(float a) { return "
-                     "__fdividef(1.0f, 1.0f + __expf(-a)); }", _TANH, 1),
-                    ("__device__ __forceinline__ float lb_tanh(float a) { return 2.0f * "
-                     "lb_sig(2.0f * a) - 1.0f; }\n", "", 1)],
+    # the gate math as the GEMM engine's kernels have it (kernels.EXACT_GATES: within 3e-7),
+    # not on tanh.approx.f32 (kernels.FAST_GATES, in the kernel since the H100's 0.0976 ms
+    # against 0.1036 at the seed's LSTM INT8, b2t256u16wb, with quant_exact's division)
+    "gates_exact": [(_FAST, _EXACT, 1)],
 }
 _SUMS = ("                    for (int g2 = 0; g2 < WARPS; ++g2) {  // four chains of adds, "
          "not one\n"
@@ -96,28 +99,22 @@ VARIANTS.update({
     # at the CTA's k-group count (known at run time only): ptxas then issues every load of
     # a pair's gates before the adds (the branches made each load wait for the one before)
     "sums_predicated": [(_SUMS, _SUMS_PREDICATED, 1)],
-    # the 8-bit codes' scaling by the fast division (reciprocal and multiply, 2 ulp) instead
-    # of the correctly rounded one (a correction sequence and a slow-path call per code, three
-    # codes a pair): a code differs only where v/s lies within 2 ulp of a rounding boundary
-    "quant_fast": [("    float q = rintf(v / s);", "    float q = rintf(__fdividef(v, s));", 1),
-                   ("    float x = v / s;\n    unsigned int sign",
-                    "    float x = __fdividef(v, s);\n    unsigned int sign", 1)],
+    # the 8-bit codes' scaling by the correctly rounded division (a correction sequence and
+    # a slow-path call per code, three codes a pair), not the fast one the kernel has
+    "quant_exact": [("#define LB_DIV(a, b) __fdividef((a), (b))\n",
+                     "#define LB_DIV(a, b) ((a) / (b))\n", 1)],
     # the kernel as it was before KS and TS: each CTA's warp groups along K and n read from
     # its slice at run time (loops over them without constant bounds, divisions by ts)
     "ks_runtime": [("ks = KS ? KS : S.ks;", "ks = S.ks;", 1),
                    ("const int ts = TS ? TS : S.ts;", "const int ts = S.ts;", 1)],
-    # the last layer's y stored after the step's signal, not before it: the release then
-    # waits for the h codes the next step reads, not for y (read by nobody in the launch;
-    # own_h holds each pair's h, written by the same thread)
-    "y_after_signal": [
-        ("                if (L.last) y[brow * D * H + L.dir * H + j] = v;\n", "", 1),
-        ("        MARK(5);\n        MARK(7);\n",
-         "        MARK(5);\n        MARK(7);\n"
-         "        if (L.last)\n"
-         "#pragma unroll 1\n"
-         "            for (Pairs it(tid, nu); it.p < nb * nu; it.next())\n"
-         "                y[(unsigned)(t * B + b0 + it.b) * D * H + L.dir * H + j0 + it.u] =\n"
-         "                    own_h[it.p];\n", 1)],
+    # the last layer's y stored in the gate math, before the step's signal, as before the
+    # H100's 0.0958 ms against 0.0976 (seed LSTM INT8, b2t256u16wb) put it after
+    "y_in_gates": [
+        (_Y_AFTER, "", 1),
+        ("                put<FH>(L.hq + code_at(s + 1",
+         _Y_IN_GATES + "                put<FH>(L.hq + code_at(s + 1", 1),
+        ("                put<FH>(L.hq + (unsigned)((s + 1)",
+         _Y_IN_GATES + "                put<FH>(L.hq + (unsigned)((s + 1)", 1)],
     # the gate math's (batch row, unit) pairs dealt to threads so that a warp's 32 lanes read
     # the partial sums from 32 banks: at 8 units a CTA a warp takes batch rows 2 apart (rows
     # b*ps + u with ps 36: rows 1 apart put lanes of batch rows b and b+1 on 4 common banks,

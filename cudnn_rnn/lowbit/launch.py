@@ -37,6 +37,12 @@ class Settings:
             raise ValueError(f"launch shape {self.name}: wgmma ('w') keeps its own weight "
                              "fragments and counters: not with 'p', 'r' or clusters")
 
+    def partition_args(self) -> dict:
+        """The keywords :func:`cudnn_rnn.lowbit.partition.plan` takes for this shape."""
+        return dict(ctas=self.ctas, batch_slices=self.batch_slices, threads=self.threads,
+                    areg=self.areg, cluster=self.cluster, units=self.units, wg=self.wg,
+                    bulk=self.bulk)
+
     @property
     def name(self) -> str:
         ctas = "" if self.ctas is None else f"c{self.ctas}"
@@ -84,5 +90,12 @@ class Settings:
 # (b2t256k16, b3t256k16: 0.190 and 0.225 against b1t512's 0.142 ms at the seed's LSTM INT8,
 # docs/lowbit.md); other units a CTA (b2t512u16 above, b4t256u32).
 # ``--settings`` of the tools reaches them.
+# b2t256u16wb (wgmma with bulk staging, sm_90a only: refused before any launch elsewhere),
+# measured on an H100 (tools/persistent_probe.py, graph replays of one process, ms, tree
+# 400df0b): at the seed INT8 LSTM 0.1043 against b2t256u16's 0.1283, GRU 0.1039 against
+# 0.1250, E4M3 LSTM 0.1106 against 0.1530; it refuses FP16 at the seed (its ring holds 5 of
+# the step's 8 slabs); at LSTM 50/1/1024/64 'w' was slower than the tuner's shapes (0.3477
+# against 0.3339), which stay.
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
-            Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16))
+            Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
+            Settings(batch_slices=2, units=16, wg=True, bulk=True))

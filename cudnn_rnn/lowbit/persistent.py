@@ -6,7 +6,8 @@ The arithmetic is the GEMM engine's (:mod:`cudnn_rnn.lowbit.engine`), so both co
 function and share one float64 twin (:mod:`cudnn_rnn.lowbit.model`): the same operands
 (:func:`cudnn_rnn.lowbit.operands.prepare`: codes, per-row dequantization, activation
 scales), the same input GEMM for layer 0 (cuBLASLt over all steps, before the launch), the
-same rounding rules (:data:`cudnn_rnn.lowbit.kernels.PREAMBLE`) and FP32 gate math. What
+same rounding rules and FP32 gate math (in faster, coarser forms:
+:data:`cudnn_rnn.lowbit.kernels.PERSISTENT_PREAMBLE`). What
 differs is where the recurrence runs: ``persistent.cu``, one launch per forward, with the
 partition, the shared-memory layout and the wait table decided by
 :mod:`cudnn_rnn.lowbit.partition`.
@@ -114,7 +115,7 @@ def source(consts: dict) -> str:
     head = "".join(f"#define {k} {v}\n" for k, v in consts.items())
     fh = {code: name for name, code in FORMAT_CODE.items()}.get(consts.get("FH"))
     wg = wgmma.source(fh, consts["WGN"]) if consts.get("WG") else ""  # its helpers, its width
-    return head + kernels.PREAMBLE + HELPERS.read_text() + wg + SOURCE.read_text()
+    return head + kernels.PERSISTENT_PREAMBLE + HELPERS.read_text() + wg + SOURCE.read_text()
 
 
 def device_limits(cp) -> dict:
@@ -159,9 +160,7 @@ def layout(cfg: RNNConfig, gemms: list, plan, settings: Settings, limits: dict) 
     try:
         part = partition.plan(
             cfg, fx, fh, sm_count=limits["sm_count"], smem_per_block=limits["smem_per_block"],
-            ctas=settings.ctas, batch_slices=settings.batch_slices, threads=settings.threads,
-            areg=settings.areg, cluster=settings.cluster, units=settings.units,
-            wg=settings.wg, bulk=settings.bulk)
+            **settings.partition_args())
     except partition.DoesNotFit as exc:
         raise Unsupported(f"does not fit on this GPU: {exc}") from None
     return part, gx_precision
