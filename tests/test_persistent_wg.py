@@ -252,10 +252,32 @@ def test_bulk_staging_sizes_the_state_for_padded_slices_and_refuses_what_its_rin
     # two slices of 32 rows (the batch's 64), slots of 2 x 32 rows, a zero tail of the slabs
     assert part.state_bytes(21, part.hrowb) == 21 * 2 * 32 * 512 + 4 * 4 * 32 * 32
     assert _wg(cfg, "int8").state_bytes(21, part.hrowb) == 21 * 64 * 512
-    with pytest.raises(partition.DoesNotFit, match="8 slabs, a ring of 5 in flight"):
-        _wg(cfg, "fp16", bulk=True)
+    # FP16 at batch 128: 8 slabs a step, and beside 128 KB of weights a ring of 4 stages
+    wide = _cfg(RNNMode.LSTM, 2, False, H=512, B=128, T=20, I=512)
+    with pytest.raises(partition.DoesNotFit, match="8 slabs, a ring of 4 stages fits"):
+        _wg(wide, "fp16", bulk=True)
     with pytest.raises(ValueError, match="'b' after 'w'"):
         Settings.parse("b2t256u16b")
+
+
+@pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])
+@pytest.mark.parametrize("fmt,stages", [("fp16", 8), ("bf16", 8), ("int8", 6)])
+def test_bulk_staging_deepens_the_ring_to_hold_every_slab_of_a_step_where_it_fits(mode, fmt,
+                                                                                  stages):
+    """The seed in 16 bits: 8 slabs a step (1 KB of K a group, 128 bytes a slab), more than
+    the 6 stages of the ring the partition prefers: the ring is 8 deep (213 KB with the
+    weights, within the 226 KB a block is given), every slab issued before the first wait;
+    8 bits keep the preferred ring. The kernel compiles without spills."""
+    _nvrtc_or_skip()
+    cfg = _seed(mode)
+    part = _wg(cfg, fmt, bulk=True)
+    assert part.stages == stages and part.wg_slabs <= part.stages and part.smem <= SMEM
+    assert part.wg_slabs == (8 if fmt != "int8" else 4)
+    consts = P.defines(cfg, part, gx_int=fmt == "int8")
+    assert consts["STAGES"] == stages
+    log: list = []
+    compile_source(P.source(consts), "persistent.cu", "sm_90a", log)
+    assert "0 bytes spill stores" in "\n".join(log)
 
 
 def test_a_bulk_copy_of_a_slab_carries_the_bytes_the_producers_wrote_where_wgmma_reads_them():

@@ -143,7 +143,9 @@ def bulk(part, limit: int) -> None:
         if part.state_bytes(slots, rowb) >= limit:
             raise DoesNotFit(f"{what} in wgmma's layout: {part.state_bytes(slots, rowb)} "
                              f"bytes, beyond the kernel's 32-bit offsets ({limit})")
-    if part.wg_slabs > part.stages - 1:
+    # the kernel's first STAGES - 1 slabs go out before its loop and the next one in the
+    # loop's first pass, all before the first wait: a ring of STAGES holds as many slabs
+    if part.wg_slabs > part.stages:
         raise DoesNotFit(f"bulk staging issues every slab of a step at once: {part.wg_slabs} "
-                         f"slabs, a ring of {part.stages - 1} in flight; fewer chunks a part "
-                         f"(more CTAs) or 'w' without 'b'")
+                         f"slabs, a ring of {part.stages} stages fits the shared memory; "
+                         f"fewer chunks a part (more CTAs) or 'w' without 'b'")

@@ -281,10 +281,13 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
                          "accumulator tiles a warp holds; use more CTAs")
     if B - (batch_slices - 1) * nb_full <= 0:
         raise DoesNotFit(f"batch {B} in {batch_slices} slices of {nb_full} leaves one empty")
-    for stages in range(STAGES[1], STAGES[0] - 1, -1):  # the deepest ring that fits
+    def ring(stages: int) -> Partition:
         part = Partition(cfg, fx if cfg.num_layers > 1 else None, fh, threads, batch_slices,
                          [], mt_max, ntw, stages, hrowb, xrowb)
         _fill(part, pls, nus, counts, nb_full, kx, warps, fh if wg else None)
+        return part
+    for stages in range(STAGES[1], STAGES[0] - 1, -1):  # the deepest ring that fits
+        part = ring(stages)
         if part.smem <= smem_per_block or stages == STAGES[0]:
             break
     part.cluster = cluster
@@ -292,6 +295,13 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         part.areg_slabs = fits.areg_slabs(part, threads, SLAB)
     if wg:
         part.wg_slabs, part.wg_shared, part.wg_blocks = fits.wg_slabs(part, SLAB, FORMAT_BYTES)
+        if bulk and part.wg_slabs > part.stages:  # every slab of a step in the ring at once:
+            deeper = ring(part.wg_slabs)          # a ring that deep, where it fits
+            if deeper.smem <= smem_per_block:
+                deeper.cluster = cluster
+                deeper.wg_slabs, deeper.wg_shared, deeper.wg_blocks = (
+                    part.wg_slabs, part.wg_shared, part.wg_blocks)
+                part = deeper
         part.wg_bulk = bulk
         if bulk:
             fits.bulk(part, fits.OFFSET_LIMIT)
