@@ -258,6 +258,10 @@ def test_bulk_staging_sizes_the_state_for_padded_slices_and_refuses_what_its_rin
         _wg(wide, "fp16", bulk=True)
     with pytest.raises(ValueError, match="'b' after 'w'"):
         Settings.parse("b2t256u16b")
+    # where not even the weights fit, the refusal says so (not the ring's depth)
+    big = _cfg(RNNMode.LSTM, 2, False, H=1024, B=64, T=20, I=1024)
+    with pytest.raises(partition.DoesNotFit, match="bytes of shared memory"):
+        _wg(big, "fp16", bulk=True, units=32)
 
 
 @pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])

@@ -60,8 +60,9 @@ __device__ __forceinline__ float lb_tanh(float a) { return 2.0f * lb_sig(2.0f * 
 # the PTX ISA), sigmoid as 0.5 + 0.5 tanh(a/2) (absolute error about 2.5e-4), and the 8-bit
 # codes' v / s by the fast division (reciprocal and multiply, 2 ulp: a code differs only
 # where v / s lies within 2 ulp of a rounding boundary); the verification judges them. Seed
-# LSTM INT8 on an H100 (tools/persistent_probe.py --variants gates_exact,quant_exact, tree
-# 832d2aa, b2t256u16wb): 0.0976 ms against 0.1036 with the exact forms
+# LSTM INT8 on an H100 (tools/persistent_probe.py, b2t256u16wb): 0.0976 ms against 0.1036
+# with the exact forms (tree 832d2aa, as the variants tanh_approx+quant_fast), 0.0963 against
+# 0.1027 with y_after_signal too (tree e8c69c5, --variants gates_exact+quant_exact+y_in_gates)
 FAST_GATES = r"""
 __device__ __forceinline__ float lb_tanh(float a) {
     float r;

@@ -45,7 +45,7 @@ from cudnn_rnn.lowbit.fits import DoesNotFit
 FORMAT_BYTES = {"fp16": 2, "bf16": 2, "int8": 1, "e4m3": 1}
 CHUNK = 32  # bytes of K in one mma k-step
 SLAB = 4  # chunks a k-group stages per pipeline stage
-STAGES = (2, 6)  # the staging ring's depth: all of a step's slabs in flight where they fit
+STAGES = (2, 6)  # the staging ring's depth (bulk staging may go deeper: plan)
 PAD = 16  # bytes after each shared-memory row (no bank conflicts in ldmatrix)
 MAX_WAITS = 3  # counters one step waits on: its own group and at most two feeding directions
 MAX_ACC = 16  # m-tiles x n-tiles one warp accumulates (4 registers each, twice with an x part)
@@ -303,8 +303,6 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
                     part.wg_slabs, part.wg_shared, part.wg_blocks)
                 part = deeper
         part.wg_bulk = bulk
-        if bulk:
-            fits.bulk(part, fits.OFFSET_LIMIT)
     elif bulk:
         raise DoesNotFit("bulk staging feeds wgmma: 'b' after 'w'")
     need = part.smem
@@ -315,6 +313,8 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
             f"{s.nu} units of pseudo-layer {s.k}, the rest staging), the GPU gives a block "
             f"{smem_per_block}; on-chip weights in all {part.weight_bytes()} bytes on "
             f"{part.grid} CTAs")
+    if part.wg_bulk:  # what fits: whether its ring holds a step's slabs
+        fits.bulk(part, fits.OFFSET_LIMIT)
     return part
 
 

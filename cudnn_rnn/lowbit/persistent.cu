@@ -597,8 +597,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 if (stop) goto gave_up;
             }
 #elif WGB
-            // every slab of this warpgroup landed (all were issued before the loop: the ring
-            // holds them, fits.wg_slabs), so that the step's wgmma follow one another with no
+            // every slab of this warpgroup landed (all were issued before this first wait,
+            // the last in this pass: the ring holds them, fits.bulk), so that the step's wgmma follow one another with no
             // branch between them: ptxas serializes them across a wait loop. Each stage is
             // used once a step, its phase s's parity
             if (i == 0)
