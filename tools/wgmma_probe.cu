@@ -52,8 +52,7 @@ wgmma_probe(const unsigned char* __restrict__ A, const unsigned char* __restrict
 #if BULK
     __shared__ __align__(8) unsigned long long mbar;
     const unsigned bar = smem_addr(&mbar);
-    if (threadIdx.x == 0)
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar) : "memory");
+    if (threadIdx.x == 0) mbar_init(bar);
     __syncthreads();
 #endif
     unsigned char* as = smem;
@@ -87,18 +86,8 @@ wgmma_probe(const unsigned char* __restrict__ A, const unsigned char* __restrict
         const long long t0 = clock64();
         const unsigned char* src = B + (size_t)s * NB * KB;
 #if BULK
-        if (tid == 0)
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
-                         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                         "[%2], [%3], %1, [%0];"
-                         :: "r"(bar), "r"(NB * KB), "r"(smem_addr(bs)), "l"(src) : "memory");
-        {  // every thread: until the copy's bytes have landed (phase s & 1 completes)
-            unsigned done = 0;
-            while (!done)
-                asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, "
-                             "[%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-                             : "=r"(done) : "r"(bar), "r"((unsigned)(s & 1)) : "memory");
-        }
+        if (tid == 0) bulk_load(bar, smem_addr(bs), src, NB * KB);
+        mbar_wait(bar, s & 1);  // every thread: until the copy's bytes have landed
 #else
 #pragma unroll 1
         for (int i = tid; i < NB * P; i += 128) cp16(bs + BPLACE(i / P, (i % P) * 16), src + 16 * i, 16);

@@ -18,7 +18,7 @@ WG_ZERO = 2048  # ... and the zeros it reads as A past a k-group's chunks (64 ro
 
 def wg_zero(npad: int) -> int:
     """Bytes of zeros a wgmma CTA reads past a group's chunks: as A (64 rows x 32 bytes) or,
-    with bulk staging, as B (its npad rows x 32 bytes); persistent.cu's WGZ."""
+    with bulk staging, as B (its npad rows x 32 bytes): persistent.cu's WGZ."""
     return max(WG_ZERO, 32 * npad)
 OFFSET_LIMIT = 2 ** 31  # the kernel indexes its buffers with 32-bit offsets
 

@@ -26,7 +26,8 @@
 //            columns of 8 rows contiguous); A, the weight rows: 1 fragments in registers for
 //            the whole sequence (as AREG's), 2 from shared memory, where the blob put them
 //            in the canonical layout (partition.Partition.wg_slabs, wg_shared); WGM
-//            instructions a chunk, 64 rows each (A from shared memory when more than one)
+//            instructions a chunk, 64 rows each (A from shared memory when more than one);
+//            WGZ bytes of zeros wgmma reads past a group's chunks (fits.wg_zero)
 //   WGB      1 (with WG): the h and layer-input codes lie in global memory in the layout wgmma
 //            reads (per slot, batch slice by batch slice of WGN rows: 16-byte columns of K,
 //            each WGN rows x 16 bytes, 8-row groups 128 bytes apart), so that one thread a
@@ -42,11 +43,12 @@
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
-// kernels.PERSISTENT_PREAMBLE, and the memory and ordering helpers are device.cuh, both prepended.
+// kernels.PERSISTENT_PREAMBLE, and the memory and ordering helpers are device.cuh (and
+// for WG, wgmma.source), all prepended.
 
 #define WARPS (THREADS / 32)
 #define SROW (SLAB * 32 + PAD)
-#ifndef WG  // persistent.defines names WG, WGN and WGM only for a kernel on wgmma
+#ifndef WG  // persistent.defines names WG, WGN, WGM and WGZ only for a kernel on wgmma
 #define WG 0
 #define WGN 8
 #define WGM 1
@@ -65,12 +67,6 @@ __device__ __forceinline__ unsigned code_at(int t, int bs, int b, int byte, int 
     return (unsigned)(t * WGS + bs) * WGN * rowb + (unsigned)(byte >> 4) * (WGN * 16)
            + (b >> 3) * 128 + (b & 7) * 16 + (byte & 15);
 }
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-}
 #endif
 #if WG
 #if FH == 2
@@ -78,7 +74,6 @@ typedef int wacc_t;  // int8 sums: int32
 #else
 typedef float wacc_t;
 #endif
-#define WGZ (WGN * 32 > 2048 ? WGN * 32 : 2048)  // bytes of zeros (partition: fits.wg_zero)
 #if AREG || POLL || CLUSTER || THREADS != 256 || (WG == 1 && WGM > 1)
 #error "wgmma runs two warpgroups with their own fragments, counters and no polling"
 #endif
@@ -214,9 +209,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // WGB: one mbarrier a ring stage and warpgroup, completed by that slab's bulk copy
     __shared__ __align__(8) unsigned long long mbars[STAGES][2];
     if (threadIdx.x == 0) {
-        for (int i = 0; i < STAGES * 2; ++i)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;"
-                         :: "r"(smem_addr(&mbars[i / 2][i % 2])) : "memory");
+        for (int i = 0; i < STAGES * 2; ++i) mbar_init(smem_addr(&mbars[i / 2][i % 2]));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
 #endif
@@ -480,11 +473,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 const unsigned char* src = (x ? xsrc : hsrc) + (unsigned)S.bs * WGN * rb
                                            + (unsigned)(x ? c : c - nxc) * (WGN * 32);
                 unsigned char* dst = ring + (unsigned)(st * ks + kg) * WGN * (SLAB * 32);
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
-                             "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                             "[%2], [%3], %1, [%0];"
-                             :: "r"(smem_addr(&mbars[st][kg])), "r"(WGN * SLAB * 32),
-                                "r"(smem_addr(dst)), "l"(src) : "memory");
+                bulk_load(smem_addr(&mbars[st][kg]), smem_addr(dst), src, WGN * SLAB * 32);
             }
             return;
 #endif
@@ -598,9 +587,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             }
 #elif WGB
             // every slab of this warpgroup landed (all were issued before this first wait,
-            // the last in this pass: the ring holds them, fits.bulk), so that the step's wgmma follow one another with no
-            // branch between them: ptxas serializes them across a wait loop. Each stage is
-            // used once a step, its phase s's parity
+            // the last in this pass: the ring holds them, fits.bulk), so that the step's
+            // wgmma follow one another with no branch between them: ptxas serializes them
+            // across a wait loop. Each stage is used once a step, its phase s's parity
             if (i == 0)
 #pragma unroll 1
                 for (int j = 0; j < NSLAB; ++j) mbar_wait(smem_addr(&mbars[j][kg]), s & 1);
@@ -809,13 +798,13 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 const float v = cell(X[k], R[k], own_h[p], c);
                 own_h[p] = v;
                 own_c[p] = c;
-                const unsigned brow = (unsigned)(t * B + b0 + b);
 #if WGB
                 put<FH>(L.hq + code_at(s + 1, S.bs, b, j * BPE(FH), hrowb), v, L.hscale);
                 const unsigned xat = code_at(t, S.bs, b, (L.dir * H + j) * BPE(FX), xrowb);
                 if (L.xout0) put<FX>(L.xout0 + xat, v, L.xscale0);
                 if (L.xout1) put<FX>(L.xout1 + xat, v, L.xscale1);
 #else
+                const unsigned brow = (unsigned)(t * B + b0 + b);
                 put<FH>(L.hq + (unsigned)((s + 1) * B + b0 + b) * hrowb + (unsigned)j * BPE(FH),
                         v, L.hscale);
                 if (L.xout0) put<FX>(L.xout0 + brow * xrowb + (unsigned)(L.dir * H + j) * BPE(FX),

@@ -29,7 +29,7 @@ import numpy as np
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
-from cudnn_rnn.lowbit import cubin, kernels, partition, tables, wgmma
+from cudnn_rnn.lowbit import cubin, fits, kernels, partition, tables, wgmma
 from cudnn_rnn.lowbit.engine import (WORKSPACE_BYTES, Forward, Unsupported, capability,
                                      check_supported)
 from cudnn_rnn.lowbit.gemm import LtHandle, Matmul, rnn_shapes
@@ -99,7 +99,8 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             "NSLAB": max(1, part.areg_slabs, part.wg_slabs), "CLUSTER": part.cluster,
             # wgmma's only where it runs: the other kernels' sources stay as they were
             **({"WG": 2 if part.wg_shared else 1, "WGN": part.slices[0].npad,
-                "WGM": part.wg_blocks} if part.wg_slabs else {}),
+                "WGM": part.wg_blocks, "WGZ": fits.wg_zero(part.slices[0].npad)}
+               if part.wg_slabs else {}),
             **({"WGB": 1, "WGS": part.batch_slices} if part.wg_bulk else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
 

@@ -184,6 +184,25 @@ template <int N> __device__ __forceinline__ void wg_wait() {
 __device__ __forceinline__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
+// an mbarrier in shared memory that one arrival (with the bytes it expects) completes
+__device__ __forceinline__ void mbar_init(unsigned bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar) : "memory");
+}
+// until the mbarrier's phase of this parity has completed
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
+// `bytes` from global `src` to shared `dst` by the copy engine (cp.async.bulk), completing
+// the mbarrier `bar`'s phase, whose one arrival (this thread's) expects them
+__device__ __forceinline__ void bulk_load(unsigned bar, unsigned dst, const void* src,
+                                          unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                 "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%2], [%3], %1, [%0];" :: "r"(bar), "r"(bytes), "r"(dst), "l"(src) : "memory");
+}
 """
 
 
