@@ -197,9 +197,10 @@ def rehearsals(job: dict) -> list:
     once, not in every process), no PERSIST_DYNAMIC row (its build compiles cuDNN's
     kernels, which no cache keeps), one calibration method (the methods differ in the
     thresholds the host searches for, not in the kernels) and the engines' FP16 rows in one
-    only, one that runs no cuDNN family (the same kernels in every one: each launch shape's
-    persistent kernel compiled six times over): CuPy's kernels and the persistent kernel's variants
-    then compile side by side before the table (:mod:`cudnn_rnn.matrix.warmup`)."""
+    only, one that runs no cuDNN family (the same kernels in every one: each launch
+    shape's persistent kernel compiled six times over): CuPy's kernels and the persistent
+    kernel's variants then compile side by side before the table
+    (:mod:`cudnn_rnn.matrix.warmup`)."""
     from cudnn_rnn.lowbit import model
     small = dict(job, spec=dict(job["spec"], seq=REHEARSAL_SEQ), reps=1, budget_s=0.001,
                  dynamic=False, methods=tuple(job["methods"])[:1])

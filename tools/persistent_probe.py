@@ -28,7 +28,7 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.cli import BadInput, OneLineParser
 from cudnn_rnn.engine.gpu import NoGPU, cupy_or_raise
 from cudnn_rnn.lowbit.candidates import parse as parse_config, run_configs
-from cudnn_rnn.lowbit import partition
+from cudnn_rnn.lowbit import kernels, partition
 from cudnn_rnn.matrix.runs import refuse_output
 from cudnn_rnn.lowbit.launch import Settings
 
@@ -66,21 +66,13 @@ DROPS = {
                 "", 1),
                (_Y_AFTER, "", 1)],
 }
-_EXACT = ("\n__device__ __forceinline__ float lb_sig(float a) { return "
-          "__fdividef(1.0f, 1.0f + __expf(-a)); }\n"
-          "__device__ __forceinline__ float lb_tanh(float a) { return 2.0f * "
-          "lb_sig(2.0f * a) - 1.0f; }\n")
-_FAST = ("\n__device__ __forceinline__ float lb_tanh(float a) {\n    float r;\n"
-         "    asm(\"tanh.approx.f32 %0, %1;\" : \"=f\"(r) : \"f\"(a));\n    return r;\n}\n"
-         "__device__ __forceinline__ float lb_sig(float a) { return fmaf(0.5f, "
-         "lb_tanh(0.5f * a), 0.5f); }\n")
 _Y_IN_GATES = "                if (L.last) y[brow * D * H + L.dir * H + j] = v;\n"
 # variant -> [(text of the kernel's source, what replaces it, how many times it occurs)]
 VARIANTS = {
     # the gate math as the GEMM engine's kernels have it (kernels.EXACT_GATES: within 3e-7),
     # not on tanh.approx.f32 (kernels.FAST_GATES, in the kernel since the H100's 0.0976 ms
     # against 0.1036 at the seed's LSTM INT8, b2t256u16wb, with quant_exact's division)
-    "gates_exact": [(_FAST, _EXACT, 1)],
+    "gates_exact": [(kernels.FAST_GATES, kernels.EXACT_GATES, 1)],
 }
 _SUMS = ("                    for (int g2 = 0; g2 < WARPS; ++g2) {  // four chains of adds, "
          "not one\n"
@@ -101,8 +93,7 @@ VARIANTS.update({
     "sums_predicated": [(_SUMS, _SUMS_PREDICATED, 1)],
     # the 8-bit codes' scaling by the correctly rounded division (a correction sequence and
     # a slow-path call per code, three codes a pair), not the fast one the kernel has
-    "quant_exact": [("#define LB_DIV(a, b) __fdividef((a), (b))\n",
-                     "#define LB_DIV(a, b) ((a) / (b))\n", 1)],
+    "quant_exact": [(kernels.FAST_DIV, kernels.EXACT_DIV, 1)],
     # the kernel as it was before KS and TS: each CTA's warp groups along K and n read from
     # its slice at run time (loops over them without constant bounds, divisions by ts)
     "ks_runtime": [("ks = KS ? KS : S.ks;", "ks = S.ks;", 1),

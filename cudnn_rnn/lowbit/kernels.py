@@ -95,10 +95,12 @@ __device__ __forceinline__ unsigned char lb_e4m3(float v, float s) {
     return (unsigned char)(sign | (unsigned int)mag);
 }
 """
-# the GEMM engine's kernels: correctly rounded division, the exact gate forms
-PREAMBLE = "#define LB_DIV(a, b) ((a) / (b))\n" + EXACT_GATES + ROUNDING
-# the persistent kernel's: the fast forms above
-PERSISTENT_PREAMBLE = "#define LB_DIV(a, b) __fdividef((a), (b))\n" + FAST_GATES + ROUNDING
+EXACT_DIV = "#define LB_DIV(a, b) ((a) / (b))\n"  # correctly rounded
+FAST_DIV = "#define LB_DIV(a, b) __fdividef((a), (b))\n"  # reciprocal and multiply, 2 ulp
+# the GEMM engine's kernels: the exact forms
+PREAMBLE = EXACT_DIV + EXACT_GATES + ROUNDING
+# the persistent kernel's: the fast forms
+PERSISTENT_PREAMBLE = FAST_DIV + FAST_GATES + ROUNDING
 
 
 def _cupy():

@@ -290,21 +290,19 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         part = ring(stages)
         if part.smem <= smem_per_block or stages == STAGES[0]:
             break
+    if bulk and not wg:
+        raise DoesNotFit("bulk staging feeds wgmma: 'b' after 'w'")
+    wgs = fits.wg_slabs(part, SLAB, FORMAT_BYTES) if wg else None  # not the ring's depth
+    if bulk and wgs[0] > part.stages:  # every slab of a step in the ring at once: a ring
+        deeper = ring(wgs[0])          # that deep, where it fits
+        if deeper.smem <= smem_per_block:
+            part = deeper
     part.cluster = cluster
     if areg:
         part.areg_slabs = fits.areg_slabs(part, threads, SLAB)
     if wg:
-        part.wg_slabs, part.wg_shared, part.wg_blocks = fits.wg_slabs(part, SLAB, FORMAT_BYTES)
-        if bulk and part.wg_slabs > part.stages:  # every slab of a step in the ring at once:
-            deeper = ring(part.wg_slabs)          # a ring that deep, where it fits
-            if deeper.smem <= smem_per_block:
-                deeper.cluster = cluster
-                deeper.wg_slabs, deeper.wg_shared, deeper.wg_blocks = (
-                    part.wg_slabs, part.wg_shared, part.wg_blocks)
-                part = deeper
+        part.wg_slabs, part.wg_shared, part.wg_blocks = wgs
         part.wg_bulk = bulk
-    elif bulk:
-        raise DoesNotFit("bulk staging feeds wgmma: 'b' after 'w'")
     need = part.smem
     if need > smem_per_block:
         s = max(part.slices, key=lambda s: s.smem)
