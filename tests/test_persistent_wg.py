@@ -222,7 +222,7 @@ def test_every_slice_has_room_for_the_rows_and_zeros_its_wgmma_reads(fmt, settin
     s = Settings.parse(settings)
     try:
         part = partition.plan(_seed(), fmt, fmt, sm_count=132, smem_per_block=SMEM,
-                              batch_slices=s.batch_slices, units=s.units, wg=True)
+                              **s.partition_args())
     except partition.DoesNotFit:
         pytest.skip(f"{settings} does not fit the seed in {fmt}")
     for sl in part.slices:
