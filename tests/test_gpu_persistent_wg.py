@@ -52,6 +52,24 @@ def test_the_seeds_shape_verifies_and_replays_on_wgmma(cuda, hopper, mode, setti
     assert all(rec["outcome"] == "OK" for rec in by_name.values())
 
 
+@pytest.mark.parametrize("spec,names", [
+    ("LSTM 20/2/512/128", ["persistent:fp16", "persistent:bf16"]),  # 8 slabs, 4 stages
+    ("GRU 20/2/512/128", ["persistent:fp16", "persistent:bf16"]),
+    ("LSTM 5/1/1024/256", ["persistent:int8/both", "persistent:e4m3/both"]),  # 4 slabs, 3
+])
+def test_a_ring_shallower_than_a_steps_slabs_verifies_and_replays(cuda, hopper, spec, names):
+    """Bulk staging where the ring holds fewer stages than a step's slabs: each warpgroup
+    refills a stage once its slab's products are done, the stage's phases counted across
+    steps (tests/test_persistent_wg.py plans these rings)."""
+    if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
+        pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
+    mode = RNNMode[spec.split()[0]]
+    T, L, H, B = (int(v) for v in spec.split()[1].split("/"))
+    cfg = _cfg(mode, DirectionMode.UNIDIRECTIONAL, L, seq=T, hidden=H, batch=B, input_size=H)
+    by_name = _verify_all(cfg, names, "b2t256u16wb", mode, True)
+    assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
+
+
 @pytest.mark.parametrize("settings", ["b2t256u8w", "b2t256u8wb"])
 @pytest.mark.parametrize("name", ["persistent:e4m3/both", "persistent:fp16"])
 def test_a_nan_in_one_batch_row_stays_in_that_row_and_leaves_no_trace(cuda, hopper, name,

@@ -121,6 +121,17 @@ VARIANTS.update({
     # (loads, gates, c, tanh c, codes, stores) then overlap instead of running one after the
     # other (PG 4 against 1 was 4 % slower at b1t256 on the H200, a tree before EXACT)
     "pairs_together": [("#define PG 1\n", "#define PG 2\n", 1)],
+    # bulk staging as before each slab's products waited for that slab only: every stage's
+    # first slab waited for before the step's first product (later slabs of a ring shallower
+    # than the step's, each before its own), the fence at the first slab only
+    "waits_together": [
+        ("            mbar_wait(smem_addr(&mbars[i % STAGES][kg]), bulk_parity(s, i));\n",
+         "            if (i == 0)\n"
+         "                for (int j = 0; j < NSLAB && j < STAGES; ++j)\n"
+         "                    mbar_wait(smem_addr(&mbars[j][kg]), bulk_parity(s, j));\n"
+         "            if (i >= STAGES) mbar_wait(smem_addr(&mbars[i % STAGES][kg]), "
+         "bulk_parity(s, i));\n", 1),
+        ("if (WGB || i == 0) wg_fence();", "if (i == 0 || i >= STAGES) wg_fence();", 1)],
     # the kernel as it was before a CTA that gives up a wait wrote NaN for its outputs: it
     # returned where it gave up (the NaN's code is then unreachable and compiled away)
     "stale_on_stall": [("goto gave_up;", "return;", 3), ("\ngave_up:\n", "\n", 1)],

@@ -134,18 +134,15 @@ def wg_slabs(part, slab: int, code_bytes: dict) -> tuple[int, bool, int]:
 
 
 def bulk(part, limit: int) -> None:
-    """:class:`DoesNotFit` where bulk staging cannot take a wgmma partition: every slab of a
-    step is issued before the first product, so the ring holds all of them; the state
-    buffers (every slice's padded rows) within the kernel's offsets (``limit``)."""
+    """:class:`DoesNotFit` where bulk staging cannot take a wgmma partition: the state
+    buffers (every slice's padded rows) beyond the kernel's offsets (``limit``). Any ring
+    of two stages or more takes it: a warpgroup waits for each slab just before its
+    products, and where the ring holds fewer than a step's slabs, refills the stage of the
+    slab before once its products are done (the partition's rings are at least
+    ``partition.STAGES[0]`` deep)."""
     cfg = part.cfg
     for what, slots, rowb in (("h's slots", cfg.seq_length + 1, part.hrowb),
                               ("a layer input's codes", cfg.seq_length, part.xrowb)):
         if part.state_bytes(slots, rowb) >= limit:
             raise DoesNotFit(f"{what} in wgmma's layout: {part.state_bytes(slots, rowb)} "
                              f"bytes, beyond the kernel's 32-bit offsets ({limit})")
-    # the kernel's first STAGES - 1 slabs go out before its loop and the next one in the
-    # loop's first pass, all before the first wait: a ring of STAGES holds as many slabs
-    if part.wg_slabs > part.stages:
-        raise DoesNotFit(f"bulk staging issues every slab of a step at once: {part.wg_slabs} "
-                         f"slabs, a ring of {part.stages} stages fits the shared memory; "
-                         f"fewer chunks a part (more CTAs) or 'w' without 'b'")

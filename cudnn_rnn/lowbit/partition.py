@@ -293,10 +293,13 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     if bulk and not wg:
         raise DoesNotFit("bulk staging feeds wgmma: 'b' after 'w'")
     wgs = fits.wg_slabs(part, SLAB, FORMAT_BYTES) if wg else None  # not the ring's depth
-    if bulk and wgs[0] > part.stages:  # every slab of a step in the ring at once: a ring
-        deeper = ring(wgs[0])          # that deep, where it fits
+    # bulk staging: a ring up to a step's slabs deep, the deepest that fits (past the ring,
+    # a warpgroup refills a stage once its products are done: fits.bulk)
+    for stages in range(wgs[0] if bulk else 0, part.stages, -1):
+        deeper = ring(stages)
         if deeper.smem <= smem_per_block:
             part = deeper
+            break
     part.cluster = cluster
     if areg:
         part.areg_slabs = fits.areg_slabs(part, threads, SLAB)

@@ -68,6 +68,14 @@ __device__ __forceinline__ unsigned code_at(int t, int bs, int b, int byte, int 
            + (b >> 3) * 128 + (b & 7) * 16 + (byte & 15);
 }
 #endif
+#if WGB
+// the parity of slab i's phase of its ring stage at step s: stage i % STAGES takes slabs
+// st, st + STAGES, ... (`uses` of them a step), so slab i is its use s uses + i / STAGES
+__device__ __forceinline__ unsigned bulk_parity(int s, int i) {
+    const int uses = (NSLAB - i % STAGES + STAGES - 1) / STAGES;
+    return (unsigned)(s * uses + i / STAGES) & 1u;
+}
+#endif
 #if WG
 #if FH == 2
 typedef int wacc_t;  // int8 sums: int32
@@ -574,7 +582,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #pragma unroll 1
         for (int i = 0; i < nslab; ++i) {
 #endif
-            if (i + STAGES - 1 < nslab) stage(i + STAGES - 1, (i + STAGES - 1) % STAGES, false);
+            // (WGB: the ring's last stage in the first pass; the rest refill as products end)
+            if ((!WGB || i == 0) && i + STAGES - 1 < nslab)
+                stage(i + STAGES - 1, (i + STAGES - 1) % STAGES, false);
             cp_commit();
             cp_wait<STAGES - 1>();
 #if POLL
@@ -586,13 +596,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 if (stop) goto gave_up;
             }
 #elif WGB
-            // every slab of this warpgroup landed (all were issued before this first wait,
-            // the last in this pass: the ring holds them, fits.bulk), so that the step's
-            // wgmma follow one another with no branch between them: ptxas serializes them
-            // across a wait loop. Each stage is used once a step, its phase s's parity
-            if (i == 0)
-#pragma unroll 1
-                for (int j = 0; j < NSLAB; ++j) mbar_wait(smem_addr(&mbars[j][kg]), s & 1);
+            // slab i of this warpgroup landed: its products start while the later slabs'
+            // copies are still in flight (each slab's wgmma after a fence, wg_fence below:
+            // without one, ptxas puts its own in the wait loop's path and serializes every
+            // wgmma of the step, its warning C7520)
+            mbar_wait(smem_addr(&mbars[i % STAGES][kg]), bulk_parity(s, i));
 #else
 #if WG
             fence_proxy_async();  // the slab cp.async wrote (generic proxy), for wgmma's reads
@@ -605,7 +613,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                // chunks past its own multiply zeros: no branch between the instructions)
                 const unsigned char* sb = ring + (unsigned)((i % STAGES) * ks + kg) * WGN
                                                  * (SLAB * 32);
-                if (i == 0) wg_fence();  // wacc and war, written before, then read by wgmma
+                // wacc and war, written before, then read by wgmma (WGB: at every slab, after
+                // its wait loop)
+                if (WGB || i == 0) wg_fence();
 #pragma unroll
                 for (int cc = 0; cc < SLAB; ++cc) {
                     const int c = c0 + i * SLAB + cc;
@@ -628,7 +638,18 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
                 }
                 wg_commit();
+#if WGB
+                // a ring shallower than a step's slabs: once slab i - 1's products are done
+                // (slab i's may run on) and every warp of the warpgroup has passed its wait,
+                // its stage takes slab i - 1 + STAGES
+                if (i >= 1 && i - 1 + STAGES < nslab) {
+                    wg_wait<1>();
+                    wg_bar(kg);
+                    stage(i - 1 + STAGES, (i - 1) % STAGES, false);
+                }
+#else
                 if (i + STAGES < nslab) wg_wait<0>();  // this slab's place is staged again
+#endif
             }
 #else
             if (active) {
@@ -676,7 +697,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             }
 #endif
             // the next load refills this slab's place only while slabs are left to stage
-            if (i + STAGES < nslab) __syncthreads();
+            // (WGB: each warpgroup refills its own stages, above)
+            if (!WGB && i + STAGES < nslab) __syncthreads();
         }
 #if WG
         wg_wait<0>();  // the sums in wacc, and wgmma's reads of the ring done

@@ -176,6 +176,10 @@ __device__ __forceinline__ unsigned wg_place(int row, int kb, unsigned along_k, 
 // instructions are ordered before the asynchronous reads
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+// the 128 threads of warpgroup g (named barrier g + 1; 0 is __syncthreads')
+__device__ __forceinline__ void wg_bar(int g) {
+    asm volatile("bar.sync %0, 128;" :: "r"(g + 1) : "memory");
+}
 template <int N> __device__ __forceinline__ void wg_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
 }
