@@ -260,6 +260,16 @@ def test_bulk_staging_sizes_the_state_for_padded_slices():
         _wg(big, "fp16", bulk=True, units=32)
 
 
+def test_a_bulk_copys_step_reads_whole_slabs_of_padded_rows():
+    """Partition.step_bytes with bulk staging: a batch of 60 in two slices of 30 rows, padded
+    to wgmma's 32: every CTA's copies read 32 rows of its two groups' 4 slabs of 128 bytes
+    (layer 0 too, whose groups hold 8 chunks: its slabs past them are read and multiply
+    zeros), where staging by every thread reads the 30 real rows of its K only."""
+    cfg = _cfg(RNNMode.LSTM, 2, False, H=512, B=60, T=20, I=512)
+    assert _wg(cfg, "int8", bulk=True).step_bytes()["state_read_bytes"] == 2 * 4 * 128 * 32
+    assert _wg(cfg, "int8").step_bytes()["state_read_bytes"] == 30 * 1024
+
+
 def _bulk_log(cfg, part, fmt, source=None):
     log: list = []
     consts = P.defines(cfg, part, gx_int=fmt == "int8")

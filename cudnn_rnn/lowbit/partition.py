@@ -201,9 +201,12 @@ class Partition:
     def step_bytes(self) -> dict:
         """What a launch shape trades, per step at its busiest CTA: the state it reads from
         global memory, and what its product loop reads from shared memory (each weight row
-        once per n-group of warps, each staged state row once)."""
+        once per n-group of warps, each staged state row once). A bulk copy reads whole
+        slabs: every padded row, and a group's slabs past its own chunks."""
         weights = not (self.areg_slabs or self.wg_slabs and not self.wg_shared)  # registers
-        return {"state_read_bytes": max(s.nb * s.nc * CHUNK for s in self.slices),
+        return {"state_read_bytes": max(s.ks * self.wg_slabs * SLAB * CHUNK * s.npad
+                                        if self.wg_bulk else s.nb * s.nc * CHUNK
+                                        for s in self.slices),
                 "shared_read_bytes": max(s.nc * CHUNK * (s.mpad * s.ts * weights + s.npad)
                                          for s in self.slices)}
 

@@ -378,6 +378,7 @@ class PersistentEngine(Forward):
                 "smem_per_cta": p.smem, "weight_bytes_on_chip": p.weight_bytes(),
                 "formats": {"input": p.fx, "recurrent": p.fh},
                 "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw, **p.step_bytes(),
+                "ring_stages": p.stages, "bulk_staging": p.wg_bulk,
                 "products": "wgmma" if self.consts.get("WG") else "mma.sync",
                 # slabs of weight fragments each warp holds in registers, as compiled (AREG, WG)
                 "register_slabs": (self.consts["NSLAB"]
