@@ -68,6 +68,9 @@ def test_a_ring_shallower_than_a_steps_slabs_verifies_and_replays(cuda, hopper, 
     cfg = _cfg(mode, DirectionMode.UNIDIRECTIONAL, L, seq=T, hidden=H, batch=B, input_size=H)
     by_name = _verify_all(cfg, names, "b2t256u16wb", mode, True)
     assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
+    for rec in by_name.values():  # the ring that ran: shallower than the step's slabs
+        launch = rec["algorithms"][-1]
+        assert launch["bulk_staging"] and launch["ring_stages"] == (4 if H == 512 else 3)
 
 
 @pytest.mark.parametrize("settings", ["b2t256u8w", "b2t256u8wb"])

@@ -298,11 +298,12 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     wgs = fits.wg_slabs(part, SLAB, FORMAT_BYTES) if wg else None  # not the ring's depth
     # bulk staging: a ring up to a step's slabs deep, the deepest that fits (past the ring,
     # a warpgroup refills a stage once its products are done: fits.bulk)
-    for stages in range(wgs[0] if bulk else 0, part.stages, -1):
-        deeper = ring(stages)
-        if deeper.smem <= smem_per_block:
-            part = deeper
-            break
+    if bulk:
+        for stages in range(wgs[0], part.stages, -1):
+            deeper = ring(stages)
+            if deeper.smem <= smem_per_block:
+                part = deeper
+                break
     part.cluster = cluster
     if areg:
         part.areg_slabs = fits.areg_slabs(part, threads, SLAB)
@@ -317,7 +318,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
             f"{s.nu} units of pseudo-layer {s.k}, the rest staging), the GPU gives a block "
             f"{smem_per_block}; on-chip weights in all {part.weight_bytes()} bytes on "
             f"{part.grid} CTAs")
-    if part.wg_bulk:  # what fits: whether its ring holds a step's slabs
+    if part.wg_bulk:  # the state buffers in wgmma's layout within the kernel's offsets
         fits.bulk(part, fits.OFFSET_LIMIT)
     return part
 

@@ -60,6 +60,9 @@
 #if WGB && !WG
 #error "bulk staging feeds wgmma"
 #endif
+#if WGB && STAGES < 2
+#error "bulk staging refills a stage while the next slab's products run: two stages at least"
+#endif
 #if WGB
 // where code byte `byte` of row b of batch slice bs of slot t lies in a state buffer whose
 // rows are rowb bytes, in wgmma's layout (the slots WGS * WGN rows each)
