@@ -127,12 +127,12 @@ VARIANTS.update({
     # first slab only; the wait loop unrolled, where the old one was not (213 registers for
     # the 16-bit seed against the old kernel's 197: a helper's compile)
     "waits_together": [
-        ("            mbar_wait(smem_addr(&mbars[i % STAGES][kg]), bulk_parity(s, i));\n",
+        ("            slab_wait(smem_addr(&mbars[i % STAGES][kg]), bulk_parity(s, i), status);\n",
          "            if (i == 0)\n"
          "                for (int j = 0; j < NSLAB && j < STAGES; ++j)\n"
-         "                    mbar_wait(smem_addr(&mbars[j][kg]), bulk_parity(s, j));\n"
-         "            if (i >= STAGES) mbar_wait(smem_addr(&mbars[i % STAGES][kg]), "
-         "bulk_parity(s, i));\n", 1),
+         "                    slab_wait(smem_addr(&mbars[j][kg]), bulk_parity(s, j), status);\n"
+         "            if (i >= STAGES) slab_wait(smem_addr(&mbars[i % STAGES][kg]), "
+         "bulk_parity(s, i), status);\n", 1),
         ("if (WGB || i == 0) wg_fence();", "if (i == 0 || i >= STAGES) wg_fence();", 1)],
     # the kernel as it was before a CTA that gives up a wait wrote NaN for its outputs: it
     # returned where it gave up (the NaN's code is then unreachable and compiled away)

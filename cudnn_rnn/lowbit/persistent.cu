@@ -78,6 +78,22 @@ __device__ __forceinline__ unsigned bulk_parity(int s, int i) {
     const int uses = (NSLAB - i % STAGES + STAGES - 1) / STAGES;
     return (unsigned)(s * uses + i / STAGES) & 1u;
 }
+// mbar_wait, bounded as the counters' waits are: past SPIN_LIMIT polls, or once another CTA
+// has given up, it sets the status and returns (the launch's numbers are then not read: the
+// engine raises on the status, and this CTA gives up at its next step's wait), so a copy
+// that never lands stalls the launch for seconds, not for ever
+__device__ __forceinline__ void slab_wait(unsigned bar, unsigned parity, int* status) {
+    long long spins = 0;
+    unsigned done = 0;
+    while (!done) {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+        if (!done && (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status))) {
+            atomicExch(status, 1);
+            return;
+        }
+    }
+}
 #endif
 #if WG
 #if FH == 2
@@ -603,7 +619,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             // copies are still in flight (each slab's wgmma after a fence, wg_fence below:
             // without one, ptxas puts its own in the wait loop's path and serializes every
             // wgmma of the step, its warning C7520)
-            mbar_wait(smem_addr(&mbars[i % STAGES][kg]), bulk_parity(s, i));
+            slab_wait(smem_addr(&mbars[i % STAGES][kg]), bulk_parity(s, i), status);
 #else
 #if WG
             fence_proxy_async();  // the slab cp.async wrote (generic proxy), for wgmma's reads
