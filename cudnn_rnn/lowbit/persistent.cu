@@ -32,7 +32,9 @@
 //            reads (per slot, batch slice by batch slice of WGN rows: 16-byte columns of K,
 //            each WGN rows x 16 bytes, 8-row groups 128 bytes apart), so that one thread a
 //            warpgroup stages a slab with one bulk copy (cp.async.bulk) completing on an
-//            mbarrier of its ring stage, which the warpgroup waits on; WGS batch slices
+//            mbarrier of its ring stage, which the warpgroup waits on just before that
+//            slab's products (a ring shallower than a step's slabs: each stage refilled
+//            once its slab's products are done); WGS batch slices
 //   CLUSTER  CTAs of a thread-block cluster (0: none): each group (pseudo-layer, batch
 //            slice) is one cluster (partition.Partition.cluster), and a CTA meets its group's
 //            previous step at the cluster barrier (barrier.cluster arrive.release at the end
