@@ -27,6 +27,15 @@ def _wg(cfg, fmt="int8", **kw):
     return partition.plan(cfg, fmt, fmt, smem_per_block=SMEM, wg=True, **kw)
 
 
+def _ptxas_log(cfg, part, fmt, source=None):
+    """ptxas's report of the kernel for ``part`` (``source``: persistent.source or a patch of
+    it) compiled for sm_90a."""
+    log: list = []
+    consts = P.defines(cfg, part, gx_int=fmt == "int8")
+    compile_source((source or P.source)(consts), "persistent.cu", "sm_90a", log)
+    return "\n".join(log)
+
+
 def test_the_seeds_partition_is_a_warpgroup_per_part_of_k_each_warp_on_every_n_tile():
     part = _wg(_seed())
     assert part.grid == 128 and part.wg_slabs == 4 and not part.wg_shared
@@ -146,13 +155,11 @@ def test_the_wgmma_kernel_compiles_for_sm_90a_without_spills(mode, fmt):
     cfg = _seed(mode)
     units = 64 // cfg.gates // 4 * 4 or 4
     part = _wg(cfg, fmt, units=units)
-    consts = P.defines(cfg, part, gx_int=fmt == "int8")
-    log: list = []
-    compile_source(P.source(consts), "persistent.cu", "sm_90a", log)
-    text = "\n".join(log)
+    text = _ptxas_log(cfg, part, fmt)
     assert "0 bytes spill stores" in text and "persistent_rnn" in text
     with pytest.raises(RuntimeError, match="not supported on .target 'sm_90'"):
-        compile_source(P.source(consts), "persistent.cu", "sm_90")
+        compile_source(P.source(P.defines(cfg, part, gx_int=fmt == "int8")), "persistent.cu",
+                       "sm_90")
 
 
 def test_the_launch_shape_names_wgmma_with_a_w():
@@ -206,10 +213,7 @@ def test_the_large_bench_shapes_plan_and_compile_on_wgmma(spec, fmt, kw, blocks,
     part = partition.plan(cfg, fmt, fmt, sm_count=132, smem_per_block=SMEM, wg=True, **kw)
     assert (part.wg_blocks, part.slices[0].npad) == (blocks, width)
     assert part.grid <= 132 and part.smem <= SMEM
-    log: list = []
-    consts = P.defines(cfg, part, gx_int=fmt == "int8")
-    compile_source(P.source(consts), "persistent.cu", "sm_90a", log)
-    assert "0 bytes spill stores" in "\n".join(log)
+    assert "0 bytes spill stores" in _ptxas_log(cfg, part, fmt)
 
 
 @pytest.mark.parametrize("fmt", ["fp16", "int8"])
@@ -241,9 +245,7 @@ def test_the_bulk_staging_kernel_compiles_for_sm_90a_without_spills(mode, fmt):
     part = _wg(cfg, fmt, units=units, bulk=True)
     consts = P.defines(cfg, part, gx_int=fmt == "int8")
     assert (consts["WGB"], consts["WGS"]) == (1, 2)
-    log: list = []
-    compile_source(P.source(consts), "persistent.cu", "sm_90a", log)
-    assert "0 bytes spill stores" in "\n".join(log)
+    assert "0 bytes spill stores" in _ptxas_log(cfg, part, fmt)
 
 
 def test_bulk_staging_sizes_the_state_for_padded_slices():
@@ -270,13 +272,6 @@ def test_a_bulk_copys_step_reads_whole_slabs_of_padded_rows():
     assert _wg(cfg, "int8").step_bytes()["state_read_bytes"] == 30 * 1024
 
 
-def _bulk_log(cfg, part, fmt, source=None):
-    log: list = []
-    consts = P.defines(cfg, part, gx_int=fmt == "int8")
-    compile_source((source or P.source)(consts), "persistent.cu", "sm_90a", log)
-    return "\n".join(log)
-
-
 # ptxas's note where it waits for each wgmma before the next (it then puts its own fence in
 # the wait loop's path): "(C7520) Potential Performance Loss: wgmma.mma_async instructions
 # are serialized due to program dependence on compiler-inserted WG.AR in divergent path"
@@ -297,7 +292,7 @@ def test_bulk_staging_deepens_the_ring_to_hold_every_slab_of_a_step_where_it_fit
     part = _wg(cfg, fmt, bulk=True)
     assert (part.stages, part.wg_slabs) == (stages, slabs) and part.smem <= SMEM
     assert P.defines(cfg, part, gx_int=fmt == "int8")["STAGES"] == stages
-    log = _bulk_log(cfg, part, fmt)
+    log = _ptxas_log(cfg, part, fmt)
     assert "0 bytes spill stores" in log and SERIALIZED not in log
 
 
@@ -320,7 +315,7 @@ def test_a_ring_shallower_than_a_steps_slabs_is_the_deepest_that_fits_and_refill
     # one stage more (a slab of each warpgroup) would not fit
     stage = max(sl.ks * sl.npad * (partition.SLAB * 32 + partition.PAD) for sl in part.slices)
     assert part.smem + stage > SMEM
-    log = _bulk_log(cfg, part, fmt)
+    log = _ptxas_log(cfg, part, fmt)
     assert "0 bytes spill stores" in log and SERIALIZED not in log
 
 
@@ -336,7 +331,7 @@ def test_the_serialization_check_sees_ptxas_serialize_a_wait_without_its_fence()
         text = P.source(consts)
         assert text.count(fence) == 1
         return text.replace(fence, "if (i == 0) wg_fence();")
-    assert SERIALIZED in _bulk_log(cfg, part, "int8", first_only)
+    assert SERIALIZED in _ptxas_log(cfg, part, "int8", first_only)
 
 
 def test_a_bulk_copy_of_a_slab_carries_the_bytes_the_producers_wrote_where_wgmma_reads_them():
@@ -359,3 +354,18 @@ def test_a_bulk_copy_of_a_slab_carries_the_bytes_the_producers_wrote_where_wgmma
                 for k in range(32):
                     read = cc * 32 * N + wgmma.offset(b, k, along_k, along_rows)
                     assert src + read == produced(t, bs, b, (kc + cc) * 32 + k)
+
+
+def test_the_probe_tools_old_bulk_wait_still_applies_and_compiles_unserialized():
+    """tools/persistent_probe.py --variants waits_together (every stage's first slab waited
+    for before the step's first product): its patch still finds the kernel's text, and the
+    patched bulk kernel compiles without spills or serialized wgmma, so the old wait stays
+    measurable beside the kernel."""
+    _nvrtc_or_skip()
+    from tests.test_persistent import _probe_tool
+    cfg = _seed()
+    part = _wg(cfg, "int8", bulk=True)
+    old = _probe_tool().varied("waits_together")
+    assert old(P.defines(cfg, part, gx_int=True)) != P.source(P.defines(cfg, part, gx_int=True))
+    log = _ptxas_log(cfg, part, "int8", old)
+    assert "0 bytes spill stores" in log and SERIALIZED not in log

@@ -72,8 +72,6 @@ __device__ __forceinline__ unsigned code_at(int t, int bs, int b, int byte, int 
     return (unsigned)(t * WGS + bs) * WGN * rowb + (unsigned)(byte >> 4) * (WGN * 16)
            + (b >> 3) * 128 + (b & 7) * 16 + (byte & 15);
 }
-#endif
-#if WGB
 // the parity of slab i's phase of its ring stage at step s: stage i % STAGES takes slabs
 // st, st + STAGES, ... (`uses` of them a step), so slab i is its use s uses + i / STAGES
 __device__ __forceinline__ unsigned bulk_parity(int s, int i) {
@@ -88,8 +86,7 @@ __device__ __forceinline__ void slab_wait(unsigned bar, unsigned parity, int* st
     long long spins = 0;
     unsigned done = 0;
     while (!done) {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+        done = mbar_try(bar, parity);
         if (!done && (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status))) {
             atomicExch(status, 1);
             return;

@@ -192,12 +192,17 @@ __device__ __forceinline__ void fence_proxy_async() {
 __device__ __forceinline__ void mbar_init(unsigned bar) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar) : "memory");
 }
+// whether the mbarrier's phase of this parity has completed (one poll, which the hardware
+// may suspend for a while)
+__device__ __forceinline__ unsigned mbar_try(unsigned bar, unsigned parity) {
+    unsigned done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    return done;
+}
 // until the mbarrier's phase of this parity has completed
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    while (!mbar_try(bar, parity)) {}
 }
 // `bytes` from global `src` to shared `dst` by the copy engine (cp.async.bulk), completing
 // the mbarrier `bar`'s phase, whose one arrival (this thread's) expects them
