@@ -11,7 +11,7 @@ from cudnn_rnn.bindings.enums import DirectionMode, RNNMode
 from cudnn_rnn.lowbit import candidates as C
 from cudnn_rnn.lowbit import model
 from cudnn_rnn.lowbit.engine import capability
-from cudnn_rnn.lowbit.persistent import PersistentEngine, Settings
+from cudnn_rnn.lowbit.persistent import PersistentEngine, Settings, Stalled
 
 from tests.test_gpu_persistent import _cfg, _verify_all
 
@@ -27,19 +27,22 @@ def hopper(cuda):
     return True
 
 
-@pytest.mark.parametrize("settings", ["b2t256u8w", "b2t256u8wb"])
+@pytest.mark.parametrize("settings", ["b2t256u8w", "b2t256u8wb", "b2t256u8wbm2"])
 @pytest.mark.parametrize("layers", [1, 2, 3])
 @pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
                                        DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
 @pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
 def test_every_cell_direction_depth_and_format_verifies_and_replays(cuda, hopper, mode,
                                                                    direction, layers, settings):
-    """Staged by every thread ('w') and by bulk copies ('wb')."""
+    """Staged by every thread ('w'), by bulk copies ('wb'), and by bulk copies each shared
+    by two cluster-mates ('wbm2')."""
     by_name = _verify_all(_cfg(mode, direction, layers), NAMES, settings, mode, True)
     assert all(rec["outcome"] == "OK" for rec in by_name.values())
+    shared = Settings.parse(settings).mcast
+    assert {rec["algorithms"][-1]["copy_shared_by"] for rec in by_name.values()} == {shared}
 
 
-@pytest.mark.parametrize("settings", ["b2t256u16w", "b2t256u16wb"])
+@pytest.mark.parametrize("settings", ["b2t256u16w", "b2t256u16wb", "b2t256u16wbm2"])
 @pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])
 def test_the_seeds_shape_verifies_and_replays_on_wgmma(cuda, hopper, mode, settings):
     """Every format, 16 bits with bulk staging on a ring 8 stages deep (every slab of a
@@ -169,3 +172,31 @@ def test_two_instructions_a_chunk_and_padded_widths_verify_and_replay(cuda, hopp
     with PersistentEngine(cfg, C.draw(cfg, seed=1)["stacked"], "fp16",
                           settings=Settings.parse(settings)) as engine:
         assert engine.part.wg_blocks == blocks
+
+
+def test_a_cta_that_gives_up_ends_its_cluster_mates_waits_for_its_share_of_the_copies(cuda,
+                                                                                   hopper):
+    """With shared copies ('m2') a CTA's mate waits for the slabs the CTA copies for both:
+    when only the first CTA's last wait is never met, its mate gives up on the status (it
+    does not hang), they meet at the cluster barrier, the launch ends, Stalled, and the next
+    forward on the repaired table verifies."""
+    cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 1)
+    values = C.draw(cfg, seed=5)
+    io = values["io"]
+    with PersistentEngine(cfg, values["stacked"], "fp16", spin_limit=1 << 14,
+                          settings=Settings.parse("b2t256u8wbm2")) as engine:
+        assert engine.describe()["copy_shared_by"] == 2
+        engine.set_inputs(io["x"], io["hx"], io["cx"])
+        engine.forward()
+        good = engine.outputs()["y"].get()
+        waits = engine.tables["waits"]
+        waits[0, -1, 0, 1] += 1  # CTA 0's last step waits for a step nobody takes
+        engine.set_inputs(io["x"], io["hx"], io["cx"])
+        engine.forward()
+        with pytest.raises(Stalled, match="gave up"):
+            engine.outputs()
+        assert bool(cuda.isnan(engine.buf["y"]).any())
+        waits[0, -1, 0, 1] -= 1
+        engine.set_inputs(io["x"], io["hx"], io["cx"])
+        engine.forward()
+        np.testing.assert_array_equal(engine.outputs()["y"].get(), good)

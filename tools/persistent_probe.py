@@ -284,9 +284,10 @@ def main() -> int:
     p.add_argument("--names", default=NAMES)
     p.add_argument("--settings", default=None,
                    help="comma-separated launch shapes (the tuner's; any "
-                        "b<slices>[c<CTAs>]t<threads>[p][r][u<units>][k<cluster CTAs>]: p "
-                        "POLL, r weights in registers, u units a CTA, k clusters; "
-                        "launch.Settings.parse)")
+                        "b<slices>[c<CTAs>]t<threads>[p][r][u<units>][w[b[m<CTAs>]]]"
+                        "[k<cluster CTAs>]: p POLL, r weights in registers, u units a CTA, "
+                        "w wgmma, b bulk copies, m copies shared by that many cluster-mates, "
+                        "k clusters; launch.Settings.parse)")
     p.add_argument("--trace", default=None,
                    help="NAME@SETTINGS,...: also one traced launch of each, per shape")
     p.add_argument("--drop", default="",

@@ -31,12 +31,13 @@ def check_settings(settings, capability: tuple) -> None:
 def check_resident(kernel, part) -> None:
     """:class:`Unsupported` unless every cluster of ``part``'s launch of ``kernel`` is
     resident at once."""
-    if part.cluster > PORTABLE:  # allowed for the query and for the launch after it
+    size = part.cluster or part.mcast  # a group's cluster, or the CTAs sharing a copy
+    if size > PORTABLE:  # allowed for the query and for the launch after it
         allow_non_portable(kernel)
-    wanted = part.grid // part.cluster
+    wanted = part.grid // size
     held = max_active(kernel, part.grid, part.threads, part.smem)
     if held < wanted:
-        raise Unsupported(f"{wanted} clusters of {part.cluster} CTAs ({part.smem} bytes of "
+        raise Unsupported(f"{wanted} clusters of {size} CTAs ({part.smem} bytes of "
                           f"shared memory each): this GPU runs {held} at once; fewer batch "
                           f"slices or smaller clusters")
 

@@ -146,3 +146,27 @@ def bulk(part, limit: int) -> None:
         if part.state_bytes(slots, rowb) >= limit:
             raise DoesNotFit(f"{what} in wgmma's layout: {part.state_bytes(slots, rowb)} "
                              f"bytes, beyond the kernel's 32-bit offsets ({limit})")
+
+
+def shared_copies(part, mcast: int) -> None:
+    """:class:`DoesNotFit` where clusters of ``mcast`` CTAs cannot share each slab's copy
+    (the kernel's ``MCAST``): a copy lands at one offset in every mate's ring, so mates are
+    CTAs of one group (pseudo-layer, batch slice) whose rings lie alike; and it waits for
+    nothing but the counters (a mate's ring is free once the mate has signalled its step),
+    so the ring holds a whole step's slabs (no refill within a step)."""
+    if not part.wg_bulk:
+        raise DoesNotFit("a shared copy ('m') is a bulk copy: 'wb' first")
+    if not 2 <= mcast <= MAX_CLUSTER:
+        raise DoesNotFit(f"{mcast} CTAs sharing a copy: 2 to {MAX_CLUSTER}")
+    if part.stages < part.wg_slabs:
+        raise DoesNotFit(f"a shared copy needs a ring of a whole step ({part.wg_slabs} slabs); "
+                         f"{part.stages} stages fit in shared memory")
+    odd = sorted(k for k, n in part.units.items() if n % mcast)
+    if odd:
+        raise DoesNotFit(f"pseudo-layer {odd[0]} takes {part.units[odd[0]]} CTAs a batch "
+                         f"slice, not clusters of {mcast}")
+    same = lambda s: (s.k, s.bs, s.off_ring, s.ks, s.npad, s.nxc, s.nc)  # noqa: E731
+    for i in range(0, part.grid, mcast):
+        if len({same(s) for s in part.slices[i:i + mcast]}) > 1:
+            raise DoesNotFit(f"CTAs {i}..{i + mcast - 1} do not stage alike (a last CTA of "
+                             f"fewer units): no shared copy")

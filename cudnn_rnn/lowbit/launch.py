@@ -28,11 +28,17 @@ class Settings:
                       # tuned yet)
     bulk: bool = False  # with wg: the state in global memory in wgmma's layout, each slab
                         # staged by one bulk copy on an mbarrier (not tuned yet)
+    mcast: int = 0  # with bulk: CTAs of a thread-block cluster (sm_90) of one group that
+                    # share each slab's copy, multicast into every mate's ring: the state read
+                    # from L2 once for them all (0: each CTA copies its own)
 
     def __post_init__(self):
         if self.bulk and not self.wg:
             raise ValueError(f"launch shape {self.name}: bulk staging ('b' after 'w') feeds "
                              "wgmma: name 'w' first")
+        if self.mcast and not self.bulk:
+            raise ValueError(f"launch shape {self.name}: a shared copy ('m') is a bulk "
+                             "copy: name 'wb' first")
         if self.wg and (self.poll or self.areg or self.cluster):
             raise ValueError(f"launch shape {self.name}: wgmma ('w') keeps its own weight "
                              "fragments and counters: not with 'p', 'r' or clusters")
@@ -41,7 +47,7 @@ class Settings:
         """The keywords :func:`cudnn_rnn.lowbit.partition.plan` takes for this shape."""
         return dict(ctas=self.ctas, batch_slices=self.batch_slices, threads=self.threads,
                     areg=self.areg, cluster=self.cluster, units=self.units, wg=self.wg,
-                    bulk=self.bulk)
+                    bulk=self.bulk, mcast=self.mcast)
 
     @property
     def name(self) -> str:
@@ -49,22 +55,25 @@ class Settings:
         return (f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
                 + ("r" if self.areg else "") + (f"u{self.units}" if self.units else "")
                 + ("w" if self.wg else "") + ("b" if self.bulk else "")
+                + (f"m{self.mcast}" if self.mcast else "")
                 + (f"k{self.cluster}" if self.cluster else ""))
 
     @classmethod
     def parse(cls, name: str) -> "Settings":
         """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``,
-        ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b3t256k16``); ValueError otherwise."""
+        ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b2t256u16wbm2``, ``b3t256k16``);
+        ValueError otherwise."""
         m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)"
-                         r"(?:k([1-9]\d*))?", name)
+                         r"(?:m([1-9]\d*))?(?:k([1-9]\d*))?", name)
         if m is None:
             raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
-                             "[r][u<units a CTA>][w[b]][k<cluster CTAs>] (e.g. b1t256, "
-                             "b2t512, b1t256p, b1t256r, b2t512u16, b2t256u16w, b2t256u16wb, "
-                             "b3t256k16)")
+                             "[r][u<units a CTA>][w[b[m<CTAs sharing a copy>]]][k<cluster "
+                             "CTAs>] (e.g. b1t256, b2t512, b1t256p, b1t256r, b2t512u16, "
+                             "b2t256u16w, b2t256u16wb, b2t256u16wbm2, b3t256k16)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
                    threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]), wg=bool(m[7]),
-                   bulk=bool(m[8]), cluster=int(m[9]) if m[9] else 0,
+                   bulk=bool(m[8]), mcast=int(m[9]) if m[9] else 0,
+                   cluster=int(m[10]) if m[10] else 0,
                    units=int(m[6]) if m[6] else 0)
 
 

@@ -149,6 +149,7 @@ class Partition:
     wg_shared: bool = False
     wg_blocks: int = 1  # instructions of 64 weight rows a warpgroup issues a chunk
     wg_bulk: bool = False  # the state in wgmma's layout in global memory, a slab one copy
+    mcast: int = 0  # CTAs of a cluster (of one group) sharing each slab's copy (0: none)
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""
@@ -204,7 +205,9 @@ class Partition:
         once per n-group of warps, each staged state row once). A bulk copy reads whole
         slabs: every padded row, and a group's slabs past its own chunks."""
         weights = not (self.areg_slabs or self.wg_slabs and not self.wg_shared)  # registers
-        return {"state_read_bytes": max(s.ks * self.wg_slabs * SLAB * CHUNK * s.npad
+        share = max(1, self.mcast)  # a shared copy: each CTA reads its share of the slabs
+        return {"state_read_bytes": max(s.ks * -(-self.wg_slabs // share) * SLAB * CHUNK
+                                        * s.npad
                                         if self.wg_bulk else s.nb * s.nc * CHUNK
                                         for s in self.slices),
                 "shared_read_bytes": max(s.nc * CHUNK * (s.mpad * s.ts * weights + s.npad)
@@ -220,7 +223,7 @@ def _units(cfg: RNNConfig, ctas: int, work: list[int]) -> list[int]:
 def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_block: int,
          ctas: int | None = None, batch_slices: int = 1, threads: int = 256,
          areg: bool = False, cluster: int = 0, units: int = 0, wg: bool = False,
-         bulk: bool = False) -> Partition:
+         bulk: bool = False, mcast: int = 0) -> Partition:
     """The partition of ``cfg`` over ``ctas`` CTAs (at most ``sm_count``: one per
     multiprocessor, all resident) in ``batch_slices`` batch slices; :class:`DoesNotFit`
     says why it cannot run. ``areg``: each warp keeps its weight fragments in registers
@@ -230,7 +233,8 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     many clusters this GPU holds at once is the engine's check). ``units``: the hidden units
     of every CTA in every pseudo-layer (a multiple of 4; 0: in proportion to each one's
     work). ``wg``: the products on wgmma (:func:`cudnn_rnn.lowbit.fits.warpgroups` says what
-    it takes); ``bulk`` (with it): the state in wgmma's layout, a slab one bulk copy."""
+    it takes); ``bulk`` (with it): the state in wgmma's layout, a slab one bulk copy;
+    ``mcast`` (with bulk): clusters of that many CTAs share each copy (fits.shared_copies)."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
     ctas = sm_count if ctas is None else ctas
     if not 1 <= ctas <= sm_count:
@@ -320,6 +324,9 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
             f"{part.grid} CTAs")
     if part.wg_bulk:  # the state buffers in wgmma's layout within the kernel's offsets
         fits.bulk(part, fits.OFFSET_LIMIT)
+    if mcast:
+        fits.shared_copies(part, mcast)
+        part.mcast = mcast
     return part
 
 

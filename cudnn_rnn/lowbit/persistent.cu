@@ -35,6 +35,14 @@
 //            mbarrier of its ring stage, which the warpgroup waits on just before that
 //            slab's products (a ring shallower than a step's slabs: each stage refilled
 //            once its slab's products are done); WGS batch slices
+//   MCAST    (with WGB) CTAs of a thread-block cluster that share each slab's copy (1: none):
+//            cluster-mates are CTAs of one group (pseudo-layer, batch slice), which stage the
+//            same slabs into the same place of their rings (partition.Partition.mcast); the
+//            CTA of cluster rank r copies slabs r, r + MCAST, ... and multicasts each into
+//            every mate's ring, completing each mate's mbarrier of that stage, which each CTA
+//            arms for every slab itself. The ring holds a whole step (STAGES >= NSLAB), so a
+//            copy into a mate's stage waits for nothing but the counters: a mate signals its
+//            step only after its products and gate math are done with its ring
 //   CLUSTER  CTAs of a thread-block cluster (0: none): each group (pseudo-layer, batch
 //            slice) is one cluster (partition.Partition.cluster), and a CTA meets its group's
 //            previous step at the cluster barrier (barrier.cluster arrive.release at the end
@@ -64,6 +72,12 @@
 #endif
 #if WGB && STAGES < 2
 #error "bulk staging refills a stage while the next slab's products run: two stages at least"
+#endif
+#ifndef MCAST
+#define MCAST 1
+#endif
+#if MCAST > 1 && (!WGB || STAGES < NSLAB)
+#error "a shared copy lands in every mate's ring: bulk staging, a ring a whole step deep"
 #endif
 #if WGB
 // where code byte `byte` of row b of batch slice bs of slot t lies in a state buffer whose
@@ -131,8 +145,23 @@ __device__ __forceinline__ void cl_meet_to_end(int s, int T) {
     }
     cl_wait();
 }
+#elif MCAST > 1
+#define CLUSTER_DIMS __cluster_dims__(MCAST, 1, 1)
 #else
 #define CLUSTER_DIMS
+#endif
+#if MCAST > 1
+// the cluster's CTAs meet (every one's mbarriers initialized before a mate's copy completes
+// on them; none leaves while a mate's copy may still land in it)
+__device__ __forceinline__ void mc_meet() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ unsigned mc_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
 #endif
 
 struct Layer {                 // one pseudo-layer (persistent.LAYER)
@@ -336,6 +365,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
     if (tid == 0) bail = 0;
     __syncthreads();
+#if MCAST > 1
+    mc_meet();  // every mate's mbarriers initialized before any copy completes on them
+#endif
     if (!POLL && tid == 0) red_release(mine, 1u);
 #if CLUSTER
     cl_arrive();  // slot 0 of h written: the cluster's first step may read it
@@ -499,7 +531,15 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 const unsigned char* src = (x ? xsrc : hsrc) + (unsigned)S.bs * WGN * rb
                                            + (unsigned)(x ? c : c - nxc) * (WGN * 32);
                 unsigned char* dst = ring + (unsigned)(st * ks + kg) * WGN * (SLAB * 32);
+#if MCAST > 1
+                // every slab armed here; this CTA's share copied once for every mate
+                mbar_expect(smem_addr(&mbars[st][kg]), WGN * SLAB * 32);
+                if (i % MCAST == (int)mc_rank())
+                    bulk_load_mc(smem_addr(&mbars[st][kg]), smem_addr(dst), src,
+                                 WGN * SLAB * 32, (1u << MCAST) - 1u);
+#else
                 bulk_load(smem_addr(&mbars[st][kg]), smem_addr(dst), src, WGN * SLAB * 32);
+#endif
             }
             return;
 #endif
@@ -858,6 +898,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if CLUSTER
         cl_arrive();  // release: this thread's writes of h, before the group's next step
 #endif
+#if MCAST > 1
+        fence_proxy_async();  // the ring's generic reads and writes (the partial sums) before
+#endif                        // a mate's copies of the next step into it (the signal below)
         __syncthreads();
         // release: this CTA's writes before it (in clusters, for the layers above only)
         if (!POLL && tid == 0 && (!CLUSTER || L.xout0)) red_release(mine, 1u);
@@ -879,6 +922,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if CLUSTER
     cl_wait();  // every arrive met before the cluster's CTAs leave
 #endif
+#if MCAST > 1
+    mc_meet();
+#endif
 #pragma unroll 1
     for (Pairs it(tid, nu); it.p < nb * nu; it.next()) {
         const unsigned g = lb + (unsigned)(b0 + it.b) * H + j0 + it.u;
@@ -896,6 +942,11 @@ gave_up:
     // the CTAs that wait for this one give up too, and write theirs: in clusters its
     // cluster-mates read the status at each step's barrier)
     const float nan = __int_as_float(0x7fffffff);
+#if MCAST > 1
+    // a mate may still wait for this CTA's share of a step's slabs: it gives up on the status
+    // this CTA's wait set, then meets it here
+    mc_meet();
+#endif
 #pragma unroll 1
     for (Pairs it(tid, nu); it.p < nb * nu; it.next()) {
         const unsigned g = lb + (unsigned)(b0 + it.b) * H + j0 + it.u;

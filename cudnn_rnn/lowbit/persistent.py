@@ -102,6 +102,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
                 "WGM": part.wg_blocks, "WGZ": fits.wg_zero(part.slices[0].npad)}
                if part.wg_slabs else {}),
             **({"WGB": 1, "WGS": part.batch_slices} if part.wg_bulk else {}),
+            **({"MCAST": part.mcast} if part.mcast else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
 
 
@@ -172,7 +173,8 @@ def compiled(cp, consts: dict):
     its source, in memory and in its disk cache), or taken from CuPy's memo."""
     # a kernel in clusters is launched plainly (clusters.check_resident checks residency first)
     if consts.get("WG"):  # wgmma: sm_90a, which RawModule does not compile for
-        return cubin.load(cp, source(consts), "persistent_rnn", cooperative=True)
+        return cubin.load(cp, source(consts), "persistent_rnn",
+                          cooperative=not consts.get("MCAST"))
     module = cp.RawModule(code=source(consts), options=OPTIONS,
                           enable_cooperative_groups=not consts.get("CLUSTER"))
     return module, module.get_function("persistent_rnn")
@@ -312,7 +314,7 @@ class PersistentEngine(Forward):
         # the most this GPU lets a block take; each launch asks for its own size.
         self.kernel.max_dynamic_shared_size_bytes = self.limits["smem_per_block"]
         self.consts = consts
-        if self.part.cluster:
+        if self.part.cluster or self.part.mcast:
             from cudnn_rnn.lowbit import clusters
             clusters.check_resident(self.kernel, self.part)
 
@@ -378,7 +380,7 @@ class PersistentEngine(Forward):
                 "smem_per_cta": p.smem, "weight_bytes_on_chip": p.weight_bytes(),
                 "formats": {"input": p.fx, "recurrent": p.fh},
                 "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw, **p.step_bytes(),
-                "ring_stages": p.stages, "bulk_staging": p.wg_bulk,
+                "ring_stages": p.stages, "bulk_staging": p.wg_bulk, "copy_shared_by": p.mcast,
                 "products": "wgmma" if self.consts.get("WG") else "mma.sync",
                 # slabs of weight fragments each warp holds in registers, as compiled (AREG, WG)
                 "register_slabs": (self.consts["NSLAB"]

@@ -212,6 +212,22 @@ __device__ __forceinline__ void bulk_load(unsigned bar, unsigned dst, const void
                  "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
                  "[%2], [%3], %1, [%0];" :: "r"(bar), "r"(bytes), "r"(dst), "l"(src) : "memory");
 }
+// this thread's one arrival on the mbarrier `bar`, which then expects `bytes` more, whoever
+// copies them (a cluster-mate's multicast may land before or after it)
+__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 :: "r"(bar), "r"(bytes) : "memory");
+}
+// `bytes` from global `src` into shared `dst` of every CTA of the cluster in `mask` (ranks),
+// completing each one's mbarrier at `bar`'s offset (the same CTA-relative offsets in each);
+// arms no barrier (mbar_expect)
+__device__ __forceinline__ void bulk_load_mc(unsigned bar, unsigned dst, const void* src,
+                                             unsigned bytes, unsigned mask) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1], %2, [%3], %4;"
+                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar), "h"((unsigned short)mask)
+                 : "memory");
+}
 """
 
 
