@@ -190,13 +190,13 @@ def test_a_cta_that_gives_up_ends_its_cluster_mates_waits_for_its_share_of_the_c
         engine.forward()
         good = engine.outputs()["y"].get()
         waits = engine.tables["waits"]
-        waits[0, -1, 0, 1] += 1  # CTA 0's last step waits for a step nobody takes
+        waits[0, -1, 0, 1] += 1 << 20  # CTA 0's last step waits for steps nobody takes
         engine.set_inputs(io["x"], io["hx"], io["cx"])
         engine.forward()
         with pytest.raises(Stalled, match="gave up"):
             engine.outputs()
         assert bool(cuda.isnan(engine.buf["y"]).any())
-        waits[0, -1, 0, 1] -= 1
+        waits[0, -1, 0, 1] -= 1 << 20
         engine.set_inputs(io["x"], io["hx"], io["cx"])
         engine.forward()
         np.testing.assert_array_equal(engine.outputs()["y"].get(), good)
