@@ -27,7 +27,7 @@ from cudnn_rnn.bindings.enums import RNNAlgo
 from cudnn_rnn.cli import BadInput, Once, OneLineParser, positive_float, positive_int, run_main
 from cudnn_rnn.matrix import (baseline, cells, provenance, runs, spec as specs, variants,
                               warmup, writer_lock)
-from cudnn_rnn.matrix.ahead import OWN_WORKER_DEPTH, Schedule, dynamic_last
+from cudnn_rnn.matrix.ahead import OWN_WORKER_DEPTH, Schedule
 from cudnn_rnn.matrix.beside import Beside
 from cudnn_rnn.matrix.progress import Progress
 from cudnn_rnn.matrix.record import (OUTCOME_SHORT, RUN_SCHEMA, TIMED_KINDS, Record,
@@ -272,9 +272,8 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
     builds = worker  # the worker the PERSIST_DYNAMIC cells go to
     if schedule is not None and schedule.starting(0):
         builds = _builds_worker(worker, workers)
-        if builds is not worker:  # builds no timed call waits for may run further ahead,
-            todo = dynamic_last(todo)  # beside every other cell first
-            schedule = Schedule(todo, OWN_WORKER_DEPTH)
+        if builds is not worker:  # builds no timed call waits for may run further ahead
+            schedule.depth = OWN_WORKER_DEPTH
     running = [worker] if builds is worker else [worker, builds]  # the run's, not the refused
     if schedule is not None:  # the builders begin while CuPy's kernels compile
         builds.ahead(schedule.starting(0))

@@ -9,7 +9,7 @@ import time
 from cudnn_rnn.bindings.enums import RNNAlgo, RNNMode
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.descriptors import RNNDescriptor, live_objects, uncounted
-from cudnn_rnn.matrix.ahead import Builder, Schedule, dynamic_last
+from cudnn_rnn.matrix.ahead import Builder, Schedule
 from cudnn_rnn.matrix.cells import Cell
 
 BASE = RNNConfig(seq_length=4, num_layers=1, hidden_size=16, mini_batch=2, input_size=8)
@@ -30,25 +30,6 @@ def test_the_schedule_names_the_next_dynamic_cells_from_the_running_one_on():
     assert ids(7) == [8]
     assert ids(9) == []
     assert all(cfg.algo == RNNAlgo.PERSIST_DYNAMIC for _cid, cfg in schedule.starting(0))
-
-
-def test_the_dynamic_cells_of_the_default_spec_run_last_each_kind_in_order_after_its_base():
-    """dynamic_last on the shipped spec's cells (with the FP32 baselines): the same cells,
-    every PERSIST_DYNAMIC one after every other, each kind in the spec's order, every
-    variant after its base."""
-    from cudnn_rnn.matrix import spec as specs
-    cells = specs.with_baselines(specs.load("default").cells)
-    order = dynamic_last(cells)
-    assert sorted(c.id for c in order) == sorted(c.id for c in cells)
-    dynamic = lambda c: c.config.algo == RNNAlgo.PERSIST_DYNAMIC  # noqa: E731
-    kinds = [dynamic(c) for c in order]
-    assert kinds[0] is False and kinds[-1] is True and kinds == sorted(kinds)
-    for kind in (False, True):
-        assert ([c.id for c in order if dynamic(c) == kind]
-                == [c.id for c in cells if dynamic(c) == kind])
-    place = {c.id: i for i, c in enumerate(order)}
-    assert all(place[c.base] < place[c.id] for c in order if c.base in place)
-    assert sum(c.base in place for c in order) > 1000  # the variants are there to check
 
 
 def test_objects_a_builder_thread_creates_are_left_out_of_the_leak_count(lib):

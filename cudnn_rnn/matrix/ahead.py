@@ -40,15 +40,17 @@ THREADS = 2  # builder threads (cuDNN's builds compile on the host). More did no
              # 33 s against 22 s
 DEPTH = 64   # PERSIST_DYNAMIC cells the supervisor names ahead of the running one (each
              # build holds its dropout states until its cell runs: 6.2 MiB on the H200)
-OWN_WORKER_DEPTH = 512  # the same in a worker of their own (matrix.beside), whose builders
+OWN_WORKER_DEPTH = 256  # the same in a worker of their own (matrix.beside), whose builders
              # work beside the other worker's cells. At 64 (H100, 97f56e6) they built 105 s in
              # a 180 s run of cells, 35 s of it their own worker's quiet, and its cells still
              # waited 26.5 s for builds: about 40 s unbuilt, for want of named cells while the
              # other worker ran long stretches without one, or waiting to set up beside a
-             # measured cell (not told apart then; a build's note now says the wait). At 256,
-             # the cells in spec order (H100, b126a7a): 512 builds, 132 s of builder time, and
-             # the cells still waited 30.8 s for them; now the cells run in dynamic_last's
-             # order, and every build of the default spec is named at once (3.2 GiB at most)
+             # measured cell (not told apart then; a build's note now says the wait). 1.6 GiB
+             # Tried and not kept (H100, tree d170c59): every PERSIST_DYNAMIC cell after all
+             # the others, 512 named at once. The builds' memory ran its worker out (4 cells
+             # CRASH, OutOfMemoryError near 1.9 GB allocated), its cells took 123 s against 81 s
+             # in spec order (where they waited 30.8 s for builds, at b126a7a), and the run
+             # passed 260 s against 211 s
 
 
 @dataclass
@@ -242,17 +244,6 @@ def _current_device() -> int | None:
 def _close(built: Built) -> None:
     if built.flow is not None:
         built.flow.close()
-
-
-def dynamic_last(cells: list) -> list:
-    """``cells`` with the PERSIST_DYNAMIC ones after all the others, each kind in its own
-    order: in a worker of their own, their builders then build while every other cell runs
-    (no cell of theirs to keep quiet for), not only beside the few cells between two of
-    them. A variant has its base's algorithm (matrix.variants does not vary it), so it still
-    runs after its base."""
-    dynamic = [c.config.algo == RNNAlgo.PERSIST_DYNAMIC for c in cells]
-    return ([c for c, d in zip(cells, dynamic) if not d]
-            + [c for c, d in zip(cells, dynamic) if d])
 
 
 class Schedule:
