@@ -104,7 +104,10 @@ class Settings:
 # 400df0b): at the seed INT8 LSTM 0.1043 against b2t256u16's 0.1283, GRU 0.1039 against
 # 0.1250, E4M3 LSTM 0.1106 against 0.1530; FP16, on a ring 8 stages deep (tree a177a67),
 # 0.1208 against 0.1650. At LSTM 50/1/1024/64 'w' was slower than the tuner's shapes (0.3477
-# against 0.3339), which stay.
+# against 0.3339), which stay. Not in it: b2t256u16wbm2 (copies shared by two cluster-mates),
+# measured on an H100 (tools/persistent_probe.py, one process, ms, tree b126a7a): seed LSTM
+# FP16 0.1226 against wb's 0.1193, INT8 0.0985 against 0.0969, GRU 1-2 % slower; LSTM
+# 50/1/1024/64 FP16 0.3239 against 0.3267, INT8 0.2705 against 0.2665 (docs/lowbit.md).
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
             Settings(batch_slices=2, units=16, wg=True, bulk=True))
