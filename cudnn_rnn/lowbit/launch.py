@@ -36,6 +36,9 @@ class Settings:
         if self.bulk and not self.wg:
             raise ValueError(f"launch shape {self.name}: bulk staging ('b' after 'w') feeds "
                              "wgmma: name 'w' first")
+        if self.mcast == 1:
+            raise ValueError(f"launch shape {self.name}: a copy shared by one CTA is not "
+                             "shared: 'm2' or more, or no 'm'")
         if self.mcast and not self.bulk:
             raise ValueError(f"launch shape {self.name}: a shared copy ('m') is a bulk "
                              "copy: name 'wb' first")

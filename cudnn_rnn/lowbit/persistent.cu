@@ -79,6 +79,9 @@
 #if MCAST > 1 && (!WGB || STAGES < NSLAB)
 #error "a shared copy lands in every mate's ring: bulk staging, a ring a whole step deep"
 #endif
+#if MCAST > 1 && CLUSTER
+#error "a cluster is either a group met at its barrier (CLUSTER) or mates sharing copies"
+#endif
 #if WGB
 // where code byte `byte` of row b of batch slice bs of slot t lies in a state buffer whose
 // rows are rowb bytes, in wgmma's layout (the slots WGS * WGN rows each)
@@ -95,17 +98,18 @@ __device__ __forceinline__ unsigned bulk_parity(int s, int i) {
 // mbar_wait, bounded as the counters' waits are: past SPIN_LIMIT polls, or once another CTA
 // has given up, it sets the status and returns (the launch's numbers are then not read: the
 // engine raises on the status, and this CTA gives up at its next step's wait), so a copy
-// that never lands stalls the launch for seconds, not for ever
-__device__ __forceinline__ void slab_wait(unsigned bar, unsigned parity, int* status) {
+// that never lands stalls the launch for seconds, not for ever; false where it gave up
+__device__ __forceinline__ bool slab_wait(unsigned bar, unsigned parity, int* status) {
     long long spins = 0;
     unsigned done = 0;
     while (!done) {
         done = mbar_try(bar, parity);
         if (!done && (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status))) {
             atomicExch(status, 1);
-            return;
+            return false;
         }
     }
+    return true;
 }
 #endif
 #if WG
@@ -271,6 +275,10 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if CLUSTER
     __shared__ int quit;  // a cluster-mate gave up: read after each step's cluster barrier
 #endif
+#if MCAST > 1
+    __shared__ int lost;  // a slab never landed (a mate gave up before copying its share)
+    const unsigned rank = mc_rank();
+#endif
     const Slice S = slices[blockIdx.x];
     const Layer L = layers[S.k];
     const unsigned lb = (unsigned)S.k * B * H;  // this pseudo-layer's states
@@ -364,6 +372,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     fence_proxy_async();
 #endif
     if (tid == 0) bail = 0;
+#if MCAST > 1
+    if (tid == 0) lost = 0;
+#endif
     __syncthreads();
 #if MCAST > 1
     mc_meet();  // every mate's mbarriers initialized before any copy completes on them
@@ -534,7 +545,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if MCAST > 1
                 // every slab armed here; this CTA's share copied once for every mate
                 mbar_expect(smem_addr(&mbars[st][kg]), WGN * SLAB * 32);
-                if (i % MCAST == (int)mc_rank())
+                if (i % MCAST == (int)rank)
                     bulk_load_mc(smem_addr(&mbars[st][kg]), smem_addr(dst), src,
                                  WGN * SLAB * 32, (1u << MCAST) - 1u);
 #else
@@ -658,7 +669,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             // copies are still in flight (each slab's wgmma after a fence, wg_fence below:
             // without one, ptxas puts its own in the wait loop's path and serializes every
             // wgmma of the step, its warning C7520)
+#if MCAST > 1
+            if (!slab_wait(smem_addr(&mbars[i % STAGES][kg]), bulk_parity(s, i), status))
+                lost = 1;
+#else
             slab_wait(smem_addr(&mbars[i % STAGES][kg]), bulk_parity(s, i), status);
+#endif
 #else
 #if WG
             fence_proxy_async();  // the slab cp.async wrote (generic proxy), for wgmma's reads
@@ -762,6 +778,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         wg_wait<0>();  // the sums in wacc, and wgmma's reads of the ring done
 #endif
         __syncthreads();  // every warp's reads of the ring done: the partial sums take it
+#if MCAST > 1
+        // a mate gave up before copying its share of this step: these sums are not of the
+        // step's state, so this CTA gives up too (its outputs NaN, not finite wrong numbers,
+        // even at the last step, after which nobody waits again)
+        if (lost) goto gave_up;
+#endif
         MARK(2);
 #if STRADDLE
         if (active && HASX && c1 <= nxc && c0 < c1) flush_x();
@@ -899,8 +921,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         cl_arrive();  // release: this thread's writes of h, before the group's next step
 #endif
 #if MCAST > 1
-        fence_proxy_async();  // the ring's generic reads and writes (the partial sums) before
-#endif                        // a mate's copies of the next step into it (the signal below)
+        // the ring's generic reads and writes (the partial sums) before a mate's copies of the
+        // next step into it (the signal below): a fence of every state space, the copies
+        // coming from another CTA through shared::cluster
+        asm volatile("fence.proxy.async;" ::: "memory");
+#endif
         __syncthreads();
         // release: this CTA's writes before it (in clusters, for the layers above only)
         if (!POLL && tid == 0 && (!CLUSTER || L.xout0)) red_release(mine, 1u);
@@ -944,7 +969,9 @@ gave_up:
     const float nan = __int_as_float(0x7fffffff);
 #if MCAST > 1
     // a mate may still wait for this CTA's share of a step's slabs: it gives up on the status
-    // this CTA's wait set, then meets it here
+    // this CTA's wait set, then meets it here. A mate's copy into this CTA's ring of the step
+    // it gave up at is not waited for (this launch is already thrown away); it was issued
+    // before the mate's own wait, which gives up only after 1024 polls at least
     mc_meet();
 #endif
 #pragma unroll 1
