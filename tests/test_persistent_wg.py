@@ -369,3 +369,23 @@ def test_the_probe_tools_old_bulk_wait_still_applies_and_compiles_unserialized()
     assert old(P.defines(cfg, part, gx_int=True)) != P.source(P.defines(cfg, part, gx_int=True))
     log = _ptxas_log(cfg, part, "int8", old)
     assert "0 bytes spill stores" in log and SERIALIZED not in log
+
+
+@pytest.mark.parametrize("variant", ["fence_once", "fence_at_producer"])
+def test_the_probe_tools_proxy_fence_variants_apply_and_compile_unserialized(variant):
+    """tools/persistent_probe.py --variants fence_once / fence_at_producer (bulk staging's
+    proxy fence once a step, or on the producers' side): each patch finds the kernel's text
+    (the tool refuses a patch that does not), changes the bulk kernel's source, and the
+    patched kernel compiles without spills or serialized wgmma."""
+    _nvrtc_or_skip()
+    from tests.test_persistent import _probe_tool
+    cfg = _seed()
+    part = _wg(cfg, "int8", bulk=True)
+    consts = P.defines(cfg, part, gx_int=True)
+    varied = _probe_tool().varied(variant)
+    text = varied(consts)
+    assert text != P.source(consts)
+    fences = text.count('asm volatile("fence.proxy.async.global;" ::: "memory");')
+    assert fences == (1 if variant == "fence_once" else 2)
+    log = _ptxas_log(cfg, part, "int8", varied)
+    assert "0 bytes spill stores" in log and SERIALIZED not in log

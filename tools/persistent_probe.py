@@ -37,6 +37,8 @@ _POLL = "v[i] = ctrs[i] < 0 ? 0u : ld_acquire(counters + ctrs[i]);"
 _FENCE = ("            fence_acquire();  // what the producers wrote before their release, "
           "seen from here\n")
 _WAITED = "            if (!ok) atomicExch(status, 1);\n"
+# bulk staging's proxy fence before a copy, as persistent.cu writes it
+_PROXY_FENCE = '                asm volatile("fence.proxy.async.global;" ::: "memory");'
 # the last layer's y, stored after the step's signal
 _Y_AFTER = ("        if (L.last)\n#pragma unroll 1\n"
             "            for (Pairs it(tid, nu); it.p < nb * nu; it.next())\n"
@@ -121,6 +123,20 @@ VARIANTS.update({
     # (loads, gates, c, tanh c, codes, stores) then overlap instead of running one after the
     # other (PG 4 against 1 was 4 % slower at b1t256 on the H200, a tree before EXACT)
     "pairs_together": [("#define PG 1\n", "#define PG 2\n", 1)],
+    # bulk staging's proxy fence (the codes other CTAs stored, for the copy engine's reads)
+    # once a step, before its first copy, where the kernel fences before each of the step's
+    # copies: the fence orders everything the issuing thread acquired before it against every
+    # later copy of it, so one suffices; each more may delay the copies after it
+    "fence_once": [(_PROXY_FENCE, "                if (i == 0) " + _PROXY_FENCE.lstrip(), 1)],
+    # the same fence on the producers' side: every thread after its stores of h and the next
+    # layer's codes, before the barrier that precedes the signal (and after h0's codes), none
+    # before a copy
+    "fence_at_producer": [
+        (_PROXY_FENCE + "\n", "", 1),
+        ("    cp_wait<0>();\n#if WG\n", "    cp_wait<0>();\n" + _PROXY_FENCE + "\n#if WG\n", 1),
+        ("        __syncthreads();\n        // release: this CTA's writes before it",
+         "        " + _PROXY_FENCE.lstrip() + "\n        __syncthreads();\n"
+         "        // release: this CTA's writes before it", 1)],
     # bulk staging's wait close to what it was before each slab's products waited for that
     # slab only: every stage's first slab waited for before the step's first product (later
     # slabs of a ring shallower than the step's, each before its own), the fence at the
