@@ -371,12 +371,14 @@ def test_the_probe_tools_old_bulk_wait_still_applies_and_compiles_unserialized()
     assert "0 bytes spill stores" in log and SERIALIZED not in log
 
 
-@pytest.mark.parametrize("variant", ["fence_once", "fence_at_producer"])
-def test_the_probe_tools_proxy_fence_variants_apply_and_compile_unserialized(variant):
+@pytest.mark.parametrize("variant,fences", [("fence_once", 1), ("fence_at_producer", 2),
+                                            ("gates_hoisted", 1)])
+def test_the_probe_tools_next_variants_apply_and_compile_unserialized(variant, fences):
     """tools/persistent_probe.py --variants fence_once / fence_at_producer (bulk staging's
-    proxy fence once a step, or on the producers' side): each patch finds the kernel's text
-    (the tool refuses a patch that does not), changes the bulk kernel's source, and the
-    patched kernel compiles without spills or serialized wgmma."""
+    proxy fence once a step, or on the producers' side) and gates_hoisted (the gate math's
+    per-row factors in registers): each patch finds the kernel's text (the tool refuses a
+    patch that does not) and changes the bulk kernel's source, which then holds the fence
+    where the variant puts it, and compiles without spills or serialized wgmma."""
     _nvrtc_or_skip()
     from tests.test_persistent import _probe_tool
     cfg = _seed()
@@ -385,7 +387,8 @@ def test_the_probe_tools_proxy_fence_variants_apply_and_compile_unserialized(var
     varied = _probe_tool().varied(variant)
     text = varied(consts)
     assert text != P.source(consts)
-    fences = text.count('asm volatile("fence.proxy.async.global;" ::: "memory");')
-    assert fences == (1 if variant == "fence_once" else 2)
+    assert text.count('asm volatile("fence.proxy.async.global;" ::: "memory");') == fences
+    assert ("if (i == 0) asm volatile(\"fence.proxy.async.global" in text) == (variant
+                                                                           == "fence_once")
     log = _ptxas_log(cfg, part, "int8", varied)
     assert "0 bytes spill stores" in log and SERIALIZED not in log
