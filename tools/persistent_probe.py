@@ -160,8 +160,8 @@ VARIANTS.update({
         ("X[k][q] = x + dqs[2 * mpad + row];",
          "X[k][q] = x + (fixed_u ? hq_bw[q] : dqs[2 * mpad + row]);", 1),
         ("R[k][q] = (sh[0] + sh[1]) + (sh[2] + sh[3]) + dqs[3 * mpad + row];",
-         "R[k][q] = (sh[0] + sh[1]) + (sh[2] + sh[3]) + (fixed_u ? hq_br[q] : dqs[3 * mpad + row]);",
-         1)],
+         "R[k][q] = (sh[0] + sh[1]) + (sh[2] + sh[3])\n"
+         "                              + (fixed_u ? hq_br[q] : dqs[3 * mpad + row]);", 1)],
     # bulk staging's wait close to what it was before each slab's products waited for that
     # slab only: every stage's first slab waited for before the step's first product (later
     # slabs of a ring shallower than the step's, each before its own), the fence at the
