@@ -125,6 +125,61 @@ def test_a_worker_killed_while_measured_holds_nobody_up_once_its_slot_is_cleared
     t.join(5)
 
 
+def _killed_holding_the_lock(beside, inside):
+    with beside._held():
+        inside.set()
+        time.sleep(60)
+
+
+def test_a_worker_killed_inside_the_lock_holds_nobody_up_and_the_cells_say_so():
+    """The lock held for good by a process killed inside it: past lock_s each side gives up
+    on it, once for its process, and goes on; a measured cell's counts say the set-ups were
+    not kept apart, the builds are still counted, and the exclusion is still kept as far as
+    the counts alone keep it."""
+    beside, inside = Beside(CTX, lock_s=0.2), CTX.Event()
+    assert not beside.lost
+    child = CTX.Process(target=_killed_holding_the_lock, args=(beside.at(1), inside),
+                        daemon=True)
+    child.start()
+    assert inside.wait(60)
+    child.kill()
+    child.join(30)
+    cell, builder, counts = beside.at(0), beside.at(1), {}
+
+    def measured():
+        with cell.measuring() as seen:
+            with builder.compiling():
+                pass
+        counts.update(seen)
+
+    t = _in_thread(measured)
+    t.join(10)  # the lock's wait once (0.2 s), not for ever
+    assert not t.is_alive()
+    assert cell.lost and counts["lock_lost"] and counts["builds"] == 1
+    view = beside.at(0)  # as a worker started afterwards holds it: gives up once too
+    assert not view.lost
+    with view.measuring() as fresh:
+        pass
+    assert fresh["lock_lost"] and view.lost
+    blocked = threading.Event()
+
+    def prepare():  # a set-up still waits for a measured cell, by the counts
+        with builder.preparing():
+            blocked.set()
+
+    with cell.measuring():
+        t = _in_thread(prepare)
+        assert not blocked.wait(0.3)
+    assert blocked.wait(5)
+    t.join(5)
+
+
+def test_a_cell_measured_with_the_lock_whole_says_nothing_of_it():
+    with Beside(CTX).measuring() as counts:
+        pass
+    assert "lock_lost" not in counts
+
+
 def test_the_waits_are_measured():
     beside, release = Beside(CTX), threading.Event()
 

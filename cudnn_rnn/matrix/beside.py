@@ -19,6 +19,8 @@ import time
 from contextlib import contextmanager
 
 POLL_S = 0.0005  # how often a side waiting for the other looks again
+LOCK_S = 5.0     # a hold of the lock is a few integer updates: one this long is a holder's
+                 # that was killed inside it
 SLOTS = 2        # the workers of one run: 0 the cells', 1 the PERSIST_DYNAMIC cells'
 
 
@@ -27,11 +29,15 @@ class Beside:
     start, handed to each in its options, with the worker's ``slot``). Each worker's counts
     are its own: a worker killed inside (a TIMEOUT, a crash) cannot leave the other waiting,
     since the process started in its place clears them first (:meth:`clear`). A kill inside
-    the lock itself (a few integer updates) would still leave it held; nothing slower runs
-    under it."""
+    the lock itself (a few integer updates) leaves it held for good: past ``lock_s`` a side
+    gives up on it (:attr:`lost`, for this process from then on) and reads and writes the
+    counts without it, so the run goes on instead of hanging, and each measured cell after
+    says that the set-ups were no longer kept apart from it (``lock_lost``)."""
 
-    def __init__(self, ctx, slot: int = 0):
+    def __init__(self, ctx, slot: int = 0, lock_s: float = LOCK_S):
         self.slot = slot
+        self.lock_s = lock_s
+        self.lost = False  # this process gave up on the lock (a holder was killed inside it)
         self._lock = ctx.Lock()
         self._measuring = ctx.Array("i", SLOTS, lock=False)  # cells being verified or timed
         self._preparing = ctx.Array("i", SLOTS, lock=False)  # builders setting a flow up
@@ -44,9 +50,21 @@ class Beside:
         other.slot = slot
         return other
 
+    @contextmanager
+    def _held(self):
+        """The lock, or nothing once it was held past ``lock_s`` (:attr:`lost`)."""
+        if self.lost or not self._lock.acquire(timeout=self.lock_s):
+            self.lost = True
+            yield
+            return
+        try:
+            yield
+        finally:
+            self._lock.release()
+
     def clear(self) -> None:
         """This slot's counts to zero (before its worker process starts, or starts again)."""
-        with self._lock:
+        with self._held():
             for counts in (self._measuring, self._preparing, self._compiling):
                 counts[self.slot] = 0
 
@@ -58,7 +76,7 @@ class Beside:
         waited."""
         started = time.perf_counter()
         while True:
-            with self._lock:
+            with self._held():
                 if ready():
                     then()
                     return time.perf_counter() - started
@@ -69,20 +87,23 @@ class Beside:
         """Around a cell's verification and timing: no builder starts a GPU set-up inside
         (one under way is waited for: ``waited`` seconds). Yields a dict whose ``builds``
         is set on leaving: the builds that were compiling at some moment inside (finished
-        inside, or under way on leaving), in any process."""
+        inside, or under way on leaving), in any process; and ``lock_lost`` where the lock
+        was given up on (:attr:`lost`): the set-ups were then not kept apart for sure."""
         counts = {}
-        with self._lock:
+        with self._held():
             self._add(self._measuring, 1)
         try:
             counts["waited"] = self._until(lambda: sum(self._preparing) == 0,
                                            lambda: counts.update(start=self._compiled.value))
             yield counts
         finally:
-            with self._lock:
+            with self._held():
                 self._add(self._measuring, -1)
                 if "start" in counts:  # finished inside, or still under way on leaving
                     counts["builds"] = (self._compiled.value - counts.pop("start")
                                         + sum(self._compiling))
+            if self.lost:
+                counts["lock_lost"] = True
 
     @contextmanager
     def preparing(self):
@@ -93,18 +114,18 @@ class Beside:
         try:
             yield waited
         finally:
-            with self._lock:
+            with self._held():
                 self._add(self._preparing, -1)
 
     @contextmanager
     def compiling(self):
         """Around a build (host work: cuDNN's NVRTC compiles), counted for :meth:`measuring`."""
-        with self._lock:
+        with self._held():
             self._add(self._compiling, 1)
         try:
             yield
         finally:
-            with self._lock:
+            with self._held():
                 self._add(self._compiling, -1)
                 self._compiled.value += 1
 

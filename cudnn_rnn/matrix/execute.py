@@ -97,6 +97,11 @@ def run_cell(cell, lib, *, device: bool, reps: int = 20, warmup: int = 3, time_i
                                         budget_s, graphs)
                     if beside_counts.get("waited", 0) >= 0.001:  # for a builder's set-up
                         rec.phase_s["beside_wait"] = round(beside_counts["waited"], 4)
+                    if beside_counts.get("lock_lost"):
+                        rec.notes.append("the workers' shared lock was given up on (a worker "
+                                         "killed inside it): a builder's GPU set-up in the "
+                                         "other worker may have run beside this cell's "
+                                         "verification and timing")
                     if beside_counts.get("builds") and rec.timings:
                         rec.notes.append(f"verified and timed while {beside_counts['builds']} "
                                          "PERSIST_DYNAMIC builds compiled in another worker")
