@@ -133,11 +133,11 @@ def test_the_kernel_in_clusters_compiles_for_sm_90(fmt, mode, batch_slices):
     assert info["registers"] <= 255 and info["spill_stores"] <= 64, info
 
 
-def _ptx(source: str) -> str:
+def _ptx(source: str, arch: str = "compute_90") -> str:
     from cupy_backends.cuda.libs import nvrtc
     prog = nvrtc.createProgram(source, "persistent.cu", [], [])
     try:
-        nvrtc.compileProgram(prog, ["--gpu-architecture=compute_90", "--std=c++17"])
+        nvrtc.compileProgram(prog, [f"--gpu-architecture={arch}", "--std=c++17"])
         return nvrtc.getPTX(prog).decode()
     finally:
         nvrtc.destroyProgram(prog)

@@ -10,9 +10,10 @@ import pytest
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.lowbit import partition
 from cudnn_rnn.lowbit import persistent as P
-from cudnn_rnn.lowbit.cubin import OPTIONS, compile_source
+from cudnn_rnn.lowbit.cubin import compile_source
 from cudnn_rnn.lowbit.launch import Settings
 
+from tests.test_clusters import _ptx
 from tests.test_persistent import CELLS, SMEM, _cfg, _nvrtc_or_skip
 from tests.test_persistent_wg import SERIALIZED, _ptxas_log, _seed
 
@@ -20,17 +21,6 @@ from tests.test_persistent_wg import SERIALIZED, _ptxas_log, _seed
 def _plan(cfg, fmt, **kw):
     kw = dict(dict(sm_count=132, batch_slices=2, units=16, wg=True, bulk=True), **kw)
     return partition.plan(cfg, fmt, fmt, smem_per_block=SMEM, **kw)
-
-
-def _ptx(text: str) -> str:
-    from cupy_backends.cuda.libs import nvrtc
-    prog = nvrtc.createProgram(text, "persistent.cu", [], [])
-    try:
-        nvrtc.compileProgram(prog, ["--gpu-architecture=compute_90a", *OPTIONS])
-        ptx = nvrtc.getPTX(prog)
-    finally:
-        nvrtc.destroyProgram(prog)
-    return (ptx.decode() if isinstance(ptx, bytes) else ptx).rstrip("\x00")
 
 
 def test_the_launch_shape_names_a_shared_copy_with_m_after_the_bulk_copy():
@@ -95,7 +85,7 @@ def test_the_shared_copy_kernel_compiles_for_sm_90a_with_the_multicast(mode, fmt
     part = _plan(cfg, fmt, units=64 if cfg.gates == 1 else 16, mcast=2)
     log = _ptxas_log(cfg, part, fmt)
     assert "0 bytes spill stores" in log and SERIALIZED not in log
-    ptx = _ptx(P.source(P.defines(cfg, part, gx_int=fmt == "int8")))
+    ptx = _ptx(P.source(P.defines(cfg, part, gx_int=fmt == "int8")), "compute_90a")
     assert len(re.findall(r"cp\.async\.bulk\S*\.multicast::cluster", ptx)) >= 1
     assert "%cluster_ctarank" in ptx
     assert ".reqnctapercluster 2, 1, 1" in ptx

@@ -31,7 +31,7 @@ def check_settings(settings, capability: tuple) -> None:
 def check_resident(kernel, part) -> None:
     """:class:`Unsupported` unless every cluster of ``part``'s launch of ``kernel`` is
     resident at once."""
-    size = part.cluster or part.mcast  # a group's cluster, or the CTAs sharing a copy
+    size = part.cluster_size
     if size > PORTABLE:  # allowed for the query and for the launch after it
         allow_non_portable(kernel)
     wanted = part.grid // size

@@ -160,6 +160,11 @@ class Partition:
         return len(self.slices)
 
     @property
+    def cluster_size(self) -> int:
+        """CTAs of one thread-block cluster of the launch: a group's, or mates sharing copies."""
+        return self.cluster or self.mcast
+
+    @property
     def smem(self) -> int:
         """Dynamic shared memory every CTA asks for: the largest slice's."""
         return max(s.smem for s in self.slices)

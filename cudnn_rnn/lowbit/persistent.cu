@@ -132,14 +132,18 @@ typedef float wacc_t;
 #if CLUSTER && POLL
 #error "a launch in clusters does not poll: a polling CTA's early return skips its barriers"
 #endif
-#if CLUSTER
-#define CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
+#if CLUSTER || MCAST > 1
+#define CLUSTER_DIMS __cluster_dims__(CLUSTER ? CLUSTER : MCAST, 1, 1)
 __device__ __forceinline__ void cl_arrive() {
     asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
 }
 __device__ __forceinline__ void cl_wait() {
     asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
+#else
+#define CLUSTER_DIMS
+#endif
+#if CLUSTER
 // a CTA that gives up before step s's wait: the cluster's other CTAs meet it at every
 // barrier to the end (step s to the last, a wait and an arrive each, then the final wait)
 __device__ __forceinline__ void cl_meet_to_end(int s, int T) {
@@ -149,17 +153,13 @@ __device__ __forceinline__ void cl_meet_to_end(int s, int T) {
     }
     cl_wait();
 }
-#elif MCAST > 1
-#define CLUSTER_DIMS __cluster_dims__(MCAST, 1, 1)
-#else
-#define CLUSTER_DIMS
 #endif
 #if MCAST > 1
 // the cluster's CTAs meet (every one's mbarriers initialized before a mate's copy completes
 // on them; none leaves while a mate's copy may still land in it)
 __device__ __forceinline__ void mc_meet() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n"
-                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+    cl_arrive();
+    cl_wait();
 }
 __device__ __forceinline__ unsigned mc_rank() {
     unsigned r;

@@ -314,7 +314,7 @@ class PersistentEngine(Forward):
         # the most this GPU lets a block take; each launch asks for its own size.
         self.kernel.max_dynamic_shared_size_bytes = self.limits["smem_per_block"]
         self.consts = consts
-        if self.part.cluster or self.part.mcast:
+        if self.part.cluster_size:
             from cudnn_rnn.lowbit import clusters
             clusters.check_resident(self.kernel, self.part)
 

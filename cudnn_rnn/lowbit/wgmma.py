@@ -204,19 +204,19 @@ __device__ __forceinline__ unsigned mbar_try(unsigned bar, unsigned parity) {
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
     while (!mbar_try(bar, parity)) {}
 }
-// `bytes` from global `src` to shared `dst` by the copy engine (cp.async.bulk), completing
-// the mbarrier `bar`'s phase, whose one arrival (this thread's) expects them
-__device__ __forceinline__ void bulk_load(unsigned bar, unsigned dst, const void* src,
-                                          unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
-                 "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                 "[%2], [%3], %1, [%0];" :: "r"(bar), "r"(bytes), "r"(dst), "l"(src) : "memory");
-}
 // this thread's one arrival on the mbarrier `bar`, which then expects `bytes` more, whoever
 // copies them (a cluster-mate's multicast may land before or after it)
 __device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                  :: "r"(bar), "r"(bytes) : "memory");
+}
+// `bytes` from global `src` to shared `dst` by the copy engine (cp.async.bulk), completing
+// the mbarrier `bar`'s phase, whose one arrival (this thread's) expects them
+__device__ __forceinline__ void bulk_load(unsigned bar, unsigned dst, const void* src,
+                                          unsigned bytes) {
+    mbar_expect(bar, bytes);
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1], %2, [%3];" :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
 // `bytes` from global `src` into shared `dst` of every CTA of the cluster in `mask` (ranks),
 // completing each one's mbarrier at `bar`'s offset (the same CTA-relative offsets in each);
