@@ -41,7 +41,8 @@ test: $(STAMP)
 
 # The GPU suite; on a machine without a usable GPU it fails in one line (tests/conftest.py).
 # GPU_WORKERS processes share the GPU (pytest-xdist, a test file per process: the files'
-# tests share what they tune), then the tests that assert a wall time or a speed-up (marker
+# tests share what they tune; tests/conftest.py's SPREAD splits the long files into smaller
+# groups), then the tests that assert a wall time or a speed-up (marker
 # timing) run alone. GPU_WORKERS=0 runs everything in one process. The slowest tests are
 # listed (the suite is meant to fit one 600 s call on the H200 with GPU_WORKERS=6).
 GPU_WORKERS ?= 4

@@ -87,6 +87,48 @@ def pytest_report_header(config):
     return [text, gpu_text]
 
 
+def _cell_and_precision(test: str) -> str:
+    """test_gpu_torch.py's share: ``test_x[LSTM-True-2-int8]`` -> ``LSTM-int8``, the cell and
+    precision of the tuned module its tests share (their ids begin with the one and end with
+    the other); tests that tune a module of their own make one group ("")."""
+    params = test.partition("[")[2].rstrip("]").split("-")
+    return f"{params[0]}-{params[-1]}" if len(params) > 1 else ""
+
+
+# The files make test-gpu spreads over its processes a group at a time rather than whole:
+# file -> what names a test's group (str: each test is one). On an H100 (2026-12-06) the
+# torch file, whole in one process, took 202 s and 440 s in two runs of the same tree while
+# the other seven processes had finished by 125 s; the capture and fault tests, long and
+# sharing nothing, ran one after another at the end.
+SPREAD = {"tests/test_gpu_torch.py": _cell_and_precision, "tests/test_gpu_capture.py": str,
+          "tests/test_faults.py": str}
+
+
+def scope(nodeid: str) -> str:
+    """The group of tests one process runs together under ``make test-gpu``: the test's
+    file (what ``--dist loadfile`` does: its tests share what they tune), or a part of it
+    for a file in :data:`SPREAD`."""
+    file, _, test = nodeid.partition("::")
+    part = SPREAD.get(file)
+    return file if part is None else f"{file}::{part(test)}"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with :func:`scope` as its grouping. Not xdist's ``loadgroup``: it
+    renames each test's node id, which pytest 9 no longer lets it do (the marks are then
+    ignored and every test is a group of its own)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Spread(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope(nodeid)
+
+    return Spread(config, log)
+
+
 TIMES_ENV = "CUDNN_RNN_TEST_TIMES"
 _times: list = []  # the file every test phase's time goes to (the controlling process only)
 

@@ -5,7 +5,10 @@ asked for; a torch CUDA graph of it captured and replayed; a unidirectional sequ
 streamed in chunks equal to one call; a new shape made and verified on first use; a
 PackedSequence, batch_first, a projection, a half-precision module; the plan saved and
 loaded without tuning. Each accelerated module is tuned once (reps and budget kept small)
-and shared by the tests of its parameters."""
+and shared by the tests of its parameters, whose ids begin with its cell and end with its
+precision: ``make test-gpu`` runs the tests of one cell and precision in one process
+(tests/conftest.py, SPREAD), so the file is spread over the processes and nothing is tuned
+twice."""
 import re
 
 import pytest
@@ -139,9 +142,9 @@ def test_a_sequence_streamed_in_chunks_equals_one_call(gpu_torch, mode, layers, 
     assert f"seq {2 * SEQ}, batch {BATCH}" in made and f"seq {3 * SEQ}, batch {BATCH}" in made
 
 
-@pytest.mark.parametrize("precision", sorted(TOLERANCE))
-def test_a_new_shape_is_made_and_verified_on_first_use(gpu_torch, precision):
-    module, fast = _accelerated("LSTM", True, 2, precision)
+@pytest.mark.parametrize("mode,precision", [("LSTM", p) for p in sorted(TOLERANCE)])
+def test_a_new_shape_is_made_and_verified_on_first_use(gpu_torch, mode, precision):
+    module, fast = _accelerated(mode, True, 2, precision)
     before = len(fast.shapes())
     x = _inputs(seq=5, batch=3, seed=6)
     with torch.no_grad():
@@ -155,9 +158,9 @@ def test_a_new_shape_is_made_and_verified_on_first_use(gpu_torch, precision):
     assert len(fast.shapes()) == before + 1 and torch.equal(again[0], out[0])
 
 
-@pytest.mark.parametrize("precision", ["fp16", "int8"])
-def test_a_packed_sequence_runs_a_cudnn_configuration(gpu_torch, precision):
-    module, fast = _accelerated("GRU", True, 2, precision)
+@pytest.mark.parametrize("mode,precision", [("GRU", "fp16"), ("GRU", "int8")])
+def test_a_packed_sequence_runs_a_cudnn_configuration(gpu_torch, mode, precision):
+    module, fast = _accelerated(mode, True, 2, precision)
     seqs = [torch.rand(n, INPUT).cuda() * 2 - 1 for n in (5, 8, 3)]
     packed = torch.nn.utils.rnn.pack_sequence(seqs, enforce_sorted=False)
     h0 = torch.rand(4, 3, HIDDEN).cuda()
@@ -197,8 +200,10 @@ def test_a_half_precision_module_is_accelerated_in_its_own_data_type(gpu_torch, 
     _within((y, (h, c)), _expected(m, x), 5e-2)
 
 
-def test_a_saved_plan_loads_without_tuning_and_computes_the_same(gpu_torch, tmp_path):
-    module, fast = _accelerated("LSTM", False, 2, "int8")
+@pytest.mark.parametrize("mode,precision", [("LSTM", "int8")])
+def test_a_saved_plan_loads_without_tuning_and_computes_the_same(gpu_torch, tmp_path, mode,
+                                                                 precision):
+    module, fast = _accelerated(mode, False, 2, precision)
     path = fast.save(tmp_path / "plan.json")
     again = load(path, module)
     assert again.plan.as_dict() == fast.plan.as_dict()
@@ -208,8 +213,10 @@ def test_a_saved_plan_loads_without_tuning_and_computes_the_same(gpu_torch, tmp_
     assert fast.table() == again.table()
 
 
-def test_the_table_shows_the_modules_own_times_measured_beside_the_ranking(gpu_torch):
-    _, fast = _accelerated("LSTM", False, 2, "fp16")
+@pytest.mark.parametrize("mode,precision", [("LSTM", "fp16")])
+def test_the_table_shows_the_modules_own_times_measured_beside_the_ranking(gpu_torch, mode,
+                                                                           precision):
+    _, fast = _accelerated(mode, False, 2, precision)
     times = fast.plan.report["times"]
     assert times["module"]["eager"]["ms"] > 0 and times["accelerated"]["eager"]["ms"] > 0
     # the timed calls checked again afterwards (a stall among them, or a wrong output, fails)

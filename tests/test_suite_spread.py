@@ -1,0 +1,74 @@
+"""How ``make test-gpu`` hands the GPU suite to its processes (tests/conftest.py: ``scope``
+and the xdist scheduler built on it): a file's tests in one process, except the files in
+SPREAD, whose groups are a test each, or for test_gpu_torch.py the tests of one tuned
+module. Read from the real collection of the real files, and from a real xdist run."""
+import importlib.util
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import scope
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = ["tests/test_gpu_torch.py", "tests/test_gpu_capture.py", "tests/test_faults.py",
+         "tests/test_gpu_flow.py"]
+
+
+def _pytest(*args):
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def groups():
+    proc = _pytest("--collect-only", "-q", *FILES)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    ids = [x for x in proc.stdout.splitlines() if "::" in x]
+    out = defaultdict(list)
+    for nodeid in ids:
+        out[scope(nodeid)].append(nodeid)
+    return out
+
+
+def test_a_file_not_spread_is_one_group(groups):
+    flow = [g for g in groups if g.startswith("tests/test_gpu_flow.py")]
+    assert flow == ["tests/test_gpu_flow.py"] and len(groups[flow[0]]) > 10
+
+
+@pytest.mark.parametrize("file", ["tests/test_gpu_capture.py", "tests/test_faults.py"])
+def test_long_tests_that_share_nothing_are_a_group_each(groups, file):
+    mine = {g: ids for g, ids in groups.items() if g.startswith(file + "::")}
+    assert len(mine) >= 2 and all(len(ids) == 1 for ids in mine.values())
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                    reason="test_gpu_torch.py is collected only where PyTorch is installed")
+def test_the_torch_tests_of_one_tuned_module_are_one_group(groups):
+    """Every test that reads an accelerated module (_accelerated: cell, direction, layers,
+    precision) is grouped by its cell and precision: the outputs, graph and streaming tests
+    of each pair, and the fixed-shape tests with the pair they tune."""
+    torch_groups = {g.split("::", 1)[1]: ids for g, ids in groups.items()
+                    if g.startswith("tests/test_gpu_torch.py::")}
+    cells, precisions = ("LSTM", "GRU", "RNN_TANH", "RNN_RELU"), ("fp16", "bf16", "int8", "fp8")
+    assert set(torch_groups) == {f"{c}-{p}" for c in cells for p in precisions} | {""}
+    for name, ids in torch_groups.items():
+        if name:
+            kinds = {i.split("::")[1].split("[")[0] for i in ids}
+            assert {"test_outputs_match_the_module_in_float64_within_the_tolerance",
+                    "test_a_cuda_graph_of_it_replays_what_the_eager_call_computes"} <= kinds
+    assert any("new_shape" in i for i in torch_groups["LSTM-fp8"])
+    assert any("packed_sequence" in i for i in torch_groups["GRU-int8"])
+    assert any("saved_plan" in i for i in torch_groups["LSTM-int8"])
+
+
+def test_xdist_runs_the_groups_in_different_processes():
+    """Five tests of test_faults.py, a group each, over two processes: both take some (with
+    xdist's own --dist loadfile, one process would take the file)."""
+    proc = _pytest("-n", "2", "--dist", "loadfile", "-v", "-m", "not gpu", "tests/test_faults.py",
+                   "-k", "fault_hook_the_workers_cannot_read")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    ran = [x.split("]")[0] for x in proc.stdout.splitlines() if x.startswith("[gw")]
+    assert len(ran) == 5 and set(ran) == {"[gw0", "[gw1"}, proc.stdout
