@@ -1,0 +1,42 @@
+"""tools/gpu_check.sh, the maintainers' one-go GPU run: its steps are checked before any
+runs (one line, exit 2, nothing written), and a step that runs leaves its log and its
+timestamped line in the chosen folder."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cudnn_rnn.engine import gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOL = ROOT / "tools" / "gpu_check.sh"
+
+
+def _run(*args):
+    return subprocess.run(["bash", str(TOOL), *args], capture_output=True, text=True,
+                          timeout=300, cwd="/", env=dict(os.environ, PYTHON=sys.executable))
+
+
+@pytest.mark.parametrize("steps", [[], ["bogus"], ["matrix:x"], ["suite", "matrix:0"], [":5"]])
+def test_a_step_it_does_not_know_is_one_line_before_anything_runs(tmp_path, steps):
+    out = tmp_path / "out"
+    proc = _run(str(out), *steps)
+    lines = [x for x in (proc.stdout + proc.stderr).splitlines() if x.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, lines
+    assert "STEP" in lines[0] and "matrix" in lines[0] and "suite" in lines[0]
+    assert not out.exists()
+
+
+def test_a_step_that_runs_leaves_its_log_and_its_line(tmp_path):
+    """Without a GPU, the suite step's make test-gpu fails in its one line: the step says so
+    (rc 2) and the log holds the line."""
+    if gpu.available():
+        pytest.skip("a GPU is here: the step would run the whole GPU suite")
+    out = tmp_path / "out"
+    proc = _run(str(out), "suite:120")
+    assert proc.returncode == 0, proc.stderr
+    steps = (out / "steps.txt").read_text().splitlines()
+    assert len(steps) == 1 and steps[0].startswith("suite rc=2 "), steps
+    assert "the GPU suite needs a usable GPU" in (out / "suite.log").read_text()
