@@ -118,7 +118,7 @@ def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with :func:`scope` as its grouping. Not xdist's ``loadgroup``: it
     renames each test's node id, which pytest 9 no longer lets it do (the marks are then
     ignored and every test is a group of its own)."""
-    if config.getvalue("dist") != "loadfile":
+    if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
