@@ -96,10 +96,13 @@ def _cell_and_precision(test: str) -> str:
 
 
 # The files make test-gpu spreads over its processes a group at a time rather than whole:
-# file -> what names a test's group (str: each test is one). On an H100 (2026-12-06) the
-# torch file, whole in one process, took 202 s and 440 s in two runs of the same tree while
-# the other seven processes had finished by 125 s; the capture and fault tests, long and
-# sharing nothing, ran one after another at the end.
+# file -> what names a test's group (str: each test is one, and these long tests are handed
+# out first, before xdist's order, the groups with the most tests first, would leave them
+# to the end). On an H100 (2026-12-06) the torch file, whole in one process, took 202 s and
+# 440 s in two runs of the same tree while the other seven processes had finished by 125 s;
+# the capture and fault tests ran one after another at the end. Replayed with that run's
+# own per-test times, xdist's scheduling gives 202 s by file, 155 s with these groups and
+# 135 s with the single tests first (the tests' total over 8 processes is 107 s).
 SPREAD = {"tests/test_gpu_torch.py": _cell_and_precision, "tests/test_gpu_capture.py": str,
           "tests/test_faults.py": str}
 
@@ -113,6 +116,12 @@ def scope(nodeid: str) -> str:
     return file if part is None else f"{file}::{part(test)}"
 
 
+def first(group: str) -> bool:
+    """Whether ``group`` (a :func:`scope`) is handed out before the others: a single long
+    test of a file that SPREAD splits a test at a time."""
+    return SPREAD.get(group.partition("::")[0]) is str and "::" in group
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with :func:`scope` as its grouping. Not xdist's ``loadgroup``: it
@@ -123,8 +132,17 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadFileScheduling
 
     class Spread(LoadFileScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             return scope(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:  # the queue is whole by the first hand-out
+                self.ordered = True
+                for group in reversed([g for g in self.workqueue if first(g)]):
+                    self.workqueue.move_to_end(group, last=False)
+            super()._assign_work_unit(node)
 
     return Spread(config, log)
 

@@ -73,10 +73,17 @@ def test_the_torch_tests_of_one_tuned_module_are_one_group(groups):
     assert any("saved_plan" in i for i in torch_groups["LSTM-int8"])
 
 
-def _workers(*args):
+def _ran(*args) -> list:
+    """(process, node id) of each test of a two-process ``--dist loadfile`` run, in the
+    order they ended."""
     proc = _pytest("-n", "2", "--dist", "loadfile", "-v", *args)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
-    return [x.split("]")[0] for x in proc.stdout.splitlines() if x.startswith("[gw")]
+    return [(x.split("]")[0], x.split()[-1]) for x in proc.stdout.splitlines()
+            if x.startswith("[gw")]
+
+
+def _workers(*args) -> list:
+    return [w for w, _ in _ran(*args)]
 
 
 def test_xdist_runs_the_groups_in_different_processes():
@@ -88,3 +95,15 @@ def test_xdist_runs_the_groups_in_different_processes():
     assert len(ran) == 5 and set(ran) == {"[gw0", "[gw1"}, ran
     ran = _workers("tests/test_gpu_check.py", "-k", "does_not_know")
     assert len(ran) == 5 and len(set(ran)) == 1, ran
+
+
+def test_the_single_long_tests_are_handed_out_first():
+    """Five single-test groups of test_faults.py and a file of five tests: xdist would hand
+    the file out first (the most tests); the scheduler hands out the single tests first, so
+    each process begins with one of them."""
+    ran = _ran("-m", "not gpu", "tests/test_faults.py", "tests/test_gpu_check.py", "-k",
+               "fault_hook_the_workers_cannot_read or does_not_know")
+    assert len(ran) == 10, ran
+    began = {w: test for w, test in reversed(ran)}
+    assert set(began) == {"[gw0", "[gw1"}, ran
+    assert all(test.startswith("tests/test_faults.py::") for test in began.values()), ran
