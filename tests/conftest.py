@@ -96,15 +96,19 @@ def _cell_and_precision(test: str) -> str:
 
 
 # The files make test-gpu spreads over its processes a group at a time rather than whole:
-# file -> what names a test's group (str: each test is one, and these long tests are handed
-# out first, before xdist's order, the groups with the most tests first, would leave them
-# to the end). On an H100 (2026-12-06) the torch file, whole in one process, took 202 s and
-# 440 s in two runs of the same tree while the other seven processes had finished by 125 s;
-# the capture and fault tests ran one after another at the end. Replayed with that run's
-# own per-test times, xdist's scheduling gives 202 s by file, 155 s with these groups and
-# 135 s with the single tests first (the tests' total over 8 processes is 107 s).
+# file -> what names a test's group (str: each test is one). On an H100 (2026-12-06) the
+# torch file, whole in one process, took 202 s and 440 s in two runs of the same tree while
+# the other seven processes had finished by 125 s; the capture and fault tests ran one
+# after another at the end.
 SPREAD = {"tests/test_gpu_torch.py": _cell_and_precision, "tests/test_gpu_capture.py": str,
           "tests/test_faults.py": str}
+# The files whose groups are handed out before all others: the two capture tests (54 s and
+# 16 s there), which xdist's order, the groups with the most tests first, leaves to the end.
+# Replayed with that run's own per-test times, xdist's scheduling gives 202 s by file,
+# 155 s with the groups above, 130 s with these first (the tests' total over 8 processes,
+# 107 s). Not the fault tests too (135 s): their six probes, each rehearsing CuPy's kernels
+# in processes of its own, would all start at once.
+FIRST = ("tests/test_gpu_capture.py",)
 
 
 def scope(nodeid: str) -> str:
@@ -117,9 +121,8 @@ def scope(nodeid: str) -> str:
 
 
 def first(group: str) -> bool:
-    """Whether ``group`` (a :func:`scope`) is handed out before the others: a single long
-    test of a file that SPREAD splits a test at a time."""
-    return SPREAD.get(group.partition("::")[0]) is str and "::" in group
+    """Whether ``group`` (a :func:`scope`) is handed out before the others (:data:`FIRST`)."""
+    return group.partition("::")[0] in FIRST
 
 
 @pytest.hookimpl(optionalhook=True)
