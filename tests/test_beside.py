@@ -181,21 +181,26 @@ def test_a_cell_measured_with_the_lock_whole_says_nothing_of_it():
 
 
 def test_the_waits_are_measured():
-    beside, release = Beside(CTX), threading.Event()
+    """A cell measured while a set-up is under way waits for it, and says how long; a
+    set-up with no cell measured waits for nothing. The set-up is known to be under way
+    (its event), not assumed after a sleep; the release comes 0.5 s later, so only a stall
+    of 0.45 s between the two could make the wait look short."""
+    beside, inside, release = Beside(CTX), threading.Event(), threading.Event()
 
     def builder():
         with beside.at(1).preparing():
+            inside.set()
             release.wait(5)
 
     t = _in_thread(builder)
-    time.sleep(0.05)
-    threading.Timer(0.1, release.set).start()
+    assert inside.wait(5)
+    threading.Timer(0.5, release.set).start()
     with beside.measuring() as counts:
         pass
     t.join(5)
     assert counts["waited"] >= 0.05
     with beside.at(1).preparing() as waited:
-        assert waited < 0.05
+        assert waited < counts["waited"] / 2
 
 
 def test_a_worker_that_ended_between_cells_is_revived_and_its_slot_cleared():
