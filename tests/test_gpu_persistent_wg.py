@@ -27,22 +27,26 @@ def hopper(cuda):
     return True
 
 
-@pytest.mark.parametrize("settings", ["b2t256u8w", "b2t256u8wb", "b2t256u8wbm2"])
+@pytest.mark.parametrize("settings", ["b2t256u8w", "b2t256u8wb", "b2t256u8wbm2", "b2t256u8wbg"])
 @pytest.mark.parametrize("layers", [1, 2, 3])
 @pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
                                        DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
 @pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
 def test_every_cell_direction_depth_and_format_verifies_and_replays(cuda, hopper, mode,
                                                                    direction, layers, settings):
-    """Staged by every thread ('w'), by bulk copies ('wb'), and by bulk copies each shared
-    by two cluster-mates ('wbm2')."""
+    """Staged by every thread ('w'), by bulk copies ('wb'), by bulk copies each shared by
+    two cluster-mates ('wbm2'), and with layer 0's input projection read from global
+    memory ('wbg')."""
     by_name = _verify_all(_cfg(mode, direction, layers), NAMES, settings, mode, True)
     assert all(rec["outcome"] == "OK" for rec in by_name.values())
-    shared = Settings.parse(settings).mcast
-    assert {rec["algorithms"][-1]["copy_shared_by"] for rec in by_name.values()} == {shared}
+    shape = Settings.parse(settings)
+    assert {rec["algorithms"][-1]["copy_shared_by"] for rec in by_name.values()} == {shape.mcast}
+    assert {rec["algorithms"][-1]["input_projection_from"] for rec in by_name.values()} == \
+        {"global" if shape.gx_global else "shared"}
 
 
-@pytest.mark.parametrize("settings", ["b2t256u16w", "b2t256u16wb", "b2t256u16wbm2"])
+@pytest.mark.parametrize("settings", ["b2t256u16w", "b2t256u16wb", "b2t256u16wbm2",
+                                      "b2t256u16wbg"])
 @pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])
 def test_the_seeds_shape_verifies_and_replays_on_wgmma(cuda, hopper, mode, settings):
     """Every format, 16 bits with bulk staging on a ring 8 stages deep (every slab of a
@@ -74,6 +78,29 @@ def test_a_ring_shallower_than_a_steps_slabs_verifies_and_replays(cuda, hopper, 
     for rec in by_name.values():  # the ring that ran: shallower than the step's slabs
         launch = rec["algorithms"][-1]
         assert launch["bulk_staging"] and launch["ring_stages"] == (4 if H == 512 else 3)
+
+
+@pytest.mark.parametrize("spec,names,settings", [
+    ("LSTM 5/1/1024/256", ["persistent:fp16", "persistent:bf16"], "b2t256u16wbg"),
+    ("GRU 5/1/1024/256", ["persistent:fp16"], "b2t256u16wbg"),
+    ("LSTM 5/1/2048/128", ["persistent:int8/both", "persistent:e4m3/both"], "b1t256u16wbg"),
+])
+def test_where_only_the_projection_from_global_memory_leaves_room_it_verifies(
+        cuda, hopper, spec, names, settings):
+    """Bulk staging at shapes where a step's staged input projection left no room for the
+    ring (tests/test_persistent_gxg.py plans them): the gate math reads it from global
+    memory, on a ring of two stages or more."""
+    if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
+        pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
+    mode = RNNMode[spec.split()[0]]
+    T, L, H, B = (int(v) for v in spec.split()[1].split("/"))
+    cfg = _cfg(mode, DirectionMode.UNIDIRECTIONAL, L, seq=T, hidden=H, batch=B, input_size=H)
+    by_name = _verify_all(cfg, names, settings, mode, True)
+    assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
+    for rec in by_name.values():
+        launch = rec["algorithms"][-1]
+        assert launch["bulk_staging"] and launch["input_projection_from"] == "global"
+        assert launch["ring_stages"] >= 2
 
 
 @pytest.mark.parametrize("settings", ["b2t256u8w", "b2t256u8wb"])

@@ -31,6 +31,9 @@ class Settings:
     mcast: int = 0  # with bulk: CTAs of a thread-block cluster (sm_90) of one group that
                     # share each slab's copy, multicast into every mate's ring: the state read
                     # from L2 once for them all (0: each CTA copies its own)
+    gx_global: bool = False  # with bulk: layer 0's input projection read by the gate math
+                             # from global memory (brought into L2 a step ahead), not staged
+                             # in shared memory: room for the ring where it would not fit
 
     def __post_init__(self):
         if self.bulk and not self.wg:
@@ -42,6 +45,9 @@ class Settings:
         if self.mcast and not self.bulk:
             raise ValueError(f"launch shape {self.name}: a shared copy ('m') is a bulk "
                              "copy: name 'wb' first")
+        if self.gx_global and not self.bulk:
+            raise ValueError(f"launch shape {self.name}: the input projection from global "
+                             "memory ('g') is for bulk staging: name 'wb' first")
         if self.wg and (self.poll or self.areg or self.cluster):
             raise ValueError(f"launch shape {self.name}: wgmma ('w') keeps its own weight "
                              "fragments and counters: not with 'p', 'r' or clusters")
@@ -50,7 +56,7 @@ class Settings:
         """The keywords :func:`cudnn_rnn.lowbit.partition.plan` takes for this shape."""
         return dict(ctas=self.ctas, batch_slices=self.batch_slices, threads=self.threads,
                     areg=self.areg, cluster=self.cluster, units=self.units, wg=self.wg,
-                    bulk=self.bulk, mcast=self.mcast)
+                    bulk=self.bulk, mcast=self.mcast, gx_global=self.gx_global)
 
     @property
     def name(self) -> str:
@@ -58,25 +64,26 @@ class Settings:
         return (f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
                 + ("r" if self.areg else "") + (f"u{self.units}" if self.units else "")
                 + ("w" if self.wg else "") + ("b" if self.bulk else "")
-                + (f"m{self.mcast}" if self.mcast else "")
+                + ("g" if self.gx_global else "") + (f"m{self.mcast}" if self.mcast else "")
                 + (f"k{self.cluster}" if self.cluster else ""))
 
     @classmethod
     def parse(cls, name: str) -> "Settings":
         """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``,
-        ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b2t256u16wbm2``, ``b3t256k16``);
-        ValueError otherwise."""
-        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)"
+        ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b2t256u16wbg``, ``b2t256u16wbm2``,
+        ``b3t256k16``); ValueError otherwise."""
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)"
                          r"(?:m([1-9]\d*))?(?:k([1-9]\d*))?", name)
         if m is None:
             raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
-                             "[r][u<units a CTA>][w[b[m<CTAs sharing a copy>]]][k<cluster "
+                             "[r][u<units a CTA>][w[b[g][m<CTAs sharing a copy>]]][k<cluster "
                              "CTAs>] (e.g. b1t256, b2t512, b1t256p, b1t256r, b2t512u16, "
-                             "b2t256u16w, b2t256u16wb, b2t256u16wbm2, b3t256k16)")
+                             "b2t256u16w, b2t256u16wb, b2t256u16wbg, b2t256u16wbm2, "
+                             "b3t256k16)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
                    threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]), wg=bool(m[7]),
-                   bulk=bool(m[8]), mcast=int(m[9]) if m[9] else 0,
-                   cluster=int(m[10]) if m[10] else 0,
+                   bulk=bool(m[8]), gx_global=bool(m[9]), mcast=int(m[10]) if m[10] else 0,
+                   cluster=int(m[11]) if m[11] else 0,
                    units=int(m[6]) if m[6] else 0)
 
 
@@ -111,6 +118,10 @@ class Settings:
 # measured on an H100 (tools/persistent_probe.py, one process, ms, tree b126a7a): seed LSTM
 # FP16 0.1226 against wb's 0.1193, INT8 0.0985 against 0.0969, GRU 1-2 % slower; LSTM
 # 50/1/1024/64 FP16 0.3239 against 0.3267, INT8 0.2705 against 0.2665 (docs/lowbit.md).
+# Nor, until measured, 'g' (b2t256u16wbg: layer 0's input projection read from global
+# memory, not staged), which makes room for bulk staging where the staged projection left
+# none: LSTM 50/1/1024/256 in 16 bits, 50/1/2048/128 in 8 (b1t256u16wbg), where 'wb' does
+# not fit (written 2026-12-06, compiled and planned without a GPU, not yet run on one).
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
             Settings(batch_slices=2, units=16, wg=True, bulk=True))

@@ -57,10 +57,6 @@ def _up(n: int, m: int) -> int:
     return -(-n // m) * m
 
 
-def _pow2(n: int) -> int:
-    return 1 << (n - 1).bit_length()
-
-
 def row_bytes(features: int, fmt: str) -> int:
     """Bytes of one row of ``features`` codes in global memory, padded to whole chunks."""
     return _up(features * FORMAT_BYTES[fmt], CHUNK)
@@ -150,6 +146,7 @@ class Partition:
     wg_blocks: int = 1  # instructions of 64 weight rows a warpgroup issues a chunk
     wg_bulk: bool = False  # the state in wgmma's layout in global memory, a slab one copy
     mcast: int = 0  # CTAs of a cluster (of one group) sharing each slab's copy (0: none)
+    gx_global: bool = False  # layer 0's input projection read from global memory (GXG)
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""
@@ -228,7 +225,7 @@ def _units(cfg: RNNConfig, ctas: int, work: list[int]) -> list[int]:
 def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_block: int,
          ctas: int | None = None, batch_slices: int = 1, threads: int = 256,
          areg: bool = False, cluster: int = 0, units: int = 0, wg: bool = False,
-         bulk: bool = False, mcast: int = 0) -> Partition:
+         bulk: bool = False, mcast: int = 0, gx_global: bool = False) -> Partition:
     """The partition of ``cfg`` over ``ctas`` CTAs (at most ``sm_count``: one per
     multiprocessor, all resident) in ``batch_slices`` batch slices; :class:`DoesNotFit`
     says why it cannot run. ``areg``: each warp keeps its weight fragments in registers
@@ -238,8 +235,9 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     many clusters this GPU holds at once is the engine's check). ``units``: the hidden units
     of every CTA in every pseudo-layer (a multiple of 4; 0: in proportion to each one's
     work). ``wg``: the products on wgmma (:func:`cudnn_rnn.lowbit.fits.warpgroups` says what
-    it takes); ``bulk`` (with it): the state in wgmma's layout, a slab one bulk copy;
-    ``mcast`` (with bulk): clusters of that many CTAs share each copy (fits.shared_copies)."""
+    it takes); ``bulk`` (with it): the state in wgmma's layout, a slab one bulk copy; with
+    bulk, ``mcast``: clusters of that many CTAs share each copy (fits.shared_copies), and
+    ``gx_global``: layer 0's input projection is not staged (the kernel's GXG)."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
     ctas = sm_count if ctas is None else ctas
     if not 1 <= ctas <= sm_count:
@@ -287,7 +285,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         raise DoesNotFit(f"a batch slice of {nb_full} needs {ntw} n-tiles per warp "
                          f"with {warps} warps (at most {MAX_NTW}); slice the batch more")
     mt_max = max(_up(g * nu, 16) // 16 for nu in nus)
-    ntw = ntw if wg else _pow2(ntw)
+    ntw = ntw if wg else 1 << (ntw - 1).bit_length()  # mma.sync: a power of two
     if mt_max * ntw > MAX_ACC and not wg:
         raise DoesNotFit(f"{mt_max} m-tiles x {ntw} n-tiles per warp exceed the {MAX_ACC} "
                          "accumulator tiles a warp holds; use more CTAs")
@@ -295,15 +293,15 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         raise DoesNotFit(f"batch {B} in {batch_slices} slices of {nb_full} leaves one empty")
     def ring(stages: int) -> Partition:
         part = Partition(cfg, fx if cfg.num_layers > 1 else None, fh, threads, batch_slices,
-                         [], mt_max, ntw, stages, hrowb, xrowb)
+                         [], mt_max, ntw, stages, hrowb, xrowb, gx_global=gx_global)
         _fill(part, pls, nus, counts, nb_full, kx, warps, fh if wg else None)
         return part
     for stages in range(STAGES[1], STAGES[0] - 1, -1):  # the deepest ring that fits
         part = ring(stages)
         if part.smem <= smem_per_block or stages == STAGES[0]:
             break
-    if bulk and not wg:
-        raise DoesNotFit("bulk staging feeds wgmma: 'b' after 'w'")
+    if bulk and not wg or gx_global and not bulk:
+        raise DoesNotFit("bulk staging feeds wgmma ('b' after 'w'); 'g' is bulk staging's")
     wgs = fits.wg_slabs(part, SLAB, FORMAT_BYTES) if wg else None  # not the ring's depth
     # bulk staging: a ring up to a step's slabs deep, the deepest that fits (past the ring,
     # a warpgroup refills a stage once its products are done: fits.bulk)
@@ -348,7 +346,7 @@ def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps, wg: str | None 
             for i in range(count):
                 s = replace(_slice(cfg, p, i * nu, min(nu, H - i * nu), _up(cfg.gates * nu, 16),
                                    bs, b0, nb, kx[p.index], part.hrowb, warps, part.ntw,
-                                   part.stages, blob, wg, 16 * part.mt_max),
+                                   part.stages, blob, wg, 16 * part.mt_max, part.gx_global),
                             ctr=part.groups[(p.index, bs)])
                 blob += s.mpad * s.rowb
                 part.slices.append(s)
@@ -371,7 +369,7 @@ def _input_groups(ks: int, nxc: int, nc: int) -> int:
 
 
 def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob,
-           wg: str | None = None, rows_max: int = 0) -> Slice:
+           wg: str | None = None, rows_max: int = 0, gx_global: bool = False) -> Slice:
     """``mpad``: the rows of the pseudo-layer's full slices (a last slice of fewer units
     takes as many, its rows past ``gates * nu`` zero, so that its tiles are theirs).
     ``wg`` (the operand format): a k-group is a warpgroup of four warps, each on every
@@ -390,7 +388,7 @@ def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blo
                  16)
     off_own = off_dq + 4 * mpad * 4  # dequantization and biases per row
     off_gx = _up(off_own + 2 * npad * nu * 4, 16)  # h and c of its units
-    gx = cfg.gates * nb * nu * 4 if p.layer == 0 else 0  # layer 0: a step's input projection
+    gx = cfg.gates * nb * nu * 4 if p.layer == 0 and not gx_global else 0  # a step's input proj.
     off_ring = _up(off_gx + gx, 16)
     ring = stages * ks * npad * (SLAB * CHUNK + PAD)
     split = nxc and cfg.mode == RNNMode.GRU  # GRU keeps the input part's sums apart

@@ -43,6 +43,9 @@
 //            arms for every slab itself. The ring holds a whole step (STAGES >= NSLAB), so a
 //            copy into a mate's stage waits for nothing but the counters: a mate signals its
 //            step only after its products and gate math are done with its ring
+//   GXG      1 (with WGB): layer 0's input projection is read by the gate math from global
+//            memory (__ldg), each step's rows brought into L2 one step ahead, instead of
+//            being staged in shared memory (partition.Partition.gx_global: room for the ring)
 //   CLUSTER  CTAs of a thread-block cluster (0: none): each group (pseudo-layer, batch
 //            slice) is one cluster (partition.Partition.cluster), and a CTA meets its group's
 //            previous step at the cluster barrier (barrier.cluster arrive.release at the end
@@ -75,6 +78,12 @@
 #endif
 #ifndef MCAST
 #define MCAST 1
+#endif
+#ifndef GXG
+#define GXG 0
+#endif
+#if GXG && !WGB
+#error "the input projection from global memory is bulk staging's (partition.plan)"
 #endif
 #if MCAST > 1 && (!WGB || STAGES < NSLAB)
 #error "a shared copy lands in every mate's ring: bulk staging, a ring a whole step deep"
@@ -350,11 +359,22 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         if (!L.gx) return;
         const int t = L.dir ? T - 1 - s : s;
         const float* src = (const float*)L.gx + (unsigned)(t * B + b0) * gH + j0;
+#if GXG
+        // into L2 (a long sequence's projection is not there): each (batch row, gate) run
+        // of the CTA's units, its first and last byte's lines
+#pragma unroll 1
+        for (int i = tid; i < nb * GATES; i += THREADS) {
+            const float* run = src + (unsigned)(i / GATES) * gH + (i % GATES) * H;
+            asm volatile("prefetch.global.L2 [%0];" :: "l"(run) : "memory");
+            asm volatile("prefetch.global.L2 [%0];" :: "l"(run + nu - 1) : "memory");
+        }
+#else
 #pragma unroll 1
         for (Pairs it(tid, nu); it.p < nb * nu; it.next())
 #pragma unroll
             for (int q = 0; q < GATES; ++q)
                 cp4(gxs + q * nb * nu + it.p, src + (unsigned)it.b * gH + q * H + it.u);
+#endif
     };
     fetch_gx(0);
     cp_commit();
@@ -882,7 +902,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                     }
                     float x = (sx[0] + sx[1]) + (sx[2] + sx[3]);
                     if (L.gx) {
-#if GXINT
+#if GXG
+                        const float g = __ldg((const float*)L.gx + (unsigned)(t * B + b0 +
+                                              it.b) * gH + q * H + j0 + it.u);
+                        x = (GXINT ? (float)__float_as_int(g) : g) * dqs[row];
+#elif GXINT
                         x = (float)__float_as_int(gxs[q * nb * nu + it.p]) * dqs[row];
 #else
                         x = gxs[q * nb * nu + it.p] * dqs[row];

@@ -103,6 +103,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
                if part.wg_slabs else {}),
             **({"WGB": 1, "WGS": part.batch_slices} if part.wg_bulk else {}),
             **({"MCAST": part.mcast} if part.mcast else {}),
+            **({"GXG": 1} if part.gx_global else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
 
 
@@ -150,8 +151,7 @@ def gemm_precisions(cp, cfg: RNNConfig, stacked, float_precision: str, plan) -> 
 def layout(cfg: RNNConfig, gemms: list, plan, settings: Settings, limits: dict) -> tuple:
     """(partition, layer 0's input GEMM precision) of ``plan``'s GEMMs (``gemms``: their
     precisions, :func:`gemm_precisions`) on this GPU (``limits``: :func:`device_limits`);
-    :class:`Unsupported` with the reason
-    otherwise."""
+    :class:`Unsupported` with the reason otherwise."""
     fx, fh, gx_precision = formats(gemms)
     check_device(cfg, fx, fh, limits, {gx_precision} | eight_bit_precisions(plan))
     if settings.cluster:
@@ -381,6 +381,7 @@ class PersistentEngine(Forward):
                 "formats": {"input": p.fx, "recurrent": p.fh},
                 "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw, **p.step_bytes(),
                 "ring_stages": p.stages, "bulk_staging": p.wg_bulk, "copy_shared_by": p.mcast,
+                "input_projection_from": "global" if p.gx_global else "shared",
                 "products": "wgmma" if self.consts.get("WG") else "mma.sync",
                 # slabs of weight fragments each warp holds in registers, as compiled (AREG, WG)
                 "register_slabs": (self.consts["NSLAB"]

@@ -1,0 +1,116 @@
+"""Layer 0's input projection read by the gate math from global memory (launch shapes with
+'g' after 'wb', the kernel's ``GXG``) without a GPU: the room it makes where a step's staged
+projection left none for the ring beside the weights (LSTM 50/1/1024/256 in 16 bits,
+50/1/2048/128 in 8: bench shapes the issue names), its name and refusals, and the kernel
+compiled for sm_90a: the projection loaded from global memory and brought into L2 a step
+ahead, none of it staged, no spills, no wgmma serialized."""
+import pytest
+
+from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.lowbit import partition
+from cudnn_rnn.lowbit import persistent as P
+from cudnn_rnn.lowbit.cubin import compile_source
+from cudnn_rnn.lowbit.launch import Settings
+
+from tests.test_clusters import _ptx
+from tests.test_persistent import SMEM, _cfg, _nvrtc_or_skip
+from tests.test_persistent_wg import SERIALIZED, _ptxas_log, _seed
+
+# (shape, format, batch slices): where bulk staging fits only with 'g'
+ROOMLESS = [("LSTM 50/1/1024/256", "fp16", 2), ("GRU 50/1/1024/256", "bf16", 2),
+            ("LSTM 50/1/2048/128", "int8", 1), ("LSTM 50/1/2048/128", "e4m3", 1)]
+
+
+def _shape(spec):
+    mode = RNNMode[spec.split()[0]]
+    T, L, H, B = (int(v) for v in spec.split()[1].split("/"))
+    return _cfg(mode, L, False, H=H, B=B, T=T, I=H)
+
+
+def _plan(cfg, fmt, slices, smem=SMEM, **kw):
+    return partition.plan(cfg, fmt, fmt, sm_count=132, smem_per_block=smem, batch_slices=slices,
+                          units=16, wg=True, bulk=True, **kw)
+
+
+@pytest.mark.parametrize("spec,fmt,slices", ROOMLESS)
+def test_the_projection_left_in_global_memory_makes_room_for_the_ring(spec, fmt, slices):
+    """Without 'g' the CTA's shared memory is short; with it, it fits, and what it saves is
+    exactly one step's projection of layer 0's slices (gates x batch rows x units floats)."""
+    cfg = _shape(spec)
+    with pytest.raises(partition.DoesNotFit, match="bytes of shared memory"):
+        _plan(cfg, fmt, slices)
+    part = _plan(cfg, fmt, slices, gx_global=True)
+    assert part.gx_global and part.smem <= SMEM and part.stages >= 2
+    # both planned where anything fits (the same ring): they differ by the staged projection
+    staged, unstaged = (_plan(cfg, fmt, slices, smem=10 ** 7, gx_global=g) for g in (False, True))
+    assert staged.stages == unstaged.stages
+    for a, b in zip(staged.slices, unstaged.slices):
+        step = cfg.gates * a.nb * a.nu * 4
+        assert (a.off_ring - a.off_gx, b.off_ring - b.off_gx) == (step, 0)
+        assert a.smem - b.smem == step
+
+
+def test_above_the_first_layer_nothing_changes():
+    """Layers above the first read no projection (their input part is a product): their
+    slices are laid out alike with and without 'g'."""
+    cfg = _seed()
+    staged, unstaged = (_plan(cfg, "int8", 2, gx_global=g) for g in (False, True))
+    above = [(a, b) for a, b in zip(staged.slices, unstaged.slices) if a.k > 0]
+    assert above and all(a == b for a, b in above)
+
+
+def test_the_launch_shape_names_it_with_a_g_after_wb():
+    for name in ("b2t256u16wbg", "b1t256u16wbg", "b2t256u16wbgm2"):
+        assert Settings.parse(name).name == name and Settings.parse(name).gx_global
+    assert not Settings.parse("b2t256u16wb").gx_global
+    assert Settings.parse("b2t256u16wbg").partition_args()["gx_global"]
+    for name in ("b2t256u16wg", "b2t256u16g"):
+        with pytest.raises(ValueError):
+            Settings.parse(name)
+    with pytest.raises(ValueError, match="name 'wb' first"):
+        Settings(batch_slices=2, units=16, wg=True, gx_global=True)
+    with pytest.raises(partition.DoesNotFit, match="'g' is bulk staging's"):
+        partition.plan(_seed(), "int8", "int8", sm_count=132, smem_per_block=SMEM,
+                       batch_slices=2, units=16, wg=True, gx_global=True)
+
+
+@pytest.mark.parametrize("spec,fmt,slices", ROOMLESS)
+def test_the_kernel_reads_the_projection_from_global_memory_unspilled(spec, fmt, slices):
+    """Compiled for sm_90a: the projection brought into L2 ahead (prefetch.global.L2) and
+    read through the non-coherent path (ld.global.nc), no spills, no wgmma serialized."""
+    _nvrtc_or_skip()
+    cfg = _shape(spec)
+    part = _plan(cfg, fmt, slices, gx_global=True)
+    consts = P.defines(cfg, part, gx_int=fmt == "int8")
+    assert consts["GXG"] == 1
+    ptx = _ptx(P.source(consts), "compute_90a")
+    assert "prefetch.global.L2" in ptx and "ld.global.nc" in ptx
+    log = _ptxas_log(cfg, part, fmt)
+    assert "0 bytes spill stores" in log and SERIALIZED not in log
+
+
+def test_a_kernel_without_it_stages_the_projection_and_names_no_gxg():
+    """The same shape with and without 'g' at the seed (where both fit): only 'g' defines
+    GXG and prefetches into L2; without it the projection's copies into shared memory
+    (cp.async) are there."""
+    _nvrtc_or_skip()
+    cfg = _seed()
+    with_g, without = (P.defines(cfg, _plan(cfg, "int8", 2, gx_global=g), gx_int=True)
+                       for g in (True, False))
+    assert "GXG" not in without and with_g["GXG"] == 1
+    ptx_g, ptx = (_ptx(P.source(c), "compute_90a") for c in (with_g, without))
+    assert "prefetch.global.L2" in ptx_g and "prefetch.global.L2" not in ptx
+    assert ptx.count("cp.async.ca.shared.global") > ptx_g.count("cp.async.ca.shared.global")
+
+
+def test_the_kernel_refuses_gxg_without_bulk_staging():
+    """GXG names room the partition made for bulk staging's ring: elsewhere the kernel
+    does not compile, with the reason."""
+    _nvrtc_or_skip()
+    cfg = _cfg(RNNMode.LSTM, 1, False, H=64, B=8, T=4, I=64)
+    part = partition.plan(cfg, None, "int8", sm_count=132, smem_per_block=SMEM)
+    consts = dict(P.defines(cfg, part, gx_int=True), GXG=1)
+    with pytest.raises(RuntimeError, match="the input projection from global memory is bulk "
+                                           "staging's"):
+        compile_source(P.source(consts), "persistent.cu", "sm_90")
+    compile_source(P.source(P.defines(cfg, part, gx_int=True)), "persistent.cu", "sm_90")
