@@ -100,7 +100,24 @@ def test_a_kernel_without_it_stages_the_projection_and_names_no_gxg():
     assert "GXG" not in without and with_g["GXG"] == 1
     ptx_g, ptx = (_ptx(P.source(c), "compute_90a") for c in (with_g, without))
     assert "prefetch.global.L2" in ptx_g and "prefetch.global.L2" not in ptx
-    assert ptx.count("cp.async.ca.shared.global") > ptx_g.count("cp.async.ca.shared.global")
+    # the projection's loads join the kernel's other non-coherent loads (its tables), and
+    # its copies into shared memory (cp.async, 4 bytes each) are gone
+    assert ptx_g.count("ld.global.nc") > ptx.count("ld.global.nc")
+    assert "cp.async.ca.shared.global" in ptx and "cp.async.ca.shared.global" not in ptx_g
+
+
+def test_the_staged_projection_is_not_even_declared_with_gxg():
+    """What makes a GXG kernel that still read the staged projection (the ring, under GXG)
+    impossible: the buffer's name is not declared, so such a read does not compile."""
+    _nvrtc_or_skip()
+    cfg = _seed()
+    consts = P.defines(cfg, _plan(cfg, "int8", 2, gx_global=True), gx_int=True)
+    read = "x = (GXINT ? (float)__float_as_int(g) : g) * dqs[row];"
+    text = P.source(consts)
+    assert text.count(read) == 1
+    with pytest.raises(RuntimeError, match="gxs"):
+        compile_source(text.replace(read, "x = gxs[q * nb * nu + it.p] * dqs[row];"),
+                       "persistent.cu", "sm_90a")
 
 
 def test_the_kernel_refuses_gxg_without_bulk_staging():

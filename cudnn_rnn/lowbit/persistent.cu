@@ -303,7 +303,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     float* dqs = (float*)(smem + S.off_dq);
     float* own_h = (float*)(smem + S.off_own);    // this CTA's h and c, (nb, nu)
     float* own_c = own_h + npad * nu;
+#if !GXG  // GXG: no room for it (partition.plan), and nothing may read it
     float* gxs = (float*)(smem + S.off_gx);       // layer 0: this step's input projection
+#endif
     unsigned char* ring = smem + S.off_ring;
     // after the product: the recurrent part's sums [ks][npad][ps] (with the input part's
     // but for GRU), then GRU's input part's
@@ -361,11 +363,13 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         const float* src = (const float*)L.gx + (unsigned)(t * B + b0) * gH + j0;
 #if GXG
         // into L2 (a long sequence's projection is not there): each (batch row, gate) run
-        // of the CTA's units, its first and last byte's lines
+        // of the CTA's units, a line every 32 floats and the run's last one
 #pragma unroll 1
         for (int i = tid; i < nb * GATES; i += THREADS) {
             const float* run = src + (unsigned)(i / GATES) * gH + (i % GATES) * H;
-            asm volatile("prefetch.global.L2 [%0];" :: "l"(run) : "memory");
+#pragma unroll 1
+            for (int o = 0; o < nu; o += 32)
+                asm volatile("prefetch.global.L2 [%0];" :: "l"(run + o) : "memory");
             asm volatile("prefetch.global.L2 [%0];" :: "l"(run + nu - 1) : "memory");
         }
 #else
