@@ -5,12 +5,12 @@
 #
 # STEP: matrix (make matrix), bench (the persistent kernels' benchmark), suite (make
 # test-gpu, GPU_WORKERS processes, 8 unless set), probe (the persistent kernel's launch
-# shapes at the seed and LSTM 50/1/1024/256, with PROBE_VARIANTS when set). Every step is
-# checked before any runs. Each step runs under its own limit (SECONDS, or the default below), is
-# timestamped in OUT/steps.txt, and leaves its log in OUT; the tests write every test's time
-# as it ends (CUDNN_RNN_TEST_TIMES), so a run cut by its limit still says where its time
-# went. What a step writes under runs/ is copied into OUT flat (one folder deep), the
-# report's html left out. Uses $PYTHON (python3 unless set) as it is (make ... VENV=), and
+# shapes at PROBE_SHAPES, the seed and LSTM 50/1/1024/256 unless set, with PROBE_SETTINGS
+# and PROBE_VARIANTS when set). Every step is checked before any runs. Each runs under its
+# own limit (SECONDS, or the default below), is timestamped in OUT/steps.txt, and leaves
+# its log in OUT; the tests write every test's time as it ends (CUDNN_RNN_TEST_TIMES), so
+# a run cut by its limit still says where its time went. What a step writes under runs/ is
+# copied into OUT flat (one folder deep), the report's html left out. Uses $PYTHON (python3 unless set) as it is (make ... VENV=), and
 # CUDNN_RNN_COMMIT (where the tree is a copy without .git) for the results' provenance.
 set -u
 declare -A LIMIT=([matrix]=290 [bench]=200 [suite]=560 [probe]=200)
@@ -64,8 +64,10 @@ for arg in "$@"; do
                    PYTEST_ARGS="-p no:cacheprovider" > "$OUT/suite.log" 2>&1
                rc=$? ;;
         probe) PYTHONPATH=$PWD timeout "$limit" "$PY" tools/persistent_probe.py \
-                   --out "$OUT/probe" --shapes LSTM:20:2:512:64,LSTM:50:1:1024:256 \
+                   --out "$OUT/probe" \
+                   --shapes "${PROBE_SHAPES:-LSTM:20:2:512:64,LSTM:50:1:1024:256}" \
                    --names persistent:fp16,persistent:int8/both \
+                   ${PROBE_SETTINGS:+--settings "$PROBE_SETTINGS"} \
                    ${PROBE_VARIANTS:+--variants "$PROBE_VARIANTS"} > "$OUT/probe.log" 2>&1
                rc=$? ;;
     esac
