@@ -10,8 +10,9 @@
 # own limit (SECONDS, or the default below), is timestamped in OUT/steps.txt, and leaves
 # its log in OUT; the tests write every test's time as it ends (CUDNN_RNN_TEST_TIMES), so
 # a run cut by its limit still says where its time went. What a step writes under runs/ is
-# copied into OUT flat (one folder deep), the report's html left out. Uses $PYTHON (python3 unless set) as it is (make ... VENV=), and
-# CUDNN_RNN_COMMIT (where the tree is a copy without .git) for the results' provenance.
+# copied into OUT flat (one folder deep), the report's html left out. Uses $PYTHON
+# (python3 unless set) as it is (make ... VENV=), and CUDNN_RNN_COMMIT (where the tree is a
+# copy without .git) for the results' provenance.
 set -u
 declare -A LIMIT=([matrix]=290 [bench]=200 [suite]=560 [probe]=200)
 USAGE="usage: tools/gpu_check.sh OUT STEP[:SECONDS] ... (steps: ${!LIMIT[*]})"
