@@ -131,3 +131,23 @@ def test_the_kernel_refuses_gxg_without_bulk_staging():
                                            "staging's"):
         compile_source(P.source(consts), "persistent.cu", "sm_90")
     compile_source(P.source(P.defines(cfg, part, gx_int=True)), "persistent.cu", "sm_90")
+
+
+@pytest.mark.parametrize("variant", ["gx_no_l1", "gx_no_prefetch"])
+def test_the_probe_tools_variants_of_it_apply_and_compile(variant):
+    """tools/persistent_probe.py --variants gx_no_l1 (the projection read past L1) and
+    gx_no_prefetch (without its L2 prefetch a step ahead): each patch finds the kernel's
+    text and compiles, without spills or serialized wgmma, to what it says."""
+    _nvrtc_or_skip()
+    from tests.test_persistent import _probe_tool
+    cfg = _shape("LSTM 50/1/1024/256")
+    part = _plan(cfg, "fp16", 2, gx_global=True)
+    consts = P.defines(cfg, part, gx_int=False)
+    varied = _probe_tool().varied(variant)
+    ptx, base = (_ptx(source(consts), "compute_90a") for source in (varied, P.source))
+    if variant == "gx_no_l1":
+        assert "L1::no_allocate" in ptx and "L1::no_allocate" not in base
+    else:
+        assert "prefetch.global.L2" not in ptx and "prefetch.global.L2" in base
+    log = _ptxas_log(cfg, part, "fp16", varied)
+    assert "0 bytes spill stores" in log and SERIALIZED not in log

@@ -184,6 +184,24 @@ VARIANTS.update({
     "fence_poll": [(_POLL, _POLL.replace("ld_acquire", "ld_relaxed"), 1),
                    (_WAITED, _FENCE + _WAITED, 1)],
 })
+# the projection of 'g' (GXG): read past L1 (each value is read once, and L1 is what shared
+# memory leaves), or without its L2 prefetch a step ahead (what the prefetch buys)
+_GX_LOAD = ("                        const float g = __ldg((const float*)L.gx + (unsigned)(t * B "
+            "+ b0 +\n                                              it.b) * gH + q * H + j0 + "
+            "it.u);\n")
+_GX_PREFETCH = ('                asm volatile("prefetch.global.L2 [%0];" :: "l"(run + o) : '
+                '"memory");\n')
+_GX_PREFETCH_LAST = ('            asm volatile("prefetch.global.L2 [%0];" :: "l"(run + nu - 1) : '
+                     '"memory");\n')
+VARIANTS.update({
+    "gx_no_l1": [(_GX_LOAD,
+                  "                        float g;\n"
+                  "                        asm(\"ld.global.nc.L1::no_allocate.f32 %0, [%1];\" "
+                  ": \"=f\"(g) : \"l\"((const float*)L.gx\n"
+                  "                            + (unsigned)(t * B + b0 + it.b) * gH + q * H + "
+                  "j0 + it.u));\n", 1)],
+    "gx_no_prefetch": [(_GX_PREFETCH, "                ;\n", 1), (_GX_PREFETCH_LAST, "", 1)],
+})
 PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "step_total")
 
 
