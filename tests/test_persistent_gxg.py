@@ -133,11 +133,12 @@ def test_the_kernel_refuses_gxg_without_bulk_staging():
     compile_source(P.source(P.defines(cfg, part, gx_int=True)), "persistent.cu", "sm_90")
 
 
-@pytest.mark.parametrize("variant", ["gx_no_l1", "gx_no_prefetch"])
+@pytest.mark.parametrize("variant", ["gx_no_l1", "gx_no_prefetch", "gx_pg1"])
 def test_the_probe_tools_variants_of_it_apply_and_compile(variant):
-    """tools/persistent_probe.py --variants gx_no_l1 (the projection read past L1) and
-    gx_no_prefetch (without its L2 prefetch a step ahead): each patch finds the kernel's
-    text and compiles, without spills or serialized wgmma, to what it says."""
+    """tools/persistent_probe.py --variants gx_no_l1 (the projection read past L1),
+    gx_no_prefetch (without its L2 prefetch a step ahead) and gx_pg1 (its gate math a pair
+    at a time): each patch finds the kernel's text and compiles, without spills or
+    serialized wgmma, to what it says."""
     _nvrtc_or_skip()
     from tests.test_persistent import _probe_tool
     cfg = _shape("LSTM 50/1/1024/256")
@@ -147,7 +148,23 @@ def test_the_probe_tools_variants_of_it_apply_and_compile(variant):
     ptx, base = (_ptx(source(consts), "compute_90a") for source in (varied, P.source))
     if variant == "gx_no_l1":
         assert "L1::no_allocate" in ptx and "L1::no_allocate" not in base
-    else:
+    elif variant == "gx_no_prefetch":
         assert "prefetch.global.L2" not in ptx and "prefetch.global.L2" in base
+    else:  # a pair at a time: fewer of the projection's loads in the step's code
+        assert ptx.count("ld.global.nc") < base.count("ld.global.nc")
     log = _ptxas_log(cfg, part, "fp16", varied)
     assert "0 bytes spill stores" in log and SERIALIZED not in log
+
+
+@pytest.mark.parametrize("spec,fmt,slices,pairs", [(*r, 8) for r in ROOMLESS]
+                         + [("LSTM 20/2/512/64", "int8", 2, 2)])
+def test_its_gate_math_takes_a_threads_pairs_at_once(spec, fmt, slices, pairs):
+    """With 'g' the projection's loads wait on L2: the gate math takes all of a thread's
+    (batch row, unit) pairs at once (PG: the largest slice's pairs over the threads, 8 at
+    most), so that their loads are in flight together; without 'g' PG is the kernel's 1."""
+    cfg = _shape(spec) if spec != "LSTM 20/2/512/64" else _seed()
+    part = _plan(cfg, fmt, slices, gx_global=True)
+    assert max(s.nb * s.nu for s in part.slices) / part.threads <= pairs
+    assert P.defines(cfg, part, gx_int=False)["PG"] == pairs
+    if pairs < 8:
+        assert "PG" not in P.defines(cfg, _plan(cfg, fmt, slices), gx_int=False)

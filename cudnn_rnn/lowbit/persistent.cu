@@ -136,8 +136,12 @@ typedef float wacc_t;
 // them apart (n = tanh(X + r * R)); the other cells add them in the partial sums
 #define SPLIT (HASX && CELL == 3)
 // (batch row, unit) pairs a thread's gate math takes at once: 1 is 4 % faster than 4 at the
-// seed shape and LSTM 50/1/1024/64 on the H200 (a third less code in the step loop)
+// seed shape and LSTM 50/1/1024/64 on the H200 (a third less code in the step loop). With
+// GXG, persistent.defines names a thread's pairs (8 at most), so that the projection's
+// loads from L2 are all in flight together: one round trip a step, not one a pair
+#ifndef PG
 #define PG 1
+#endif
 #if CLUSTER && POLL
 #error "a launch in clusters does not poll: a polling CTA's early return skips its barriers"
 #endif

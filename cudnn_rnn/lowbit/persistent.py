@@ -103,7 +103,8 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
                if part.wg_slabs else {}),
             **({"WGB": 1, "WGS": part.batch_slices} if part.wg_bulk else {}),
             **({"MCAST": part.mcast} if part.mcast else {}),
-            **({"GXG": 1} if part.gx_global else {}),
+            **({"GXG": 1, "PG": min(8, -(-max(s.nb * s.nu for s in part.slices)
+                                              // part.threads))} if part.gx_global else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
 
 
@@ -126,8 +127,7 @@ def device_limits(cp) -> dict:
     dev = cp.cuda.Device().id
     attr = lambda a: cp.cuda.runtime.deviceGetAttribute(a, dev)  # noqa: E731
     return {"sm_count": attr(ATTR_SM_COUNT), "cooperative": bool(attr(ATTR_COOPERATIVE)),
-            "smem_per_block": attr(ATTR_SMEM_OPTIN) - STATIC_SMEM,
-            "capability": capability(cp)}
+            "smem_per_block": attr(ATTR_SMEM_OPTIN) - STATIC_SMEM, "capability": capability(cp)}
 
 
 def check_device(cfg: RNNConfig, fx, fh, limits: dict, precisions=frozenset()) -> None:
