@@ -122,7 +122,7 @@ VARIANTS.update({
     # loaded, then both cells): at b2t256u16 each thread has two pairs a step, whose chains
     # (loads, gates, c, tanh c, codes, stores) then overlap instead of running one after the
     # other (PG 4 against 1 was 4 % slower at b1t256 on the H200, a tree before EXACT)
-    "pairs_together": [("#define PG 1\n", "#define PG 2\n", 1)],
+    "pairs_together": [("#ifndef PG\n#define PG 1\n#endif\n", "#undef PG\n#define PG 2\n", 1)],
     # bulk staging's proxy fence (the codes other CTAs stored, for the copy engine's reads)
     # once a step, before its first copy, where the kernel fences before each of the step's
     # copies: the fence orders everything the issuing thread acquired before it against every
