@@ -69,7 +69,7 @@ def test_the_launch_shape_names_it_with_a_g_after_wb():
             Settings.parse(name)
     with pytest.raises(ValueError, match="name 'wb' first"):
         Settings(batch_slices=2, units=16, wg=True, gx_global=True)
-    with pytest.raises(partition.DoesNotFit, match="'g' is bulk staging's"):
+    with pytest.raises(partition.DoesNotFit, match="the input projection from global memory is bulk staging's: 'wbg'"):
         partition.plan(_seed(), "int8", "int8", sm_count=132, smem_per_block=SMEM,
                        batch_slices=2, units=16, wg=True, gx_global=True)
 

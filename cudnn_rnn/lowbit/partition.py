@@ -300,8 +300,10 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         part = ring(stages)
         if part.smem <= smem_per_block or stages == STAGES[0]:
             break
-    if bulk and not wg or gx_global and not bulk:
-        raise DoesNotFit("bulk staging feeds wgmma ('b' after 'w'); 'g' is bulk staging's")
+    if bulk and not wg:
+        raise DoesNotFit("bulk staging feeds wgmma: 'b' after 'w'")
+    if gx_global and not bulk:
+        raise DoesNotFit("the input projection from global memory is bulk staging's: 'wbg'")
     wgs = fits.wg_slabs(part, SLAB, FORMAT_BYTES) if wg else None  # not the ring's depth
     # bulk staging: a ring up to a step's slabs deep, the deepest that fits (past the ring,
     # a warpgroup refills a stage once its products are done: fits.bulk)
