@@ -20,6 +20,14 @@ pytestmark = pytest.mark.gpu
 NAMES = ["persistent:fp16", "persistent:bf16", "persistent:int8/both", "persistent:e4m3/both"]
 
 
+def _shape(spec):
+    """(cell, config) of ``"LSTM 5/1/1024/256"`` (cell T/L/H/B, input size H), one direction."""
+    mode = RNNMode[spec.split()[0]]
+    T, L, H, B = (int(v) for v in spec.split()[1].split("/"))
+    return mode, _cfg(mode, DirectionMode.UNIDIRECTIONAL, L, seq=T, hidden=H, batch=B,
+                      input_size=H)
+
+
 @pytest.fixture(scope="module")
 def hopper(cuda):
     if capability(cuda) != (9, 0):
@@ -70,14 +78,13 @@ def test_a_ring_shallower_than_a_steps_slabs_verifies_and_replays(cuda, hopper, 
     steps (tests/test_persistent_wg.py plans these rings)."""
     if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
         pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
-    mode = RNNMode[spec.split()[0]]
-    T, L, H, B = (int(v) for v in spec.split()[1].split("/"))
-    cfg = _cfg(mode, DirectionMode.UNIDIRECTIONAL, L, seq=T, hidden=H, batch=B, input_size=H)
+    mode, cfg = _shape(spec)
     by_name = _verify_all(cfg, names, "b2t256u16wb", mode, True)
     assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
     for rec in by_name.values():  # the ring that ran: shallower than the step's slabs
         launch = rec["algorithms"][-1]
-        assert launch["bulk_staging"] and launch["ring_stages"] == (4 if H == 512 else 3)
+        assert launch["bulk_staging"]
+        assert launch["ring_stages"] == (4 if cfg.hidden_size == 512 else 3)
 
 
 @pytest.mark.parametrize("spec,names,settings", [
@@ -92,9 +99,7 @@ def test_where_only_the_projection_from_global_memory_leaves_room_it_verifies(
     memory, on a ring of two stages or more."""
     if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
         pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
-    mode = RNNMode[spec.split()[0]]
-    T, L, H, B = (int(v) for v in spec.split()[1].split("/"))
-    cfg = _cfg(mode, DirectionMode.UNIDIRECTIONAL, L, seq=T, hidden=H, batch=B, input_size=H)
+    mode, cfg = _shape(spec)
     by_name = _verify_all(cfg, names, settings, mode, True)
     assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
     for rec in by_name.values():

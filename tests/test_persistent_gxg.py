@@ -14,17 +14,11 @@ from cudnn_rnn.lowbit.launch import Settings
 
 from tests.test_clusters import _ptx
 from tests.test_persistent import SMEM, _cfg, _nvrtc_or_skip
-from tests.test_persistent_wg import SERIALIZED, _ptxas_log, _seed
+from tests.test_persistent_wg import SERIALIZED, _ptxas_log, _seed, _shape
 
 # (shape, format, batch slices): where bulk staging fits only with 'g'
 ROOMLESS = [("LSTM 50/1/1024/256", "fp16", 2), ("GRU 50/1/1024/256", "bf16", 2),
             ("LSTM 50/1/2048/128", "int8", 1), ("LSTM 50/1/2048/128", "e4m3", 1)]
-
-
-def _shape(spec):
-    mode = RNNMode[spec.split()[0]]
-    T, L, H, B = (int(v) for v in spec.split()[1].split("/"))
-    return _cfg(mode, L, False, H=H, B=B, T=T, I=H)
 
 
 def _plan(cfg, fmt, slices, smem=SMEM, **kw):
@@ -69,7 +63,8 @@ def test_the_launch_shape_names_it_with_a_g_after_wb():
             Settings.parse(name)
     with pytest.raises(ValueError, match="name 'wb' first"):
         Settings(batch_slices=2, units=16, wg=True, gx_global=True)
-    with pytest.raises(partition.DoesNotFit, match="the input projection from global memory is bulk staging's: 'wbg'"):
+    with pytest.raises(partition.DoesNotFit,
+                       match="the input projection from global memory is bulk staging's: 'wbg'"):
         partition.plan(_seed(), "int8", "int8", sm_count=132, smem_per_block=SMEM,
                        batch_slices=2, units=16, wg=True, gx_global=True)
 

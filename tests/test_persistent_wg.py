@@ -22,6 +22,13 @@ def _seed(mode=RNNMode.LSTM):
     return _cfg(mode, 2, False, H=512, B=64, T=20, I=512)
 
 
+def _shape(spec):
+    """``"LSTM 50/1/1024/256"`` (cell T/L/H/B, input size H), one direction."""
+    mode = RNNMode[spec.split()[0]]
+    T, L, H, B = (int(v) for v in spec.split()[1].split("/"))
+    return _cfg(mode, L, False, H=H, B=B, T=T, I=H)
+
+
 def _wg(cfg, fmt="int8", **kw):
     kw = dict(dict(sm_count=132, batch_slices=2, units=16), **kw)
     return partition.plan(cfg, fmt, fmt, smem_per_block=SMEM, wg=True, **kw)
@@ -307,9 +314,7 @@ def test_a_ring_shallower_than_a_steps_slabs_is_the_deepest_that_fits_and_refill
     fits, and the kernel refills each stage once its slab's products are done, with none of
     the step's wgmma serialized."""
     _nvrtc_or_skip()
-    mode = RNNMode[spec.split()[0]]
-    T, L, H, B = (int(v) for v in spec.split()[1].split("/"))
-    cfg = _cfg(mode, L, False, H=H, B=B, T=T, I=H)
+    cfg = _shape(spec)
     part = _wg(cfg, fmt, bulk=True)
     assert (part.stages, part.wg_slabs) == (stages, slabs) and part.smem <= SMEM
     # one stage more (a slab of each warpgroup) would not fit
