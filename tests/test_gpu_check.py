@@ -40,3 +40,29 @@ def test_a_step_that_runs_leaves_its_log_and_its_line(tmp_path):
     steps = (out / "steps.txt").read_text().splitlines()
     assert len(steps) == 1 and steps[0].startswith("suite rc=2 "), steps
     assert "the GPU suite needs a usable GPU" in (out / "suite.log").read_text()
+
+
+def test_what_the_steps_wrote_under_runs_comes_back_as_one_archive(tmp_path):
+    """A device's copy-back takes at most 8 files from OUT: the run folders' files (the
+    report's html left out) travel as OUT/runs.tgz, RUN/FILE inside, beside the logs."""
+    import tarfile
+    repo = tmp_path / "repo"
+    (repo / "tools").mkdir(parents=True)
+    (repo / "tools" / "gpu_check.sh").write_bytes(TOOL.read_bytes())
+    for run in ("default-1", "persistent-2"):  # a machine's run folders, written by steps
+        d = repo / "runs" / "machine" / run
+        d.mkdir(parents=True)
+        for name in ("a.jsonl", "b.md", "c.png", "d.html"):
+            (d / name).write_text(run)
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", str(repo / "tools" / "gpu_check.sh"), str(out), "suite:60"],
+                          capture_output=True, text=True, timeout=120, cwd="/",
+                          env=dict(os.environ, PYTHON=sys.executable))
+    assert proc.returncode == 0, proc.stderr
+    files = sorted(p.name for p in out.rglob("*") if p.is_file())
+    assert "runs.tgz" in files and len(files) <= 8, files
+    with tarfile.open(out / "runs.tgz") as tar:
+        names = {n.lstrip("./") for n in tar.getnames() if tar.getmember(n).isfile()}
+        assert names == {f"{run}/{name}" for run in ("default-1", "persistent-2")
+                         for name in ("a.jsonl", "b.md", "c.png")}
+        assert tar.extractfile("./persistent-2/a.jsonl").read() == b"persistent-2"

@@ -9,8 +9,9 @@
 # and PROBE_VARIANTS when set). Every step is checked before any runs. Each runs under its
 # own limit (SECONDS, or the default below), is timestamped in OUT/steps.txt, and leaves
 # its log in OUT; the tests write every test's time as it ends (CUDNN_RNN_TEST_TIMES), so
-# a run cut by its limit still says where its time went. What a step writes under runs/ is
-# copied into OUT flat (one folder deep), the report's html left out. Uses $PYTHON
+# a run cut by its limit still says where its time went. What the steps write under runs/
+# (the report's html left out) and the probe's results go into one archive, OUT/runs.tgz
+# (RUN/FILE inside): OUT holds at most 8 files, what a device's copy-back takes. Uses $PYTHON
 # (python3 unless set) as it is (make ... VENV=), and CUDNN_RNN_COMMIT (where the tree is a
 # copy without .git) for the results' provenance.
 set -u
@@ -40,12 +41,18 @@ T0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv \
     > "$OUT/gpu.txt" 2>&1
 
-collect() {  # the run folders' files (runs/<machine>/<run>/FILE -> OUT/<run>/FILE)
-    for d in runs/*/*/; do
+collect() {  # the run folders' files and the probe's (runs/<machine>/<run>/FILE and
+             # OUT/probe/FILE -> <run>/FILE, probe/FILE in OUT/runs.tgz)
+    local staged
+    staged=$(mktemp -d)
+    for d in runs/*/*/ "$OUT/probe/"; do
         [ -d "$d" ] || continue
-        mkdir -p "$OUT/$(basename "$d")"
-        find "$d" -maxdepth 1 -type f ! -name '*.html' -exec cp {} "$OUT/$(basename "$d")/" \;
+        mkdir -p "$staged/$(basename "$d")"
+        find "$d" -maxdepth 1 -type f ! -name '*.html' -exec cp {} "$staged/$(basename "$d")/" \;
     done
+    rm -rf "$OUT/probe"
+    [ -z "$(ls -A "$staged")" ] || tar czf "$OUT/runs.tgz" -C "$staged" .
+    rm -rf "$staged"
 }
 
 for arg in "$@"; do

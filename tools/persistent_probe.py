@@ -204,9 +204,6 @@ VARIANTS.update({
                   "                            + (unsigned)(t * B + b0 + it.b) * gH + q * H + "
                   "j0 + it.u));\n", 1)],
     "gx_no_prefetch": [(_GX_PREFETCH, "                ;\n", 1), (_GX_PREFETCH_LAST, "", 1)],
-    # its gate math a pair at a time, as the staged kernel's (an L2 round trip a pair), not
-    # a thread's pairs at once (persistent.defines' PG with GXG)
-    "gx_pg1": [(_PG, "#undef PG\n#define PG 1\n", 1)],
 })
 PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "step_total")
 

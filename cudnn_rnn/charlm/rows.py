@@ -151,9 +151,14 @@ def engine_row(cfg, stacked: list, stacked_dev: list, io_dev: dict, ref: dict, f
     shapes = [None] if engine == "gemm" else list(persistent.SETTINGS)
     if engine == "persistent":
         persistent.precompile(e_cp(), cfg, stacked, REST, plan, shapes)
-    tried, best, failed = [], None, []
+    tried, best, failed, verified = [], None, [], []
     try:
         for settings in shapes:
+            why = settings and persistent.not_tried(settings, verified, shapes)
+            if why:
+                tried.append({"settings": settings.name, "outcome": "NOT_TRIED", "ms": None,
+                              "reason": why})
+                continue
             facts, out, ms, e = _try(cfg, stacked, io_dev, ref, plan, twin, rec["bound"],
                                      rec["verified_against"], engine, settings, len(shapes) > 1)
             if settings is not None:
@@ -161,10 +166,12 @@ def engine_row(cfg, stacked: list, stacked_dev: list, io_dev: dict, ref: dict, f
                               "ms": ms, "reason": facts.get("reason")})
             if facts["outcome"] != "OK":
                 failed.append(facts)
-            elif best is None or (ms or 0) < best[2]:
-                if best is not None:
-                    best[4].close()
-                best, e = (settings, facts, ms or 0, out, e), None
+            else:
+                verified.append(settings)
+                if best is None or (ms or 0) < best[2]:
+                    if best is not None:
+                        best[4].close()
+                    best, e = (settings, facts, ms or 0, out, e), None
             if e is not None:  # verified, but another launch shape is faster
                 e.close()
         if tried:

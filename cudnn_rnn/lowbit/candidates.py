@@ -245,14 +245,18 @@ def _attempt(cp, cfg, config, values, plan, ref_whole, twin, settings, quick: in
 def choose_settings(cp, cfg, config, values, plan, ref_whole, twin, graphs: bool,
                     shapes=persistent.SETTINGS):
     """The persistent kernel's launch ``shapes`` (:class:`persistent.Settings`), each
-    verified and timed briefly: (the fastest verified one or None, what each gave)."""
-    tried, best = [], None
+    verified and timed briefly (all but those :func:`persistent.not_tried` names): (the
+    fastest verified one or None, what each gave)."""
+    tried, best, verified = [], None, []
     precompile(cp, cfg, values["stacked"], config.precision, plan, shapes)
     for settings in shapes:
-        facts, ms = _attempt(cp, cfg, config, values, plan, ref_whole, twin, settings,
-                             QUICK_REPS, graphs)
+        why = persistent.not_tried(settings, verified, shapes)
+        facts, ms = ({"outcome": "NOT_TRIED", "reason": why}, None) if why else _attempt(
+            cp, cfg, config, values, plan, ref_whole, twin, settings, QUICK_REPS, graphs)
         tried.append({"settings": settings.name, "outcome": facts["outcome"], "ms": ms,
                       "reason": facts.get("reason")})
+        if facts["outcome"] == "OK":
+            verified.append(settings)
         if ms is not None and (best is None or ms < best[1]):
             best = (settings, ms)
     return (best[0] if best else None), tried
@@ -354,7 +358,7 @@ def run_configs(cfg: RNNConfig, names: list, seed: int = 0, reps: int = 20, warm
     """Every configuration in ``names`` (:attr:`Config.name`) at ``cfg``'s shape: records.
     ``settings``: the persistent kernel's launch shapes to try, by name (None: the tuner's,
     :data:`persistent.SETTINGS`; any :meth:`persistent.Settings.parse` reads: b1t512,
-    b1t256p, ...)."""
+    b1t256p, ..., each tried, 'g' where the projection staged verified too)."""
     cp = cupy_or_raise()
     shapes = persistent.SETTINGS if settings is None else tuple(
         persistent.Settings.parse(n) for n in settings)

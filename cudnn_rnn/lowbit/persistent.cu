@@ -136,9 +136,9 @@ typedef float wacc_t;
 // them apart (n = tanh(X + r * R)); the other cells add them in the partial sums
 #define SPLIT (HASX && CELL == 3)
 // (batch row, unit) pairs a thread's gate math takes at once: 1 is 4 % faster than 4 at the
-// seed shape and LSTM 50/1/1024/64 on the H200 (a third less code in the step loop). With
-// GXG, persistent.defines names a thread's pairs (8 at most), so that the projection's
-// loads from L2 are all in flight together: one round trip a step, not one a pair
+// seed shape and LSTM 50/1/1024/64 on the H200 (a third less code in the step loop); with
+// GXG too, whose loads from L2 a thread's pairs at once would put in flight together: 8 was
+// 3-9 % slower than 1 on an H100 at LSTM 50/1/1024/256 and 50/1/2048/128 (launch.py)
 #ifndef PG
 #define PG 1
 #endif

@@ -33,7 +33,7 @@ from cudnn_rnn.lowbit import cubin, fits, kernels, partition, tables, wgmma
 from cudnn_rnn.lowbit.engine import (WORKSPACE_BYTES, Forward, Unsupported, capability,
                                      check_supported)
 from cudnn_rnn.lowbit.gemm import LtHandle, Matmul, rnn_shapes
-from cudnn_rnn.lowbit.launch import SETTINGS, Settings  # noqa: F401 (the engine's API)
+from cudnn_rnn.lowbit.launch import SETTINGS, Settings, not_tried  # noqa: F401 (the engine's API)
 from cudnn_rnn.lowbit.operands import eight_bit_precisions, precisions, prepare
 from cudnn_rnn.lowbit.tables import LAYER, SLICE  # noqa: F401 (the kernel's structs)
 
@@ -103,8 +103,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
                if part.wg_slabs else {}),
             **({"WGB": 1, "WGS": part.batch_slices} if part.wg_bulk else {}),
             **({"MCAST": part.mcast} if part.mcast else {}),
-            **({"GXG": 1, "PG": min(8, -(-max(s.nb * s.nu for s in part.slices)
-                                              // part.threads))} if part.gx_global else {}),
+            **({"GXG": 1} if part.gx_global else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
 
 
@@ -181,23 +180,25 @@ def compiled(cp, consts: dict):
 
 
 def precompile(cp, cfg: RNNConfig, stacked, float_precision: str, plan, shapes) -> int:
-    """Compile, side by side in threads (NVRTC releases the GIL; the host has cores to
-    spare), the kernels the launch ``shapes`` of one configuration will load, so that trying
-    each shape in turn costs one compile's wall time, not one per shape. Nothing here is a
-    verdict: whatever fails (a refusal, a CUDA error, a kernel that does not compile) is left
-    to building the engine of that shape, which meets it again and records or raises it as
-    it would without this step. The number of distinct kernels now compiled (or found in
-    CuPy's memo)."""
+    """Compile, side by side in threads (NVRTC releases the GIL), the kernels the launch
+    ``shapes`` of one configuration will load (not those the tuner will skip,
+    :func:`~cudnn_rnn.lowbit.launch.not_tried`), so that trying each in turn costs one compile's
+    wall time. Nothing here is a verdict: whatever fails (a refusal, a CUDA error, a kernel
+    that does not compile) is left to building that shape's engine, which meets it again and
+    records or raises it. The number of distinct kernels now compiled (or in CuPy's memo)."""
     try:
         limits, gemms = gemm_precisions(cp, cfg, stacked, float_precision, plan)
     except Exception:  # met again, and judged, when an engine is built
         return 0
-    sources = {}
+    sources, fitting = {}, []
     for settings in shapes:
+        if not_tried(settings, fitting, shapes):  # a shape that fits stands for a verified one
+            continue
         try:
             part, gx_precision = layout(cfg, gemms, plan, settings, limits)
         except Exception:  # met again, and judged, when this shape's engine is built
             continue
+        fitting.append(settings)
         consts = defines(cfg, part, kernels.int32_output(gx_precision), poll=settings.poll)
         sources[source(consts)] = consts
     device = cp.cuda.Device().id
@@ -209,9 +210,7 @@ def precompile(cp, cfg: RNNConfig, stacked, float_precision: str, plan, shapes) 
             return True
         except Exception:  # met again, and judged, when this kernel's engine is built
             return False
-    if not sources:
-        return 0
-    with ThreadPoolExecutor(len(sources)) as pool:  # a few kernels: one thread each
+    with ThreadPoolExecutor(max(1, len(sources))) as pool:  # a few kernels: one thread each
         return sum(pool.map(one, sources.values()))
 
 
