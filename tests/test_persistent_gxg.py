@@ -149,7 +149,7 @@ def test_the_probe_tools_variants_of_it_apply_and_compile(variant):
 
 
 def test_the_tuner_tries_g_only_where_no_shape_with_the_projection_staged_verified():
-    """'g' was 2-4 % slower than 'wb' where both fit (launch.py's note): of the tuner's list
+    """'g' was 2-3 % slower than 'wb' where both fit (launch.py's note): of the tuner's list
     it is the fallback, listed after the staged shapes and not tried once one of them with
     bulk staging has verified; a list the user names is tried whole."""
     names = [s.name for s in P.SETTINGS]

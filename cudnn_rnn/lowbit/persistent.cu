@@ -137,8 +137,8 @@ typedef float wacc_t;
 #define SPLIT (HASX && CELL == 3)
 // (batch row, unit) pairs a thread's gate math takes at once: 1 is 4 % faster than 4 at the
 // seed shape and LSTM 50/1/1024/64 on the H200 (a third less code in the step loop); with
-// GXG too, whose loads from L2 a thread's pairs at once would put in flight together: 8 was
-// 3-9 % slower than 1 on an H100 at LSTM 50/1/1024/256 and 50/1/2048/128 (launch.py)
+// GXG, whose loads from L2 all of a thread's pairs at once would put in flight together, 8
+// and 1 were within 1 % on an H100 at LSTM 50/1/1024/256 and 50/1/2048/128 (docs/lowbit.md)
 #ifndef PG
 #define PG 1
 #endif
