@@ -183,3 +183,21 @@ def test_where_staging_leaves_no_room_the_tuner_reaches_a_g_shape_that_fits(spec
     part = partition.plan(cfg, fmt, fmt, sm_count=132, smem_per_block=smem,
                           **g.partition_args())
     assert part.gx_global and part.smem <= smem
+
+
+def test_the_probe_tools_16_byte_staging_of_the_projection_applies_and_compiles():
+    """tools/persistent_probe.py --variants gx_cp16 (the staged projection copied 16 bytes a
+    cp.async where its runs are aligned): the kernel without 'g' at LSTM 50/1/1024/256 INT8
+    gains 16-byte copies, keeps its 4-byte ones for unaligned runs, and compiles unspilled."""
+    _nvrtc_or_skip()
+    from tests.test_persistent import _probe_tool
+    cfg = _shape("LSTM 50/1/1024/256")
+    part = _plan(cfg, "int8", 2)
+    consts = P.defines(cfg, part, gx_int=True)
+    varied = _probe_tool().varied("gx_cp16")
+    ptx, base = (_ptx(source(consts), "compute_90a") for source in (varied, P.source))
+    cg = "cp.async.cg.shared.global"
+    assert ptx.count(cg) > base.count(cg)
+    assert ptx.count("cp.async.ca.shared.global") == base.count("cp.async.ca.shared.global")
+    log = _ptxas_log(cfg, part, "int8", varied)
+    assert "0 bytes spill stores" in log and SERIALIZED not in log
