@@ -55,6 +55,8 @@ def test_what_the_steps_wrote_under_runs_comes_back_as_one_archive(tmp_path):
         for name in ("a.jsonl", "b.md", "c.png", "d.html"):
             (d / name).write_text(run)
     out = tmp_path / "out"
+    (out / "probe").mkdir(parents=True)  # what the probe step writes
+    (out / "probe" / "persistent_probe.json").write_text("probe")
     proc = subprocess.run(["bash", str(repo / "tools" / "gpu_check.sh"), str(out), "suite:60"],
                           capture_output=True, text=True, timeout=120, cwd="/",
                           env=dict(os.environ, PYTHON=sys.executable))
@@ -64,5 +66,24 @@ def test_what_the_steps_wrote_under_runs_comes_back_as_one_archive(tmp_path):
     with tarfile.open(out / "runs.tgz") as tar:
         names = {n.lstrip("./") for n in tar.getnames() if tar.getmember(n).isfile()}
         assert names == {f"{run}/{name}" for run in ("default-1", "persistent-2")
-                         for name in ("a.jsonl", "b.md", "c.png")}
+                         for name in ("a.jsonl", "b.md", "c.png")} | {
+                             "probe/persistent_probe.json"}
         assert tar.extractfile("./persistent-2/a.jsonl").read() == b"persistent-2"
+    assert not (out / "probe").exists()  # in the archive, not beside it
+
+
+def test_an_earlier_calls_archive_is_not_left_for_this_ones(tmp_path):
+    """With no run folder written, OUT holds no runs.tgz, not even one left by an earlier
+    call into the same folder (the copy of the tool has no Makefile beside it: its suite
+    step fails at once, GPU or not)."""
+    repo = tmp_path / "repo"
+    (repo / "tools").mkdir(parents=True)
+    (repo / "tools" / "gpu_check.sh").write_bytes(TOOL.read_bytes())
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "runs.tgz").write_text("an earlier call's")
+    proc = subprocess.run(["bash", str(repo / "tools" / "gpu_check.sh"), str(out), "suite:60"],
+                          capture_output=True, text=True, timeout=120, cwd="/",
+                          env=dict(os.environ, PYTHON=sys.executable))
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "steps.txt").exists() and not (out / "runs.tgz").exists()

@@ -101,6 +101,68 @@ def test_a_faithful_engine_verifies_twice_and_is_timed_plain_and_replayed(engine
     assert "graph_refused" not in rec and built[-1].closed
 
 
+def _persistent_twin(monkeypatch, refused=(), uncaptured=()):
+    """run_one's persistent engines as the host twin (after ``engines()``), refusing the
+    launch shapes ``refused`` at build as a GPU without room would, and refusing a graph
+    capture of those ``uncaptured`` (they verify, and are not timed)."""
+    from cudnn_rnn.engine import capture
+    from cudnn_rnn.lowbit.engine import Unsupported
+    twin, captured = C.PersistentEngine, capture.time_captured
+
+    def build(cfg, stacked, precision, plan=None, settings=None):
+        if settings.name in refused:
+            raise Unsupported(f"{settings.name}: does not fit on this GPU")
+        engine = twin(cfg, stacked, precision, plan, settings)
+        engine.uncaptured = settings.name in uncaptured
+        return engine
+
+    def time_captured(flow, *args, **kw):
+        if getattr(flow, "uncaptured", False):
+            raise capture.CaptureRefused("its replay differs from its plain call")
+        return captured(flow, *args, **kw)
+    monkeypatch.setattr(C, "PersistentEngine", build)
+    monkeypatch.setattr(C.capture, "time_captured", time_captured)
+
+
+def test_where_no_bulk_staged_shape_verifies_the_g_shapes_are_tried(engines, inputs,
+                                                                     monkeypatch):
+    """'g' is the tuner's fallback: where the bulk shape with the projection staged is
+    refused, both 'g' shapes are built, verified and timed like every other shape."""
+    engines()
+    _persistent_twin(monkeypatch, refused={"b2t256u16wb"})
+    rec = _run(CFG, "persistent:fp16", inputs)
+    assert rec["outcome"] == "OK", rec.get("reason")
+    tried = {t["settings"]: t for t in rec["settings_tried"]}
+    assert tried["b2t256u16wb"]["outcome"] == "NOT_SUPPORTED"
+    assert "does not fit" in tried["b2t256u16wb"]["reason"]
+    for s in persistent.SETTINGS:
+        if s.name != "b2t256u16wb":
+            assert tried[s.name]["outcome"] == "OK" and tried[s.name]["ms"] > 0, tried[s.name]
+
+
+def test_a_bulk_staged_shape_verified_but_not_timed_does_not_stand_for_one_timed(
+        engines, inputs, monkeypatch):
+    """A shape whose graph capture was refused verified but has no time to rank: it does
+    not keep 'g' from being tried, and where nothing else could be timed the candidate is
+    not reported as 'NOT_TRIED'."""
+    engines()
+    _persistent_twin(monkeypatch, uncaptured={"b2t256u16wb"})
+    rec = _run(CFG, "persistent:fp16", inputs)
+    tried = {t["settings"]: t for t in rec["settings_tried"]}
+    assert tried["b2t256u16wb"]["outcome"] == "OK" and tried["b2t256u16wb"]["ms"] is None
+    assert all(tried[s.name]["outcome"] == "OK" for s in persistent.SETTINGS if s.gx_global)
+    assert rec["outcome"] == "OK" and rec["settings"] != "b2t256u16wb"
+    # every shape verified, none timed (every capture refused): none is left untried, and
+    # the first is kept, its plain calls timed and why it has no replays said
+    _persistent_twin(monkeypatch, uncaptured={s.name for s in persistent.SETTINGS})
+    rec = _run(CFG, "persistent:fp16", inputs)
+    assert {t["outcome"] for t in rec["settings_tried"]} == {"OK"}
+    assert rec["outcome"] == "OK" and rec["settings"] == persistent.SETTINGS[0].name
+    assert rec["timings"]["forward_inference"]["median_ms"] > 0
+    assert "graph_timings" not in rec and "replay differs" in rec["graph_refused"][
+        "forward_inference"]
+
+
 class NoBias(HostEngine):
     """An engine that forgets the biases."""
 

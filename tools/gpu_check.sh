@@ -34,6 +34,7 @@ for arg in "$@"; do
 done
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+rm -f "$OUT/runs.tgz"  # an earlier call's, which this one's would be taken for
 cd "$(dirname "$0")/.."
 WORKERS=${GPU_WORKERS:-8}
 PY=${PYTHON:-python3}
@@ -44,14 +45,15 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 collect() {  # the run folders' files and the probe's (runs/<machine>/<run>/FILE and
              # OUT/probe/FILE -> <run>/FILE, probe/FILE in OUT/runs.tgz)
     local staged
-    staged=$(mktemp -d)
+    staged=$(mktemp -d) || return 1
     for d in runs/*/*/ "$OUT/probe/"; do
         [ -d "$d" ] || continue
         mkdir -p "$staged/$(basename "$d")"
         find "$d" -maxdepth 1 -type f ! -name '*.html' -exec cp {} "$staged/$(basename "$d")/" \;
     done
-    rm -rf "$OUT/probe"
-    [ -z "$(ls -A "$staged")" ] || tar czf "$OUT/runs.tgz" -C "$staged" .
+    if [ -n "$(ls -A "$staged")" ]; then
+        tar czf "$OUT/runs.tgz" -C "$staged" . && rm -rf "$OUT/probe"
+    fi
     rm -rf "$staged"
 }
 

@@ -245,9 +245,10 @@ def _attempt(cp, cfg, config, values, plan, ref_whole, twin, settings, quick: in
 def choose_settings(cp, cfg, config, values, plan, ref_whole, twin, graphs: bool,
                     shapes=persistent.SETTINGS):
     """The persistent kernel's launch ``shapes`` (:class:`persistent.Settings`), each
-    verified and timed briefly (all but those :func:`persistent.not_tried` names): (the
-    fastest verified one or None, what each gave)."""
-    tried, best, verified = [], None, []
+    verified and timed briefly (all but those :func:`persistent.not_tried` names after the
+    ones timed): (the fastest verified one, the first verified where none could be timed
+    (its capture refused), or None; what each gave)."""
+    tried, best, verified, first = [], None, [], None
     precompile(cp, cfg, values["stacked"], config.precision, plan, shapes)
     for settings in shapes:
         why = persistent.not_tried(settings, verified, shapes)
@@ -255,11 +256,13 @@ def choose_settings(cp, cfg, config, values, plan, ref_whole, twin, graphs: bool
             cp, cfg, config, values, plan, ref_whole, twin, settings, QUICK_REPS, graphs)
         tried.append({"settings": settings.name, "outcome": facts["outcome"], "ms": ms,
                       "reason": facts.get("reason")})
-        if facts["outcome"] == "OK":
+        if facts["outcome"] == "OK" and first is None:
+            first = settings
+        if ms is not None:  # verified and timed (a refused capture leaves it untimed)
             verified.append(settings)
         if ms is not None and (best is None or ms < best[1]):
             best = (settings, ms)
-    return (best[0] if best else None), tried
+    return (best[0] if best else first), tried
 
 
 def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict,
@@ -312,7 +315,7 @@ def run_one(cp, cfg, config: Config, values: dict, amaxes: dict, ref_whole: dict
 
 def _none_verified(tried: list) -> dict:
     """The facts of a persistent candidate none of whose launch shapes verified."""
-    wrong = [t for t in tried if t["outcome"] not in ("OK", "NOT_SUPPORTED")]
+    wrong = [t for t in tried if t["outcome"] not in ("OK", "NOT_SUPPORTED", "NOT_TRIED")]
     first = (wrong or tried)[0]
     return dict(outcome=first["outcome"], failed_stage="build",
                 failed_call="cudnn_rnn.lowbit.persistent", status=first["outcome"],

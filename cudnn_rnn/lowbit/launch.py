@@ -120,12 +120,13 @@ class Settings:
 # 50/1/1024/64 FP16 0.3239 against 0.3267, INT8 0.2705 against 0.2665 (docs/lowbit.md).
 # 'g' (b2t256u16wbg, b1t256u16wbg: layer 0's input projection read from global memory, not
 # staged) makes room for bulk staging where the staged projection left none. Measured on an
-# H100 (tools/persistent_probe.py, quick ranking replays of one process, ms, tree da68c26):
-# LSTM 50/1/1024/256 FP16 0.8188 against b2t256u16's 1.1626; 50/1/2048/128 INT8 0.8148
+# H100 (tools/persistent_probe.py, quick ranking replays of one process, ms, tree da68c26
+# with --variants gx_pg1, the gate math a pair a thread at a time as it is since 23bc5bc):
+# LSTM 50/1/1024/256 FP16 0.8157 against b2t256u16's 1.1683; 50/1/2048/128 INT8 0.8246
 # (b1t256u16wbg), where no other shape fits. Where 'wb' fits it is slower (seed LSTM FP16
-# 0.1235 against 0.1213, INT8 0.0990 against 0.0964; 1024/256 INT8 0.6490 against 0.6285),
-# so the tuner tries it only where no shape with the projection staged verified
-# (:func:`not_tried`).
+# 0.1233 against 0.1196, INT8 0.1005 against 0.0966; 1024/256 INT8 0.6484 against 0.6293),
+# so the tuner tries it only where no bulk-staged shape with the projection staged verified
+# and was timed (:func:`not_tried`).
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
             Settings(batch_slices=2, units=16, wg=True, bulk=True),
@@ -138,7 +139,8 @@ def not_tried(settings: Settings, verified, shapes) -> str | None:
     those ``verified`` of the same configuration have (None: it tries it). Of its own list
     (:data:`SETTINGS`), a 'g' shape is the fallback for where the staged input projection
     leaves bulk staging no room: not tried once a bulk shape with the projection staged has
-    verified (where both fit, 'g' was 2-3 % slower). Shapes named by the user are all tried."""
+    verified (where both fit, 'g' was 2-4 % slower). Any other list (the user's) is tried
+    whole."""
     staged = [s.name for s in verified if s.bulk and not s.gx_global]
     if settings.gx_global and staged and tuple(shapes) == SETTINGS:
         return (f"not tried: {staged[0]} verified, with the input projection staged ('g' "

@@ -138,7 +138,7 @@ typedef float wacc_t;
 // (batch row, unit) pairs a thread's gate math takes at once: 1 is 4 % faster than 4 at the
 // seed shape and LSTM 50/1/1024/64 on the H200 (a third less code in the step loop); with
 // GXG, whose loads from L2 all of a thread's pairs at once would put in flight together, 8
-// and 1 were within 1 % on an H100 at LSTM 50/1/1024/256 and 50/1/2048/128 (docs/lowbit.md)
+// and 1 were within 1.5 % on an H100 at LSTM 50/1/1024/256, 50/1/2048/128 (docs/lowbit.md)
 #ifndef PG
 #define PG 1
 #endif
