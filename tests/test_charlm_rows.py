@@ -1,0 +1,78 @@
+"""The precision table's persistent row (charlm.rows.engine_row) without a GPU: its launch
+shapes tried in the tuner's order, each shape's build and verification given by a stand-in
+for ``rows._try`` (what a GPU gave: an outcome and a quick time), so the rule that leaves
+'g' untried where a bulk-staged shape verified and was timed (launch.not_tried) is checked
+in this loop as in the candidates' (tests/test_lowbit_candidates.py)."""
+import numpy as np
+
+from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.charlm import rows
+from cudnn_rnn.engine.config import RNNConfig
+from cudnn_rnn.lowbit import persistent
+
+G = [s.name for s in persistent.SETTINGS if s.gx_global]
+
+
+class Built:
+    """A verified build of one launch shape: what the row runs again and times."""
+    cp = np
+
+    def __init__(self, name):
+        self.name, self.closed = name, False
+
+    def forward(self):
+        pass
+
+    def outputs(self):
+        return {"y": np.ones(3)}
+
+    def close(self):
+        self.closed = True
+
+
+def _row(monkeypatch, gave):
+    """The row with ``gave(name)`` -> (outcome, quick ms) for each shape tried: (record,
+    its shapes' entries by name, the builds made)."""
+    built = []
+
+    def attempt(cfg, stacked, io_dev, ref, plan, twin, bound, against, engine, settings,
+                quick):
+        outcome, ms = gave(settings.name)
+        if outcome != "OK":
+            return {"outcome": outcome, "reason": f"{settings.name}: refused"}, None, None, None
+        built.append(Built(settings.name))
+        return {"outcome": "OK"}, {"y": np.ones(3)}, ms, built[-1]
+    monkeypatch.setattr(rows, "_try", attempt)
+    monkeypatch.setattr(rows.persistent, "precompile", lambda *args: 0)
+    monkeypatch.setattr(rows, "timed", lambda cp, cfg, e, *args: {"timed": e.name})
+    monkeypatch.setattr(rows, "e_cp", lambda: np)  # precompile's (a stand-in here)
+    cfg = RNNConfig(seq_length=4, num_layers=1, hidden_size=8, mini_batch=2, input_size=8,
+                    mode=RNNMode.LSTM)
+    rec, _ = rows.engine_row(cfg, [], [], {}, {}, None, None, None, None, 3, 1, None,
+                             engine="persistent")
+    return rec, {t["settings"]: t for t in rec["settings_tried"]}, built
+
+
+def test_where_a_bulk_staged_shape_was_timed_g_is_not_tried(monkeypatch):
+    times = {s.name: 1.0 + i for i, s in enumerate(persistent.SETTINGS)}
+    rec, tried, built = _row(monkeypatch, lambda name: ("OK", times[name]))
+    assert list(tried) == [s.name for s in persistent.SETTINGS]
+    for name in G:
+        assert tried[name]["outcome"] == "NOT_TRIED" and tried[name]["ms"] is None
+        assert "b2t256u16wb verified" in tried[name]["reason"]
+    assert {b.name for b in built} == set(tried) - set(G)  # never built
+    first = persistent.SETTINGS[0].name  # the fastest tried
+    assert rec["outcome"] == "OK" and rec["settings"] == first and rec["timed"] == first
+    assert all(b.closed for b in built)
+
+
+def test_where_the_bulk_staged_shape_is_refused_g_is_tried_and_can_win(monkeypatch):
+    def gave(name):
+        if name == "b2t256u16wb":
+            return "NOT_SUPPORTED", None
+        return "OK", 0.5 if name == G[0] else 2.0
+    rec, tried, built = _row(monkeypatch, gave)
+    assert tried["b2t256u16wb"]["outcome"] == "NOT_SUPPORTED"
+    assert all(tried[name]["outcome"] == "OK" for name in G)
+    assert rec["outcome"] == "OK" and rec["settings"] == G[0] and rec["timed"] == G[0]
+    assert all(b.closed for b in built)
