@@ -37,9 +37,6 @@ _POLL = "v[i] = ctrs[i] < 0 ? 0u : ld_acquire(counters + ctrs[i]);"
 _FENCE = ("            fence_acquire();  // what the producers wrote before their release, "
           "seen from here\n")
 _WAITED = "            if (!ok) atomicExch(status, 1);\n"
-# the gate math's pairs a thread takes at once, as persistent.cu writes its default (PG):
-# a variant that sets it replaces this, whether or not persistent.defines names it too
-_PG = "#ifndef PG\n#define PG 1\n#endif\n"
 # bulk staging's proxy fence before a copy, as persistent.cu writes it
 _PROXY_FENCE = '                asm volatile("fence.proxy.async.global;" ::: "memory");'
 # the last layer's y, stored after the step's signal
@@ -125,7 +122,7 @@ VARIANTS.update({
     # loaded, then both cells): at b2t256u16 each thread has two pairs a step, whose chains
     # (loads, gates, c, tanh c, codes, stores) then overlap instead of running one after the
     # other (PG 4 against 1 was 4 % slower at b1t256 on the H200, a tree before EXACT)
-    "pairs_together": [(_PG, "#undef PG\n#define PG 2\n", 1)],
+    "pairs_together": [("#define PG 1\n", "#define PG 2\n", 1)],
     # bulk staging's proxy fence (the codes other CTAs stored, for the copy engine's reads)
     # once a step, before its first copy, where the kernel fences before each of the step's
     # copies: the fence orders everything the issuing thread acquired before it against every

@@ -139,9 +139,7 @@ typedef float wacc_t;
 // seed shape and LSTM 50/1/1024/64 on the H200 (a third less code in the step loop); with
 // GXG, whose loads from L2 all of a thread's pairs at once would put in flight together, 8
 // and 1 were within 1.5 % on an H100 at LSTM 50/1/1024/256, 50/1/2048/128 (docs/lowbit.md)
-#ifndef PG
 #define PG 1
-#endif
 #if CLUSTER && POLL
 #error "a launch in clusters does not poll: a polling CTA's early return skips its barriers"
 #endif
