@@ -27,7 +27,7 @@ from cudnn_rnn.bindings.enums import RNNAlgo
 from cudnn_rnn.cli import BadInput, Once, OneLineParser, positive_float, positive_int, run_main
 from cudnn_rnn.matrix import (baseline, cells, provenance, runs, spec as specs, variants,
                               warmup, writer_lock)
-from cudnn_rnn.matrix.ahead import OWN_WORKER_DEPTH, Schedule
+from cudnn_rnn.matrix.ahead import OWN_WORKER_DEPTH, Order, Schedule
 from cudnn_rnn.matrix.beside import Beside
 from cudnn_rnn.matrix.progress import Progress
 from cudnn_rnn.matrix.record import (OUTCOME_SHORT, RUN_SCHEMA, TIMED_KINDS, Record,
@@ -289,8 +289,11 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
     suspects = set()  # named ahead to a worker that crashed or hung: built in their own cells
     ahead, moved = [], True  # the PERSIST_DYNAMIC cells named ahead; whether to work them out
     lost = None  # how the PERSIST_DYNAMIC cells' own worker ended between cells, for their notes
+    # a PERSIST_DYNAMIC cell whose build is still to finish lets the other cells go first
+    order = Order(todo, (lambda c: builds.options["beside"].building(c.id))
+                  if schedule is not None else lambda c: False)
     try:
-        for i, cell in enumerate(todo):
+        for _i, cell in order:
             if variants.gated_out(cell, done):  # its base did not pass the RNN descriptor
                 continue
             dynamic = cell.config.algo == RNNAlgo.PERSIST_DYNAMIC
@@ -303,7 +306,8 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
                         + ", ".join(gone))
             if schedule is not None and (moved or dynamic or ended):  # else as before
                 ahead, moved = schedule.starting(
-                    i, lambda c: c.id in suspects or variants.gated_out(c, done)), False
+                    order.dynamic_head(),
+                    lambda c: c.id in suspects or variants.gated_out(c, done)), False
             builds.ahead(ahead)
             runner = builds if dynamic else worker
             rec = runner.run(cell, args.timeout)
@@ -341,6 +345,7 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
                         workers_started=sum(w.started for w in running),
                         workers_lost=sum(w.lost for w in running),
                         worker_restarts=sum(w.restarts for w in running), interrupted=interrupted,
+                        ran_ahead_of_builds=order.let_first,
                         persist_dynamic_worker=builds is not worker)
     meta.update(complete=len(records) + len(gated) == len(cells), cells=len(cells),
                 not_run_base_refused=len(gated),
@@ -354,8 +359,10 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
     print(f"\n{len(records)}/{len(cells) - len(gated)} cells recorded (variants that ran included) "
           f"in {path} ({wall:.1f} s this session; workers: "
           f"{sessions[-1]['workers_started']} started, {sessions[-1]['workers_lost']} lost to "
-          "a crash, timeout or error" + ("; PERSIST_DYNAMIC cells in a worker of their own)"
-                                         if builds is not worker else ")"))
+          "a crash, timeout or error" + ("; PERSIST_DYNAMIC cells in a worker of their own"
+                                         if builds is not worker else "")
+          + (f"; {order.let_first} cells ran ahead of PERSIST_DYNAMIC cells whose builds were "
+             "under way" if order.let_first else "") + ")")
     if interrupted:
         print("interrupted: finished cells are kept; the same command continues the run",
               file=sys.stderr)

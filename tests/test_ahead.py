@@ -9,7 +9,7 @@ import time
 from cudnn_rnn.bindings.enums import RNNAlgo, RNNMode
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.engine.descriptors import RNNDescriptor, live_objects, uncounted
-from cudnn_rnn.matrix.ahead import Builder, Schedule
+from cudnn_rnn.matrix.ahead import Builder, Order, Schedule
 from cudnn_rnn.matrix.cells import Cell
 
 BASE = RNNConfig(seq_length=4, num_layers=1, hidden_size=16, mini_batch=2, input_size=8)
@@ -30,6 +30,53 @@ def test_the_schedule_names_the_next_dynamic_cells_from_the_running_one_on():
     assert ids(7) == [8]
     assert ids(9) == []
     assert all(cfg.algo == RNNAlgo.PERSIST_DYNAMIC for _cid, cfg in schedule.starting(0))
+
+
+def _ran(cells, order):
+    """The cells' letters (and indices) as ``order`` yields them, with the dynamic head seen
+    while each runs."""
+    return [(i, cells[i].config.algo.name[0], order.dynamic_head()) for i, _c in order]
+
+
+def test_the_order_is_the_cells_own_while_no_build_is_waited_for():
+    cells = _cells("sdsdpddsd")
+    order = Order(cells)
+    ran = _ran(cells, order)
+    assert [i for i, _a, _h in ran] == list(range(len(cells))) and order.let_first == 0
+    # while a cell runs, the PERSIST_DYNAMIC cells go on from the running one or the next
+    assert [h for _i, _a, h in ran] == [1, 1, 3, 3, 5, 5, 6, 8, 8]
+
+
+def test_a_dynamic_cell_whose_build_is_under_way_lets_the_other_cells_go_first():
+    cells = _cells("sddsspsdss")
+    waiting = {1: 2, 7: 6}  # cell index: how many other cells run before its build is done
+    others_run = []
+
+    def building(cell):
+        return len(others_run) < waiting.get(cells.index(cell), 0)
+
+    order = Order(cells, building)
+    ran = []
+    for i, cell in order:
+        ran.append(i)
+        if cell.config.algo != RNNAlgo.PERSIST_DYNAMIC:
+            others_run.append(i)
+            # the dynamic cells go on from the first not yet run
+            assert order.dynamic_head() == next(d for d in (1, 2, 7, 10) if d not in ran)
+        else:
+            assert order.dynamic_head() == i
+    # 1 waits for two other cells (0 ran before it, then 3 runs ahead of it), and 2, not
+    # waited for, still follows it; 7 waits for six (five ran before it, then 8 ahead)
+    assert ran == [0, 3, 1, 2, 4, 5, 6, 8, 7, 9]
+    assert order.let_first == 2
+
+
+def test_the_order_yields_every_cell_once_whatever_is_waited_for():
+    cells = _cells("ddsdssddds")
+    order = Order(cells, lambda cell: True)  # every build forever under way
+    ran = [i for i, _c in order]
+    assert sorted(ran) == list(range(len(cells)))
+    assert ran == [2, 4, 5, 9, 0, 1, 3, 6, 7, 8]  # the others first, then in their order
 
 
 def test_objects_a_builder_thread_creates_are_left_out_of_the_leak_count(lib):
@@ -85,11 +132,11 @@ class _Builder(Builder):
     """A Builder whose builds wait for the test to release them, per cell (its sequence
     length), and fail for the lengths in ``fail``."""
 
-    def __init__(self, fail=()):
+    def __init__(self, fail=(), beside=None):
         self.release, self.begun, self.flows, self.fail = {}, [], [], set(fail)
         self.looks = []
         self.started = threading.Condition()
-        super().__init__(lib=None, threads=2)
+        super().__init__(lib=None, threads=2, beside=beside)
 
     def _open(self):
         return None
@@ -270,3 +317,27 @@ def test_a_build_that_finishes_after_close_gave_up_waiting_is_destroyed():
     b._threads[0].join(5)
     b._threads[1].join(5)
     assert b.flows[0].closed and b.take("c5") is None
+
+
+def test_the_builders_announce_their_workers_next_cell_while_its_build_is_to_finish():
+    import multiprocessing as mp
+    from cudnn_rnn.matrix.beside import Beside
+    seen = Beside(mp.get_context("spawn")).at(1)  # what the supervisor reads
+    b = _Builder(beside=seen)
+    b.want(_named(5, 6))
+    b.wait_begun(2)
+    assert seen.building("c5") and not seen.building("c6")  # the next cell, under way
+    b.let(6)
+    _until(lambda: "c6" in b._done, "c6's build did not finish")
+    assert seen.building("c5")  # the one after it is done: still the next cell's to finish
+    b.let(5)
+    _until(lambda: not seen.building("c5"), "c5's finished build was not announced")
+    assert b.take("c5").flow is not None
+    assert not seen.building("c6")  # the next cell now, built already
+    b.take("c6")
+    b.want(_named(7, 8))
+    assert seen.building("c7")  # named, not yet begun
+    b.close(wait_s=0)
+    assert not seen.building("c7")  # a closed builder builds nothing: nobody waits for it
+    b.let(7)
+    b.let(8)

@@ -223,3 +223,26 @@ def test_a_worker_that_ended_between_cells_is_revived_and_its_slot_cleared():
             assert waited < 1
     finally:
         worker.close()
+
+
+def _announce_in_child(beside, cell_id, said):
+    beside.announce(cell_id)
+    said.set()
+
+
+def test_a_builders_announced_cell_is_seen_by_the_supervisor_until_cleared():
+    beside, said = Beside(CTX), CTX.Event()
+    supervisor = beside.at(1)  # the PERSIST_DYNAMIC worker's slot, read from the parent
+    assert not supervisor.building("cell-a")  # nothing announced yet
+    child = CTX.Process(target=_announce_in_child, args=(beside.at(1), "cell-a", said),
+                        daemon=True)
+    child.start()
+    assert said.wait(60)
+    child.join(30)
+    assert supervisor.building("cell-a") and not supervisor.building("cell-b")
+    assert not beside.building("cell-a")  # the other slot's builders announced nothing
+    supervisor.announce(None)
+    assert not supervisor.building("cell-a")
+    supervisor.announce("cell-b")
+    supervisor.clear()  # a worker (re)started: what its process before said is gone
+    assert not supervisor.building("cell-b")

@@ -99,6 +99,7 @@ class Builder:
             names = {cid for cid, _cfg in self._wanted} | self._taking
             for cid in [c for c in self._done if c not in names]:
                 _close(self._done.pop(cid))
+            self._announce()
             self._cond.notify_all()
 
     def take(self, cell_id: str) -> Built | None:
@@ -110,6 +111,7 @@ class Builder:
                 self._cond.wait()
             self._taking.discard(cell_id)
             self._wanted = [w for w in self._wanted if w[0] != cell_id]
+            self._announce()
             return self._done.pop(cell_id, None)
 
     def adopt(self, flow, cell_id: str) -> Built | None:
@@ -141,6 +143,7 @@ class Builder:
         destroyed as it finishes."""
         with self._cond:
             self._closed = True
+            self._announce()
             self._cond.wait_for(lambda: not self._building, wait_s)
             for cid in list(self._done):
                 _close(self._done.pop(cid))
@@ -153,6 +156,13 @@ class Builder:
             flows = [b.flow for b in self._done.values() if b.flow is not None]
             flows += [f for f in self._building.values() if f is not None]
             return int(used_bytes()), held_bytes(a for f in flows for a in f.buf.values())
+
+    def _announce(self) -> None:
+        """Tell the supervisor (:meth:`~.beside.Beside.announce`) the next cell to run while
+        its build is still to finish (under the lock, after any change to what is wanted or
+        built): it then runs the other worker's cells first."""
+        head = self._wanted[0][0] if self._wanted and not self._closed else None
+        self.beside.announce(head if head is not None and head not in self._done else None)
 
     # ------------------------------------------------------------------ the threads
     def _next(self):
@@ -198,6 +208,7 @@ class Builder:
                         self._done[cid] = built
                     elif built is not None:
                         _close(built)
+                    self._announce()
                     self._cond.notify_all()
 
     def _open(self):  # pragma: no cover - a GPU thread
@@ -267,3 +278,45 @@ class Schedule:
             if not leave_out(cell):
                 found.append((cell.id, cell.config))
         return found
+
+
+class Order:
+    """The cells in running order: the order of ``cells``, except that a PERSIST_DYNAMIC cell
+    whose build ahead is still to finish (``building(cell)``) lets the other cells after it
+    run first, until that build is done or none of them is left. Each kind keeps its own
+    order, so a variant still runs after the cell it varies (both have one algorithm).
+
+    Measured before it (H100, tree da68c26): the PERSIST_DYNAMIC cells waited 27.2 s for their
+    builds in a 176.8 s run of cells, in the stretches where many of them come together,
+    while the other worker's cells could have run.
+
+    Iterating yields ``(index in cells, cell)``; :meth:`dynamic_head` is where the
+    PERSIST_DYNAMIC cells go on from (the one yielded last, while it runs);
+    :attr:`let_first` counts the cells run ahead of a waiting one."""
+
+    def __init__(self, cells, building=lambda cell: False):
+        self._cells = list(cells)
+        self._building = building
+        dynamic = [c.config.algo == RNNAlgo.PERSIST_DYNAMIC for c in self._cells]
+        self._dyn = [i for i, d in enumerate(dynamic) if d]
+        self._other = [i for i, d in enumerate(dynamic) if not d]
+        self._d = self._o = 0
+        self.let_first = 0
+
+    def dynamic_head(self) -> int:
+        """The index of the PERSIST_DYNAMIC cell running, or else the next to run (the
+        cells' count when none is left)."""
+        return self._dyn[self._d] if self._d < len(self._dyn) else len(self._cells)
+
+    def __iter__(self):
+        while self._d < len(self._dyn) or self._o < len(self._other):
+            d = self._dyn[self._d] if self._d < len(self._dyn) else None
+            o = self._other[self._o] if self._o < len(self._other) else None
+            if d is not None and (o is None or d < o):
+                if o is None or not self._building(self._cells[d]):
+                    yield d, self._cells[d]
+                    self._d += 1
+                    continue
+                self.let_first += 1
+            yield o, self._cells[o]
+            self._o += 1

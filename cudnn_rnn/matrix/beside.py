@@ -10,12 +10,15 @@ cells never share the GPU; what can meet on it is a builder's GPU set-up (the dr
 states' initialisation, a kernel launch in the builder's context) and a cell being
 verified or timed in the other process. :class:`Beside` keeps those apart, and counts the
 builds compiled while a cell was measured, so a run shows what the other process's
-compiles (host work only) did to the timed calls beside them.
+compiles (host work only) did to the timed calls beside them. It also carries the builders'
+word on their worker's next cell (:meth:`Beside.announce`): while its build is still to
+finish, the supervisor runs the other worker's cells first (:class:`~.ahead.Order`).
 """
 from __future__ import annotations
 
 import copy
 import time
+import zlib
 from contextlib import contextmanager
 
 POLL_S = 0.0005  # how often a side waiting for the other looks again
@@ -43,6 +46,8 @@ class Beside:
         self._preparing = ctx.Array("i", SLOTS, lock=False)  # builders setting a flow up
         self._compiling = ctx.Array("i", SLOTS, lock=False)  # builds in cudnnBuildRNNDynamic
         self._compiled = ctx.Value("i", 0, lock=False)       # builds finished, ever
+        self._head = ctx.Array("q", SLOTS, lock=False)  # head_key of the worker's next cell
+        #                                                 while its build is still to finish
 
     def at(self, slot: int) -> "Beside":
         """The same shared counts, as seen by the worker of ``slot``."""
@@ -65,8 +70,20 @@ class Beside:
     def clear(self) -> None:
         """This slot's counts to zero (before its worker process starts, or starts again)."""
         with self._held():
-            for counts in (self._measuring, self._preparing, self._compiling):
+            for counts in (self._measuring, self._preparing, self._compiling, self._head):
                 counts[self.slot] = 0
+
+    def announce(self, cell_id: str | None) -> None:
+        """(A worker's builders) ``cell_id`` is the next cell this worker runs and its build
+        ahead is still to finish (queued or under way); None: no such cell."""
+        with self._held():
+            self._head[self.slot] = head_key(cell_id) if cell_id is not None else 0
+
+    def building(self, cell_id: str) -> bool:
+        """(The supervisor) whether ``cell_id`` is what this slot's builders last announced:
+        its worker's next cell, its build still to finish."""
+        with self._held():
+            return self._head[self.slot] == head_key(cell_id)
 
     def _add(self, counts, by: int) -> None:  # under the lock
         counts[self.slot] += by
@@ -130,8 +147,21 @@ class Beside:
                 self._compiled.value += 1
 
 
+def head_key(cell_id: str) -> int:
+    """A cell id as a shared integer (never 0, which says no cell); two ids that share one
+    only make the supervisor let other cells go first while the build it waits for is
+    another's."""
+    return zlib.crc32(cell_id.encode()) + 1
+
+
 class Alone:
     """One worker: nothing to keep apart (the :class:`Beside` interface, doing nothing)."""
+
+    def announce(self, cell_id) -> None:
+        pass
+
+    def building(self, cell_id) -> bool:
+        return False
 
     @contextmanager
     def measuring(self):
