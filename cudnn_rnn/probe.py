@@ -289,9 +289,12 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
     suspects = set()  # named ahead to a worker that crashed or hung: built in their own cells
     ahead, moved = [], True  # the PERSIST_DYNAMIC cells named ahead; whether to work them out
     lost = None  # how the PERSIST_DYNAMIC cells' own worker ended between cells, for their notes
-    # a PERSIST_DYNAMIC cell whose build is still to finish lets the other cells go first
-    order = Order(todo, (lambda c: builds.options["beside"].building(c.id))
-                  if schedule is not None else lambda c: False)
+    order = Order(todo, skip=lambda c: variants.gated_out(c, done))
+    if builds is not worker:  # a PERSIST_DYNAMIC cell waiting for builds lets the others go
+        held = builds.options["beside"]  # first (their builders stop beginning new ones)
+        order = Order(todo, lambda c: held.builds_under_way() > 0,
+                      lambda c: held.hold(c.id if c is not None else None),
+                      lambda c: variants.gated_out(c, done))
     try:
         for _i, cell in order:
             if variants.gated_out(cell, done):  # its base did not pass the RNN descriptor

@@ -47,15 +47,15 @@ def test_the_order_is_the_cells_own_while_no_build_is_waited_for():
     assert [h for _i, _a, h in ran] == [1, 1, 3, 3, 5, 5, 6, 8, 8]
 
 
-def test_a_dynamic_cell_whose_build_is_under_way_lets_the_other_cells_go_first():
+def test_a_dynamic_cell_that_would_wait_for_builds_lets_the_other_cells_go_first():
     cells = _cells("sddsspsdss")
-    waiting = {1: 2, 7: 6}  # cell index: how many other cells run before its build is done
-    others_run = []
+    waiting = {1: 2, 7: 6}  # cell index: how many other cells run before its builds are done
+    others_run, holds = [], []
 
-    def building(cell):
+    def waits(cell):
         return len(others_run) < waiting.get(cells.index(cell), 0)
 
-    order = Order(cells, building)
+    order = Order(cells, waits, lambda cell: holds.append(cell and cells.index(cell)))
     ran = []
     for i, cell in order:
         ran.append(i)
@@ -69,14 +69,25 @@ def test_a_dynamic_cell_whose_build_is_under_way_lets_the_other_cells_go_first()
     # waited for, still follows it; 7 waits for six (five ran before it, then 8 ahead)
     assert ran == [0, 3, 1, 2, 4, 5, 6, 8, 7, 9]
     assert order.let_first == 2
+    # the builders are held for a dynamic cell from when it is the next in the cells' order
+    # until it ran (through the cells let go first), and let go while other cells are next
+    assert holds == [None, 1, 1, 2, None, None, None, 7, 7, None]
 
 
 def test_the_order_yields_every_cell_once_whatever_is_waited_for():
     cells = _cells("ddsdssddds")
-    order = Order(cells, lambda cell: True)  # every build forever under way
+    order = Order(cells, lambda cell: True)  # builds forever under way
     ran = [i for i, _c in order]
     assert sorted(ran) == list(range(len(cells)))
     assert ran == [2, 4, 5, 9, 0, 1, 3, 6, 7, 8]  # the others first, then in their order
+
+
+def test_a_cell_that_will_not_run_is_neither_waited_for_nor_held_for():
+    cells = _cells("sdds")
+    holds = []
+    order = Order(cells, lambda cell: True, holds.append, skip=lambda cell: cell is cells[1])
+    assert [i for i, _c in order] == [0, 1, 3, 2]  # 1 as it comes; 2 waits behind 3
+    assert holds == [None, cells[2], cells[2]] and order.let_first == 1
 
 
 def test_objects_a_builder_thread_creates_are_left_out_of_the_leak_count(lib):
@@ -319,25 +330,25 @@ def test_a_build_that_finishes_after_close_gave_up_waiting_is_destroyed():
     assert b.flows[0].closed and b.take("c5") is None
 
 
-def test_the_builders_announce_their_workers_next_cell_while_its_build_is_to_finish():
+def test_held_builders_begin_only_the_cell_they_are_held_for_and_count_their_builds():
     import multiprocessing as mp
     from cudnn_rnn.matrix.beside import Beside
-    seen = Beside(mp.get_context("spawn")).at(1)  # what the supervisor reads
+    seen = Beside(mp.get_context("spawn")).at(1)  # the supervisor's view of the worker
+    seen.hold("c6")
     b = _Builder(beside=seen)
-    b.want(_named(5, 6))
+    b.want(_named(5, 6, 7))
+    b.wait_begun(1)
+    assert b.begun == [6] and seen.builds_under_way() == 1  # not 5 or 7, held for 6
+    mark = len(b.looks)
+    seen.hold(None)  # let go: the threads look again by themselves (no message comes)
     b.wait_begun(2)
-    assert seen.building("c5") and not seen.building("c6")  # the next cell, under way
-    b.let(6)
+    assert b.looked_since(mark, 1) and b.begun == [6, 5] and seen.builds_under_way() == 2
+    b.let(6)  # its thread takes up 7 next: two under way again, 6 no longer among them
+    b.wait_begun(3)
     _until(lambda: "c6" in b._done, "c6's build did not finish")
-    assert seen.building("c5")  # the one after it is done: still the next cell's to finish
+    assert seen.builds_under_way() == 2
     b.let(5)
-    _until(lambda: not seen.building("c5"), "c5's finished build was not announced")
-    assert b.take("c5").flow is not None
-    assert not seen.building("c6")  # the next cell now, built already
-    b.take("c6")
-    b.want(_named(7, 8))
-    assert seen.building("c7")  # named, not yet begun
-    b.close(wait_s=0)
-    assert not seen.building("c7")  # a closed builder builds nothing: nobody waits for it
     b.let(7)
-    b.let(8)
+    _until(lambda: seen.builds_under_way() == 0, "the finished builds are still counted")
+    assert all(b.take(c).flow is not None for c in ("c5", "c6", "c7"))
+    b.close()

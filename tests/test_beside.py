@@ -6,7 +6,7 @@ import multiprocessing as mp
 import threading
 import time
 
-from cudnn_rnn.matrix.beside import Beside
+from cudnn_rnn.matrix.beside import Beside, hold_key
 
 CTX = mp.get_context("spawn")
 
@@ -225,24 +225,26 @@ def test_a_worker_that_ended_between_cells_is_revived_and_its_slot_cleared():
         worker.close()
 
 
-def _announce_in_child(beside, cell_id, said):
-    beside.announce(cell_id)
+def _build_in_child(beside, cell_id, said):
+    beside.build_began()
     said.set()
 
 
-def test_a_builders_announced_cell_is_seen_by_the_supervisor_until_cleared():
+def test_the_supervisor_holds_a_workers_builders_and_sees_their_builds_under_way():
     beside, said = Beside(CTX), CTX.Event()
     supervisor = beside.at(1)  # the PERSIST_DYNAMIC worker's slot, read from the parent
-    assert not supervisor.building("cell-a")  # nothing announced yet
-    child = CTX.Process(target=_announce_in_child, args=(beside.at(1), "cell-a", said),
+    assert supervisor.held_for() == 0 and supervisor.builds_under_way() == 0
+    child = CTX.Process(target=_build_in_child, args=(beside.at(1), "cell-a", said),
                         daemon=True)
     child.start()
     assert said.wait(60)
     child.join(30)
-    assert supervisor.building("cell-a") and not supervisor.building("cell-b")
-    assert not beside.building("cell-a")  # the other slot's builders announced nothing
-    supervisor.announce(None)
-    assert not supervisor.building("cell-a")
-    supervisor.announce("cell-b")
-    supervisor.clear()  # a worker (re)started: what its process before said is gone
-    assert not supervisor.building("cell-b")
+    assert supervisor.builds_under_way() == 1  # taken up in another process
+    assert beside.builds_under_way() == 0      # the other slot's builders took none
+    supervisor.hold("cell-a")
+    assert supervisor.held_for() == hold_key("cell-a") != hold_key("cell-b")
+    assert beside.held_for() == 0
+    supervisor.hold(None)
+    assert supervisor.held_for() == 0
+    supervisor.clear()  # a worker (re)started: the builds its process before took up are gone
+    assert supervisor.builds_under_way() == 0

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from cudnn_rnn.bindings.enums import RNNAlgo
 from cudnn_rnn.engine.gpu import held_bytes
-from cudnn_rnn.matrix.beside import Alone
+from cudnn_rnn.matrix.beside import Alone, hold_key
 
 THREADS = 2  # builder threads (cuDNN's builds compile on the host). More did not build
              # faster: with 4 threads and 256 cells ahead (both changed at once) the H200
@@ -40,6 +40,7 @@ THREADS = 2  # builder threads (cuDNN's builds compile on the host). More did no
              # 33 s against 22 s
 DEPTH = 64   # PERSIST_DYNAMIC cells the supervisor names ahead of the running one (each
              # build holds its dropout states until its cell runs: 6.2 MiB on the H200)
+HOLD_POLL_S = 0.01  # how often a held builder looks whether the supervisor let it go on
 OWN_WORKER_DEPTH = 256  # the same in a worker of their own (matrix.beside), whose builders
              # work beside the other worker's cells. At 64 (H100, 97f56e6) they built 105 s in
              # a 180 s run of cells, 35 s of it their own worker's quiet, and its cells still
@@ -99,7 +100,6 @@ class Builder:
             names = {cid for cid, _cfg in self._wanted} | self._taking
             for cid in [c for c in self._done if c not in names]:
                 _close(self._done.pop(cid))
-            self._announce()
             self._cond.notify_all()
 
     def take(self, cell_id: str) -> Built | None:
@@ -111,7 +111,6 @@ class Builder:
                 self._cond.wait()
             self._taking.discard(cell_id)
             self._wanted = [w for w in self._wanted if w[0] != cell_id]
-            self._announce()
             return self._done.pop(cell_id, None)
 
     def adopt(self, flow, cell_id: str) -> Built | None:
@@ -143,7 +142,6 @@ class Builder:
         destroyed as it finishes."""
         with self._cond:
             self._closed = True
-            self._announce()
             self._cond.wait_for(lambda: not self._building, wait_s)
             for cid in list(self._done):
                 _close(self._done.pop(cid))
@@ -157,20 +155,17 @@ class Builder:
             flows += [f for f in self._building.values() if f is not None]
             return int(used_bytes()), held_bytes(a for f in flows for a in f.buf.values())
 
-    def _announce(self) -> None:
-        """Tell the supervisor (:meth:`~.beside.Beside.announce`) the next cell to run while
-        its build is still to finish (under the lock, after any change to what is wanted or
-        built): it then runs the other worker's cells first."""
-        head = self._wanted[0][0] if self._wanted and not self._closed else None
-        self.beside.announce(head if head is not None and head not in self._done else None)
-
     # ------------------------------------------------------------------ the threads
     def _next(self):
-        """The first wanted cell nobody has built or is building (under the lock)."""
+        """The first wanted cell nobody has built or is building (under the lock); while the
+        supervisor holds the builders (:meth:`~.beside.Beside.hold`), only the cell it holds
+        them for, the worker's next."""
         if self._quiet or self._closed:
             return None
+        key = self.beside.held_for()
         return next(((cid, cfg) for cid, cfg in self._wanted
-                     if cid not in self._done and cid not in self._building), None)
+                     if cid not in self._done and cid not in self._building
+                     and (not key or hold_key(cid) == key)), None)
 
     def _serve(self) -> None:
         handle = self._open()
@@ -185,9 +180,11 @@ class Builder:
                 while (job := self._next()) is None:
                     if self._closed:
                         return
-                    self._cond.wait()
+                    # held: look again soon (the supervisor's release sends no message)
+                    self._cond.wait(HOLD_POLL_S if self.beside.held_for() else None)
                 cid, cfg = job
                 self._building[cid] = None
+                self.beside.build_began()
             built, flow, started = None, None, time.perf_counter()
             try:
                 # what allocates, under the lock (see measured); GPU work: not beside a
@@ -200,6 +197,7 @@ class Builder:
                 built = Built(None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}")
             finally:  # whatever happened, nobody waits for this cell any longer
                 with self._cond:
+                    self.beside.build_began(-1)
                     if flow is not None and (built is None or built.flow is None):
                         flow.close()  # set up, then its build failed
                     self._building.pop(cid, None)
@@ -208,7 +206,6 @@ class Builder:
                         self._done[cid] = built
                     elif built is not None:
                         _close(built)
-                    self._announce()
                     self._cond.notify_all()
 
     def _open(self):  # pragma: no cover - a GPU thread
@@ -282,21 +279,26 @@ class Schedule:
 
 class Order:
     """The cells in running order: the order of ``cells``, except that a PERSIST_DYNAMIC cell
-    whose build ahead is still to finish (``building(cell)``) lets the other cells after it
-    run first, until that build is done or none of them is left. Each kind keeps its own
-    order, so a variant still runs after the cell it varies (both have one algorithm).
+    that would wait for builds under way (``waits(cell)``: its worker's own cells are measured
+    only once they are done, :meth:`Builder.quiet`) lets the other cells after it run first,
+    until those builds are done or none of the others is left. While such a cell is the next
+    in the cells' order, ``hold(cell)`` keeps its worker's builders from beginning any other
+    build (``hold(None)`` lets them go on). Each kind keeps its own order, so a variant still
+    runs after the cell it varies (both have one algorithm); a cell ``skip`` names (a variant
+    whose base was refused, which will not run) is yielded as it comes.
 
-    Measured before it (H100, tree da68c26): the PERSIST_DYNAMIC cells waited 27.2 s for their
-    builds in a 176.8 s run of cells, in the stretches where many of them come together,
-    while the other worker's cells could have run.
+    Measured before it (H100, tree 2550073): the PERSIST_DYNAMIC cells waited 21.7 s for
+    builds of later cells under way in a 152 s run of cells (27.2 s at da68c26), while the
+    other worker's cells could have run.
 
     Iterating yields ``(index in cells, cell)``; :meth:`dynamic_head` is where the
     PERSIST_DYNAMIC cells go on from (the one yielded last, while it runs);
     :attr:`let_first` counts the cells run ahead of a waiting one."""
 
-    def __init__(self, cells, building=lambda cell: False):
+    def __init__(self, cells, waits=lambda cell: False, hold=lambda cell: None,
+                 skip=lambda cell: False):
         self._cells = list(cells)
-        self._building = building
+        self._waits, self._hold, self._skip = waits, hold, skip
         dynamic = [c.config.algo == RNNAlgo.PERSIST_DYNAMIC for c in self._cells]
         self._dyn = [i for i, d in enumerate(dynamic) if d]
         self._other = [i for i, d in enumerate(dynamic) if not d]
@@ -313,10 +315,16 @@ class Order:
             d = self._dyn[self._d] if self._d < len(self._dyn) else None
             o = self._other[self._o] if self._o < len(self._other) else None
             if d is not None and (o is None or d < o):
-                if o is None or not self._building(self._cells[d]):
-                    yield d, self._cells[d]
+                cell = self._cells[d]
+                skipped = self._skip(cell)
+                if not skipped:
+                    self._hold(cell)
+                if skipped or o is None or not self._waits(cell):
+                    yield d, cell
                     self._d += 1
                     continue
                 self.let_first += 1
+            else:
+                self._hold(None)
             yield o, self._cells[o]
             self._o += 1

@@ -10,9 +10,11 @@ cells never share the GPU; what can meet on it is a builder's GPU set-up (the dr
 states' initialisation, a kernel launch in the builder's context) and a cell being
 verified or timed in the other process. :class:`Beside` keeps those apart, and counts the
 builds compiled while a cell was measured, so a run shows what the other process's
-compiles (host work only) did to the timed calls beside them. It also carries the builders'
-word on their worker's next cell (:meth:`Beside.announce`): while its build is still to
-finish, the supervisor runs the other worker's cells first (:class:`~.ahead.Order`).
+compiles (host work only) did to the timed calls beside them. It also lets the supervisor
+hold a worker's builders (:meth:`Beside.hold`: none begins a build but of that worker's next
+cell) and see their builds under way, so that its next cell, which waits for them before it
+is measured, runs once they are done, the other worker's cells meanwhile
+(:class:`~.ahead.Order`).
 """
 from __future__ import annotations
 
@@ -46,8 +48,9 @@ class Beside:
         self._preparing = ctx.Array("i", SLOTS, lock=False)  # builders setting a flow up
         self._compiling = ctx.Array("i", SLOTS, lock=False)  # builds in cudnnBuildRNNDynamic
         self._compiled = ctx.Value("i", 0, lock=False)       # builds finished, ever
-        self._head = ctx.Array("q", SLOTS, lock=False)  # head_key of the worker's next cell
-        #                                                 while its build is still to finish
+        self._builds = ctx.Array("i", SLOTS, lock=False)     # builds taken up, not yet done
+        self._hold = ctx.Array("q", SLOTS, lock=False)       # the supervisor's: 0, or the one
+        #                                                      cell a build may begin for
 
     def at(self, slot: int) -> "Beside":
         """The same shared counts, as seen by the worker of ``slot``."""
@@ -70,20 +73,31 @@ class Beside:
     def clear(self) -> None:
         """This slot's counts to zero (before its worker process starts, or starts again)."""
         with self._held():
-            for counts in (self._measuring, self._preparing, self._compiling, self._head):
+            for counts in (self._measuring, self._preparing, self._compiling, self._builds):
                 counts[self.slot] = 0
 
-    def announce(self, cell_id: str | None) -> None:
-        """(A worker's builders) ``cell_id`` is the next cell this worker runs and its build
-        ahead is still to finish (queued or under way); None: no such cell."""
+    def hold(self, cell_id: str | None) -> None:
+        """(The supervisor) ``cell_id``, the worker's next cell: this slot's builders begin
+        no build but of it (:meth:`held_for`) until held for another or None (go on as
+        named)."""
         with self._held():
-            self._head[self.slot] = head_key(cell_id) if cell_id is not None else 0
+            self._hold[self.slot] = hold_key(cell_id) if cell_id is not None else 0
 
-    def building(self, cell_id: str) -> bool:
-        """(The supervisor) whether ``cell_id`` is what this slot's builders last announced:
-        its worker's next cell, its build still to finish."""
+    def held_for(self) -> int:
+        """(A builder) 0 when not held, else the :func:`hold_key` of the one cell it may
+        build."""
         with self._held():
-            return self._head[self.slot] == head_key(cell_id)
+            return self._hold[self.slot]
+
+    def build_began(self, by: int = 1) -> None:
+        """(A builder) a build taken up (``by`` -1: done or failed); :meth:`builds_under_way`
+        counts them from the moment a builder takes one, its wait to set up included."""
+        with self._held():
+            self._add(self._builds, by)
+
+    def builds_under_way(self) -> int:
+        with self._held():
+            return self._builds[self.slot]
 
     def _add(self, counts, by: int) -> None:  # under the lock
         counts[self.slot] += by
@@ -147,21 +161,20 @@ class Beside:
                 self._compiled.value += 1
 
 
-def head_key(cell_id: str) -> int:
-    """A cell id as a shared integer (never 0, which says no cell); two ids that share one
-    only make the supervisor let other cells go first while the build it waits for is
-    another's."""
+def hold_key(cell_id: str) -> int:
+    """A cell id as a shared integer, never 0 (not held). Two ids of one key would only let
+    a held builder begin the other's build too."""
     return zlib.crc32(cell_id.encode()) + 1
 
 
 class Alone:
     """One worker: nothing to keep apart (the :class:`Beside` interface, doing nothing)."""
 
-    def announce(self, cell_id) -> None:
-        pass
+    def held_for(self) -> int:
+        return 0
 
-    def building(self, cell_id) -> bool:
-        return False
+    def build_began(self, by: int = 1) -> None:
+        pass
 
     @contextmanager
     def measuring(self):
