@@ -292,7 +292,7 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
     order = Order(todo, skip=lambda c: variants.gated_out(c, done))
     if builds is not worker:  # a PERSIST_DYNAMIC cell waiting for builds lets the others go
         held = builds.options["beside"]  # first (their builders stop beginning new ones)
-        order = Order(todo, lambda c: held.builds_under_way() > 0,
+        order = Order(todo, lambda c: builds.alive and held.builds_under_way() > 0,
                       lambda c: held.hold(c.id if c is not None else None),
                       lambda c: variants.gated_out(c, done))
     try:

@@ -88,7 +88,8 @@ def test_a_cell_that_will_not_run_is_neither_waited_for_nor_held_for():
     order = Order(cells, lambda cell: True, holds.append,
                   skip=lambda cell: cell in (cells[1], cells[3]))
     assert [i for i, _c in order] == [0, 1, 3, 4, 2]  # 1 as it comes; 2 waits behind 3, 4
-    assert holds == [None, cells[2], cells[2], cells[2]]  # held for 2 until it runs
+    # held for 2 while others may go first; let go when none is left (they build ahead)
+    assert holds == [None, cells[2], cells[2], None]
     assert order.let_first == 1  # 4; 3, which will not run either, is not counted
 
 
@@ -171,11 +172,11 @@ class _Builder(Builder):
             raise RuntimeError("refused")
 
     def _next(self):  # each builder thread's look for work (under the Builder's lock)
-        job = super()._next()
+        job, key = super()._next()
         with self.started:
             self.looks.append(job)
             self.started.notify_all()
-        return job
+        return job, key
 
     def looked_since(self, mark, n):
         """The looks for work from ``mark`` on, once there are ``n`` of them."""
@@ -341,10 +342,9 @@ def test_held_builders_begin_only_the_cell_they_are_held_for_and_count_their_bui
     b.want(_named(5, 6, 7))
     b.wait_begun(1)
     assert b.begun == [6] and seen.builds_under_way() == 1  # not 5 or 7, held for 6
-    mark = len(b.looks)
     seen.hold(None)  # let go: the threads look again by themselves (no message comes)
     b.wait_begun(2)
-    assert b.looked_since(mark, 1) and b.begun == [6, 5] and seen.builds_under_way() == 2
+    assert b.begun == [6, 5] and seen.builds_under_way() == 2
     b.let(6)  # its thread takes up 7 next: two under way again, 6 no longer among them
     b.wait_begun(3)
     _until(lambda: "c6" in b._done, "c6's build did not finish")
@@ -353,4 +353,35 @@ def test_held_builders_begin_only_the_cell_they_are_held_for_and_count_their_bui
     b.let(7)
     _until(lambda: seen.builds_under_way() == 0, "the finished builds are still counted")
     assert all(b.take(c).flow is not None for c in ("c5", "c6", "c7"))
+    b.close()
+
+
+def test_a_build_looked_up_before_a_hold_does_not_begin_after_it():
+    """The supervisor holds, then reads the count: a builder that chose a cell before the
+    hold either counted it first (and is waited for) or begins nothing."""
+    import multiprocessing as mp
+    from cudnn_rnn.matrix.beside import Beside
+    seen = Beside(mp.get_context("spawn")).at(1)
+
+    class _Late(_Builder):
+        def __init__(self, **kwargs):
+            self.held_once = False  # before the threads start
+            super().__init__(**kwargs)
+
+        def _next(self):  # the supervisor's hold lands between a thread's look and its count
+            job, key = super()._next()
+            if job is not None and job[0] == "c5" and not self.held_once:
+                self.held_once = True
+                seen.hold("c6")
+            return job, key
+
+    b = _Late(beside=seen)
+    b.want(_named(5, 6))
+    b.wait_begun(1)
+    assert b.begun == [6] and seen.builds_under_way() == 1  # c5 refused, looked up again
+    seen.hold(None)
+    b.wait_begun(2)
+    b.let(5)
+    b.let(6)
+    _until(lambda: seen.builds_under_way() == 0, "the finished builds are still counted")
     b.close()

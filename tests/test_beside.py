@@ -225,26 +225,49 @@ def test_a_worker_that_ended_between_cells_is_revived_and_its_slot_cleared():
         worker.close()
 
 
-def _build_in_child(beside, cell_id, said):
-    beside.build_began()
+def _builds_in_child(beside, results, said):
+    """A builder's side in another process: what it may begin while the parent holds it."""
+    results[0] = beside.held_for()
+    results[1] = beside.begin_build("cell-b")  # held for cell-a: refused, not counted
+    results[2] = beside.begin_build("cell-a")  # the cell it is held for: counted
     said.set()
 
 
 def test_the_supervisor_holds_a_workers_builders_and_sees_their_builds_under_way():
-    beside, said = Beside(CTX), CTX.Event()
+    beside, said, results = Beside(CTX), CTX.Event(), CTX.Array("q", 3)
     supervisor = beside.at(1)  # the PERSIST_DYNAMIC worker's slot, read from the parent
     assert supervisor.held_for() == 0 and supervisor.builds_under_way() == 0
-    child = CTX.Process(target=_build_in_child, args=(beside.at(1), "cell-a", said),
+    supervisor.hold("cell-a")
+    child = CTX.Process(target=_builds_in_child, args=(beside.at(1), results, said),
                         daemon=True)
     child.start()
     assert said.wait(60)
     child.join(30)
-    assert supervisor.builds_under_way() == 1  # taken up in another process
-    assert beside.builds_under_way() == 0      # the other slot's builders took none
-    supervisor.hold("cell-a")
-    assert supervisor.held_for() == hold_key("cell-a") != hold_key("cell-b")
-    assert beside.held_for() == 0
+    assert list(results) == [hold_key("cell-a"), 0, 1]
+    assert hold_key("cell-a") != hold_key("cell-b")
+    assert supervisor.builds_under_way() == 1  # begun in another process
+    assert beside.builds_under_way() == 0 and beside.held_for() == 0  # the other slot's
     supervisor.hold(None)
-    assert supervisor.held_for() == 0
-    supervisor.clear()  # a worker (re)started: the builds its process before took up are gone
+    assert supervisor.held_for() == 0 and supervisor.begin_build("cell-b")  # let go
+    supervisor.end_build()
+    assert supervisor.builds_under_way() == 1
+    supervisor.clear()  # a worker (re)started or dropped: its process's builds are gone
     assert supervisor.builds_under_way() == 0
+
+
+def test_a_dropped_workers_builds_are_no_longer_counted():
+    """A worker dropped (a crash or timeout on a cell, or closed) takes the builds its
+    builders had begun with it: the supervisor must not wait for them (matrix.ahead.Order)."""
+    from cudnn_rnn.matrix.worker import Worker
+    beside = Beside(CTX)
+    worker = Worker(None, {"beside": beside.at(1), "no_device": True})
+    try:
+        worker.start()
+        assert beside.at(1).begin_build("cell-a")  # as if its builder began one
+        assert beside.at(1).builds_under_way() == 1
+        worker.proc.kill()  # ... and died inside it
+        worker.proc.join(30)
+        assert not worker.alive
+    finally:
+        worker.close()  # dropped
+    assert beside.at(1).builds_under_way() == 0

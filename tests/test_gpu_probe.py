@@ -108,7 +108,6 @@ def test_default_spec_end_to_end(cuda, out_root):
     assert meta["sessions"][-1]["persist_dynamic_worker"] and dynamic and not dynamic & others
     # PERSIST_DYNAMIC cells waiting for their builds let the others go first
     # (matrix.ahead.Order), and still every variant ran after the cell it varies
-    assert meta["sessions"][-1]["ran_ahead_of_builds"] >= 0
     at = {r["id"]: n for n, r in enumerate(recs)}
     assert all(at[r["varies"]["base"]] < at[r["id"]] for r in recs if r["varies"])
 

@@ -157,15 +157,15 @@ class Builder:
 
     # ------------------------------------------------------------------ the threads
     def _next(self):
-        """The first wanted cell nobody has built or is building (under the lock); while the
-        supervisor holds the builders (:meth:`~.beside.Beside.hold`), only the cell it holds
-        them for, the worker's next."""
+        """(the first wanted cell nobody has built or is building, or None; the hold read):
+        under the lock; while the supervisor holds the builders (:meth:`~.beside.Beside.hold`)
+        only the cell it holds them for, the worker's next, is a candidate."""
         if self._quiet or self._closed:
-            return None
+            return None, 0
         key = self.beside.held_for()
         return next(((cid, cfg) for cid, cfg in self._wanted
                      if cid not in self._done and cid not in self._building
-                     and (not key or hold_key(cid) == key)), None)
+                     and (not key or hold_key(cid) == key)), None), key
 
     def _serve(self) -> None:
         handle = self._open()
@@ -177,14 +177,17 @@ class Builder:
     def _loop(self, handle) -> None:
         while True:
             with self._cond:
-                while (job := self._next()) is None:
+                while True:
+                    job, key = self._next()
+                    # counted as under way, unless held for another cell since the look
+                    if job is not None and self.beside.begin_build(job[0]):
+                        break
                     if self._closed:
                         return
                     # held: look again soon (the supervisor's release sends no message)
-                    self._cond.wait(HOLD_POLL_S if self.beside.held_for() else None)
+                    self._cond.wait(HOLD_POLL_S if key or job is not None else None)
                 cid, cfg = job
                 self._building[cid] = None
-                self.beside.build_began()
             built, flow, started = None, None, time.perf_counter()
             try:
                 # what allocates, under the lock (see measured); GPU work: not beside a
@@ -197,7 +200,7 @@ class Builder:
                 built = Built(None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}")
             finally:  # whatever happened, nobody waits for this cell any longer
                 with self._cond:
-                    self.beside.build_began(-1)
+                    self.beside.end_build()
                     if flow is not None and (built is None or built.flow is None):
                         flow.close()  # set up, then its build failed
                     self._building.pop(cid, None)
@@ -282,8 +285,8 @@ class Order:
     that would wait for builds under way (``waits(cell)``: its worker's own cells are measured
     only once they are done, :meth:`Builder.quiet`) lets the other cells after it run first,
     until those builds are done or none of the others is left. While such a cell is the next
-    in the cells' order, ``hold(cell)`` keeps its worker's builders from beginning any other
-    build (``hold(None)`` lets them go on). Each kind keeps its own order, so a variant still
+    in the cells' order and others are left, ``hold(cell)`` keeps its worker's builders from
+    beginning any other build (``hold(None)`` lets them go on). Each kind keeps its own order, so a variant still
     runs after the cell it varies (both have one algorithm); a cell ``skip`` names (a variant
     whose base was refused, which will not run) is yielded as it comes.
 
@@ -318,8 +321,8 @@ class Order:
             if d is not None and (o is None or d < o):
                 cell = self._cells[d]
                 skipped = self._skip(cell)
-                if not skipped:
-                    self._hold(cell)
+                if not skipped:  # none to run first: the builders go on ahead meanwhile
+                    self._hold(cell if o is not None else None)
                 if skipped or o is None or not self._waits(cell):
                     yield d, cell
                     self._d += 1

@@ -89,11 +89,23 @@ class Beside:
         with self._held():
             return self._hold[self.slot]
 
-    def build_began(self, by: int = 1) -> None:
-        """(A builder) a build taken up (``by`` -1: done or failed); :meth:`builds_under_way`
-        counts them from the moment a builder takes one, its wait to set up included."""
+    def begin_build(self, cell_id: str) -> bool:
+        """(A builder) count a build of ``cell_id`` as under way (:meth:`builds_under_way`,
+        from the moment it is taken up, its wait to set up included) unless the supervisor
+        holds the builders for another cell: False then, and nothing counted. One step under
+        the lock, so a supervisor that holds and then reads the count sees every build that
+        began before the hold."""
         with self._held():
-            self._add(self._builds, by)
+            key = self._hold[self.slot]
+            if key and key != hold_key(cell_id):
+                return False
+            self._add(self._builds, 1)
+            return True
+
+    def end_build(self) -> None:
+        """(A builder) a build :meth:`begin_build` counted is done, or failed."""
+        with self._held():
+            self._add(self._builds, -1)
 
     def builds_under_way(self) -> int:
         with self._held():
@@ -173,7 +185,10 @@ class Alone:
     def held_for(self) -> int:
         return 0
 
-    def build_began(self, by: int = 1) -> None:
+    def begin_build(self, cell_id) -> bool:
+        return True
+
+    def end_build(self) -> None:
         pass
 
     @contextmanager

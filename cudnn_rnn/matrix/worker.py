@@ -248,6 +248,8 @@ class Worker:
         if counted:
             self.lost += 1
         self.conn = None
+        if self.options.get("beside") is not None:  # the counts of a process now gone
+            self.options["beside"].clear()
 
     def _ensure(self) -> None:
         """A live worker with a pipe; one that ended on its own is counted lost and replaced."""
