@@ -28,7 +28,7 @@ from cudnn_rnn.cli import BadInput, Once, OneLineParser, positive_float, positiv
 from cudnn_rnn.matrix import (baseline, cells, provenance, runs, spec as specs, variants,
                               warmup, writer_lock)
 from cudnn_rnn.matrix.ahead import OWN_WORKER_DEPTH, Order, Schedule
-from cudnn_rnn.matrix.beside import Beside
+from cudnn_rnn.matrix.beside import Alone, Beside
 from cudnn_rnn.matrix.progress import Progress
 from cudnn_rnn.matrix.record import (OUTCOME_SHORT, RUN_SCHEMA, TIMED_KINDS, Record,
                                      add_speedup, max_error, ranked_timing, write_json)
@@ -289,12 +289,12 @@ def _run(args, argv, spec, cells, out, workers, info) -> int:
     suspects = set()  # named ahead to a worker that crashed or hung: built in their own cells
     ahead, moved = [], True  # the PERSIST_DYNAMIC cells named ahead; whether to work them out
     lost = None  # how the PERSIST_DYNAMIC cells' own worker ended between cells, for their notes
-    order = Order(todo, skip=lambda c: variants.gated_out(c, done))
-    if builds is not worker:  # a PERSIST_DYNAMIC cell waiting for builds lets the others go
-        held = builds.options["beside"]  # first (their builders stop beginning new ones)
-        order = Order(todo, lambda c: builds.alive and held.builds_under_way() > 0,
-                      lambda c: held.hold(c.id if c is not None else None),
-                      lambda c: variants.gated_out(c, done))
+    # with a worker of their own, a PERSIST_DYNAMIC cell waiting for builds lets the others
+    # go first (their builders, held, begin no new ones); in one worker nothing can go first
+    held = builds.options["beside"] if builds is not worker else Alone()
+    order = Order(todo, lambda c: builds.alive and held.builds_under_way() > 0,
+                  lambda c: held.hold(c.id if c is not None else None),
+                  lambda c: variants.gated_out(c, done))
     try:
         for _i, cell in order:
             if variants.gated_out(cell, done):  # its base did not pass the RNN descriptor

@@ -286,9 +286,10 @@ class Order:
     only once they are done, :meth:`Builder.quiet`) lets the other cells after it run first,
     until those builds are done or none of the others is left. While such a cell is the next
     in the cells' order and others are left, ``hold(cell)`` keeps its worker's builders from
-    beginning any other build (``hold(None)`` lets them go on). Each kind keeps its own order, so a variant still
-    runs after the cell it varies (both have one algorithm); a cell ``skip`` names (a variant
-    whose base was refused, which will not run) is yielded as it comes.
+    beginning any other build (``hold(None)`` lets them go on). Each kind keeps its own
+    order, so a variant still runs after the cell it varies (both have one algorithm); a cell
+    ``skip`` names (a variant whose base was refused, which will not run) is yielded as it
+    comes.
 
     Measured before it (H100, tree 2550073): the PERSIST_DYNAMIC cells waited 21.7 s for
     builds of later cells under way in a 152 s run of cells (27.2 s at da68c26), while the

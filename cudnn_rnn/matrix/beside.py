@@ -182,6 +182,9 @@ def hold_key(cell_id: str) -> int:
 class Alone:
     """One worker: nothing to keep apart (the :class:`Beside` interface, doing nothing)."""
 
+    def hold(self, cell_id) -> None:
+        pass
+
     def held_for(self) -> int:
         return 0
 
@@ -190,6 +193,9 @@ class Alone:
 
     def end_build(self) -> None:
         pass
+
+    def builds_under_way(self) -> int:
+        return 0
 
     @contextmanager
     def measuring(self):
