@@ -99,7 +99,7 @@ class Model:
     def step(self, s, own, step: int, wx, wh):
         cfg, part = self.cfg, self.part
         p = self.pls[s.k]
-        T, B, H, g = cfg.seq_length, cfg.mini_batch, cfg.hidden_size, cfg.gates
+        T, B, H = cfg.seq_length, cfg.mini_batch, cfg.hidden_size
         t = p.time(step, T)
         rows, units = slice(s.b0, s.b0 + s.nb), slice(s.j0, s.j0 + s.nu)
         xstate = self.xin[p.index, t, rows, :self.xwidth] if s.nxc else None
@@ -121,8 +121,7 @@ class Model:
                     sh += wh[:, f] @ hstate[:, f].T
         v = self.vectors[p.index]
         X, R = [], []
-        for q in range(g):
-            r = slice(q * s.nu, (q + 1) * s.nu)
+        for q, r in enumerate(tables.gate_rows(part, s)):  # the rows of gate q, unit by unit
             cols = slice(q * H + s.j0, q * H + s.j0 + s.nu)
             if p.layer == 0:
                 x_part = self.gx0[p.direction][t * B + s.b0:t * B + s.b0 + s.nb, cols]

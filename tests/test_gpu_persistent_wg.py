@@ -166,9 +166,11 @@ def test_wgmma_computes_what_mma_sync_computes_of_the_same_plan(cuda, hopper, fm
     assert apart < quantized / 5
 
 
+@pytest.mark.parametrize("settings", ["b2t256u8w", "b2t256u16wbe"])
 @pytest.mark.parametrize("name", ["persistent:int8/both", "persistent:fp16"])
-def test_a_broken_slice_is_caught_by_the_verification_on_wgmma(cuda, hopper, name):
-    cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2)
+def test_a_broken_slice_is_caught_by_the_verification_on_wgmma(cuda, hopper, name, settings):
+    """With the gate math in registers ('e') too."""
+    cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2, batch=32)
     values = C.draw(cfg, seed=2)
     ref = C.expected(cuda, cfg, values["stacked"], values["io"])
     config = C.parse(name)
@@ -180,8 +182,9 @@ def test_a_broken_slice_is_caught_by_the_verification_on_wgmma(cuda, hopper, nam
                           config.parts)
         twin = C.twins(cuda, cfg, values)(plan)
     with PersistentEngine(cfg, values["stacked"], config.precision, plan,
-                          settings=Settings.parse("b2t256u8w")) as engine:
+                          settings=Settings.parse(settings)) as engine:
         assert engine.consts["WG"] == (1 if config.fmt else 2)
+        assert engine.consts.get("GR", 0) == settings.endswith("e")
         facts, wrong = C.verify(cuda, cfg, config, engine, values, ref, twin)
         assert wrong is None, facts
         s = engine.part.slices[len(engine.part.slices) // 2]
@@ -236,3 +239,32 @@ def test_a_cta_that_gives_up_ends_its_cluster_mates_waits_for_its_share_of_the_c
         engine.set_inputs(io["x"], io["hx"], io["cx"])
         engine.forward()
         np.testing.assert_array_equal(engine.outputs()["y"].get(), good)
+
+
+@pytest.mark.parametrize("settings", ["b2t256u16wbe", "b2t256u16wbge"])
+@pytest.mark.parametrize("layers", [1, 2, 3])
+@pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
+                                       DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
+def test_the_gate_math_in_registers_verifies_and_replays(cuda, hopper, direction, layers,
+                                                         settings):
+    """'e' (an LSTM, 16 units a CTA, batch slices of 16): every format, depth and direction,
+    the projection staged or read from global memory; the launch says where the sums went."""
+    cfg = _cfg(RNNMode.LSTM, direction, layers, hidden=64, batch=32)
+    by_name = _verify_all(cfg, NAMES, settings, RNNMode.LSTM, True)
+    assert all(rec["outcome"] == "OK" for rec in by_name.values())
+    assert {rec["algorithms"][-1]["gate_sums_in"] for rec in by_name.values()} == {"registers"}
+
+
+@pytest.mark.parametrize("spec,names,settings", [
+    ("LSTM 20/2/512/64", NAMES, "b2t256u16wbe"),
+    ("LSTM 5/1/1024/256", ["persistent:int8/both", "persistent:e4m3/both"], "b2t256u16wbe"),
+    ("LSTM 5/1/1024/256", ["persistent:fp16"], "b2t256u16wbge"),
+    ("LSTM 5/1/2048/128", ["persistent:int8/both"], "b1t256u16wbge"),
+])
+def test_the_gate_math_in_registers_verifies_at_the_issues_shapes(cuda, hopper, spec, names,
+                                                                  settings):
+    if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
+        pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
+    mode, cfg = _shape(spec)
+    by_name = _verify_all(cfg, names, settings, mode, True)
+    assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)

@@ -50,7 +50,8 @@ def _dq(plan, name, k, rows):
 
 
 def _run_model(cfg, fmt=None, parts=None, float_precision="fp16", seed=3, sms=12,
-               batch_slices=1, order=0, edit=None, areg=False, cluster=0, units=0, wg=False):
+               batch_slices=1, order=0, edit=None, areg=False, cluster=0, units=0, wg=False,
+               **kw):
     """(the numpy model's y, hy, cy, the twin's y, hy, cy, the partition)."""
     values = C.draw(cfg, seed)
     stacked, io = values["stacked"], values["io"]
@@ -59,7 +60,7 @@ def _run_model(cfg, fmt=None, parts=None, float_precision="fp16", seed=3, sms=12
     fx, fh, _ = P.formats(operands.precisions(stacked, float_precision, plan))
     part = partition.plan(cfg, fx, fh, sm_count=sms, smem_per_block=SMEM,
                           batch_slices=batch_slices, areg=areg, cluster=cluster,
-                          units=units, wg=wg)
+                          units=units, wg=wg, **kw)
     blob = tables.blob(part, [o.input.codes for o in ops], [o.recurrent.codes for o in ops])
     if edit:
         edit(part, blob)
@@ -98,7 +99,7 @@ def test_every_unit_of_every_pseudo_layer_is_owned_once_per_batch_slice(mode, la
     for s in part.slices:
         owned[s.k, s.b0:s.b0 + s.nb, s.j0:s.j0 + s.nu] += 1
         assert s.mpad % 16 == 0 and s.mpad >= cfg.gates * s.nu and s.npad % 8 == 0
-        assert s.ts * part.ntw * 8 >= s.npad and s.ts * s.ks <= part.warps
+        assert s.ts * part.ntw * 8 >= s.npad and s.ts * s.ks <= part.threads // 32
         assert sorted(c for kg in range(s.ks) for c in s.chunks(kg)) == list(range(s.nc))
         assert s.nxc == (0 if walk.pseudo_layers(cfg)[s.k].layer == 0 else part.xrowb // 32)
     assert (owned == 1).all()

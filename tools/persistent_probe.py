@@ -197,7 +197,8 @@ _GX_CP4 = """#pragma unroll 1
         for (Pairs it(tid, nu); it.p < nb * nu; it.next())
 #pragma unroll
             for (int q = 0; q < GATES; ++q)
-                cp4(gxs + q * nb * nu + it.p, src + (unsigned)it.b * gH + q * H + it.u);
+                cp4(gxs + q * nb * nu + GX_AT(it.b, it.u, it.p),
+                    src + (unsigned)it.b * gH + q * H + it.u);
 """
 _GX_CP16 = """        if (((nu | j0 | H) & 3) == 0) {
 #pragma unroll 1

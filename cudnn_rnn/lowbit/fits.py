@@ -3,6 +3,7 @@
 registers, offsets, clusters and wgmma, checked by :func:`cudnn_rnn.lowbit.partition.plan`."""
 from __future__ import annotations
 
+from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine.config import RNNConfig
 
 MAX_CLUSTER = 16  # CTAs of a thread-block cluster: 8 portable, 16 on sm_90 (non-portable)
@@ -146,6 +147,27 @@ def bulk(part, limit: int) -> None:
         if part.state_bytes(slots, rowb) >= limit:
             raise DoesNotFit(f"{what} in wgmma's layout: {part.state_bytes(slots, rowb)} "
                              f"bytes, beyond the kernel's 32-bit offsets ({limit})")
+
+
+def register_gates(part) -> None:
+    """:class:`DoesNotFit` where the gate math cannot take the sums in registers (the
+    kernel's ``GR``; :func:`cudnn_rnn.lowbit.tables.gate_rows` lays out the rows): a warp's
+    16 rows of an instruction are its four units' four gates, so an LSTM with 16 units in
+    every CTA and one instruction of 64 rows; the two warpgroups trade half their sums, so
+    a batch slice is whole blocks of 16 columns; the ring is bulk staging's."""
+    if not part.wg_bulk:
+        raise DoesNotFit("the gate math in registers ('e') is bulk staging's: 'wbe'")
+    if part.cfg.mode != RNNMode.LSTM:
+        raise DoesNotFit(f"the gate math in registers takes an LSTM's four gates a unit, not "
+                         f"{part.cfg.mode.name}")
+    units = sorted({s.nu for s in part.slices})
+    if units != [16] or part.wg_blocks != 1:
+        raise DoesNotFit(f"the gate math in registers takes 16 units in every CTA (u16 and H a "
+                         f"multiple of 16), not {' and '.join(map(str, units))}")
+    if part.slices[0].npad % 16:
+        raise DoesNotFit(f"the gate math in registers splits a batch slice between two "
+                         f"warpgroups, each whole blocks of 8 columns: {part.slices[0].npad} "
+                         f"padded rows, not a multiple of 16")
 
 
 def shared_copies(part, mcast: int) -> None:

@@ -34,6 +34,9 @@ class Settings:
     gx_global: bool = False  # with bulk: layer 0's input projection read by the gate math
                              # from global memory (brought into L2 a step ahead), not staged
                              # in shared memory: room for the ring where it would not fit
+    reg_gates: bool = False  # with bulk (LSTM, 16 units a CTA): the gate math on the sums
+                             # in registers, the weight rows laid out so that a thread
+                             # holds its unit's four gates (no partial sums in shared memory)
 
     def __post_init__(self):
         if self.bulk and not self.wg:
@@ -48,6 +51,9 @@ class Settings:
         if self.gx_global and not self.bulk:
             raise ValueError(f"launch shape {self.name}: the input projection from global "
                              "memory ('g') is for bulk staging: name 'wb' first")
+        if self.reg_gates and not self.bulk:
+            raise ValueError(f"launch shape {self.name}: the gate math in registers ('e') "
+                             "is bulk staging's: name 'wb' first")
         if self.wg and (self.poll or self.areg or self.cluster):
             raise ValueError(f"launch shape {self.name}: wgmma ('w') keeps its own weight "
                              "fragments and counters: not with 'p', 'r' or clusters")
@@ -56,7 +62,8 @@ class Settings:
         """The keywords :func:`cudnn_rnn.lowbit.partition.plan` takes for this shape."""
         return dict(ctas=self.ctas, batch_slices=self.batch_slices, threads=self.threads,
                     areg=self.areg, cluster=self.cluster, units=self.units, wg=self.wg,
-                    bulk=self.bulk, mcast=self.mcast, gx_global=self.gx_global)
+                    bulk=self.bulk, mcast=self.mcast, gx_global=self.gx_global,
+                    reg_gates=self.reg_gates)
 
     @property
     def name(self) -> str:
@@ -64,7 +71,8 @@ class Settings:
         return (f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
                 + ("r" if self.areg else "") + (f"u{self.units}" if self.units else "")
                 + ("w" if self.wg else "") + ("b" if self.bulk else "")
-                + ("g" if self.gx_global else "") + (f"m{self.mcast}" if self.mcast else "")
+                + ("g" if self.gx_global else "") + ("e" if self.reg_gates else "")
+                + (f"m{self.mcast}" if self.mcast else "")
                 + (f"k{self.cluster}" if self.cluster else ""))
 
     @classmethod
@@ -72,18 +80,18 @@ class Settings:
         """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``,
         ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b2t256u16wbg``, ``b2t256u16wbm2``,
         ``b3t256k16``); ValueError otherwise."""
-        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)"
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)(e?)"
                          r"(?:m([1-9]\d*))?(?:k([1-9]\d*))?", name)
         if m is None:
             raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
-                             "[r][u<units a CTA>][w[b[g][m<CTAs sharing a copy>]]][k<cluster "
+                             "[r][u<units a CTA>][w[b[g][e][m<CTAs sharing a copy>]]][k<cluster "
                              "CTAs>] (e.g. b1t256, b2t512, b1t256p, b1t256r, b2t512u16, "
-                             "b2t256u16w, b2t256u16wb, b2t256u16wbg, b2t256u16wbm2, "
+                             "b2t256u16w, b2t256u16wb, b2t256u16wbg, b2t256u16wbe, b2t256u16wbm2, "
                              "b3t256k16)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
                    threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]), wg=bool(m[7]),
-                   bulk=bool(m[8]), gx_global=bool(m[9]), mcast=int(m[10]) if m[10] else 0,
-                   cluster=int(m[11]) if m[11] else 0,
+                   bulk=bool(m[8]), gx_global=bool(m[9]), reg_gates=bool(m[10]),
+                   mcast=int(m[11]) if m[11] else 0, cluster=int(m[12]) if m[12] else 0,
                    units=int(m[6]) if m[6] else 0)
 
 

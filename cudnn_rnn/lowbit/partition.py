@@ -1,7 +1,6 @@
 """How the persistent kernel divides a network among its thread blocks, what each keeps on
-chip, and when each may take its next step: decided here, on the host, in plain Python and
-numpy, so that a CPU test can check every part of it (:func:`simulate` runs the same
-partition in float64).
+chip, and when each may take its next step: decided here, on the host, in plain Python, so
+that a CPU test can check every part of it (tests/persistent_model.py runs it in float64).
 
 **One launch, every pseudo-layer resident.** Each thread block (CTA) owns a *slice*: one
 pseudo-layer ``k``, a run of ``nu`` hidden units ``j0 .. j0+nu-1`` of every gate, and one
@@ -40,7 +39,7 @@ from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import fits, wgmma
-from cudnn_rnn.lowbit.fits import DoesNotFit
+from cudnn_rnn.lowbit.fits import DoesNotFit, _up  # one rounding up, the limits' own
 
 FORMAT_BYTES = {"fp16": 2, "bf16": 2, "int8": 1, "e4m3": 1}
 CHUNK = 32  # bytes of K in one mma k-step
@@ -51,10 +50,6 @@ MAX_WAITS = 3  # counters one step waits on: its own group and at most two feedi
 MAX_ACC = 16  # m-tiles x n-tiles one warp accumulates (4 registers each, twice with an x part)
 MAX_NTW = 4
 NTW_SHARE = 2  # n-tiles a warp takes at least, sharing each A fragment (the probe tool's --ntw)
-
-
-def _up(n: int, m: int) -> int:
-    return -(-n // m) * m
 
 
 def row_bytes(features: int, fmt: str) -> int:
@@ -147,6 +142,7 @@ class Partition:
     wg_bulk: bool = False  # the state in wgmma's layout in global memory, a slab one copy
     mcast: int = 0  # CTAs of a cluster (of one group) sharing each slab's copy (0: none)
     gx_global: bool = False  # layer 0's input projection read from global memory (GXG)
+    reg_gates: bool = False  # the gate math on the sums in registers (GR, fits.register_gates)
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""
@@ -165,10 +161,6 @@ class Partition:
     def smem(self) -> int:
         """Dynamic shared memory every CTA asks for: the largest slice's."""
         return max(s.smem for s in self.slices)
-
-    @property
-    def warps(self) -> int:
-        return self.threads // 32
 
     def counter(self, k: int, bs: int) -> int:
         return self.groups[(k, bs)]
@@ -225,7 +217,8 @@ def _units(cfg: RNNConfig, ctas: int, work: list[int]) -> list[int]:
 def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_block: int,
          ctas: int | None = None, batch_slices: int = 1, threads: int = 256,
          areg: bool = False, cluster: int = 0, units: int = 0, wg: bool = False,
-         bulk: bool = False, mcast: int = 0, gx_global: bool = False) -> Partition:
+         bulk: bool = False, mcast: int = 0, gx_global: bool = False,
+         reg_gates: bool = False) -> Partition:
     """The partition of ``cfg`` over ``ctas`` CTAs (at most ``sm_count``: one per
     multiprocessor, all resident) in ``batch_slices`` batch slices; :class:`DoesNotFit`
     says why it cannot run. ``areg``: each warp keeps its weight fragments in registers
@@ -236,8 +229,9 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     of every CTA in every pseudo-layer (a multiple of 4; 0: in proportion to each one's
     work). ``wg``: the products on wgmma (:func:`cudnn_rnn.lowbit.fits.warpgroups` says what
     it takes); ``bulk`` (with it): the state in wgmma's layout, a slab one bulk copy; with
-    bulk, ``mcast``: clusters of that many CTAs share each copy (fits.shared_copies), and
-    ``gx_global``: layer 0's input projection is not staged (the kernel's GXG)."""
+    bulk, ``mcast``: clusters of that many CTAs share each copy (fits.shared_copies),
+    ``gx_global``: layer 0's input projection not staged (GXG), ``reg_gates``: the gate
+    math on the sums in registers (GR, fits.register_gates)."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
     ctas = sm_count if ctas is None else ctas
     if not 1 <= ctas <= sm_count:
@@ -332,6 +326,9 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     if mcast:
         fits.shared_copies(part, mcast)
         part.mcast = mcast
+    if reg_gates:
+        fits.register_gates(part)
+    part.reg_gates = reg_gates
     return part
 
 

@@ -46,6 +46,13 @@
 //   GXG      1 (with WGB): layer 0's input projection is read by the gate math from global
 //            memory (__ldg), each step's rows brought into L2 one step ahead, instead of
 //            being staged in shared memory (partition.Partition.gx_global: room for the ring)
+//   GR       1 (with WGB; LSTM, 16 units a CTA, one instruction of 64 rows): the gate math
+//            on the sums in registers, no partial sums in shared memory: the rows lie so
+//            that warp w of each warpgroup holds units 4w .. 4w+3, a lane gates 0 and 2 (lanes
+//            0-15) or 1 and 3 (lanes 16-31) of one of them (tables.gate_rows); the two
+//            warpgroups trade half their sums (each keeps WGN / 16 blocks of 8 columns), then
+//            lanes l and l ^ 16 one column each, so that a lane holds its unit's four gates at
+//            one column of each block it keeps; its h and c stay in registers
 //   CLUSTER  CTAs of a thread-block cluster (0: none): each group (pseudo-layer, batch
 //            slice) is one cluster (partition.Partition.cluster), and a CTA meets its group's
 //            previous step at the cluster barrier (barrier.cluster arrive.release at the end
@@ -85,6 +92,20 @@
 #if GXG && !WGB
 #error "the input projection from global memory is bulk staging's (partition.plan)"
 #endif
+#ifndef GR
+#define GR 0
+#endif
+#if GR && (!WGB || CELL != 2 || WGM != 1 || WGN % 16)
+#error "the gate math in registers: bulk staging, an LSTM, 64 rows, whole blocks (fits.py)"
+#endif
+#define GRH (WGN / 16)  // GR: blocks of 8 columns each warpgroup keeps
+// GR: the row of gate q of unit u (tables.gate_rows), and where a step's staged projection
+// of (batch row b, unit u) lies in its gate's (nb, 16) block: unit blocks of 4 turned by
+// (b >> 1) & 3, so that a warp's reads (4 units by 8 batch rows) meet 32 banks
+__device__ __forceinline__ int gr_row(int q, int u) {
+    return 16 * (u >> 2) + 4 * (q & 1) + 8 * (q >> 1) + (u & 3);
+}
+#define GX_AT(b, u, p) (GR ? (b) * 16 + ((u) ^ ((((b) >> 1) & 3) << 2)) : (p))
 #if MCAST > 1 && (!WGB || STAGES < NSLAB)
 #error "a shared copy lands in every mate's ring: bulk staging, a ring a whole step deep"
 #endif
@@ -330,8 +351,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #pragma unroll 1
     for (int r = tid; r < mpad; r += THREADS) {  // once: a division is no cost here
         float dx = 0.0f, dh = 0.0f, bw = 0.0f, br = 0.0f;
-        if (r < GATES * nu) {
-            const int q = r / nu, row = q * H + j0 + (r - q * nu);
+        // GR: row r is gate q of unit u as gr_row lays them
+        const int q = GR ? ((r >> 2) & 1) | ((r >> 2) & 2) : r / nu;
+        const int u = GR ? 4 * (r >> 4) + (r & 3) : r - q * nu;
+        if (GR ? r < 64 && u < nu : r < GATES * nu) {
+            const int row = q * H + j0 + u;
             dx = L.dqx[row];
             dh = L.dqh[row];
             bw = L.bW[row];
@@ -379,7 +403,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         for (Pairs it(tid, nu); it.p < nb * nu; it.next())
 #pragma unroll
             for (int q = 0; q < GATES; ++q)
-                cp4(gxs + q * nb * nu + it.p, src + (unsigned)it.b * gH + q * H + it.u);
+                cp4(gxs + q * nb * nu + GX_AT(it.b, it.u, it.p),
+                    src + (unsigned)it.b * gH + q * H + it.u);
 #endif
     };
     fetch_gx(0);
@@ -480,6 +505,29 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     }
 #endif
 
+#if GR
+    // this lane's unit and column half (gq >> 2), its two rows' factors (its warpgroup's
+    // part of K), its unit's four gates' biases and (layer 0) projection factors, its pairs'
+    // h and c, a pair a block it keeps: in registers for the whole sequence
+    const int gu = 4 * (warp & 3) + (gq & 3), gup = gq >> 2;
+    float gr_dq[2], gr_dx[4], gr_bw[4], gr_br[4], h_r[GRH], c_r[GRH];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+        gr_dq[h] = dqs[(kg < kx ? 0 : mpad) + 16 * (warp & 3) + gq + 8 * h];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        gr_dx[q] = dqs[gr_row(q, gu)];
+        gr_bw[q] = dqs[2 * mpad + gr_row(q, gu)];
+        gr_br[q] = dqs[3 * mpad + gr_row(q, gu)];
+    }
+#pragma unroll
+    for (int jj = 0; jj < GRH; ++jj) {  // (past the slice's rows or units: never stored)
+        const int col = min((kg * GRH + jj) * 8 + 2 * gr + gup, nb - 1);
+        const unsigned g = lb + (unsigned)(b0 + col) * H + j0 + min(gu, nu - 1);
+        h_r[jj] = hx[g];
+        c_r[jj] = cx[g];
+    }
+#endif
 #pragma unroll 1
     for (int s = 0; s < T; ++s) {
         const int t = L.dir ? T - 1 - s : s;
@@ -811,6 +859,64 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         if (lost) goto gave_up;
 #endif
         MARK(2);
+#if GR
+        {   // the warpgroups trade the sums (dequantized) of the blocks the other keeps, each
+            // value at [receiving warpgroup][warp & 3][block][2 h + e][lane]: 32 banks a store
+            const int w4 = warp & 3;
+#pragma unroll
+            for (int j = 0; j < WGN / 8; ++j) {
+                if ((j >= GRH) == (kg == 1)) continue;  // a block this warpgroup keeps
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    part[((((1 - kg) * 4 + w4) * GRH + j % GRH) * 4 + i) * 32 + lane] =
+                        (float)wacc[0][4 * j + i] * gr_dq[i >> 1];
+            }
+            __syncthreads();
+            MARK(3);
+#pragma unroll
+            for (int jj = 0; jj < GRH; ++jj) {
+                float sum[4];  // row h (gates 0 and 2, or 1 and 3), column e: sum[2 h + e]
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    sum[i] = (float)(kg ? wacc[0][4 * (GRH + jj) + i] : wacc[0][4 * jj + i])
+                             * gr_dq[i >> 1]
+                             + part[(((kg * 4 + w4) * GRH + jj) * 4 + i) * 32 + lane];
+                // lanes 0-15 keep column 2 gr (their gates 0 and 2) and take gates 1 and 3 of
+                // it from the lane 16 apart, which keeps column 2 gr + 1
+                const float k0 = gup ? sum[1] : sum[0], k1 = gup ? sum[3] : sum[2];
+                const float g0 = __shfl_xor_sync(0xffffffffu, gup ? sum[0] : sum[1], 16);
+                const float g1 = __shfl_xor_sync(0xffffffffu, gup ? sum[2] : sum[3], 16);
+                float X[4], R[4] = {gup ? g0 : k0, gup ? k0 : g0, gup ? g1 : k1, gup ? k1 : g1};
+                const int col = (kg * GRH + jj) * 8 + 2 * gr + gup;
+                if (col >= nb || gu >= nu) continue;
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    float x = 0.0f;
+                    if (L.gx) {
+#if GXG
+                        const float g = __ldg((const float*)L.gx + (unsigned)(t * B + b0 + col)
+                                              * gH + q * H + j0 + gu);
+#else
+                        const float g = gxs[q * nb * nu + GX_AT(col, gu, 0)];
+#endif
+                        x = (GXINT ? (float)__float_as_int(g) : g) * gr_dx[q];
+                    }
+                    X[q] = x + gr_bw[q];
+                    R[q] += gr_br[q];
+                }
+                float c = c_r[jj];
+                const float v = cell(X, R, h_r[jj], c);
+                h_r[jj] = v;
+                c_r[jj] = c;
+                put<FH>(L.hq + code_at(s + 1, S.bs, col, (j0 + gu) * BPE(FH), hrowb), v,
+                        L.hscale);
+                const unsigned xat = code_at(t, S.bs, col, (L.dir * H + j0 + gu) * BPE(FX),
+                                             xrowb);
+                if (L.xout0) put<FX>(L.xout0 + xat, v, L.xscale0);
+                if (L.xout1) put<FX>(L.xout1 + xat, v, L.xscale1);
+            }
+        }
+#else
 #if STRADDLE
         if (active && HASX && c1 <= nxc && c0 < c1) flush_x();
 #endif
@@ -946,6 +1052,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
             }
         }
+#endif  // GR
         MARK(4);
 #if CLUSTER
         cl_arrive();  // release: this thread's writes of h, before the group's next step
@@ -965,10 +1072,20 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         // step reads, not for y (read by nobody in the launch); own_h holds each of this
         // thread's pairs' h, written by this thread (seed LSTM INT8, H100, b2t256u16wb:
         // 0.0958 ms against 0.0976 with y stored in the gate math)
+#if GR
+        if (L.last)
+#pragma unroll
+            for (int jj = 0; jj < GRH; ++jj) {
+                const int col = (kg * GRH + jj) * 8 + 2 * gr + gup;
+                if (col < nb && gu < nu)
+                    y[(unsigned)(t * B + b0 + col) * D * H + L.dir * H + j0 + gu] = h_r[jj];
+            }
+#else
         if (L.last)
 #pragma unroll 1
             for (Pairs it(tid, nu); it.p < nb * nu; it.next())
                 y[(unsigned)(t * B + b0 + it.b) * D * H + L.dir * H + j0 + it.u] = own_h[it.p];
+#endif
         if (s + 1 < T) {
             fetch_gx(s + 1);
             cp_commit();
@@ -980,6 +1097,17 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if MCAST > 1
     mc_meet();
 #endif
+#if GR
+#pragma unroll
+    for (int jj = 0; jj < GRH; ++jj) {
+        const int col = (kg * GRH + jj) * 8 + 2 * gr + gup;
+        if (col < nb && gu < nu) {
+            const unsigned g = lb + (unsigned)(b0 + col) * H + j0 + gu;
+            hy[g] = h_r[jj];
+            cy[g] = c_r[jj];
+        }
+    }
+#else
 #pragma unroll 1
     for (Pairs it(tid, nu); it.p < nb * nu; it.next()) {
         const unsigned g = lb + (unsigned)(b0 + it.b) * H + j0 + it.u;
@@ -988,6 +1116,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         cy[g] = own_c[it.p];
 #endif
     }
+#endif
     return;
 
 gave_up:

@@ -103,7 +103,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
                if part.wg_slabs else {}),
             **({"WGB": 1, "WGS": part.batch_slices} if part.wg_bulk else {}),
             **({"MCAST": part.mcast} if part.mcast else {}),
-            **({"GXG": 1} if part.gx_global else {}),
+            **({"GXG": 1} if part.gx_global else {}), **({"GR": 1} if part.reg_gates else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
 
 
@@ -381,6 +381,7 @@ class PersistentEngine(Forward):
                 "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw, **p.step_bytes(),
                 "ring_stages": p.stages, "bulk_staging": p.wg_bulk, "copy_shared_by": p.mcast,
                 "input_projection_from": "global" if p.gx_global else "shared",
+                "gate_sums_in": "registers" if p.reg_gates else "shared",
                 "products": "wgmma" if self.consts.get("WG") else "mma.sync",
                 # slabs of weight fragments each warp holds in registers, as compiled (AREG, WG)
                 "register_slabs": (self.consts["NSLAB"]

@@ -64,6 +64,19 @@ def _waits(part: Partition, p, bs: int) -> np.ndarray:
     return out
 
 
+def gate_rows(part: Partition, s) -> np.ndarray:
+    """int ``(gates, nu)``: the row of slice ``s``'s weight rows that holds gate q of its unit
+    u (as the kernel reads them): gate-major (``q * nu + u``), or with ``part.reg_gates``
+    so that warp w of a warpgroup (rows 16w .. 16w+15 of the instruction's 64, a thread's
+    rows r and r + 8) holds units 4w .. 4w+3, gates 0 and 2 of unit 4w + r in rows r and
+    r + 8 (r < 4), gates 1 and 3 in rows r + 4 and r + 12: a lane and the lane 16 apart
+    hold the four gates of a unit between them."""
+    q, u = np.meshgrid(np.arange(part.cfg.gates), np.arange(s.nu), indexing="ij")
+    if not part.reg_gates:
+        return q * s.nu + u
+    return 16 * (u >> 2) + 4 * (q & 1) + 8 * (q >> 1) + (u & 3)
+
+
 def blob(part: Partition, input_codes: list, recurrent_codes: list) -> np.ndarray:
     """uint8: every CTA's weight rows, in its shared-memory layout, back to back (rows of
     ``rowb`` bytes; with ``part.wg_shared`` wgmma's canonical layout, :func:`rows` reads
@@ -75,8 +88,7 @@ def blob(part: Partition, input_codes: list, recurrent_codes: list) -> np.ndarra
     for s in part.slices:
         rows = out[s.blob:s.blob + s.mpad * s.rowb].reshape(s.mpad, s.rowb)
         xb = s.nxc * CHUNK
-        for r in range(part.cfg.gates * s.nu):
-            q, u = divmod(r, s.nu)
+        for (q, u), r in np.ndenumerate(gate_rows(part, s)):
             src = q * H + s.j0 + u
             if xb:
                 w = np.ascontiguousarray(input_codes[s.k][src]).view(np.uint8)
