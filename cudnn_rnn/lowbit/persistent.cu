@@ -532,6 +532,17 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     for (int s = 0; s < T; ++s) {
         const int t = L.dir ? T - 1 - s : s;
         MARK(0);
+#if GR && GXG
+        // this lane's pairs' input projection, loaded before the wait (nothing in the launch
+        // writes it; brought into L2 a step ahead): its latency off the step's chain
+        float gxr[GRH][4];
+#pragma unroll
+        for (int jj = 0; jj < GRH; ++jj)
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                gxr[jj][q] = L.gx ? __ldg((const float*)L.gx + (unsigned)(t * B + b0 + min(
+                    (kg * GRH + jj) * 8 + 2 * gr + gup, nb - 1)) * gH + q * H + j0 + gu) : 0.0f;
+#endif
         // counters are filled from the first: none at all (a cluster's first layer) is no wait
         if (!POLL && tid == 0 && my_waits[(unsigned)s * MAXW * 2] >= 0) {
             int ok = 1, ctrs[MAXW];
@@ -873,6 +884,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             }
             __syncthreads();
             MARK(3);
+            // in phases, every pair at once (no store between two pairs' loads or cells):
+            // the sums, the projection, the cells, then the stores
+            float X[GRH][4], R[GRH][4];
 #pragma unroll
             for (int jj = 0; jj < GRH; ++jj) {
                 float sum[4];  // row h (gates 0 and 2, or 1 and 3), column e: sum[2 h + e]
@@ -886,28 +900,33 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 const float k0 = gup ? sum[1] : sum[0], k1 = gup ? sum[3] : sum[2];
                 const float g0 = __shfl_xor_sync(0xffffffffu, gup ? sum[0] : sum[1], 16);
                 const float g1 = __shfl_xor_sync(0xffffffffu, gup ? sum[2] : sum[3], 16);
-                float X[4], R[4] = {gup ? g0 : k0, gup ? k0 : g0, gup ? g1 : k1, gup ? k1 : g1};
-                const int col = (kg * GRH + jj) * 8 + 2 * gr + gup;
-                if (col >= nb || gu >= nu) continue;
+                R[jj][0] = (gup ? g0 : k0) + gr_br[0];
+                R[jj][1] = (gup ? k0 : g0) + gr_br[1];
+                R[jj][2] = (gup ? g1 : k1) + gr_br[2];
+                R[jj][3] = (gup ? k1 : g1) + gr_br[3];
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
-                    float x = 0.0f;
-                    if (L.gx) {
 #if GXG
-                        const float g = __ldg((const float*)L.gx + (unsigned)(t * B + b0 + col)
-                                              * gH + q * H + j0 + gu);
-#else
-                        const float g = gxs[q * nb * nu + GX_AT(col, gu, 0)];
+                    const float g = gxr[jj][q];  // loaded at the step's start
+#else  // (a padding column reads its slice's last row: never stored)
+                    const float g = gxs[q * nb * nu + GX_AT(min((kg * GRH + jj) * 8 + 2 * gr
+                                                                + gup, nb - 1), gu, 0)];
 #endif
-                        x = (GXINT ? (float)__float_as_int(g) : g) * gr_dx[q];
-                    }
-                    X[q] = x + gr_bw[q];
-                    R[q] += gr_br[q];
+                    X[jj][q] = (L.gx ? (GXINT ? (float)__float_as_int(g) : g) * gr_dx[q] : 0.0f)
+                               + gr_bw[q];
                 }
+            }
+#pragma unroll
+            for (int jj = 0; jj < GRH; ++jj) {
                 float c = c_r[jj];
-                const float v = cell(X, R, h_r[jj], c);
-                h_r[jj] = v;
+                h_r[jj] = cell(X[jj], R[jj], h_r[jj], c);
                 c_r[jj] = c;
+            }
+#pragma unroll
+            for (int jj = 0; jj < GRH; ++jj) {
+                const int col = (kg * GRH + jj) * 8 + 2 * gr + gup;
+                if (col >= nb || gu >= nu) continue;
+                const float v = h_r[jj];
                 put<FH>(L.hq + code_at(s + 1, S.bs, col, (j0 + gu) * BPE(FH), hrowb), v,
                         L.hscale);
                 const unsigned xat = code_at(t, S.bs, col, (L.dir * H + j0 + gu) * BPE(FX),
