@@ -1,8 +1,9 @@
 """The precision table's persistent row (charlm.rows.engine_row) without a GPU: its launch
 shapes tried in the tuner's order, each shape's build and verification given by a stand-in
-for ``rows._try`` (what a GPU gave: an outcome and a quick time), so the rule that leaves
-'g' untried where a bulk-staged shape verified and was timed (launch.not_tried) is checked
-in this loop as in the candidates' (tests/test_lowbit_candidates.py)."""
+for ``rows._try`` (what a GPU gave: an outcome and a quick time), so the rules that leave
+'g' untried where a bulk-staged shape verified and was timed, and a bulk shape untried where
+its 'e' twin was (launch.not_tried), are checked in this loop as in the candidates'
+(tests/test_lowbit_candidates.py)."""
 import numpy as np
 
 from cudnn_rnn.bindings.enums import RNNMode
@@ -11,6 +12,7 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import persistent
 
 G = [s.name for s in persistent.SETTINGS if s.gx_global]
+E = "b2t256u16wbe"  # the first bulk shape, 'e': its twin without it then untried
 
 
 class Built:
@@ -59,8 +61,10 @@ def test_where_a_bulk_staged_shape_was_timed_g_is_not_tried(monkeypatch):
     assert list(tried) == [s.name for s in persistent.SETTINGS]
     for name in G:
         assert tried[name]["outcome"] == "NOT_TRIED" and tried[name]["ms"] is None
-        assert "b2t256u16wb verified" in tried[name]["reason"]
-    assert {b.name for b in built} == set(tried) - set(G)  # never built
+        assert f"{E} verified" in tried[name]["reason"]
+    assert tried["b2t256u16wb"]["outcome"] == "NOT_TRIED"
+    assert f"{E} verified" in tried["b2t256u16wb"]["reason"]
+    assert {b.name for b in built} == set(tried) - set(G) - {"b2t256u16wb"}  # never built
     first = persistent.SETTINGS[0].name  # the fastest tried
     assert rec["outcome"] == "OK" and rec["settings"] == first and rec["timed"] == first
     assert all(b.closed for b in built)
@@ -68,11 +72,12 @@ def test_where_a_bulk_staged_shape_was_timed_g_is_not_tried(monkeypatch):
 
 def test_where_the_bulk_staged_shape_is_refused_g_is_tried_and_can_win(monkeypatch):
     def gave(name):
-        if name == "b2t256u16wb":
+        if name in ("b2t256u16wb", E):
             return "NOT_SUPPORTED", None
         return "OK", 0.5 if name == G[0] else 2.0
     rec, tried, built = _row(monkeypatch, gave)
-    assert tried["b2t256u16wb"]["outcome"] == "NOT_SUPPORTED"
-    assert all(tried[name]["outcome"] == "OK" for name in G)
+    assert tried["b2t256u16wb"]["outcome"] == tried[E]["outcome"] == "NOT_SUPPORTED"
+    # each 'g' shape with 'e' tried; its twin without 'e' not, once it verified
+    assert [tried[name]["outcome"] for name in G] == ["OK", "NOT_TRIED"] * (len(G) // 2)
     assert rec["outcome"] == "OK" and rec["settings"] == G[0] and rec["timed"] == G[0]
     assert all(b.closed for b in built)

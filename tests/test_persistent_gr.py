@@ -161,3 +161,23 @@ def test_the_kernel_compiles_at_the_issues_shapes_unspilled_and_unserialized(spe
     assert "GR" not in plain
     assert "shfl.sync" in _ptx(P.source(consts), "compute_90a")
     assert "shfl.sync" not in _ptx(P.source(plain), "compute_90a")
+
+
+def test_the_tuner_skips_a_bulk_shape_once_its_e_twin_verified():
+    """Of the tuner's list, each bulk shape comes after its 'e' twin (faster wherever both
+    ran: launch.py's note) and is not tried once the twin verified and was timed; where the
+    twin was refused (another cell) it is tried; a list the user names is tried whole."""
+    names = [s.name for s in P.SETTINGS]
+    bulk = [s for s in P.SETTINGS if s.bulk and not s.reg_gates]
+    assert bulk
+    for s in bulk:
+        twin = Settings.parse(s.name + "e")  # 'e' after 'wb' and 'g'; no 'm' in the list
+        assert twin.reg_gates and names.index(twin.name) == names.index(s.name) - 1
+        assert "('e', faster" in P.not_tried(s, [twin], P.SETTINGS)
+        assert P.not_tried(s, [Settings.parse("b2t256u16")], P.SETTINGS) is None
+        assert P.not_tried(s, [twin], (twin, s)) is None
+    assert P.not_tried(Settings.parse("b2t256u16wb"), [], P.SETTINGS) is None
+    # the twins themselves are tried first, and only the 'g' rule skips any of them
+    for s in P.SETTINGS:
+        if s.reg_gates and not s.gx_global:
+            assert P.not_tried(s, [Settings.parse("b2t256u16wb")], P.SETTINGS) is None

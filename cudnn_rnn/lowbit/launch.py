@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -135,11 +135,21 @@ class Settings:
 # 0.1233 against 0.1196, INT8 0.1005 against 0.0966; 1024/256 INT8 0.6484 against 0.6293),
 # so the tuner tries it only where no bulk-staged shape with the projection staged verified
 # and was timed (:func:`not_tried`).
+# 'e' (the gate math on the sums in registers; an LSTM of 16 units a CTA, every other cell
+# refused before any compile) measured on an H100 80GB HBM3 against the same shape without
+# it (tools/persistent_probe.py, quick ranking replays of one process, ms, tree d2a4104): seed
+# LSTM FP16 0.1132 against wb's 0.1205, INT8 0.0892 against 0.0972; LSTM 50/1/1024/256 INT8
+# 0.5568 against 0.6280, FP16 (wbge) 0.7552 against wbg's 0.8309; 50/1/2048/128 INT8
+# (b1t256u16wbge) 0.7540 against 0.8192. So each bulk shape comes after its 'e' twin and is
+# not tried once the twin verified and was timed (:func:`not_tried`).
+_BULK = dict(units=16, wg=True, bulk=True)
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
-            Settings(batch_slices=2, units=16, wg=True, bulk=True),
-            Settings(batch_slices=2, units=16, wg=True, bulk=True, gx_global=True),
-            Settings(batch_slices=1, units=16, wg=True, bulk=True, gx_global=True))
+            Settings(batch_slices=2, reg_gates=True, **_BULK), Settings(batch_slices=2, **_BULK),
+            Settings(batch_slices=2, gx_global=True, reg_gates=True, **_BULK),
+            Settings(batch_slices=2, gx_global=True, **_BULK),
+            Settings(batch_slices=1, gx_global=True, reg_gates=True, **_BULK),
+            Settings(batch_slices=1, gx_global=True, **_BULK))
 
 
 def not_tried(settings: Settings, verified, shapes) -> str | None:
@@ -147,10 +157,17 @@ def not_tried(settings: Settings, verified, shapes) -> str | None:
     those ``verified`` of the same configuration have (None: it tries it). Of its own list
     (:data:`SETTINGS`), a 'g' shape is the fallback for where the staged input projection
     leaves bulk staging no room: not tried once a bulk shape with the projection staged has
-    verified (where both fit, 'g' was 2-4 % slower). Any other list (the user's) is tried
-    whole."""
+    verified (where both fit, 'g' was 2-4 % slower); and a bulk shape without 'e' is not
+    tried once its 'e' twin has (faster wherever both ran). Any other list (the user's) is
+    tried whole."""
+    if tuple(shapes) != SETTINGS:
+        return None
     staged = [s.name for s in verified if s.bulk and not s.gx_global]
-    if settings.gx_global and staged and tuple(shapes) == SETTINGS:
+    if settings.gx_global and staged:
         return (f"not tried: {staged[0]} verified, with the input projection staged ('g' "
                 "only where staging it leaves bulk staging no room)")
+    twin = replace(settings, reg_gates=True) if settings.bulk else None
+    if twin in verified and not settings.reg_gates:
+        return (f"not tried: {twin.name} verified, its gate math on the sums in registers "
+                "('e', faster wherever both ran)")
     return None
