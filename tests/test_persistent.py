@@ -498,6 +498,10 @@ def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_i
     (["--out", "README.md"], "--out 'README.md' is a file"),
     (["--ntw", "2,9"], "--ntw: whole numbers 1 to 4"),
     (["--ntw", "four"], "--ntw: whole numbers 1 to 4"),
+    # patches of the gate math without 'e', where a shape with 'e' would run unpatched
+    (["--drop", "gates", "--settings", "b2t256u16wb", "--trace",
+      "persistent:fp16@b2t256u16wbe"], "gates patch the gate math without 'e'"),
+    (["--variants", "gates_hoisted+fence_once"], "gates_hoisted patch the gate math"),
 ])
 def test_the_probe_tool_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, args,
                                                                          needle):

@@ -75,6 +75,10 @@ def test_a_lane_and_the_lane_16_apart_hold_a_units_four_gates():
             held = [where[16 * w + g + 8 * h] for g in (gq, mate) for h in (0, 1)]
             assert {u for _, u in held} == {4 * w + gq % 4}
             assert sorted(q for q, _ in held) == [0, 1, 2, 3]
+            # exactly as the kernel's trade takes them: a lane's row h (of gq, gq + 8) is
+            # gate (gq >> 2) + 2 h, lanes 0-15 gates 0 and 2, lanes 16-31 gates 1 and 3
+            for h in (0, 1):
+                assert where[16 * w + gq + 8 * h] == (gq // 4 + 2 * h, 4 * w + gq % 4)
     plain = _plan(_seed())
     assert not plain.reg_gates and (tables.gate_rows(plain, plain.slices[0])
                                     == np.arange(64).reshape(4, 16)).all()

@@ -222,6 +222,11 @@ VARIANTS.update({
     # on an H100, c13efe5+: 1.4 % faster there, 1-3 % slower at the seed and 1024/64
     "gx_cp16": [(_GX_CP4, _GX_CP16 + _GX_CP4, 1)],
 })
+# drops and variants that patch the gate math of kernels without 'e' (with it, the kernel's GR
+# branch is other text, so the patch would change nothing that runs): refused where a launch
+# shape with 'e' may run (named, or the tuner's list)
+NOT_E = {"gates", "cell", "stores", "sums_predicated", "y_in_gates", "gates_swizzled",
+         "pairs_together", "gates_hoisted", "gx_no_l1", "gx_cp16"}
 PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "step_total")
 
 
@@ -405,12 +410,16 @@ def main() -> int:
         p.error("--trace takes NAME@SETTINGS items, e.g. persistent:int8/both@b1t256")
     try:
         shapes = [(spec, _shape(spec)) for spec in a.shapes.split(",")]
-        for name in (a.settings.split(",") if a.settings else []) + [i[-1] for i in items]:
-            Settings.parse(name)
+        named = [Settings.parse(name) for name in
+                 (a.settings.split(",") if a.settings else []) + [i[-1] for i in items]]
         for name in a.names.split(",") + [i[0] for i in items]:
             parse_config(name)
     except ValueError as exc:
         p.error(str(exc))
+    blind = sorted(NOT_E & ({*drops} | {one for v in variants for one in v.split("+")}))
+    if blind and (not a.settings or any(s.reg_gates for s in named)):
+        p.error(f"--drop/--variants {', '.join(blind)} patch the gate math without 'e': name "
+                "--settings without 'e' (and --trace items)")
     refuse_output(a.out)
     try:
         cupy_or_raise()
