@@ -510,6 +510,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // part of K), its unit's four gates' biases and (layer 0) projection factors, its pairs'
     // h and c, a pair a block it keeps: in registers for the whole sequence
     const int gu = 4 * (warp & 3) + (gq & 3), gup = gq >> 2;
+    // the column of block jj of those this warpgroup keeps that this lane's pair takes
+    auto gr_col = [&](int jj) { return (kg * GRH + jj) * 8 + 2 * gr + gup; };
     float gr_dq[2], gr_dx[4], gr_bw[4], gr_br[4], h_r[GRH], c_r[GRH];
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -522,7 +524,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     }
 #pragma unroll
     for (int jj = 0; jj < GRH; ++jj) {  // (past the slice's rows or units: never stored)
-        const int col = min((kg * GRH + jj) * 8 + 2 * gr + gup, nb - 1);
+        const int col = min(gr_col(jj), nb - 1);
         const unsigned g = lb + (unsigned)(b0 + col) * H + j0 + min(gu, nu - 1);
         h_r[jj] = hx[g];
         c_r[jj] = cx[g];
@@ -541,7 +543,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #pragma unroll
             for (int q = 0; q < 4; ++q)
                 gxr[jj][q] = L.gx ? __ldg((const float*)L.gx + (unsigned)(t * B + b0 + min(
-                    (kg * GRH + jj) * 8 + 2 * gr + gup, nb - 1)) * gH + q * H + j0 + gu) : 0.0f;
+                    gr_col(jj), nb - 1)) * gH + q * H + j0 + gu) : 0.0f;
 #endif
         // counters are filled from the first: none at all (a cluster's first layer) is no wait
         if (!POLL && tid == 0 && my_waits[(unsigned)s * MAXW * 2] >= 0) {
@@ -909,8 +911,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if GXG
                     const float g = gxr[jj][q];  // loaded at the step's start
 #else  // (a padding column reads its slice's last row: never stored)
-                    const float g = gxs[q * nb * nu + GX_AT(min((kg * GRH + jj) * 8 + 2 * gr
-                                                                + gup, nb - 1), gu, 0)];
+                    const float g = gxs[q * nb * nu + GX_AT(min(gr_col(jj), nb - 1), gu, 0)];
 #endif
                     X[jj][q] = (L.gx ? (GXINT ? (float)__float_as_int(g) : g) * gr_dx[q] : 0.0f)
                                + gr_bw[q];
@@ -924,7 +925,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             }
 #pragma unroll
             for (int jj = 0; jj < GRH; ++jj) {
-                const int col = (kg * GRH + jj) * 8 + 2 * gr + gup;
+                const int col = gr_col(jj);
                 if (col >= nb || gu >= nu) continue;
                 const float v = h_r[jj];
                 put<FH>(L.hq + code_at(s + 1, S.bs, col, (j0 + gu) * BPE(FH), hrowb), v,
@@ -1095,7 +1096,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         if (L.last)
 #pragma unroll
             for (int jj = 0; jj < GRH; ++jj) {
-                const int col = (kg * GRH + jj) * 8 + 2 * gr + gup;
+                const int col = gr_col(jj);
                 if (col < nb && gu < nu)
                     y[(unsigned)(t * B + b0 + col) * D * H + L.dir * H + j0 + gu] = h_r[jj];
             }
@@ -1119,7 +1120,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if GR
 #pragma unroll
     for (int jj = 0; jj < GRH; ++jj) {
-        const int col = (kg * GRH + jj) * 8 + 2 * gr + gup;
+        const int col = gr_col(jj);
         if (col < nb && gu < nu) {
             const unsigned g = lb + (unsigned)(b0 + col) * H + j0 + gu;
             hy[g] = h_r[jj];
