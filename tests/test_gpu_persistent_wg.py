@@ -245,18 +245,21 @@ def test_a_cta_that_gives_up_ends_its_cluster_mates_waits_for_its_share_of_the_c
 @pytest.mark.parametrize("layers", [1, 2, 3])
 @pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
                                        DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
-def test_the_gate_math_in_registers_verifies_and_replays(cuda, hopper, direction, layers,
+@pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU], ids=lambda c: c.name)
+def test_the_gate_math_in_registers_verifies_and_replays(cuda, hopper, mode, direction, layers,
                                                          settings):
-    """'e' (an LSTM, 16 units a CTA, batch slices of 16): every format, depth and direction,
-    the projection staged or read from global memory; the launch says where the sums went."""
-    cfg = _cfg(RNNMode.LSTM, direction, layers, hidden=64, batch=32)
-    by_name = _verify_all(cfg, NAMES, settings, RNNMode.LSTM, True)
+    """'e' (an LSTM or a GRU, 16 units a CTA, batch slices of 16): every format, depth and
+    direction, the projection staged or read from global memory; the launch says where the
+    sums went."""
+    cfg = _cfg(mode, direction, layers, hidden=64, batch=32)
+    by_name = _verify_all(cfg, NAMES, settings, mode, True)
     assert all(rec["outcome"] == "OK" for rec in by_name.values())
     assert {rec["algorithms"][-1]["gate_sums_in"] for rec in by_name.values()} == {"registers"}
 
 
 @pytest.mark.parametrize("spec,names,settings", [
-    ("LSTM 20/2/512/64", NAMES, "b2t256u16wbe"),
+    ("LSTM 20/2/512/64", NAMES, "b2t256u16wbe"), ("GRU 20/2/512/64", NAMES, "b2t256u16wbe"),
+    ("GRU 5/1/1024/256", ["persistent:int8/both", "persistent:fp16"], "b2t256u16wbge"),
     ("LSTM 5/1/1024/256", ["persistent:int8/both", "persistent:e4m3/both"], "b2t256u16wbe"),
     ("LSTM 5/1/1024/256", ["persistent:fp16"], "b2t256u16wbge"),
     ("LSTM 5/1/2048/128", ["persistent:int8/both"], "b1t256u16wbge"),

@@ -1,5 +1,5 @@
 """The gate math on the sums in registers (launch shapes with 'e' after 'wb', the kernel's
-``GR``) without a GPU: its name and refusals, the weight rows laid out so that a lane and
+``GR``; an LSTM or a GRU) without a GPU: its name and refusals, the weight rows laid out so that a lane and
 the lane 16 apart hold a unit's four gates (``tables.gate_rows``, the kernel's ``gr_row``
 and its inverse read from persistent.cu), the blob moved by rows only, the numpy model on
 that layout against the twin, the staged projection's reads on 32 banks, and the kernel
@@ -48,7 +48,7 @@ def test_the_launch_shape_names_it_with_an_e_after_wb():
 
 
 @pytest.mark.parametrize("cfg,kw,message", [
-    (_seed(RNNMode.GRU), {}, "an LSTM's four gates a unit, not GRU"),
+    (_seed(RNNMode.RNN_RELU), {}, "an LSTM's or a GRU's gates.* not RNN_RELU"),
     (_seed(RNNMode.RNN_TANH), {}, "not RNN_TANH"),
     (_cfg(RNNMode.LSTM, 1, H=64, B=32, I=64), {"units": 8}, "16 units in every CTA .* not 8"),
     (_cfg(RNNMode.LSTM, 1, H=40, B=32, I=40), {}, "not 8 and 16"),
@@ -84,6 +84,19 @@ def test_a_lane_and_the_lane_16_apart_hold_a_units_four_gates():
                                     == np.arange(64).reshape(4, 16)).all()
 
 
+def test_a_grus_three_gates_take_an_lstms_slots_the_fourth_empty():
+    """A GRU's rows with 'e': 64 a CTA (48 before), gate q of unit u where an LSTM's is,
+    and the fourth gate's 16 rows (rows 12-15 of each warp's 16) hold nothing."""
+    cfg = _seed(RNNMode.GRU)
+    part, plain = _plan(cfg, reg_gates=True), _plan(cfg)
+    assert {s.mpad for s in part.slices} == {64} and {s.mpad for s in plain.slices} == {48}
+    rows = tables.gate_rows(part, part.slices[0])
+    lstm = _plan(_seed(), reg_gates=True)
+    assert (rows == tables.gate_rows(lstm, lstm.slices[0])[:3]).all()
+    assert sorted(set(range(64)) - set(rows.ravel())) == [16 * w + 12 + i for w in range(4)
+                                                         for i in range(4)]
+
+
 def test_the_kernels_rows_are_the_tables_rows():
     """persistent.cu's gr_row (the gate math's rows) and its inverse (the per-row factors
     read before the first step) are tables.gate_rows (the blob's rows)."""
@@ -113,15 +126,17 @@ def test_the_staged_projection_is_read_on_32_banks():
     assert sorted(places) == list(range(32 * 16))
 
 
+@pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])
 @pytest.mark.parametrize("fmt", ["int8", "e4m3", None])
 @pytest.mark.parametrize("layers,bi", [(1, False), (2, False), (2, True), (3, False)])
-def test_the_model_of_the_kernel_on_its_rows_equals_the_twin(fmt, layers, bi):
+def test_the_model_of_the_kernel_on_its_rows_equals_the_twin(fmt, layers, bi, mode):
     """The numpy model reads the gates at tables.gate_rows from the blob tables.blob wrote:
     8 bits (A in registers) and FP16 (A from the blob in wgmma's canonical layout)."""
-    cfg = _cfg(RNNMode.LSTM, layers, bi, H=32, B=32)
+    cfg = _cfg(mode, layers, bi, H=32, B=32)
     got, want, part = _run_model(cfg, fmt, "both" if fmt else None, sms=48, batch_slices=2,
                                  wg=True, units=16, bulk=True, reg_gates=True)
     assert part.reg_gates and {s.nu for s in part.slices} == {16}
+    assert {s.mpad for s in part.slices} == {64}  # a GRU's 48 rows in an LSTM's 64
     _close(got, want)
 
 
@@ -147,6 +162,8 @@ def test_the_blob_moves_rows_only(fmt):
     ("LSTM 50/1/1024/256", "int8", "b2t256u16wbe"),
     ("LSTM 50/1/1024/256", "fp16", "b2t256u16wbge"),
     ("LSTM 50/1/2048/128", "int8", "b1t256u16wbge"),
+    ("GRU 20/2/512/64", "fp16", "b2t256u16wbe"), ("GRU 20/2/512/64", "int8", "b2t256u16wbe"),
+    ("GRU 50/1/1024/256", "int8", "b2t256u16wbe"), ("GRU 50/1/1024/256", "fp16", "b2t256u16wbge"),
 ])
 def test_the_kernel_compiles_at_the_issues_shapes_unspilled_and_unserialized(spec, fmt,
                                                                              settings):

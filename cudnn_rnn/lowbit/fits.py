@@ -152,14 +152,15 @@ def bulk(part, limit: int) -> None:
 def register_gates(part) -> None:
     """:class:`DoesNotFit` where the gate math cannot take the sums in registers (the
     kernel's ``GR``; :func:`cudnn_rnn.lowbit.tables.gate_rows` lays out the rows): a warp's
-    16 rows of an instruction are its four units' four gates, so an LSTM with 16 units in
-    every CTA and one instruction of 64 rows; the two warpgroups trade half their sums, so
-    a batch slice is whole blocks of 16 columns; the ring is bulk staging's."""
+    16 rows of an instruction are its four units' four gates (a GRU's three, the fourth
+    slot zero), so an LSTM or a GRU with 16 units in every CTA and one instruction of 64
+    rows; the two warpgroups trade half their sums, so a batch slice is whole blocks of 16
+    columns; the ring is bulk staging's."""
     if not part.wg_bulk:
         raise DoesNotFit("the gate math in registers ('e') is bulk staging's: 'wbe'")
-    if part.cfg.mode != RNNMode.LSTM:
-        raise DoesNotFit(f"the gate math in registers takes an LSTM's four gates a unit, not "
-                         f"{part.cfg.mode.name}")
+    if part.cfg.mode not in (RNNMode.LSTM, RNNMode.GRU):
+        raise DoesNotFit(f"the gate math in registers takes an LSTM's or a GRU's gates, a "
+                         f"unit's in one lane and the lane 16 apart, not {part.cfg.mode.name}")
     units = sorted({s.nu for s in part.slices})
     if units != [16] or part.wg_blocks != 1:
         raise DoesNotFit(f"the gate math in registers takes 16 units in every CTA (u16 and H a "

@@ -34,7 +34,7 @@ class Settings:
     gx_global: bool = False  # with bulk: layer 0's input projection read by the gate math
                              # from global memory (brought into L2 a step ahead), not staged
                              # in shared memory: room for the ring where it would not fit
-    reg_gates: bool = False  # with bulk (LSTM, 16 units a CTA): the gate math on the sums
+    reg_gates: bool = False  # with bulk (LSTM, GRU; 16 units a CTA): the gate math on the sums
                              # in registers, the weight rows laid out so that a thread
                              # holds its unit's four gates (no partial sums in shared memory)
 
@@ -135,8 +135,8 @@ class Settings:
 # 0.1233 against 0.1196, INT8 0.1005 against 0.0966; 1024/256 INT8 0.6484 against 0.6293),
 # so the tuner tries it only where no bulk-staged shape with the projection staged verified
 # and was timed (:func:`not_tried`).
-# 'e' (the gate math on the sums in registers; an LSTM of 16 units a CTA, every other cell
-# refused before any compile) measured on an H100 80GB HBM3 against the same shape without
+# 'e' (the gate math on the sums in registers; an LSTM or GRU of 16 units a CTA, the other
+# cells refused before any compile) measured on an H100 80GB HBM3 against the same shape without
 # it (tools/persistent_probe.py, quick ranking replays of one process, ms, tree d2a4104): seed
 # LSTM FP16 0.1132 against wb's 0.1205, INT8 0.0892 against 0.0972; LSTM 50/1/1024/256 INT8
 # 0.5568 against 0.6280, FP16 (wbge) 0.7552 against wbg's 0.8309; 50/1/2048/128 INT8

@@ -277,7 +277,8 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     elif ntw > MAX_NTW:
         raise DoesNotFit(f"a batch slice of {nb_full} needs {ntw} n-tiles per warp "
                          f"with {warps} warps (at most {MAX_NTW}); slice the batch more")
-    mt_max = max(_up(g * nu, 16) // 16 for nu in nus)
+    slots = 4 if reg_gates and g == 3 else g  # 'e': a GRU's rows as an LSTM's, one slot zero
+    mt_max = max(_up(slots * nu, 16) // 16 for nu in nus)
     ntw = ntw if wg else 1 << (ntw - 1).bit_length()  # mma.sync: a power of two
     if mt_max * ntw > MAX_ACC and not wg:
         raise DoesNotFit(f"{mt_max} m-tiles x {ntw} n-tiles per warp exceed the {MAX_ACC} "
@@ -286,8 +287,9 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         raise DoesNotFit(f"batch {B} in {batch_slices} slices of {nb_full} leaves one empty")
     def ring(stages: int) -> Partition:
         part = Partition(cfg, fx if cfg.num_layers > 1 else None, fh, threads, batch_slices,
-                         [], mt_max, ntw, stages, hrowb, xrowb, gx_global=gx_global)
-        _fill(part, pls, nus, counts, nb_full, kx, warps, fh if wg else None)
+                         [], mt_max, ntw, stages, hrowb, xrowb, gx_global=gx_global,
+                         reg_gates=reg_gates)
+        _fill(part, pls, nus, counts, nb_full, kx, warps, fh if wg else None, slots)
         return part
     for stages in range(STAGES[1], STAGES[0] - 1, -1):  # the deepest ring that fits
         part = ring(stages)
@@ -327,12 +329,12 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         part.mcast = mcast
     if reg_gates:
         fits.register_gates(part)
-    part.reg_gates = reg_gates
     return part
 
 
-def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps, wg: str | None = None) -> None:
-    """Every CTA's slice, batch slice by batch slice, pseudo-layer by pseudo-layer."""
+def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps, wg: str | None, slots) -> None:
+    """Every CTA's slice, batch slice by batch slice, pseudo-layer by pseudo-layer (``slots``
+    rows a unit)."""
     cfg, H, B = part.cfg, part.cfg.hidden_size, part.cfg.mini_batch
     blob = 0
     for bs in range(part.batch_slices):
@@ -342,7 +344,7 @@ def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps, wg: str | None 
             part.units[p.index] = count
             part.groups[(p.index, bs)] = len(part.groups)
             for i in range(count):
-                s = replace(_slice(cfg, p, i * nu, min(nu, H - i * nu), _up(cfg.gates * nu, 16),
+                s = replace(_slice(cfg, p, i * nu, min(nu, H - i * nu), _up(slots * nu, 16),
                                    bs, b0, nb, kx[p.index], part.hrowb, warps, part.ntw,
                                    part.stages, blob, wg, 16 * part.mt_max, part.gx_global),
                             ctr=part.groups[(p.index, bs)])

@@ -46,10 +46,11 @@
 //   GXG      1 (with WGB): layer 0's input projection is read by the gate math from global
 //            memory (__ldg), each step's rows brought into L2 one step ahead, instead of
 //            being staged in shared memory (partition.Partition.gx_global: room for the ring)
-//   GR       1 (with WGB; LSTM, 16 units a CTA, one instruction of 64 rows): the gate math
+//   GR       1 (with WGB; LSTM or GRU, 16 units a CTA, 64 rows): the gate math
 //            on the sums in registers, no partial sums in shared memory: the rows lie so
 //            that warp w of each warpgroup holds units 4w .. 4w+3, a lane gates 0 and 2 (lanes
-//            0-15) or 1 and 3 (lanes 16-31) of one of them (tables.gate_rows); the two
+//            0-15) or 1 and 3 (lanes 16-31) of one of them (tables.gate_rows; a GRU's gate 3
+//            rows zero; its input part's sums, above layer 0, traded apart); the two
 //            warpgroups trade half their sums (each keeps WGN / 16 blocks of 8 columns), then
 //            lanes l and l ^ 16 one column each, so that a lane holds its unit's four gates at
 //            one column of each block it keeps; its h and c stay in registers
@@ -95,8 +96,8 @@
 #ifndef GR
 #define GR 0
 #endif
-#if GR && (!WGB || CELL != 2 || WGM != 1 || WGN % 16)
-#error "the gate math in registers: bulk staging, an LSTM, 64 rows, whole blocks (fits.py)"
+#if GR && (!WGB || CELL < 2 || WGM != 1 || WGN % 16)
+#error "the gate math in registers: bulk staging, an LSTM or GRU, 64 rows, whole blocks"
 #endif
 #define GRH (WGN / 16)  // GR: blocks of 8 columns each warpgroup keeps
 // GR: the row of gate q of unit u (tables.gate_rows), and where a step's staged projection
@@ -354,7 +355,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         // GR: row r is gate q of unit u as gr_row lays them
         const int q = GR ? ((r >> 2) & 1) | ((r >> 2) & 2) : r / nu;
         const int u = GR ? 4 * (r >> 4) + (r & 3) : r - q * nu;
-        if (GR ? r < 64 && u < nu : r < GATES * nu) {
+        if (GR ? r < 64 && u < nu && q < GATES : r < GATES * nu) {
             const int row = q * H + j0 + u;
             dx = L.dqx[row];
             dh = L.dqh[row];
@@ -527,7 +528,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         const int col = min(gr_col(jj), nb - 1);
         const unsigned g = lb + (unsigned)(b0 + col) * H + j0 + min(gu, nu - 1);
         h_r[jj] = hx[g];
-        c_r[jj] = cx[g];
+        c_r[jj] = CELL == 2 ? cx[g] : 0.0f;
     }
 #endif
 #pragma unroll 1
@@ -537,11 +538,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if GR && GXG
         // this lane's pairs' input projection, loaded before the wait (nothing in the launch
         // writes it; brought into L2 a step ahead): its latency off the step's chain
-        float gxr[GRH][4];
+        float gxr[GRH][GATES];
 #pragma unroll
         for (int jj = 0; jj < GRH; ++jj)
 #pragma unroll
-            for (int q = 0; q < 4; ++q)
+            for (int q = 0; q < GATES; ++q)
                 gxr[jj][q] = L.gx ? __ldg((const float*)L.gx + (unsigned)(t * B + b0 + min(
                     gr_col(jj), nb - 1)) * gH + q * H + j0 + gu) : 0.0f;
 #endif
@@ -891,34 +892,45 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             __syncthreads();
             MARK(3);
             // in phases, every pair at once (no store between two pairs' loads or cells):
-            // the sums, the projection, the cells, then the stores
-            float X[GRH][4], R[GRH][4];
+            // the sums, the projection, the cells, then the stores. A GRU above layer 0
+            // (SPLIT, nxc): its input part's sums (warpgroup kx - 1 = 0's) kept apart
+            const bool xs = SPLIT && nxc;
+            float X[GRH][GATES], R[GRH][GATES];
 #pragma unroll
             for (int jj = 0; jj < GRH; ++jj) {
-                float sum[4];  // row h (gates 0 and 2, or 1 and 3), column e: sum[2 h + e]
+                float sum[4], xsum[4];  // row h (gates 0 and 2, or 1 and 3), column e: [2 h + e]
 #pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    sum[i] = (float)(kg ? wacc[0][4 * (GRH + jj) + i] : wacc[0][4 * jj + i])
-                             * gr_dq[i >> 1]
-                             + part[(((kg * 4 + w4) * GRH + jj) * 4 + i) * 32 + lane];
+                for (int i = 0; i < 4; ++i) {
+                    const float own = (float)(kg ? wacc[0][4 * (GRH + jj) + i]
+                                                 : wacc[0][4 * jj + i]) * gr_dq[i >> 1];
+                    const float other = part[(((kg * 4 + w4) * GRH + jj) * 4 + i) * 32 + lane];
+                    sum[i] = !xs ? own + other : kg < kx ? other : own;
+                    xsum[i] = !xs ? 0.0f : kg < kx ? own : other;
+                }
                 // lanes 0-15 keep column 2 gr (their gates 0 and 2) and take gates 1 and 3 of
                 // it from the lane 16 apart, which keeps column 2 gr + 1
-                const float k0 = gup ? sum[1] : sum[0], k1 = gup ? sum[3] : sum[2];
-                const float g0 = __shfl_xor_sync(0xffffffffu, gup ? sum[0] : sum[1], 16);
-                const float g1 = __shfl_xor_sync(0xffffffffu, gup ? sum[2] : sum[3], 16);
-                R[jj][0] = (gup ? g0 : k0) + gr_br[0];
-                R[jj][1] = (gup ? k0 : g0) + gr_br[1];
-                R[jj][2] = (gup ? g1 : k1) + gr_br[2];
-                R[jj][3] = (gup ? k1 : g1) + gr_br[3];
+                float r4[4], x4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                auto trade = [&](const float (&v)[4], float (&g)[4]) {
+                    const float k0 = gup ? v[1] : v[0], k1 = gup ? v[3] : v[2];
+                    const float g0 = __shfl_xor_sync(0xffffffffu, gup ? v[0] : v[1], 16);
+                    const float g1 = __shfl_xor_sync(0xffffffffu, gup ? v[2] : v[3], 16);
+                    g[0] = gup ? g0 : k0;
+                    g[1] = gup ? k0 : g0;
+                    g[2] = gup ? g1 : k1;
+                    g[3] = gup ? k1 : g1;
+                };
+                trade(sum, r4);
+                if (SPLIT) trade(xsum, x4);
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
+                for (int q = 0; q < GATES; ++q) {
+                    R[jj][q] = r4[q] + gr_br[q];
 #if GXG
                     const float g = gxr[jj][q];  // loaded at the step's start
 #else  // (a padding column reads its slice's last row: never stored)
                     const float g = gxs[q * nb * nu + GX_AT(min(gr_col(jj), nb - 1), gu, 0)];
 #endif
-                    X[jj][q] = (L.gx ? (GXINT ? (float)__float_as_int(g) : g) * gr_dx[q] : 0.0f)
-                               + gr_bw[q];
+                    X[jj][q] = (L.gx ? (GXINT ? (float)__float_as_int(g) : g) * gr_dx[q]
+                                     : x4[q]) + gr_bw[q];
                 }
             }
 #pragma unroll
@@ -1128,7 +1140,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         if (col < nb && gu < nu) {
             const unsigned g = lb + (unsigned)(b0 + col) * H + j0 + gu;
             hy[g] = h_r[jj];
+#if CELL == 2
             cy[g] = c_r[jj];
+#endif
         }
     }
 #else
