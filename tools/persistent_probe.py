@@ -178,17 +178,6 @@ VARIANTS.update({
     # the kernel as it was before a CTA that gives up a wait wrote NaN for its outputs: it
     # returned where it gave up (the NaN's code is then unreachable and compiled away)
     "stale_on_stall": [("goto gave_up;", "return;", 4), ("\ngave_up:\n", "\n", 1)],
-    # bulk staging as it was before its copies stopped at a group's chunks: every slab copied
-    # whole, a slab wholly past the group's chunks copying the group's first slab again (the
-    # traffic of before, kept inside the buffer, which no longer has a tail past its slots;
-    # a group of fewer chunks than a slab would still read past its row: shapes whose groups
-    # hold whole slabs, as the seed's, only)
-    "whole_slabs": [
-        ("const unsigned bytes = (unsigned)max(0, min(SLAB, gb(kg) - c)) * (WGN * 32);",
-         "const unsigned bytes = WGN * SLAB * 32;\n"
-         "                const int c = ga(kg) + i * SLAB < gb(kg) ? ga(kg) + i * SLAB : ga(kg);", 1),
-        ("                const int c = ga(kg) + i * SLAB;\n                const unsigned bytes",
-         "                const unsigned bytes", 1)],
     # the wait as it was before its polls were acquire loads (H100, seed LSTM INT8
     # b2t256u16: 0.1269 ms against 0.1242, layer 0's wait 978 against 700 ns): relaxed
     # polls, then a fence (MEMBAR.ALL.GPU) once every target is met

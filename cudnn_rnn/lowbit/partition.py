@@ -181,10 +181,13 @@ class Partition:
     def state_bytes(self, slots: int, rowb: int) -> int:
         """Bytes of a state buffer of ``slots`` slots (h: T + 1; a layer input: T) of rows of
         ``rowb`` bytes: B rows a slot; with ``wg_bulk`` every batch slice's padded rows in
-        wgmma's layout (a bulk copy reads a group's chunks only, never past a row)."""
+        wgmma's layout, and a tail of zeros for the bulk copies that run past a row's last
+        chunk (a group's slabs past its chunks: they multiply zero A)."""
         if not self.wg_bulk:
             return slots * self.cfg.mini_batch * rowb
-        return slots * self.batch_slices * self.slices[0].npad * rowb
+        npad = self.slices[0].npad
+        return (slots * self.batch_slices * npad * rowb
+                + self.wg_slabs * SLAB * CHUNK * npad)
 
     def weight_bytes(self) -> int:
         """Bytes of weight rows on chip in all (padding included)."""
@@ -193,14 +196,12 @@ class Partition:
     def step_bytes(self) -> dict:
         """What a launch shape trades, per step at its busiest CTA: the state it reads from
         global memory, and what its product loop reads from shared memory (each weight row
-        once per n-group of warps, each staged state row once). A bulk copy reads every
-        padded row of a group's chunks in its slab; with copies shared by cluster-mates, a
-        CTA copies slabs rank, rank + mcast, ... (rank 0 the most)."""
+        once per n-group of warps, each staged state row once). A bulk copy reads whole
+        slabs: every padded row, and a group's slabs past its own chunks."""
         weights = not (self.areg_slabs or self.wg_slabs and not self.wg_shared)  # registers
-        share = max(1, self.mcast)
-        copied = lambda n: sum(min(SLAB, n - i) for i in range(0, n, SLAB * share))  # noqa
-        return {"state_read_bytes": max(sum(copied(len(s.chunks(g))) for g in range(s.ks))
-                                        * CHUNK * s.npad
+        share = max(1, self.mcast)  # a shared copy: each CTA reads its share of the slabs
+        return {"state_read_bytes": max(s.ks * -(-self.wg_slabs // share) * SLAB * CHUNK
+                                        * s.npad
                                         if self.wg_bulk else s.nb * s.nc * CHUNK
                                         for s in self.slices),
                 "shared_read_bytes": max(s.nc * CHUNK * (s.mpad * s.ts * weights + s.npad)

@@ -617,17 +617,14 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         // settles sets status and bail
         auto stage = [&](int i, int st, bool settle) {
 #if WGB
-            // one thread a warpgroup: its group's chunks of slab i, every row of the batch
-            // slice, one bulk copy; the slab lands in wgmma's layout as it lies. Past the
-            // group's chunks nothing is copied (the products read zeros there, wz): a slab
-            // wholly past them (layer 0's K is half a layer above's, every CTA multiplies
-            // NSLAB slabs) only completes its stage's phase, with an arrival expecting no bytes
+            // one thread a warpgroup: its group's slab i, every row of the batch slice, one
+            // bulk copy (past the group's chunks, or the row's, finite codes or the buffer's
+            // zero tail: they meet zero A); the slab lands in wgmma's layout as it lies
             if ((tid & 127) == 0) {
                 // the codes other CTAs stored (generic proxy; acquired by the wait, passed on
                 // by the barrier after it) for the copy engine's reads (async proxy)
                 asm volatile("fence.proxy.async.global;" ::: "memory");
                 const int c = ga(kg) + i * SLAB;
-                const unsigned bytes = (unsigned)max(0, min(SLAB, gb(kg) - c)) * (WGN * 32);
                 const bool x = HASX && c < nxc;
                 const int rb = x ? xrowb : hrowb;
                 const unsigned char* src = (x ? xsrc : hsrc) + (unsigned)S.bs * WGN * rb
@@ -635,13 +632,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 unsigned char* dst = ring + (unsigned)(st * ks + kg) * WGN * (SLAB * 32);
 #if MCAST > 1
                 // every slab armed here; this CTA's share copied once for every mate
-                mbar_expect(smem_addr(&mbars[st][kg]), bytes);
-                if (bytes && i % MCAST == (int)rank)
-                    bulk_load_mc(smem_addr(&mbars[st][kg]), smem_addr(dst), src, bytes,
-                                 (1u << MCAST) - 1u);
+                mbar_expect(smem_addr(&mbars[st][kg]), WGN * SLAB * 32);
+                if (i % MCAST == (int)rank)
+                    bulk_load_mc(smem_addr(&mbars[st][kg]), smem_addr(dst), src,
+                                 WGN * SLAB * 32, (1u << MCAST) - 1u);
 #else
-                if (bytes) bulk_load(smem_addr(&mbars[st][kg]), smem_addr(dst), src, bytes);
-                else mbar_expect(smem_addr(&mbars[st][kg]), 0u);
+                bulk_load(smem_addr(&mbars[st][kg]), smem_addr(dst), src, WGN * SLAB * 32);
 #endif
             }
             return;
@@ -786,8 +782,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 for (int cc = 0; cc < SLAB; ++cc) {
                     const int c = c0 + i * SLAB + cc;
 #if WGB  // as the bulk copy laid it: 16-byte columns of WGN rows (K stride WGN 16); past
-         // the group's chunks nothing was copied (the stage holds an older slab's codes):
-         // the zeros instead, a select
+         // the group's chunks the copy brought whatever lay next (other rows' codes, other
+         // slots, maybe a NaN): the zeros instead, a select
                     const unsigned long long b = wg_desc(c < c1 ? sb + cc * WGN * 32 : wz,
                                                          WGN * 16, 128);
 #else
