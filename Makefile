@@ -99,8 +99,8 @@ MATRIX_RESULTS := results/nvidia-h200/9.19.0 results/nvidia-h200/9.14.0 results/
 DIFF_A := results/nvidia-h200/9.19.0
 DIFF_B := results/nvidia-h200/9.14.0 results/no-gpu/9.28.0
 BENCH_RESULTS := results/nvidia-h200/9.19.0 results/nvidia-h200/9.19.0/lowbit \
-	results/nvidia-h200/9.19.0/persistent results/nvidia-h100/9.19.0 \
-	results/nvidia-h100/9.19.0/persistent
+	results/nvidia-h200/9.19.0/persistent results/nvidia-h100-80gb-hbm3/9.19.0 \
+	results/nvidia-h100-80gb-hbm3/9.19.0/persistent
 rerender: $(STAMP)
 	for d in $(MATRIX_RESULTS); do $(PY) -m cudnn_rnn.report $$d --out $$d \
 		$$([ -f $$d/persistent/bench.jsonl ] && echo --eight-bit $$d/persistent) || exit 1; done
