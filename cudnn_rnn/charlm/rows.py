@@ -156,14 +156,13 @@ def engine_row(cfg, stacked: list, stacked_dev: list, io_dev: dict, ref: dict, f
         for settings in shapes:
             why = settings and persistent.not_tried(settings, verified, shapes)
             if why:
-                tried.append({"settings": settings.name, "outcome": "NOT_TRIED", "ms": None,
-                              "reason": why})
+                tried.append(persistent.tried(settings, {"outcome": "NOT_TRIED", "reason": why},
+                                              None))
                 continue
             facts, out, ms, e = _try(cfg, stacked, io_dev, ref, plan, twin, rec["bound"],
                                      rec["verified_against"], engine, settings, len(shapes) > 1)
             if settings is not None:
-                tried.append({"settings": settings.name, "outcome": facts["outcome"],
-                              "ms": ms, "reason": facts.get("reason")})
+                tried.append(persistent.tried(settings, facts, ms))
             if facts["outcome"] != "OK":
                 failed.append(facts)
             else:

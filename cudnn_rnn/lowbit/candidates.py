@@ -254,8 +254,7 @@ def choose_settings(cp, cfg, config, values, plan, ref_whole, twin, graphs: bool
         why = persistent.not_tried(settings, verified, shapes)
         facts, ms = ({"outcome": "NOT_TRIED", "reason": why}, None) if why else _attempt(
             cp, cfg, config, values, plan, ref_whole, twin, settings, QUICK_REPS, graphs)
-        tried.append({"settings": settings.name, "outcome": facts["outcome"], "ms": ms,
-                      "reason": facts.get("reason")})
+        tried.append(persistent.tried(settings, facts, ms))
         if facts["outcome"] == "OK" and first is None:
             first = settings
         if ms is not None:  # verified and timed (a refused capture leaves it untimed)

@@ -174,3 +174,11 @@ def not_tried(settings: Settings, verified, shapes) -> str | None:
         return (f"not tried: {twin.name} verified, its gate math on the sums in registers "
                 "('e', faster wherever both ran)")
     return None
+
+
+def tried(settings: Settings, facts: dict, ms: float | None) -> dict:
+    """A launch shape's entry in a record's ``settings_tried``: its outcome (NOT_TRIED with
+    :func:`not_tried`'s reason where it was passed over), its quick time (None: not timed)
+    and the reason it gave."""
+    return {"settings": settings.name, "outcome": facts["outcome"], "ms": ms,
+            "reason": facts.get("reason")}

@@ -33,7 +33,7 @@ from cudnn_rnn.lowbit import cubin, fits, kernels, partition, tables, wgmma
 from cudnn_rnn.lowbit.engine import (WORKSPACE_BYTES, Forward, Unsupported, capability,
                                      check_supported)
 from cudnn_rnn.lowbit.gemm import LtHandle, Matmul, rnn_shapes
-from cudnn_rnn.lowbit.launch import SETTINGS, Settings, not_tried  # noqa: F401 (the engine's API)
+from cudnn_rnn.lowbit.launch import SETTINGS, Settings, not_tried, tried  # noqa: F401 (its API)
 from cudnn_rnn.lowbit.operands import eight_bit_precisions, precisions, prepare
 from cudnn_rnn.lowbit.tables import LAYER, SLICE  # noqa: F401 (the kernel's structs)
 
