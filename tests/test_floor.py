@@ -105,18 +105,20 @@ def test_the_frontier_reads_the_fastest_of_every_engine_against_its_floor():
     assert frontier.markdown(frontier.summarise([], [run])) == ""  # no records: no section
 
 
+@pytest.mark.parametrize("signal", ["counter", "flags"])
 @pytest.mark.parametrize("written", [0, 1, 16, 8])
-def test_the_microbenchmark_compiles_in_each_hand_off_mode(written):
+def test_the_microbenchmark_compiles_in_each_hand_off_mode(written, signal):
     """barrier.cu's four modes: the floor's reads of one state, and the persistent kernel's
     hand-off (a fresh slot written in 1- or 16-byte stores before the barrier, or in 1-byte
-    stores with each sector from four multiprocessors)."""
+    stores with each sector from four multiprocessors); each with the kernel's counter (every
+    CTA adds to one word) or a flag a CTA (a release store, no read-modify-write)."""
     nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
     from cudnn_rnn.lowbit import barrier
     try:
         nvrtc.getVersion()
     except Exception as exc:  # no CUDA wheels with NVRTC in this environment
         pytest.skip(f"NVRTC is not available here ({type(exc).__name__}: {exc})")
-    prog = nvrtc.createProgram(barrier.source(written), "barrier.cu", [], [])
+    prog = nvrtc.createProgram(barrier.source(written, signal), "barrier.cu", [], [])
     try:
         nvrtc.compileProgram(prog, ["--gpu-architecture=compute_90", "--std=c++17"])
         ptx = nvrtc.getPTX(prog)
@@ -132,6 +134,9 @@ def test_the_microbenchmark_compiles_in_each_hand_off_mode(written):
     dealt = bool(re.search(r"and\.b32\s+%r\d+, %r\d+, 7;", ptx)) and \
         bool(re.search(r"shr\.[us]32\s+%r\d+, %r\d+, 3;", ptx))
     assert dealt == (written == 8)
+    assert ("red.release.gpu.global.add.u32" in ptx) == (signal == "counter")
+    assert ("st.release.gpu.global.u32" in ptx) == (signal == "flags")
+    assert ("vote.sync.all.pred" in ptx) == (signal == "flags")  # warp 0 polls the flags
 
 
 def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_the_gpu():
@@ -140,6 +145,12 @@ def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_t
         barrier.source(4)
     with pytest.raises(ValueError, match="multiple of 16"):
         barrier.barrier_read([0, 1000], written=16)
+    with pytest.raises(ValueError, match="signal must be one of"):
+        barrier.barrier_read([0], signal="tree")
+    with pytest.raises(ValueError, match="group is a count of CTAs"):
+        barrier.barrier_read([0], group=-32)
+    with pytest.raises(ValueError, match="written 0 with group 32"):
+        barrier.barrier_read([0, 1 << 16], written=16, group=32)
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -148,6 +159,9 @@ def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_t
     (["--sizes", "abc"], "--sizes takes comma-separated integers, got 'abc'"),
     (["--sizes", "-16"], "--sizes takes byte counts >= 0"),
     (["--written", "16", "--sizes", "1000"], "every size is a multiple of 16"),
+    (["--signals", "counter,tree"], "--signals takes counter, flags, comma-separated"),
+    (["--groups", "-32"], "--groups takes counts of CTAs >= 0"),
+    (["--groups", "0,32", "--written", "0,16"], "--written 0 with them"),
     (["--out", "README.md"], "--out 'README.md' is a file"),
 ])
 def test_the_floor_probe_refuses_bad_input_in_one_line_naming_its_flag(tmp_path, args, needle):

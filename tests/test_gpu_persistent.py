@@ -394,3 +394,11 @@ def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
         handed = barrier_read([0, 1 << 16], rounds=50, repeats=5, written=written)
         assert handed["handed_on"] == {str(1 << 16): True}
         assert handed["per_round_us"][str(1 << 16)] > handed["per_round_us"]["0"]
+    # a flag a CTA instead of the counter: the rounds run to their end (a flag never set, or
+    # a poll that misses one, would hang the launch) and every CTA's share is handed on;
+    # and in groups of 32 CTAs (the seed's), each meeting at its own counter or flags
+    flags = barrier_read([1 << 16], rounds=50, repeats=2, written=16, signal="flags")
+    assert flags["handed_on"] == {str(1 << 16): True} and flags["signal"] == "flags"
+    for signal in ("counter", "flags"):
+        grouped = barrier_read([0], rounds=50, repeats=2, signal=signal, group=32)
+        assert grouped["group"] == 32 and grouped["per_round_us"]["0"] > 0

@@ -1,12 +1,18 @@
 """The floor's microbenchmark alone: barrier + every CTA reading N bytes, per round.
 
     python tools/floor_probe.py --out DIR [--sizes 0,32768,...] [--written 0,1,16]
+        [--signals counter,flags] [--groups 0,32,64]
 
 ``--written``: 0 reads the same state every round (the floor's measurement); 1 and 16 read
 a fresh slot the CTAs wrote in the round before (stores of 1 or 16 bytes), as the persistent
 kernel hands h from one step to the next: the difference is the hand-off's own cost; 8 as 1,
 but each 32-byte sector written by four multiprocessors (8 bytes each), as the kernel's 8-bit
 h codes are at 8 units a CTA.
+
+``--groups``: the barrier meets groups of that many consecutive CTAs (0: all), as the
+persistent kernel's waits meet a (pseudo-layer, batch slice) group (32 CTAs at the seed, 64
+at LSTM 50/1/1024/256); ``--signals``: by one counter a group that every CTA adds to (the
+kernel's) or by a flag a CTA that warp 0 of each polls (``barrier.cu``'s SIGNAL).
 
 A diagnostic behind statements in the README and the issue notes (not part of the package).
 """
@@ -16,7 +22,7 @@ from pathlib import Path
 
 from cudnn_rnn.cli import BadInput, OneLineParser
 from cudnn_rnn.matrix.runs import refuse_output
-from cudnn_rnn.lowbit.barrier import WRITES, barrier_read
+from cudnn_rnn.lowbit.barrier import SIGNALS, WRITES, barrier_read
 
 SIZES = "0,16384,32768,65536,131072,262144,524288,1048576,2097152"
 
@@ -26,11 +32,22 @@ def main() -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--sizes", default=SIZES)
     p.add_argument("--written", default="0", help="comma-separated, each 0, 1, 16 or 8")
+    p.add_argument("--signals", default="counter",
+                   help=f"comma-separated, each of {', '.join(SIGNALS)}")
+    p.add_argument("--groups", default="0", help="CTAs a barrier meets, comma-separated (0: all)")
     a = p.parse_args()
     sizes = _integers(p, "--sizes", a.sizes)
     modes = _integers(p, "--written", a.written)
+    groups = _integers(p, "--groups", a.groups)
+    signals = a.signals.split(",")
     if any(w not in WRITES for w in modes):
         p.error(f"--written takes {', '.join(map(str, WRITES))}, comma-separated")
+    if any(s not in SIGNALS for s in signals):
+        p.error(f"--signals takes {', '.join(SIGNALS)}, comma-separated")
+    if any(g < 0 for g in groups):
+        p.error("--groups takes counts of CTAs >= 0 (0: all), comma-separated")
+    if any(groups) and any(modes):
+        p.error("--groups other than 0 read one state every round: --written 0 with them")
     if any(s < 0 for s in sizes):
         p.error("--sizes takes byte counts >= 0, comma-separated")
     refuse_output(a.out)
@@ -38,16 +55,18 @@ def main() -> int:
         p.error("with --written 1, 16 or 8, every size is a multiple of 16")
     from cudnn_rnn.engine.gpu import NoGPU
     runs = {}
-    for w in modes:
+    for w, signal, group in [(w, s, g) for w in modes for s in signals for g in groups]:
         try:
-            r = runs[str(w)] = barrier_read(sizes, written=w)
+            r = runs[f"{w}/{signal}/{group}"] = barrier_read(sizes, written=w, signal=signal,
+                                                              group=group)
         except NoGPU as exc:
             print(f"floor_probe.py: {exc}; run it on a machine with a GPU", file=sys.stderr)
             return 2
         for size, us in r["per_round_us"].items():
             q1, q3 = r["per_round_spread_us"][size]
-            print(f"written {w:>2d}: {int(size):>9d} bytes per CTA: {us:8.3f} us per round "
-                  f"(IQR {q1:.3f}-{q3:.3f}, {r['repeats']} launches)")
+            print(f"written {w:>2d}, {signal:7s} groups of {r['group']:>3d}: {int(size):>9d} "
+                  f"bytes per CTA: {us:8.3f} us per round (IQR {q1:.3f}-{q3:.3f}, "
+                  f"{r['repeats']} launches)")
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / "floor_probe.json").write_text(json.dumps(runs, indent=1))
     return 0

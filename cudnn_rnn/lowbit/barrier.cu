@@ -11,12 +11,21 @@
 // 1-byte stores as well, but the slot dealt out in 8-byte pieces, piece k to CTA k mod grid,
 // so that each 32-byte sector comes from four multiprocessors, as the kernel's 8-bit h
 // codes do at 8 units a CTA.
+// The barrier meets `group` consecutive CTAs (0: the whole grid), as the persistent kernel's
+// waits meet a (pseudo-layer, batch slice) group of 32-64 CTAs, in one of two ways (SIGNAL):
+// 0, the kernel's: one counter a group, every CTA adding 1 (red.release) and polling it
+// (one thread, acquire loads) until it holds rounds x CTAs; 1: a flag a CTA, which it sets
+// to the rounds it has done (st.release, no read-modify-write of a shared word), and warp 0
+// polls the group's flags, each lane every 32nd of them (acquire loads), until all hold r + 1.
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-barrier_read(unsigned char* state, long long bytes, unsigned* counter, int rounds)
+barrier_read(unsigned char* state, long long bytes, unsigned* counter, int rounds, int group)
 {
     extern __shared__ __align__(128) unsigned char ring[];
     const int tid = threadIdx.x;
+    // this CTA's group: CTAs g0 .. g0 + gn - 1 (the last group may be smaller)
+    const int gsz = group > 0 ? group : (int)gridDim.x;
+    const int g0 = (int)blockIdx.x / gsz * gsz, gn = min(gsz, (int)gridDim.x - g0);
 #if WRITTEN && WRITTEN != 8
     // this CTA's share of each slot, 16-byte aligned (once: not part of a round's cost)
     const long long share = ((bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
@@ -46,12 +55,25 @@ barrier_read(unsigned char* state, long long bytes, unsigned* counter, int round
         }
 #endif
         __syncthreads();
-        if (tid == 0) {
-            red_release(counter, 1u);
-            const unsigned target = (unsigned)(r + 1) * gridDim.x;
-            while (ld_acquire(counter) < target) {  // the persistent kernel's wait
+#if SIGNAL == 0
+        if (tid == 0) {  // the group's counter (counter[group index])
+            unsigned* const c = counter + g0 / gsz;
+            red_release(c, 1u);
+            const unsigned target = (unsigned)(r + 1) * gn;
+            while (ld_acquire(c) < target) {  // the persistent kernel's wait
             }
         }
+#else
+        if (tid < 32) {  // the flags (counter[cta])
+            if (tid == 0) st_release(counter + blockIdx.x, (unsigned)(r + 1));
+            for (;;) {
+                bool met = true;
+                for (int i = g0 + tid; i < g0 + gn; i += 32)
+                    met &= ld_acquire(counter + i) >= (unsigned)(r + 1);
+                if (__all_sync(0xffffffffu, met)) break;
+            }
+        }
+#endif
         __syncthreads();
     }
 }

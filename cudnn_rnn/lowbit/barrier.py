@@ -17,17 +17,22 @@ ROUNDS = 200
 
 
 WRITES = (0, 1, 16, 8)  # barrier_read's ``written``: see barrier.cu's WRITTEN
+SIGNALS = ("counter", "flags")  # barrier_read's ``signal``: barrier.cu's SIGNAL 0 and 1
 
 
-def source(written: int = 0) -> str:
+def source(written: int = 0, signal: str = "counter") -> str:
     if written not in WRITES:
         raise ValueError(f"written must be one of {WRITES}, got {written!r}")
+    if signal not in SIGNALS:
+        raise ValueError(f"signal must be one of {SIGNALS}, got {signal!r}")
     return (f"#define THREADS {THREADS}\n#define RING {RING}\n#define WRITTEN {written}\n"
+            f"#define SIGNAL {SIGNALS.index(signal)}\n"
             + HELPERS.read_text() + SOURCE.read_text())
 
 
 @job
-def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: int = 0) -> dict:
+def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: int = 0,
+                 signal: str = "counter", group: int = 0) -> dict:
     """``{"per_round_us": {bytes: median µs of one round}, "per_round_spread_us": {bytes:
     [first, third quartile]}, "ctas": n, "threads": ...}``: a cooperative launch of one CTA
     per multiprocessor, ``rounds`` rounds each (barrier after every CTA read ``bytes``),
@@ -35,24 +40,33 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     ``written`` 1 or 16: each round's state is a fresh slot the CTAs wrote in the round
     before, in stores of that many bytes (the persistent kernel's hand-off; 0, the floor's
     measurement: the same state every round); 8: 1-byte stores, every 32-byte sector from
-    four multiprocessors (8-byte pieces dealt out in turn), as the kernel's 8-bit h."""
+    four multiprocessors (8-byte pieces dealt out in turn), as the kernel's 8-bit h.
+    ``group``: the barrier meets that many consecutive CTAs (0: every CTA), by one counter a
+    group (``signal`` "counter", the persistent kernel's) or a flag a CTA ("flags")."""
     import statistics
 
+    source(written, signal)  # an unknown mode: said before the GPU
     if written and any(int(b) % 16 for b in sizes):
         raise ValueError(f"with written {written} every size is a multiple of 16 bytes "
                          f"(slots of 16-byte stores), got {sizes}")
+    if not isinstance(group, int) or group < 0:
+        raise ValueError(f"group is a count of CTAs >= 0 (0: all), got {group!r}")
+    if group and written:  # every CTA writes a share of each slot, which only a barrier of
+        # every CTA orders before the next round's reads
+        raise ValueError("a fresh slot is written by every CTA, so groups read the same "
+                         f"state every round: written 0 with group {group}")
 
     from cudnn_rnn.engine.gpu import cupy_or_raise
     cp = cupy_or_raise()
     dev = cp.cuda.Device()
     ctas = dev.attributes["MultiProcessorCount"]
-    module = cp.RawModule(code=source(written), options=("--std=c++17",),
+    module = cp.RawModule(code=source(written, signal), options=("--std=c++17",),
                           enable_cooperative_groups=True)
     kernel = module.get_function("barrier_read")
     kernel.max_dynamic_shared_size_bytes = RING
     biggest = max([int(b) for b in sizes] + [16])
     state = cp.zeros(biggest * (rounds + 1) if written else biggest, cp.uint8)
-    counter = cp.zeros(1, cp.uint32)
+    counter = cp.zeros(ctas, cp.uint32)  # a counter a group, or a flag a CTA
     stream = cp.cuda.Stream(non_blocking=True)
     out, spread, handed = {}, {}, {}
     with stream:
@@ -62,7 +76,8 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
                 counter.fill(0)
                 start, end = cp.cuda.Event(), cp.cuda.Event()
                 start.record(stream)
-                kernel((ctas,), (THREADS,), (state, cp.int64(size), counter, cp.int32(rounds)),
+                kernel((ctas,), (THREADS,), (state, cp.int64(size), counter, cp.int32(rounds),
+                                            cp.int32(group)),
                        shared_mem=RING)
                 end.record(stream)
                 end.synchronize()
@@ -73,7 +88,8 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
             if written and size:  # what the last launch handed on: slot k holds k - 1
                 handed[str(size)] = _handed(cp, state, size, rounds, written)
     result = {"per_round_us": out, "per_round_spread_us": spread, "ctas": ctas,
-              "threads": THREADS, "rounds": rounds, "repeats": repeats, "written": written}
+              "threads": THREADS, "rounds": rounds, "repeats": repeats, "written": written,
+              "signal": signal, "group": min(group, ctas) if group else ctas}
     return result | ({"handed_on": handed} if written else {})
 
 
