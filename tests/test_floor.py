@@ -105,13 +105,14 @@ def test_the_frontier_reads_the_fastest_of_every_engine_against_its_floor():
     assert frontier.markdown(frontier.summarise([], [run])) == ""  # no records: no section
 
 
-@pytest.mark.parametrize("signal", ["counter", "flags"])
+@pytest.mark.parametrize("signal", ["counter", "flags", "padded"])
 @pytest.mark.parametrize("written", [0, 1, 16, 8])
 def test_the_microbenchmark_compiles_in_each_hand_off_mode(written, signal):
     """barrier.cu's four modes: the floor's reads of one state, and the persistent kernel's
     hand-off (a fresh slot written in 1- or 16-byte stores before the barrier, or in 1-byte
     stores with each sector from four multiprocessors); each with the kernel's counter (every
-    CTA adds to one word) or a flag a CTA (a release store, no read-modify-write)."""
+    CTA adds to one word) or a flag a CTA (a release store, no read-modify-write), the flags
+    consecutive words or a 128-byte line each."""
     nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
     from cudnn_rnn.lowbit import barrier
     try:
@@ -135,8 +136,11 @@ def test_the_microbenchmark_compiles_in_each_hand_off_mode(written, signal):
         bool(re.search(r"shr\.[us]32\s+%r\d+, %r\d+, 3;", ptx))
     assert dealt == (written == 8)
     assert ("red.release.gpu.global.add.u32" in ptx) == (signal == "counter")
-    assert ("st.release.gpu.global.u32" in ptx) == (signal == "flags")
-    assert ("vote.sync.all.pred" in ptx) == (signal == "flags")  # warp 0 polls the flags
+    assert ("st.release.gpu.global.u32" in ptx) == (signal != "counter")
+    assert ("vote.sync.all.pred" in ptx) == (signal != "counter")  # warp 0 polls the flags
+    # padded: flag i at word 32 i (a line each)
+    assert bool(re.search(r"shl\.b32\s+%r\d+, %r\d+, 5;", ptx)) == (signal == "padded")
+    assert "ld.acquire.gpu.global.u32" in ptx  # every poll an acquire load
 
 
 def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_the_gpu():
@@ -149,6 +153,8 @@ def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_t
         barrier.barrier_read([0], signal="tree")
     with pytest.raises(ValueError, match="group is a count of CTAs"):
         barrier.barrier_read([0], group=-32)
+    with pytest.raises(ValueError, match="group is a count of CTAs"):
+        barrier.barrier_read([0], group=True)
     with pytest.raises(ValueError, match="written 0 with group 32"):
         barrier.barrier_read([0, 1 << 16], written=16, group=32)
 
@@ -159,7 +165,7 @@ def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_t
     (["--sizes", "abc"], "--sizes takes comma-separated integers, got 'abc'"),
     (["--sizes", "-16"], "--sizes takes byte counts >= 0"),
     (["--written", "16", "--sizes", "1000"], "every size is a multiple of 16"),
-    (["--signals", "counter,tree"], "--signals takes counter, flags, comma-separated"),
+    (["--signals", "counter,tree"], "--signals takes counter, flags, padded, comma-separated"),
     (["--groups", "-32"], "--groups takes counts of CTAs >= 0"),
     (["--groups", "0,32", "--written", "0,16"], "--written 0 with them"),
     (["--out", "README.md"], "--out 'README.md' is a file"),

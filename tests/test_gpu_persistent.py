@@ -394,11 +394,13 @@ def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
         handed = barrier_read([0, 1 << 16], rounds=50, repeats=5, written=written)
         assert handed["handed_on"] == {str(1 << 16): True}
         assert handed["per_round_us"][str(1 << 16)] > handed["per_round_us"]["0"]
-    # a flag a CTA instead of the counter: the rounds run to their end (a flag never set, or
-    # a poll that misses one, would hang the launch) and every CTA's share is handed on;
-    # and in groups of 32 CTAs (the seed's), each meeting at its own counter or flags
+    # a flag a CTA instead of the counter: no poll gave up (a flag never set, or one missed,
+    # fails the launch's polls past their limit), the flags hold the rounds done, and every
+    # CTA's share is handed on
     flags = barrier_read([1 << 16], rounds=50, repeats=2, written=16, signal="flags")
-    assert flags["handed_on"] == {str(1 << 16): True} and flags["signal"] == "flags"
-    for signal in ("counter", "flags"):
+    assert flags["handed_on"] == {str(1 << 16): True} and flags["met"]
+    assert r["met"]  # the counter's launches too: every CTA's 50 rounds counted
+    for signal in ("counter", "flags", "padded"):  # whole groups of 32 (the seed's), each
         grouped = barrier_read([0], rounds=50, repeats=2, signal=signal, group=32)
-        assert grouped["group"] == 32 and grouped["per_round_us"]["0"] > 0
+        assert grouped["met"], signal  # its own counter at 50 x 32, or flags at 50
+        assert grouped["ctas"] == grouped["ctas"] // 32 * 32 > 0

@@ -12,7 +12,8 @@ h codes are at 8 units a CTA.
 ``--groups``: the barrier meets groups of that many consecutive CTAs (0: all), as the
 persistent kernel's waits meet a (pseudo-layer, batch slice) group (32 CTAs at the seed, 64
 at LSTM 50/1/1024/256); ``--signals``: by one counter a group that every CTA adds to (the
-kernel's) or by a flag a CTA that warp 0 of each polls (``barrier.cu``'s SIGNAL).
+kernel's) or by a flag a CTA that warp 0 of each polls, consecutive words or a line each
+(``barrier.cu``'s SIGNAL); a launch takes whole groups, as many as fit.
 
 A diagnostic behind statements in the README and the issue notes (not part of the package).
 """
@@ -38,8 +39,8 @@ def main() -> int:
     a = p.parse_args()
     sizes = _integers(p, "--sizes", a.sizes)
     modes = _integers(p, "--written", a.written)
-    groups = _integers(p, "--groups", a.groups)
-    signals = a.signals.split(",")
+    groups = list(dict.fromkeys(_integers(p, "--groups", a.groups)))  # each once
+    signals = list(dict.fromkeys(a.signals.split(",")))
     if any(w not in WRITES for w in modes):
         p.error(f"--written takes {', '.join(map(str, WRITES))}, comma-separated")
     if any(s not in SIGNALS for s in signals):

@@ -12,20 +12,28 @@
 // so that each 32-byte sector comes from four multiprocessors, as the kernel's 8-bit h
 // codes do at 8 units a CTA.
 // The barrier meets `group` consecutive CTAs (0: the whole grid), as the persistent kernel's
-// waits meet a (pseudo-layer, batch slice) group of 32-64 CTAs, in one of two ways (SIGNAL):
+// waits meet a (pseudo-layer, batch slice) group of 32-64 CTAs, in one of three ways (SIGNAL):
 // 0, the kernel's: one counter a group, every CTA adding 1 (red.release) and polling it
-// (one thread, acquire loads) until it holds rounds x CTAs; 1: a flag a CTA, which it sets
-// to the rounds it has done (st.release, no read-modify-write of a shared word), and warp 0
-// polls the group's flags, each lane every 32nd of them (acquire loads), until all hold r + 1.
+// (one thread, acquire loads) until it holds (r + 1) x the group's CTAs; 1: a flag a CTA,
+// which it sets to the rounds it has done (st.release, no read-modify-write of a shared
+// word), and warp 0 polls the group's flags, each lane every 32nd of them (acquire loads),
+// until all hold r + 1; the flags are consecutive words (a group's in one or two lines);
+// 2: as 1, a 128-byte line a flag. A poll gives up past SPIN_LIMIT reads, setting *status
+// (the launch's numbers are then not read), so a signal that never comes fails the run
+// instead of hanging it; every poll of the launch then gives up within 1024 reads.
+#define FLAG_STRIDE (SIGNAL == 2 ? 32 : 1)
+#define SPIN_LIMIT (1LL << 24)
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-barrier_read(unsigned char* state, long long bytes, unsigned* counter, int rounds, int group)
+barrier_read(unsigned char* state, long long bytes, unsigned* counter, int rounds, int group,
+             int* status)
 {
     extern __shared__ __align__(128) unsigned char ring[];
     const int tid = threadIdx.x;
     // this CTA's group: CTAs g0 .. g0 + gn - 1 (the last group may be smaller)
     const int gsz = group > 0 ? group : (int)gridDim.x;
     const int g0 = (int)blockIdx.x / gsz * gsz, gn = min(gsz, (int)gridDim.x - g0);
+    unsigned* const c = counter + blockIdx.x / gsz;  // SIGNAL 0: the group's counter
 #if WRITTEN && WRITTEN != 8
     // this CTA's share of each slot, 16-byte aligned (once: not part of a round's cost)
     const long long share = ((bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
@@ -56,21 +64,31 @@ barrier_read(unsigned char* state, long long bytes, unsigned* counter, int round
 #endif
         __syncthreads();
 #if SIGNAL == 0
-        if (tid == 0) {  // the group's counter (counter[group index])
-            unsigned* const c = counter + g0 / gsz;
+        if (tid == 0) {
             red_release(c, 1u);
             const unsigned target = (unsigned)(r + 1) * gn;
+            long long spins = 0;
             while (ld_acquire(c) < target) {  // the persistent kernel's wait
+                if (++spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status)) {
+                    atomicExch(status, 1);
+                    break;
+                }
             }
         }
 #else
-        if (tid < 32) {  // the flags (counter[cta])
-            if (tid == 0) st_release(counter + blockIdx.x, (unsigned)(r + 1));
-            for (;;) {
+        if (tid < 32) {  // the flags (counter[cta * FLAG_STRIDE])
+            if (tid == 0) st_release(counter + blockIdx.x * FLAG_STRIDE, (unsigned)(r + 1));
+            for (long long spins = 0;; ++spins) {
                 bool met = true;
                 for (int i = g0 + tid; i < g0 + gn; i += 32)
-                    met &= ld_acquire(counter + i) >= (unsigned)(r + 1);
+                    met &= ld_acquire(counter + i * FLAG_STRIDE) >= (unsigned)(r + 1);
                 if (__all_sync(0xffffffffu, met)) break;
+                // the same count and status read in every lane: all leave together
+                if (spins > SPIN_LIMIT
+                    || __any_sync(0xffffffffu, (spins & 1023) == 0 && *(volatile int*)status)) {
+                    if (tid == 0) atomicExch(status, 1);
+                    break;
+                }
             }
         }
 #endif

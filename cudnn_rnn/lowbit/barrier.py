@@ -5,6 +5,7 @@ each benchmark shape's floor.
 """
 from __future__ import annotations
 
+import numbers
 from pathlib import Path
 
 from cudnn_rnn.matrix.jobs import job
@@ -17,7 +18,7 @@ ROUNDS = 200
 
 
 WRITES = (0, 1, 16, 8)  # barrier_read's ``written``: see barrier.cu's WRITTEN
-SIGNALS = ("counter", "flags")  # barrier_read's ``signal``: barrier.cu's SIGNAL 0 and 1
+SIGNALS = ("counter", "flags", "padded")  # barrier_read's ``signal``: barrier.cu's SIGNAL
 
 
 def source(written: int = 0, signal: str = "counter") -> str:
@@ -41,15 +42,18 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     before, in stores of that many bytes (the persistent kernel's hand-off; 0, the floor's
     measurement: the same state every round); 8: 1-byte stores, every 32-byte sector from
     four multiprocessors (8-byte pieces dealt out in turn), as the kernel's 8-bit h.
-    ``group``: the barrier meets that many consecutive CTAs (0: every CTA), by one counter a
-    group (``signal`` "counter", the persistent kernel's) or a flag a CTA ("flags")."""
+    ``group``: the barrier meets that many consecutive CTAs (0: every CTA; the launch then
+    takes whole groups, as many as fit), by one counter a group (``signal`` "counter", the
+    persistent kernel's) or a flag a CTA ("flags": consecutive words; "padded": a line
+    each). ``"met"``: every launch's polls saw their signals (none gave up) and the last
+    left the counters or flags as its rounds should."""
     import statistics
 
     source(written, signal)  # an unknown mode: said before the GPU
     if written and any(int(b) % 16 for b in sizes):
         raise ValueError(f"with written {written} every size is a multiple of 16 bytes "
                          f"(slots of 16-byte stores), got {sizes}")
-    if not isinstance(group, int) or group < 0:
+    if isinstance(group, bool) or not isinstance(group, numbers.Integral) or group < 0:
         raise ValueError(f"group is a count of CTAs >= 0 (0: all), got {group!r}")
     if group and written:  # every CTA writes a share of each slot, which only a barrier of
         # every CTA orders before the next round's reads
@@ -59,16 +63,19 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     from cudnn_rnn.engine.gpu import cupy_or_raise
     cp = cupy_or_raise()
     dev = cp.cuda.Device()
-    ctas = dev.attributes["MultiProcessorCount"]
+    sms = dev.attributes["MultiProcessorCount"]
+    group = min(int(group), sms)
+    ctas = sms // group * group if group else sms  # whole groups, one CTA a multiprocessor
     module = cp.RawModule(code=source(written, signal), options=("--std=c++17",),
                           enable_cooperative_groups=True)
     kernel = module.get_function("barrier_read")
     kernel.max_dynamic_shared_size_bytes = RING
     biggest = max([int(b) for b in sizes] + [16])
     state = cp.zeros(biggest * (rounds + 1) if written else biggest, cp.uint8)
-    counter = cp.zeros(ctas, cp.uint32)  # a counter a group, or a flag a CTA
+    counter = cp.zeros(ctas * 32, cp.uint32)  # a counter a group, or a flag a CTA
+    status = cp.zeros(1, cp.int32)
     stream = cp.cuda.Stream(non_blocking=True)
-    out, spread, handed = {}, {}, {}
+    out, spread, handed, met = {}, {}, {}, True
     with stream:
         for size in sorted({int(b) for b in sizes}):
             times = []
@@ -77,20 +84,33 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
                 start, end = cp.cuda.Event(), cp.cuda.Event()
                 start.record(stream)
                 kernel((ctas,), (THREADS,), (state, cp.int64(size), counter, cp.int32(rounds),
-                                            cp.int32(group)),
+                                            cp.int32(group), status),
                        shared_mem=RING)
                 end.record(stream)
                 end.synchronize()
                 if i:  # the first launch warms up
                     times.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / rounds)
+            met &= _signalled(cp, counter, status, signal, group or ctas, ctas, rounds)
             out[str(size)] = round(statistics.median(times), 4)
             spread[str(size)] = quartiles(times)
             if written and size:  # what the last launch handed on: slot k holds k - 1
                 handed[str(size)] = _handed(cp, state, size, rounds, written)
     result = {"per_round_us": out, "per_round_spread_us": spread, "ctas": ctas,
               "threads": THREADS, "rounds": rounds, "repeats": repeats, "written": written,
-              "signal": signal, "group": min(group, ctas) if group else ctas}
+              "signal": signal, "group": group or ctas, "met": met}
     return result | ({"handed_on": handed} if written else {})
+
+
+def _signalled(cp, counter, status, signal: str, group: int, ctas: int, rounds: int) -> bool:
+    """Whether no poll of the last launch gave up and its counters (one a group, each then
+    holding rounds x its CTAs) or flags (each holding rounds; "padded": every 32nd word) are
+    as its rounds leave them, every other word still 0."""
+    want = cp.zeros(ctas * 32, cp.uint32)
+    if signal == "counter":
+        want[:ctas // group] = rounds * group
+    else:
+        want[:ctas * 32:32 if signal == "padded" else 1] = rounds
+    return int(status[0]) == 0 and bool((counter == want).all())
 
 
 def quartiles(times: list) -> list:
