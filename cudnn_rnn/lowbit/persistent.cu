@@ -535,6 +535,16 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     for (int s = 0; s < T; ++s) {
         const int t = L.dir ? T - 1 - s : s;
         MARK(0);
+#if WGB
+        // h of batch row b, unit j at this step: its codes for the next step (FH) and for
+        // the layers above (FX), each in wgmma's layout
+        auto hand_on = [&](int b, int j, float v) {
+            put<FH>(L.hq + code_at(s + 1, S.bs, b, j * BPE(FH), hrowb), v, L.hscale);
+            const unsigned xat = code_at(t, S.bs, b, (L.dir * H + j) * BPE(FX), xrowb);
+            if (L.xout0) put<FX>(L.xout0 + xat, v, L.xscale0);
+            if (L.xout1) put<FX>(L.xout1 + xat, v, L.xscale1);
+        };
+#endif
 #if GR && GXG
         // this lane's pairs' input projection, loaded before the wait (nothing in the launch
         // writes it; brought into L2 a step ahead): its latency off the step's chain
@@ -939,13 +949,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             for (int jj = 0; jj < GRH; ++jj) {
                 const int col = gr_col(jj);
                 if (col >= nb || gu >= nu) continue;
-                const float v = h_r[jj];
-                put<FH>(L.hq + code_at(s + 1, S.bs, col, (j0 + gu) * BPE(FH), hrowb), v,
-                        L.hscale);
-                const unsigned xat = code_at(t, S.bs, col, (L.dir * H + j0 + gu) * BPE(FX),
-                                             xrowb);
-                if (L.xout0) put<FX>(L.xout0 + xat, v, L.xscale0);
-                if (L.xout1) put<FX>(L.xout1 + xat, v, L.xscale1);
+                hand_on(col, j0 + gu, h_r[jj]);
             }
         }
 #else
@@ -1069,10 +1073,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 own_h[p] = v;
                 own_c[p] = c;
 #if WGB
-                put<FH>(L.hq + code_at(s + 1, S.bs, b, j * BPE(FH), hrowb), v, L.hscale);
-                const unsigned xat = code_at(t, S.bs, b, (L.dir * H + j) * BPE(FX), xrowb);
-                if (L.xout0) put<FX>(L.xout0 + xat, v, L.xscale0);
-                if (L.xout1) put<FX>(L.xout1 + xat, v, L.xscale1);
+                hand_on(b, j, v);
 #else
                 const unsigned brow = (unsigned)(t * B + b0 + b);
                 put<FH>(L.hq + (unsigned)((s + 1) * B + b0 + b) * hrowb + (unsigned)j * BPE(FH),
