@@ -143,6 +143,28 @@ def test_the_microbenchmark_compiles_in_each_hand_off_mode(written, signal):
     assert "ld.acquire.gpu.global.u32" in ptx  # every poll an acquire load
 
 
+@pytest.mark.parametrize("signal,stride", [("flags", 1), ("padded", 32)])
+def test_the_end_state_check_finds_every_flag_at_its_rounds_and_nothing_else(signal, stride):
+    """What a launch of 40 CTAs and 50 rounds leaves (numpy standing in for CuPy): a flag a
+    CTA at word cta x stride holding 50, every other word 0; a flag short, a stray word or a
+    poll that gave up is not met."""
+    import numpy as np
+
+    from cudnn_rnn.lowbit.barrier import _signalled
+    ok = np.zeros(1, np.int32)
+    left = np.zeros(40 * 32, np.uint32)
+    left[:40 * stride:stride] = 50
+    assert _signalled(np, left, ok, signal, 40, 40, 50)
+    assert not _signalled(np, left, np.ones(1, np.int32), signal, 40, 40, 50)
+    for word, value in ((39 * stride, 49), (40 * stride if stride == 1 else 1, 50)):
+        bad = left.copy()
+        bad[word] = value
+        assert not _signalled(np, bad, ok, signal, 40, 40, 50)
+    counters = np.zeros(40 * 32, np.uint32)
+    counters[:5] = 50 * 8  # groups of 8: a counter each, 50 rounds x 8 CTAs
+    assert _signalled(np, counters, ok, "counter", 8, 40, 50)
+
+
 def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_the_gpu():
     from cudnn_rnn.lowbit import barrier
     with pytest.raises(ValueError, match="written must be one of"):

@@ -108,8 +108,9 @@ def _signalled(cp, counter, status, signal: str, group: int, ctas: int, rounds: 
     want = cp.zeros(ctas * 32, cp.uint32)
     if signal == "counter":
         want[:ctas // group] = rounds * group
-    else:
-        want[:ctas * 32:32 if signal == "padded" else 1] = rounds
+    else:  # a flag a CTA, at word cta x stride
+        stride = 32 if signal == "padded" else 1
+        want[:ctas * stride:stride] = rounds
     return int(status[0]) == 0 and bool((counter == want).all())
 
 
