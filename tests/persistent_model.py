@@ -75,7 +75,7 @@ class Model:
         self.hy = np.full((L, B, H), np.nan)
         self.cy = np.full((L, B, H), np.nan)
         self.hx, self.cx, self.scales = hx, cx, scales
-        self.counters = tables.counters(part).astype(np.int64)  # with flags, a word a CTA
+        self.counters = np.zeros(len(part.groups), dtype=np.int64)
         self.waits = waits(part)
         self.pls = walk.pseudo_layers(cfg)
 
@@ -155,8 +155,7 @@ class Model:
         c = self.part.cluster
         if c and min(done[cta - cta % c:cta - cta % c + c]) < step:
             return False
-        words = max(1, self.part.flags)  # with flags, every word of the group (the kernel's)
-        return all(ctr < 0 or (self.counters[ctr:ctr + words] >= target).all()
+        return all(ctr < 0 or self.counters[ctr] >= target
                    for ctr, target in self.waits[cta, step])
 
     def run(self, seed: int = 0):

@@ -271,33 +271,3 @@ def test_the_gate_math_in_registers_verifies_at_the_issues_shapes(cuda, hopper, 
     mode, cfg = _shape(spec)
     by_name = _verify_all(cfg, names, settings, mode, True)
     assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
-
-
-@pytest.mark.parametrize("settings", ["b2t256u8f", "b2t256u8wbf"])
-@pytest.mark.parametrize("layers", [1, 2, 3])
-@pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
-                                       DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
-@pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
-def test_flags_verify_and_replay_in_every_cell_direction_and_depth(cuda, hopper, mode,
-                                                                   direction, layers, settings):
-    """'f' (a word a CTA, polled by a warp, for a counter a group) on mma.sync and on bulk
-    staging: every format verified and replayed; the launch says how many words a group
-    takes."""
-    by_name = _verify_all(_cfg(mode, direction, layers), NAMES, settings, mode, True)
-    assert all(rec["outcome"] == "OK" for rec in by_name.values())
-    assert {rec["algorithms"][-1]["flag_words"] for rec in by_name.values()} == {32}
-
-
-@pytest.mark.parametrize("spec,names,settings", [
-    ("LSTM 20/2/512/64", NAMES, "b2t256u16wbef"),
-    ("GRU 20/2/512/64", ["persistent:int8/both", "persistent:fp16"], "b2t256u16wbef"),
-    ("LSTM 5/1/1024/256", ["persistent:int8/both"], "b2t256u16wbef"),  # 64 CTAs a group
-])
-def test_flags_verify_at_the_issues_shapes(cuda, hopper, spec, names, settings):
-    if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
-        pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
-    mode, cfg = _shape(spec)
-    by_name = _verify_all(cfg, names, settings, mode, True)
-    assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
-    words = 64 if cfg.hidden_size == 1024 else 32
-    assert {rec["algorithms"][-1]["flag_words"] for rec in by_name.values()} == {words}

@@ -51,9 +51,8 @@ def _dq(plan, name, k, rows):
 
 def _run_model(cfg, fmt=None, parts=None, float_precision="fp16", seed=3, sms=12,
                batch_slices=1, order=0, edit=None, areg=False, cluster=0, units=0, wg=False,
-               flags=False, **kw):
-    """(the numpy model's y, hy, cy, the twin's y, hy, cy, the partition); ``flags``: the
-    partition signalled by a word a CTA (tables.flagged)."""
+               **kw):
+    """(the numpy model's y, hy, cy, the twin's y, hy, cy, the partition)."""
     values = C.draw(cfg, seed)
     stacked, io = values["stacked"], values["io"]
     plan = _plan(cfg, values, fmt, parts)
@@ -62,7 +61,6 @@ def _run_model(cfg, fmt=None, parts=None, float_precision="fp16", seed=3, sms=12
     part = partition.plan(cfg, fx, fh, sm_count=sms, smem_per_block=SMEM,
                           batch_slices=batch_slices, areg=areg, cluster=cluster,
                           units=units, wg=wg, **kw)
-    part = tables.flagged(part) if flags else part
     blob = tables.blob(part, [o.input.codes for o in ops], [o.recurrent.codes for o in ops])
     if edit:
         edit(part, blob)
@@ -806,81 +804,3 @@ def test_the_swizzled_gate_math_takes_every_pair_once_and_reads_32_banks_a_warp(
                                            for p in map(order, range(w, w + 32))).values())
                    for w in range(0, 512, 32))
     assert worst(lambda t: t) == 2 and worst(swz) == 1
-
-
-# ---------------------------------------------------------------------------- flags ('f')
-@pytest.mark.parametrize("layers,bi,batch_slices", [(2, False, 1), (2, True, 2), (3, False, 2)])
-def test_flags_give_every_cta_a_word_of_its_groups_and_the_waits_count_steps(layers, bi,
-                                                                            batch_slices):
-    cfg = _cfg(RNNMode.LSTM, layers, bi, H=40, B=9)
-    plain = partition.plan(cfg, "int8", "int8", sm_count=20, smem_per_block=SMEM,
-                           batch_slices=batch_slices)
-    part = tables.flagged(plain)
-    assert (plain.flags, part.flags) == (0, 32)
-    words = [s.ctr for s in part.slices]
-    assert len(set(words)) == part.grid  # a word a CTA
-    for (k, bs), g in plain.groups.items():  # a group's CTAs take its first words
-        first = part.counter(k, bs)
-        assert first == g * 32
-        assert sorted(w for s, w in zip(plain.slices, words) if s.ctr == g) == \
-            list(range(first, first + plain.units[k]))
-    start = tables.counters(part)
-    assert start.size == len(plain.groups) * 32 and tables.counters(plain).tolist() == \
-        [0] * len(plain.groups)
-    assert (start[words] == 0).all() and (np.delete(start, words) == 0xFFFFFFFF).all()
-    # the plain waits, each group's first word and a step count for its CTAs' sum
-    w, wp = tables.waits(part), tables.waits(plain)
-    on = wp[..., 0] >= 0
-    assert on.any() and ((w[..., 0] >= 0) == on).all()
-    assert (w[..., 0][on] == wp[..., 0][on] * 32).all()
-    k_of = {g: k for (k, _), g in plain.groups.items()}
-    units = np.array([plain.units[k_of[g]] for g in wp[..., 0][on]])
-    assert (w[..., 1][on] * units == wp[..., 1][on]).all()
-
-
-@pytest.mark.parametrize("mode", CELLS)
-@pytest.mark.parametrize("layers,bi", [(1, False), (3, False), (2, True)])
-def test_the_model_of_the_kernel_with_flags_equals_the_twin(mode, layers, bi):
-    for order in (0, 1):
-        got, want, part = _run_model(_cfg(mode, layers, bi), "int8", "both", order=order,
-                                     batch_slices=2 if bi else 1, flags=True)
-        assert part.flags == 32
-        _close(got, want)
-
-
-def test_with_flags_a_wait_a_step_short_reads_an_unwritten_slot(monkeypatch):
-    from tests import persistent_model
-    real = tables.waits
-
-    def short(part):
-        w = real(part)
-        w[:, :, 1, 1] -= 1  # layer 1 waits for layer 0's words a step too early
-        return w
-    monkeypatch.setattr(persistent_model, "waits", short)
-    with pytest.raises(AssertionError, match="unwritten slot"):
-        for order in range(8):
-            _run_model(_cfg(RNNMode.LSTM, 2, False), order=order, flags=True)
-
-
-def test_the_launch_shape_names_flags_and_refuses_them_without_counters():
-    s = P.Settings.parse("b2t256u16wbef")
-    assert s.flags and s.reg_gates and s.name == "b2t256u16wbef"
-    assert not P.Settings.parse("b2t256u16wbe").flags
-    assert P.Settings.parse("b1t256f").name == "b1t256f"
-    for bad in ("b1t256pf", "b3t256fk16"):
-        with pytest.raises(ValueError, match="flags \\('f'\\) replace the counters"):
-            P.Settings.parse(bad)
-
-
-@pytest.mark.parametrize("settings,arch", [("b2t256u16wbef", "sm_90a"), ("b2t256u16f", "sm_90")])
-def test_the_kernel_with_flags_compiles_without_spills(settings, arch):
-    """The seed's LSTM INT8 with flags: FLAGS the group's words, no local memory; a kernel
-    without them is compiled without FLAGS (its source as before)."""
-    _nvrtc_or_skip()
-    cfg = _cfg(RNNMode.LSTM, 2, False, H=512, B=64)
-    args = P.Settings.parse(settings).partition_args()
-    plain = partition.plan(cfg, "int8", "int8", sm_count=132, smem_per_block=SMEM, **args)
-    consts = P.defines(cfg, tables.flagged(plain), gx_int=True)
-    assert consts["FLAGS"] == 32 and "FLAGS" not in P.defines(cfg, plain, gx_int=True)
-    info = ptxas.ptxas_info(consts, arch)
-    assert info["spill_stores"] == info["spill_loads"] == 0, info

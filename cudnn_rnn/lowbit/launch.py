@@ -37,9 +37,6 @@ class Settings:
     reg_gates: bool = False  # with bulk (LSTM, GRU; 16 units a CTA): the gate math on the sums
                              # in registers, the weight rows laid out so that a thread
                              # holds its unit's four gates (no partial sums in shared memory)
-    flags: bool = False  # a word a CTA that it sets to the steps it has done, which its
-                         # consumers read a lane each, not one counter a group that every
-                         # CTA adds to (FLAGS; not with 'p' or clusters; not tuned yet)
 
     def __post_init__(self):
         if self.bulk and not self.wg:
@@ -57,9 +54,6 @@ class Settings:
         if self.reg_gates and not self.bulk:
             raise ValueError(f"launch shape {self.name}: the gate math in registers ('e') "
                              "is bulk staging's: name 'wb' first")
-        if self.flags and (self.poll or self.cluster):
-            raise ValueError(f"launch shape {self.name}: flags ('f') replace the counters, "
-                             "which 'p' and clusters do without: not with them")
         if self.wg and (self.poll or self.areg or self.cluster):
             raise ValueError(f"launch shape {self.name}: wgmma ('w') keeps its own weight "
                              "fragments and counters: not with 'p', 'r' or clusters")
@@ -78,7 +72,6 @@ class Settings:
                 + ("r" if self.areg else "") + (f"u{self.units}" if self.units else "")
                 + ("w" if self.wg else "") + ("b" if self.bulk else "")
                 + ("g" if self.gx_global else "") + ("e" if self.reg_gates else "")
-                + ("f" if self.flags else "")
                 + (f"m{self.mcast}" if self.mcast else "")
                 + (f"k{self.cluster}" if self.cluster else ""))
 
@@ -86,20 +79,19 @@ class Settings:
     def parse(cls, name: str) -> "Settings":
         """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``,
         ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b2t256u16wbg``, ``b2t256u16wbm2``,
-        ``b2t256u16wbef``, ``b3t256k16``); ValueError otherwise."""
-        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)(e?)(f?)"
+        ``b3t256k16``); ValueError otherwise."""
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)(e?)"
                          r"(?:m([1-9]\d*))?(?:k([1-9]\d*))?", name)
         if m is None:
             raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
-                             "[r][u<units a CTA>][w[b[g][e]]][f][m<CTAs sharing a copy, after "
-                             "wb>][k<cluster CTAs>] (e.g. b1t256, b2t512, b1t256p, b1t256r, "
-                             "b2t512u16, b2t256u16w, b2t256u16wb, b2t256u16wbg, b2t256u16wbe, "
-                             "b2t256u16wbef, b2t256u16wbm2, b3t256k16)")
+                             "[r][u<units a CTA>][w[b[g][e][m<CTAs sharing a copy>]]][k<cluster "
+                             "CTAs>] (e.g. b1t256, b2t512, b1t256p, b1t256r, b2t512u16, "
+                             "b2t256u16w, b2t256u16wb, b2t256u16wbg, b2t256u16wbe, b2t256u16wbm2, "
+                             "b3t256k16)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
                    threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]), wg=bool(m[7]),
                    bulk=bool(m[8]), gx_global=bool(m[9]), reg_gates=bool(m[10]),
-                   flags=bool(m[11]), mcast=int(m[12]) if m[12] else 0,
-                   cluster=int(m[13]) if m[13] else 0,
+                   mcast=int(m[11]) if m[11] else 0, cluster=int(m[12]) if m[12] else 0,
                    units=int(m[6]) if m[6] else 0)
 
 

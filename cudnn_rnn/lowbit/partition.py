@@ -143,7 +143,6 @@ class Partition:
     mcast: int = 0  # CTAs of a cluster (of one group) sharing each slab's copy (0: none)
     gx_global: bool = False  # layer 0's input projection read from global memory (GXG)
     reg_gates: bool = False  # the gate math on the sums in registers (GR, fits.register_gates)
-    flags: int = 0  # words a group's flags take, a word a CTA (FLAGS, tables.flagged; 0: none)
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""

@@ -59,11 +59,6 @@
 //            previous step at the cluster barrier (barrier.cluster arrive.release at the end
 //            of a step, wait.acquire before the next stages h) instead of polling the
 //            group's counter; the counters then serve the layers above only
-//   FLAGS    a word a CTA instead of a counter a group (tables.flagged): a CTA sets its word
-//            (st.release) to the steps it has signalled, where it added one to its group's
-//            counter (red.release: every CTA of the group a read-modify-write of one word),
-//            and warp 0 polls a group's FLAGS words, a lane every 32nd, until each holds the
-//            wait table's target (the words no CTA sets start as ~0); 0: the counters
 //   KS, TS   every CTA's k-groups and n-groups of warps where all CTAs agree, so that the
 //            loops over them have constant bounds (0: each CTA reads its own, Slice.ks/ts)
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
@@ -100,12 +95,6 @@
 #endif
 #ifndef GR
 #define GR 0
-#endif
-#ifndef FLAGS
-#define FLAGS 0
-#endif
-#if FLAGS && (POLL || CLUSTER || FLAGS % 32)
-#error "flags replace the counters (not with POLL or clusters), a whole warp's lanes of them"
 #endif
 #if GR && (!WGB || CELL < 2 || WGM != 1 || WGN % 16)
 #error "the gate math in registers: bulk staging, an LSTM or GRU, 64 rows, whole blocks"
@@ -230,7 +219,7 @@ struct Layer {                 // one pseudo-layer (persistent.LAYER)
 struct Slice {                 // one CTA (partition.Slice)
     long long blob;
     int k, j0, nu, bs, b0, nb, mpad, npad, ts, ks, kx, nxc, nc, off_dq, off_own, off_gx, off_ring;
-    int ctr;                   // its group's counter, which its steps advance (FLAGS: its word)
+    int ctr;                   // its group's counter, which its steps advance
 };
 
 // v in format F with scale s (s is 1 for the 16-bit formats), the rules of kernels.FORMATS
@@ -351,12 +340,6 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     float* part_x = part + (unsigned)ks * kstride;
     const int* my_waits = waits + (unsigned)blockIdx.x * T * MAXW * 2;
     unsigned* const mine = counters + S.ctr;
-    // a step done (n: the steps signalled, hx's slot the first), released to its consumers
-#if FLAGS
-#define STEP_DONE(n) st_release(mine, (n))
-#else
-#define STEP_DONE(n) red_release(mine, 1u)
-#endif
 
     // the weight rows, once for the whole sequence
     {
@@ -448,7 +431,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if MCAST > 1
     mc_meet();  // every mate's mbarriers initialized before any copy completes on them
 #endif
-    if (!POLL && tid == 0) STEP_DONE(1u);
+    if (!POLL && tid == 0) red_release(mine, 1u);
 #if CLUSTER
     cl_arrive();  // slot 0 of h written: the cluster's first step may read it
 #endif
@@ -574,37 +557,6 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                     gr_col(jj), nb - 1)) * gH + q * H + j0 + gu) : 0.0f;
 #endif
         // counters are filled from the first: none at all (a cluster's first layer) is no wait
-#if FLAGS
-        // warp 0 reads every word of the step's groups in one pass, a lane every 32nd, and
-        // goes on when all lanes saw theirs met; it gives up together (any lane past the limit)
-        if (warp == 0 && my_waits[(unsigned)s * MAXW * 2] >= 0) {
-            int given_up = 0, fl[MAXW];
-            unsigned want[MAXW];
-#pragma unroll
-            for (int i = 0; i < MAXW; ++i) {
-                fl[i] = my_waits[((unsigned)s * MAXW + i) * 2];
-                want[i] = (unsigned)my_waits[((unsigned)s * MAXW + i) * 2 + 1];
-            }
-            for (long long spins = 1;; ++spins) {
-                bool met = true;
-#pragma unroll
-                for (int i = 0; i < MAXW; ++i)
-#pragma unroll
-                    for (int w = 0; w < FLAGS; w += 32)
-                        met &= fl[i] < 0 || ld_acquire(counters + fl[i] + w + lane) >= want[i];
-                if (__all_sync(~0u, met)) break;
-                if (__any_sync(~0u, spins > SPIN_LIMIT
-                                    || ((spins & 1023) == 0 && *(volatile int*)status))) {
-                    given_up = 1;
-                    break;
-                }
-            }
-            if (tid == 0) {
-                if (given_up) atomicExch(status, 1);
-                bail = given_up;
-            }
-        }
-#else
         if (!POLL && tid == 0 && my_waits[(unsigned)s * MAXW * 2] >= 0) {
             int ok = 1, ctrs[MAXW];
             unsigned targets[MAXW];
@@ -634,7 +586,6 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             if (!ok) atomicExch(status, 1);
             bail = !ok;
         }
-#endif  // FLAGS
 #if WGB
         fence_proxy_async();  // the ring's generic reads and writes of the step before, then
 #endif                        // the bulk copies (async proxy) of this one
@@ -1147,7 +1098,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
         __syncthreads();
         // release: this CTA's writes before it (in clusters, for the layers above only)
-        if (!POLL && tid == 0 && (!CLUSTER || L.xout0)) STEP_DONE((unsigned)s + 2u);
+        if (!POLL && tid == 0 && (!CLUSTER || L.xout0)) red_release(mine, 1u);
         MARK(5);
         MARK(7);
         // the last layer's y after the signal: the release waits for the h codes the next

@@ -104,7 +104,6 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             **({"WGB": 1, "WGS": part.batch_slices} if part.wg_bulk else {}),
             **({"MCAST": part.mcast} if part.mcast else {}),
             **({"GXG": 1} if part.gx_global else {}), **({"GR": 1} if part.reg_gates else {}),
-            **({"FLAGS": part.flags} if part.flags else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
 
 
@@ -165,7 +164,7 @@ def layout(cfg: RNNConfig, gemms: list, plan, settings: Settings, limits: dict) 
             **settings.partition_args())
     except partition.DoesNotFit as exc:
         raise Unsupported(f"does not fit on this GPU: {exc}") from None
-    return (tables.flagged(part) if settings.flags else part), gx_precision
+    return part, gx_precision
 
 
 def compiled(cp, consts: dict):
@@ -260,7 +259,8 @@ class PersistentEngine(Forward):
         # layer 0's input GEMMs (cuBLASLt), as the GEMM engine runs them
         shape = rnn_shapes(c)[0]
         self.gx, self.first = [], []
-        out_dtype, fmt0 = kernels.OUTPUT_DTYPE[gx_precision], kernels.OPERANDS[gx_precision]
+        out_dtype = kernels.OUTPUT_DTYPE[gx_precision]
+        fmt0 = kernels.OPERANDS[gx_precision]
         self.x_op = cp.empty((T * B, c.input_size), kernels.FORMATS[fmt0][0])
         self.workspace = cp.empty(WORKSPACE_BYTES, dtype=cp.uint8)
         for p in walk.layers(c)[0]:
@@ -293,8 +293,8 @@ class PersistentEngine(Forward):
                        "blob": cp.asarray(tables.blob(
                            part, [o.input.codes for o in ops],
                            [o.recurrent.codes for o in ops]))}
-        self.idle = cp.asarray(tables.counters(part))  # as each launch starts
-        self.counters, self.status = self.idle.copy(), cp.zeros(1, cp.int32)
+        self.counters = cp.zeros(len(part.groups), cp.uint32)
+        self.status = cp.zeros(1, cp.int32)
 
     def _compile(self, gx_int: bool, spin_limit: int, trace: bool) -> None:
         consts = defines(self.cfg, self.part, gx_int, spin_limit, trace, self.settings.poll)
@@ -332,7 +332,7 @@ class PersistentEngine(Forward):
                 kernels.quantizer(fmt)(self.x, scale, self.x_op, size=self.x_op.size)
                 m.run(w.data.ptr, self.x_op.data.ptr, gx.data.ptr, self.workspace.data.ptr,
                       self.workspace.nbytes, stream.ptr)
-            self.cp.copyto(self.counters, self.idle)
+            self.counters.fill(0)
             if self.settings.poll:  # every slot unwritten: what a consumer polls for
                 self._unwrite()
             i32, null = np.int32, np.uint64(0)
@@ -381,7 +381,7 @@ class PersistentEngine(Forward):
                 "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw, **p.step_bytes(),
                 "ring_stages": p.stages, "bulk_staging": p.wg_bulk, "copy_shared_by": p.mcast,
                 "input_projection_from": "global" if p.gx_global else "shared",
-                "gate_sums_in": "registers" if p.reg_gates else "shared", "flag_words": p.flags,
+                "gate_sums_in": "registers" if p.reg_gates else "shared",
                 "products": "wgmma" if self.consts.get("WG") else "mma.sync",
                 # slabs of weight fragments each warp holds in registers, as compiled (AREG, WG)
                 "register_slabs": (self.consts["NSLAB"]

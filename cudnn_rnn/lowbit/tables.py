@@ -1,11 +1,8 @@
 """The launch's tables, made from a :class:`~cudnn_rnn.lowbit.partition.Partition`: when each
-CTA may take each step (:func:`waits`, on the counters of :func:`counters`, or on a word a
-CTA: :func:`flagged`), every CTA's weight rows in its shared-memory layout (:func:`blob`),
-and the records of the kernel's structs (:data:`LAYER`, one per pseudo-layer, filled by the
-engine; :data:`SLICE`, one per CTA: :func:`slices`)."""
+CTA may take each step (:func:`waits`), every CTA's weight rows in its shared-memory
+layout (:func:`blob`), and the records of the kernel's structs (:data:`LAYER`, one per
+pseudo-layer, filled by the engine; :data:`SLICE`, one per CTA: :func:`slices`)."""
 from __future__ import annotations
-
-from dataclasses import replace
 
 import numpy as np
 
@@ -37,9 +34,7 @@ def waits(part: Partition) -> np.ndarray:
     ``[c, s, i, 0]`` reaches ``[c, s, i, 1]`` (counter -1: no wait). A group's counter
     counts its CTAs' finished steps, hx's slot counting as one: slot ``s`` of h (what
     step s reads) is whole at ``(s + 1) * units``. In clusters (``part.cluster``) a CTA's
-    own group is its cluster, met at the cluster barrier: only the feeders' counters.
-    With flags (``part.flags``, :func:`flagged`) the counter is the group's first word and
-    the target each of its words': ``s + 1``."""
+    own group is its cluster, met at the cluster barrier: only the feeders' counters."""
     cfg = part.cfg
     T = cfg.seq_length
     pls = walk.pseudo_layers(cfg)
@@ -59,39 +54,13 @@ def _waits(part: Partition, p, bs: int) -> np.ndarray:
     T = cfg.seq_length
     out = np.full((T, MAX_WAITS, 2), -1, dtype=np.int32)
     feeders = walk.feeders(cfg, p)
-    per = {i: 1 if part.flags else n for i, n in part.units.items()}  # a target's unit
     for s in range(T):
-        row = [] if part.cluster else [(part.counter(k, bs), (s + 1) * per[k])]
+        row = [] if part.cluster else [(part.counter(k, bs), (s + 1) * part.units[k])]
         t = p.time(s, T)
         for f in feeders:  # their step at time t wrote slot step+1
-            row.append((part.counter(f.index, bs), (f.step(t, T) + 2) * per[f.index]))
+            row.append((part.counter(f.index, bs), (f.step(t, T) + 2) * part.units[f.index]))
         if row:
             out[s, :len(row)] = row
-    return out
-
-
-def flagged(part: Partition) -> Partition:
-    """``part`` signalled by flags (the kernel's FLAGS): a word a CTA, which it sets to the
-    steps it has signalled (hx's slot counting as one), where every CTA of a group added to
-    one counter. A group's words are ``part.flags`` (its CTAs rounded up to a warp's 32
-    lanes, each polling every 32nd) from ``part.counter(k, bs)``; a CTA's is its ``ctr``."""
-    stride = -(-max(part.units.values()) // 32) * 32
-    seen: dict = {}
-    slices = []
-    for s in part.slices:  # a group's CTAs take its words in turn
-        seen[s.ctr] = seen.get(s.ctr, -1) + 1
-        slices.append(replace(s, ctr=s.ctr * stride + seen[s.ctr]))
-    return replace(part, slices=slices, flags=stride,
-                   groups={key: g * stride for key, g in part.groups.items()})
-
-
-def counters(part: Partition) -> np.ndarray:
-    """uint32: the counters as a launch starts, 0 (with flags, the words no CTA sets ~0:
-    every target met, so that a poll of a group's words needs no count of its CTAs)."""
-    if not part.flags:
-        return np.zeros(len(part.groups), np.uint32)
-    out = np.full(len(part.groups) * part.flags, 0xFFFFFFFF, np.uint32)
-    out[[s.ctr for s in part.slices]] = 0
     return out
 
 
