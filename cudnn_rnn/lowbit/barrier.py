@@ -49,7 +49,7 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     left the counters or flags as its rounds should."""
     import statistics
 
-    source(written, signal)  # an unknown mode: said before the GPU
+    code = source(written, signal)  # an unknown mode: said before the GPU
     if written and any(int(b) % 16 for b in sizes):
         raise ValueError(f"with written {written} every size is a multiple of 16 bytes "
                          f"(slots of 16-byte stores), got {sizes}")
@@ -66,7 +66,7 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     sms = dev.attributes["MultiProcessorCount"]
     group = min(int(group), sms)
     ctas = sms // group * group if group else sms  # whole groups, one CTA a multiprocessor
-    module = cp.RawModule(code=source(written, signal), options=("--std=c++17",),
+    module = cp.RawModule(code=code, options=("--std=c++17",),
                           enable_cooperative_groups=True)
     kernel = module.get_function("barrier_read")
     kernel.max_dynamic_shared_size_bytes = RING
