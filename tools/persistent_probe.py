@@ -367,10 +367,11 @@ def main() -> int:
     p.add_argument("--names", default=NAMES)
     p.add_argument("--settings", default=None,
                    help="comma-separated launch shapes (the tuner's; any "
-                        "b<slices>[c<CTAs>]t<threads>[p][r][u<units>][w[b[g][m<CTAs>]]]"
+                        "b<slices>[c<CTAs>]t<threads>[p][r][u<units>][w[b[g][e][d][m<CTAs>]]]"
                         "[k<cluster CTAs>]: p POLL, r weights in registers, u units a CTA, "
                         "w wgmma, b bulk copies, g the input projection read from global "
-                        "memory, m copies shared by that many cluster-mates, "
+                        "memory, e the gate math in registers, d two batch slices a CTA, "
+                        "m copies shared by that many cluster-mates, "
                         "k clusters; launch.Settings.parse)")
     p.add_argument("--trace", default=None,
                    help="NAME@SETTINGS,...: also one traced launch of each, per shape")
