@@ -133,8 +133,8 @@ VARIANTS.update({
     "fence_at_producer": [
         (_PROXY_FENCE + "\n", "", 1),
         ("    cp_wait<0>();\n#if WG\n", "    cp_wait<0>();\n" + _PROXY_FENCE + "\n#if WG\n", 1),
-        ("        __syncthreads();\n        // release: this CTA's writes before it",
-         "        " + _PROXY_FENCE.lstrip() + "\n        __syncthreads();\n"
+        ("        HSYNC();\n        // release: this CTA's writes before it",
+         "        " + _PROXY_FENCE.lstrip() + "\n        HSYNC();\n"
          "        // release: this CTA's writes before it", 1)],
     # the gate math's per-row factors (the input part's dequantization, the two biases) in
     # registers, read once before the first step, where a thread's unit is the same at every
