@@ -166,9 +166,11 @@ def test_wgmma_computes_what_mma_sync_computes_of_the_same_plan(cuda, hopper, fm
     assert apart < quantized / 5
 
 
-def verify_inputs(cuda, cfg, name):
-    """(values, float64 reference, config, quantization plan, twin) for :func:`C.verify` of
-    candidate ``name`` at ``cfg`` (plan and twin None in 16 bits)."""
+@pytest.mark.parametrize("settings", ["b2t256u8w", "b2t256u16wbe"])
+@pytest.mark.parametrize("name", ["persistent:int8/both", "persistent:fp16"])
+def test_a_broken_slice_is_caught_by_the_verification_on_wgmma(cuda, hopper, name, settings):
+    """With the gate math in registers ('e') too."""
+    cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2, batch=32)
     values = C.draw(cfg, seed=2)
     ref = C.expected(cuda, cfg, values["stacked"], values["io"])
     config = C.parse(name)
@@ -179,15 +181,6 @@ def verify_inputs(cuda, cfg, name):
                           model.calibrate(cfg, values["stacked"], **cal), config.fmt,
                           config.parts)
         twin = C.twins(cuda, cfg, values)(plan)
-    return values, ref, config, plan, twin
-
-
-@pytest.mark.parametrize("settings", ["b2t256u8w", "b2t256u16wbe"])
-@pytest.mark.parametrize("name", ["persistent:int8/both", "persistent:fp16"])
-def test_a_broken_slice_is_caught_by_the_verification_on_wgmma(cuda, hopper, name, settings):
-    """With the gate math in registers ('e') too."""
-    cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2, batch=32)
-    values, ref, config, plan, twin = verify_inputs(cuda, cfg, name)
     with PersistentEngine(cfg, values["stacked"], config.precision, plan,
                           settings=Settings.parse(settings)) as engine:
         assert engine.consts["WG"] == (1 if config.fmt else 2)

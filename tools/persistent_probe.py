@@ -133,8 +133,8 @@ VARIANTS.update({
     "fence_at_producer": [
         (_PROXY_FENCE + "\n", "", 1),
         ("    cp_wait<0>();\n#if WG\n", "    cp_wait<0>();\n" + _PROXY_FENCE + "\n#if WG\n", 1),
-        ("        HSYNC();\n        // release: this CTA's writes before it",
-         "        " + _PROXY_FENCE.lstrip() + "\n        HSYNC();\n"
+        ("        __syncthreads();\n        // release: this CTA's writes before it",
+         "        " + _PROXY_FENCE.lstrip() + "\n        __syncthreads();\n"
          "        // release: this CTA's writes before it", 1)],
     # the gate math's per-row factors (the input part's dequantization, the two biases) in
     # registers, read once before the first step, where a thread's unit is the same at every
@@ -367,11 +367,10 @@ def main() -> int:
     p.add_argument("--names", default=NAMES)
     p.add_argument("--settings", default=None,
                    help="comma-separated launch shapes (the tuner's; any "
-                        "b<slices>[c<CTAs>]t<threads>[p][r][u<units>][w[b[g][e][d][m<CTAs>]]]"
+                        "b<slices>[c<CTAs>]t<threads>[p][r][u<units>][w[b[g][m<CTAs>]]]"
                         "[k<cluster CTAs>]: p POLL, r weights in registers, u units a CTA, "
                         "w wgmma, b bulk copies, g the input projection read from global "
-                        "memory, e the gate math in registers, d two batch slices a CTA, "
-                        "m copies shared by that many cluster-mates, "
+                        "memory, m copies shared by that many cluster-mates, "
                         "k clusters; launch.Settings.parse)")
     p.add_argument("--trace", default=None,
                    help="NAME@SETTINGS,...: also one traced launch of each, per shape")

@@ -112,8 +112,8 @@ def wg_slabs(part, slab: int, code_bytes: dict) -> tuple[int, bool, int]:
     for wgmma (``part`` a Partition), or :class:`DoesNotFit`: one width for every CTA, the
     sums within :data:`WG_ACC` registers. A is in registers (loaded once) where its
     fragments fit :data:`AREG_REGS` in 8 bits and one instruction a chunk; else (16 bits,
-    more chunks a part, more rows, two slices a CTA) the weight rows stay in shared memory
-    in wgmma's canonical layout (``code_bytes``: bytes a code of each format takes)."""
+    more chunks a part, more rows) the weight rows stay in shared memory in wgmma's
+    canonical layout (``code_bytes``: bytes a code of each format takes)."""
     widths = {s.npad for s in part.slices}
     if len(widths) > 1:
         raise DoesNotFit(f"wgmma takes one width for every CTA: batch slices of "
@@ -130,8 +130,7 @@ def wg_slabs(part, slab: int, code_bytes: dict) -> tuple[int, bool, int]:
     slabs = -(-part.chunks_per_group() // slab)
     if part.straddles:  # two groups, one a part (layer 0: K in halves): a planning bug
         raise AssertionError("a wgmma partition whose k-group straddles both parts of K")
-    shared = (code_bytes[part.fh] != 1 or slabs * slab * 4 > AREG_REGS or blocks > 1
-              or part.dual)  # dual: 512 threads, 128 registers a thread at most
+    shared = code_bytes[part.fh] != 1 or slabs * slab * 4 > AREG_REGS or blocks > 1
     return slabs, shared, blocks
 
 
@@ -194,14 +193,3 @@ def shared_copies(part, mcast: int) -> None:
         if len({same(s) for s in part.slices[i:i + mcast]}) > 1:
             raise DoesNotFit(f"CTAs {i}..{i + mcast - 1} do not stage alike (a last CTA of "
                              f"fewer units): no shared copy")
-
-
-def input_groups(ks: int, nxc: int, nc: int) -> int:
-    """How many of ``ks`` k-groups take the input part's ``nxc`` chunks (the rest the
-    recurrent part's): the split whose longest run of chunks is shortest, at least one group
-    on each part, nearest in proportion on a tie; 0 where there is no input part or one
-    group (it then takes all of K)."""
-    if not nxc or ks < 2:
-        return 0
-    longest = lambda kx: max(-(-nxc // kx), -(-(nc - nxc) // (ks - kx)))  # noqa: E731
-    return min(range(1, ks), key=lambda kx: (longest(kx), abs(kx - ks * nxc / nc)))

@@ -37,8 +37,6 @@ class Settings:
     reg_gates: bool = False  # with bulk (LSTM, GRU; 16 units a CTA): the gate math on the sums
                              # in registers, the weight rows laid out so that a thread
                              # holds its unit's four gates (no partial sums in shared memory)
-    dual: bool = False  # with bulk: two batch slices a CTA (512 threads), one copy of the
-                        # weight rows, each half on its own counters (cudnn_rnn.lowbit.pairs)
 
     def __post_init__(self):
         if self.bulk and not self.wg:
@@ -56,9 +54,6 @@ class Settings:
         if self.reg_gates and not self.bulk:
             raise ValueError(f"launch shape {self.name}: the gate math in registers ('e') "
                              "is bulk staging's: name 'wb' first")
-        if self.dual and (not self.bulk or self.mcast):
-            raise ValueError(f"launch shape {self.name}: two slices a CTA ('d') are bulk "
-                             "staging's, without shared copies: name 'wb' first, no 'm'")
         if self.wg and (self.poll or self.areg or self.cluster):
             raise ValueError(f"launch shape {self.name}: wgmma ('w') keeps its own weight "
                              "fragments and counters: not with 'p', 'r' or clusters")
@@ -68,7 +63,7 @@ class Settings:
         return dict(ctas=self.ctas, batch_slices=self.batch_slices, threads=self.threads,
                     areg=self.areg, cluster=self.cluster, units=self.units, wg=self.wg,
                     bulk=self.bulk, mcast=self.mcast, gx_global=self.gx_global,
-                    reg_gates=self.reg_gates, dual=self.dual)
+                    reg_gates=self.reg_gates)
 
     @property
     def name(self) -> str:
@@ -77,7 +72,6 @@ class Settings:
                 + ("r" if self.areg else "") + (f"u{self.units}" if self.units else "")
                 + ("w" if self.wg else "") + ("b" if self.bulk else "")
                 + ("g" if self.gx_global else "") + ("e" if self.reg_gates else "")
-                + ("d" if self.dual else "")
                 + (f"m{self.mcast}" if self.mcast else "")
                 + (f"k{self.cluster}" if self.cluster else ""))
 
@@ -86,19 +80,19 @@ class Settings:
         """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``,
         ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b2t256u16wbg``, ``b2t256u16wbm2``,
         ``b3t256k16``); ValueError otherwise."""
-        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)(e?)(d?)"
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)(e?)"
                          r"(?:m([1-9]\d*))?(?:k([1-9]\d*))?", name)
         if m is None:
             raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
-                             "[r][u<units a CTA>][w[b[g][e][d][m<CTAs sharing a copy>]]][k<cluster "
+                             "[r][u<units a CTA>][w[b[g][e][m<CTAs sharing a copy>]]][k<cluster "
                              "CTAs>] (e.g. b1t256, b2t512, b1t256p, b1t256r, b2t512u16, "
                              "b2t256u16w, b2t256u16wb, b2t256u16wbg, b2t256u16wbe, b2t256u16wbm2, "
-                             "b4t256u16wbed, b3t256k16)")
+                             "b3t256k16)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
                    threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]), wg=bool(m[7]),
                    bulk=bool(m[8]), gx_global=bool(m[9]), reg_gates=bool(m[10]),
-                   dual=bool(m[11]), mcast=int(m[12]) if m[12] else 0,
-                   cluster=int(m[13]) if m[13] else 0, units=int(m[6]) if m[6] else 0)
+                   mcast=int(m[11]) if m[11] else 0, cluster=int(m[12]) if m[12] else 0,
+                   units=int(m[6]) if m[6] else 0)
 
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback.

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
-from cudnn_rnn.lowbit import fits, pairs, wgmma
+from cudnn_rnn.lowbit import fits, wgmma
 from cudnn_rnn.lowbit.fits import DoesNotFit, _up  # one rounding up, the limits' own
 
 FORMAT_BYTES = {"fp16": 2, "bf16": 2, "int8": 1, "e4m3": 1}
@@ -143,20 +143,14 @@ class Partition:
     mcast: int = 0  # CTAs of a cluster (of one group) sharing each slab's copy (0: none)
     gx_global: bool = False  # layer 0's input projection read from global memory (GXG)
     reg_gates: bool = False  # the gate math on the sums in registers (GR, fits.register_gates)
-    dual: bool = False  # two slices a CTA, one copy of their weight rows (DUAL, pairs.pair)
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""
         return max(len(s.chunks(g)) for s in self.slices for g in range(s.ks))
 
     @property
-    def grid(self) -> int:  # slices: the CTAs, or with ``dual`` twice the CTAs (blocks)
+    def grid(self) -> int:
         return len(self.slices)
-
-    @property
-    def blocks(self) -> tuple[int, int]:
-        """The launch's CTAs and threads a CTA (with ``dual``, two slices' each)."""
-        return (self.grid // 2, self.threads * 2) if self.dual else (self.grid, self.threads)
 
     @property
     def cluster_size(self) -> int:
@@ -196,8 +190,8 @@ class Partition:
                 + self.wg_slabs * SLAB * CHUNK * npad)
 
     def weight_bytes(self) -> int:
-        """Bytes of weight rows on chip in all (padding included; ``dual``: a copy a pair)."""
-        return sum(s.mpad * s.rowb for s in self.slices[::2 if self.dual else 1])
+        """Bytes of weight rows on chip in all (padding included)."""
+        return sum(s.mpad * s.rowb for s in self.slices)
 
     def step_bytes(self) -> dict:
         """What a launch shape trades, per step at its busiest CTA: the state it reads from
@@ -224,11 +218,12 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
          ctas: int | None = None, batch_slices: int = 1, threads: int = 256,
          areg: bool = False, cluster: int = 0, units: int = 0, wg: bool = False,
          bulk: bool = False, mcast: int = 0, gx_global: bool = False,
-         reg_gates: bool = False, dual: bool = False) -> Partition:
+         reg_gates: bool = False) -> Partition:
     """The partition of ``cfg`` over ``ctas`` CTAs (at most ``sm_count``: one per
     multiprocessor, all resident) in ``batch_slices`` batch slices; :class:`DoesNotFit`
-    says why it cannot run. ``areg``: each warp keeps its weight fragments in registers (the
-    kernel's ``AREG``): its warps take as many n-tiles each as they may (fits.AREG_REGS).
+    says why it cannot run. ``areg``: each warp keeps its weight fragments in registers
+    (the kernel's ``AREG``): its warps take as many n-tiles each as they may, so that more
+    of them split K and each k-group's fragments fit ``fits.AREG_REGS`` registers.
     ``cluster``: each group (pseudo-layer, batch slice) one cluster of that many CTAs (how
     many clusters this GPU holds at once is the engine's check). ``units``: the hidden units
     of every CTA in every pseudo-layer (a multiple of 4; 0: in proportion to each one's
@@ -236,17 +231,12 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     it takes); ``bulk`` (with it): the state in wgmma's layout, a slab one bulk copy; with
     bulk, ``mcast``: clusters of that many CTAs share each copy (fits.shared_copies),
     ``gx_global``: layer 0's input projection not staged (GXG), ``reg_gates``: the gate
-    math on the sums in registers (GR, fits.register_gates); ``dual``: two slices a CTA
-    (``ctas`` counts slices, two a multiprocessor: pairs.pair)."""
+    math on the sums in registers (GR, fits.register_gates)."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
-    most = sm_count * (2 if dual else 1)
-    ctas = most if ctas is None else ctas
-    if not 1 <= ctas <= most:
-        raise DoesNotFit(f"{ctas} {'slices' if dual else 'CTAs'}: a persistent launch takes 1 "
-                         f"to {most} ({'two' if dual else 'one'} per multiprocessor, all "
-                         "resident)")
-    if dual:
-        pairs.check(batch_slices, bulk, mcast)
+    ctas = sm_count if ctas is None else ctas
+    if not 1 <= ctas <= sm_count:
+        raise DoesNotFit(f"{ctas} CTAs: a persistent launch takes 1 to {sm_count} "
+                         f"(one per multiprocessor, all resident)")
     if not 1 <= batch_slices <= B or batch_slices > ctas:
         raise DoesNotFit(f"{batch_slices} batch slices for a batch of {B} on {ctas} CTAs")
     if threads % 32 or not 32 <= threads <= 1024:
@@ -299,10 +289,8 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     def ring(stages: int) -> Partition:
         part = Partition(cfg, fx if cfg.num_layers > 1 else None, fh, threads, batch_slices,
                          [], mt_max, ntw, stages, hrowb, xrowb, gx_global=gx_global,
-                         reg_gates=reg_gates, dual=dual)
+                         reg_gates=reg_gates)
         _fill(part, pls, nus, counts, nb_full, kx, warps, fh if wg else None, slots)
-        if dual:
-            pairs.pair(part)
         return part
     for stages in range(STAGES[1], STAGES[0] - 1, -1):  # the deepest ring that fits
         part = ring(stages)
@@ -370,6 +358,17 @@ def pstride(mpad: int) -> int:
     return mpad + 4 + (mpad & 16)
 
 
+def _input_groups(ks: int, nxc: int, nc: int) -> int:
+    """How many of ``ks`` k-groups take the input part's ``nxc`` chunks (the rest the
+    recurrent part's): the split whose longest run of chunks is shortest, at least one group
+    on each part, nearest in proportion on a tie; 0 where there is no input part or one
+    group (it then takes all of K)."""
+    if not nxc or ks < 2:
+        return 0
+    longest = lambda kx: max(-(-nxc // kx), -(-(nc - nxc) // (ks - kx)))  # noqa: E731
+    return min(range(1, ks), key=lambda kx: (longest(kx), abs(kx - ks * nxc / nc)))
+
+
 def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob,
            wg: str | None = None, rows_max: int = 0, gx_global: bool = False) -> Slice:
     """``mpad``: the rows of the pseudo-layer's full slices (a last slice of fewer units
@@ -382,7 +381,7 @@ def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blo
     ts = 1 if wg else -(-(npad // 8) // ntw)
     ks = max(1, warps // 4 if wg else warps // ts)
     nxc, nc = kxb // CHUNK, (kxb + hrowb) // CHUNK
-    kx = fits.input_groups(ks, nxc, nc)
+    kx = _input_groups(ks, nxc, nc)
     rowb = nc * CHUNK + PAD
     # wgmma: the rows of the whole instructions (64 each), then the zeros the kernel reads as
     # A past a group's chunks

@@ -61,11 +61,6 @@
 //            group's counter; the counters then serve the layers above only
 //   KS, TS   every CTA's k-groups and n-groups of warps where all CTAs agree, so that the
 //            loops over them have constant bounds (0: each CTA reads its own, Slice.ks/ts)
-//   DUAL     1 (with WGB): two batch slices a CTA on one copy of its weight rows
-//            (partition.Partition.dual): threads THREADS h .. THREADS (h + 1) - 1 run
-//            slice 2 blockIdx.x + h, each half on its own counters, ring and barriers
-//            (named barrier 1 + 3 h, its warpgroups' 2 + 3 h + g; 0 is the whole CTA's), so
-//            that one half's products and gate math run while the other waits
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
@@ -105,21 +100,6 @@
 #error "the gate math in registers: bulk staging, an LSTM or GRU, 64 rows, whole blocks"
 #endif
 #define GRH (WGN / 16)  // GR: blocks of 8 columns each warpgroup keeps
-#ifndef DUAL
-#define DUAL 0
-#endif
-#if DUAL && (!WGB || MCAST > 1)
-#error "DUAL: two slices a CTA are bulk staging's, without shared copies"
-#endif
-#define HALF (DUAL ? (int)(threadIdx.x / THREADS) : 0)  // DUAL: which slice of the CTA's
-#define VCTA (DUAL ? 2 * blockIdx.x + HALF : blockIdx.x)  // the slice this thread runs
-#if DUAL  // a half's own barriers, and its warpgroup g's
-#define HSYNC() asm volatile("bar.sync %0, %1;" :: "r"(1 + 3 * HALF), "n"(THREADS) : "memory")
-#define WG_BAR(g) wg_bar(3 * HALF + 1 + (g))
-#else
-#define HSYNC() __syncthreads()
-#define WG_BAR(g) wg_bar(g)
-#endif
 // GR: the row of gate q of unit u (tables.gate_rows), and where a step's staged projection
 // of (batch row b, unit u) lies in its gate's (nb, 16) block: unit blocks of 4 turned by
 // (b >> 1) & 3, so that a warp's reads (4 units by 8 batch rows) meet 32 banks
@@ -306,7 +286,7 @@ __device__ __forceinline__ bool unset(const unsigned char* d, int real, int f) {
     return any;
 }
 
-extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(THREADS * (1 + DUAL), 1)
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(THREADS, 1)
 persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slices,
                const int* __restrict__ waits, const unsigned char* __restrict__ blob,
                unsigned* counters, int* status, long long* trace,
@@ -316,26 +296,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // hx, cx, hy, cy: (pseudo-layers, B, H); y (T, B, D*H). Arguments, not the layer table,
     // so that a forward reads and writes the caller's arrays (Forward.bind) as they are
     extern __shared__ __align__(128) unsigned char smem[];
-#if DUAL  // each half's own
-    __shared__ int bails[2];
-#define bail bails[HALF]
-    __shared__ __align__(8) unsigned long long mbars2[2][STAGES][2];
-#define mbars mbars2[HALF]
-#else
     __shared__ int bail;
-#endif
 #if WGB
     // WGB: one mbarrier a ring stage and warpgroup, completed by that slab's bulk copy
-#if !DUAL
     __shared__ __align__(8) unsigned long long mbars[STAGES][2];
-#endif
     if (threadIdx.x == 0) {
-#if DUAL
-        for (int i = 0; i < STAGES * 4; ++i)
-            mbar_init(smem_addr(&mbars2[i / (STAGES * 2)][i / 2 % STAGES][i % 2]));
-#else
         for (int i = 0; i < STAGES * 2; ++i) mbar_init(smem_addr(&mbars[i / 2][i % 2]));
-#endif
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
 #endif
@@ -346,11 +312,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     __shared__ int lost;  // a slab never landed (a mate gave up before copying its share)
     const unsigned rank = mc_rank();
 #endif
-    const Slice S = slices[VCTA];
+    const Slice S = slices[blockIdx.x];
     const Layer L = layers[S.k];
     const unsigned lb = (unsigned)S.k * B * H;  // this pseudo-layer's states
 
-    const int tid = threadIdx.x - HALF * THREADS, warp = tid >> 5, lane = tid & 31;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     // KS, TS: every CTA's warp groups along K and along n, where all agree (0: read here)
     const int nu = S.nu, nb = S.nb, mpad = S.mpad, npad = S.npad, ks = KS ? KS : S.ks;
     const int nxc = S.nxc, nc = S.nc, rowb = nc * 32 + PAD, gH = GATES * H;
@@ -372,7 +338,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     float* part = (float*)ring;
     const int kstride = npad * ps;  // floats between two k-groups' partial sums
     float* part_x = part + (unsigned)ks * kstride;
-    const int* my_waits = waits + (unsigned)VCTA * T * MAXW * 2;
+    const int* my_waits = waits + (unsigned)blockIdx.x * T * MAXW * 2;
     unsigned* const mine = counters + S.ctr;
 
     // the weight rows, once for the whole sequence
@@ -380,9 +346,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         const unsigned char* src = blob + S.blob;
         const int n16 = mpad * rowb / 16;
 #pragma unroll 1
-        // (DUAL: both halves' rows are one copy, loaded by all the CTA's threads)
-        for (int i = DUAL ? (int)threadIdx.x : tid; i < n16; i += THREADS * (1 + DUAL))
-            cp16(ws + 16 * i, src + 16 * i, 16);
+        for (int i = tid; i < n16; i += THREADS) cp16(ws + 16 * i, src + 16 * i, 16);
         cp_commit();
     }
 #pragma unroll 1
@@ -452,8 +416,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // more: WGZ); then every write of A, for the async proxy
     unsigned char* const wz = smem + 64 * WGM * rowb;
 #pragma unroll 1
-    for (int i = mpad * rowb / 4 + (DUAL ? (int)threadIdx.x : tid);
-         i < (64 * WGM * rowb + WGZ) / 4; i += THREADS * (1 + DUAL))
+    for (int i = mpad * rowb / 4 + tid; i < (64 * WGM * rowb + WGZ) / 4; i += THREADS)
         ((unsigned*)smem)[i] = 0u;
 #endif
     cp_wait<0>();
@@ -473,7 +436,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     cl_arrive();  // slot 0 of h written: the cluster's first step may read it
 #endif
 #if TRACE
-#define MARK(i) do { if (tid == 0) trace[((unsigned)VCTA * T + s) * 12 + (i)] = \
+#define MARK(i) do { if (tid == 0) trace[((unsigned)blockIdx.x * T + s) * 12 + (i)] = \
     ((i) == 6 || (i) == 7 ? globaltimer() : clock64()); } while (0)
 #else
 #define MARK(i) do { } while (0)
@@ -626,7 +589,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if WGB
         fence_proxy_async();  // the ring's generic reads and writes of the step before, then
 #endif                        // the bulk copies (async proxy) of this one
-        HSYNC();
+        __syncthreads();
         if (bail) {
 #if CLUSTER
             cl_meet_to_end(s, T);
@@ -640,7 +603,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         // own: `bail` may not yet be read by every thread here (the barrier above waits for
         // the cluster's arrivals, not for this CTA's threads to pass their check of `bail`)
         if (tid == 0) quit = *(volatile int*)status;
-        HSYNC();
+        __syncthreads();
         if (quit) {
             cl_arrive();  // step s's, its wait met above
             cl_meet_to_end(s + 1, T);
@@ -793,10 +756,10 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             cp_wait<STAGES - 1>();
 #if POLL
             stage(i, i % STAGES, true);
-            HSYNC();
+            __syncthreads();
             {
                 const int stop = bail;
-                HSYNC();  // read by all before a piece of the next slab may set it
+                __syncthreads();  // read by all before a piece of the next slab may set it
                 if (stop) goto gave_up;
             }
 #elif WGB
@@ -814,7 +777,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if WG
             fence_proxy_async();  // the slab cp.async wrote (generic proxy), for wgmma's reads
 #endif
-            HSYNC();
+            __syncthreads();
 #endif
             if (i == 0) MARK(8);
 #if WG
@@ -853,7 +816,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 // its stage takes slab i - 1 + STAGES
                 if (i >= 1 && i - 1 + STAGES < nslab) {
                     wg_wait<1>();
-                    WG_BAR(kg);
+                    wg_bar(kg);
                     stage(i - 1 + STAGES, (i - 1) % STAGES, false);
                 }
 #else
@@ -907,12 +870,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
             // the next load refills this slab's place only while slabs are left to stage
             // (WGB: each warpgroup refills its own stages, above)
-            if (!WGB && i + STAGES < nslab) HSYNC();
+            if (!WGB && i + STAGES < nslab) __syncthreads();
         }
 #if WG
         wg_wait<0>();  // the sums in wacc, and wgmma's reads of the ring done
 #endif
-        HSYNC();  // every warp's reads of the ring done: the partial sums take it
+        __syncthreads();  // every warp's reads of the ring done: the partial sums take it
 #if MCAST > 1
         // a mate gave up before copying its share of this step: these sums are not of the
         // step's state, so this CTA gives up too (its outputs NaN, not finite wrong numbers,
@@ -932,7 +895,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                     part[((((1 - kg) * 4 + w4) * GRH + j % GRH) * 4 + i) * 32 + lane] =
                         (float)wacc[0][4 * j + i] * gr_dq[i >> 1];
             }
-            HSYNC();
+            __syncthreads();
             MARK(3);
             // in phases, every pair at once (no store between two pairs' loads or cells):
             // the sums, the projection, the cells, then the stores. A GRU above layer 0
@@ -1059,7 +1022,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                     }
         }
 #endif
-        HSYNC();
+        __syncthreads();
         MARK(3);
 
         // the gate math, PG (batch row, unit) pairs per thread at a time: every pair's sums
@@ -1133,7 +1096,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         // coming from another CTA through shared::cluster
         asm volatile("fence.proxy.async;" ::: "memory");
 #endif
-        HSYNC();
+        __syncthreads();
         // release: this CTA's writes before it (in clusters, for the layers above only)
         if (!POLL && tid == 0 && (!CLUSTER || L.xout0)) red_release(mine, 1u);
         MARK(5);

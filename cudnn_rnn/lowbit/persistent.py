@@ -102,7 +102,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
                 "WGM": part.wg_blocks, "WGZ": fits.wg_zero(part.slices[0].npad)}
                if part.wg_slabs else {}),
             **({"WGB": 1, "WGS": part.batch_slices} if part.wg_bulk else {}),
-            **({"MCAST": part.mcast} if part.mcast else {}), **({"DUAL": 1} if part.dual else {}),
+            **({"MCAST": part.mcast} if part.mcast else {}),
             **({"GXG": 1} if part.gx_global else {}), **({"GR": 1} if part.reg_gates else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
 
@@ -342,7 +342,7 @@ class PersistentEngine(Forward):
                      "cy": null if self.cy is None else self.cy, "T": i32(c.seq_length),
                      "B": i32(c.mini_batch), "H": i32(c.hidden_size), "D": i32(c.dirs),
                      "hrowb": i32(self.part.hrowb), "xrowb": i32(self.part.xrowb)}
-            self.kernel(*((n,) for n in self.part.blocks),
+            self.kernel((self.part.grid,), (self.part.threads,),
                         tuple(given[n] for n in ARGS), shared_mem=self.part.smem)
 
     def _unwrite(self) -> None:
@@ -374,8 +374,8 @@ class PersistentEngine(Forward):
     def describe(self) -> dict:
         """The launch: grid, threads, batch slices, shared memory, weights on chip, GEMMs."""
         p = self.part
-        return {"kernel": "persistent", "settings": self.settings.name, "grid": p.blocks[0],
-                "threads": p.blocks[1], "batch_slices": p.batch_slices, "cluster": p.cluster,
+        return {"kernel": "persistent", "settings": self.settings.name, "grid": p.grid,
+                "threads": p.threads, "batch_slices": p.batch_slices, "cluster": p.cluster,
                 "smem_per_cta": p.smem, "weight_bytes_on_chip": p.weight_bytes(),
                 "formats": {"input": p.fx, "recurrent": p.fh},
                 "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw, **p.step_bytes(),
