@@ -271,3 +271,40 @@ def test_the_gate_math_in_registers_verifies_at_the_issues_shapes(cuda, hopper, 
     mode, cfg = _shape(spec)
     by_name = _verify_all(cfg, names, settings, mode, True)
     assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
+
+
+@pytest.mark.parametrize("wait", [0, 1])
+def test_a_warpgroup_that_gives_up_its_own_wait_ends_the_launch_with_its_cta(cuda, hopper,
+                                                                            wait):
+    """Above the first layer with bulk staging each warpgroup waits for what it reads (XE):
+    the recurrent part's for wait 0 (the own group), the input part's for wait 1 (the layer
+    below). Either never met at one layer-1 CTA's last step: that warpgroup gives up while
+    the other multiplies, the CTA leaves after both (no hang), the launch ends Stalled, that
+    CTA's y and h_n are NaN and a layer-0 CTA's h_n finite; the repaired table's forward
+    is the first one's."""
+    cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2)
+    values = C.draw(cfg, seed=5)
+    io = values["io"]
+    with PersistentEngine(cfg, values["stacked"], "fp16", spin_limit=1 << 14,
+                          settings=Settings.parse("b2t256u8wb")) as engine:
+        assert engine.consts["XE"] == 1
+        engine.set_inputs(io["x"], io["hx"], io["cx"])
+        engine.forward()
+        good = engine.outputs()["y"].get()
+        c = next(i for i, s in enumerate(engine.part.slices) if s.k == 1)
+        waits = engine.tables["waits"]
+        assert waits[c, -1, wait, 0] >= 0  # a wait there to break
+        waits[c, -1, wait, 1] += 1 << 20
+        engine.set_inputs(io["x"], io["hx"], io["cx"])
+        engine.forward()
+        with pytest.raises(Stalled, match="gave up"):
+            engine.outputs()
+        s, first = engine.part.slices[c], engine.part.slices[0]
+        hy, y = engine.buf["hy"].get(), engine.buf["y"].get()
+        assert np.isnan(hy[1, s.b0:s.b0 + s.nb, s.j0:s.j0 + s.nu]).all()
+        assert np.isnan(y[:, s.b0:s.b0 + s.nb, s.j0:s.j0 + s.nu]).all()
+        assert np.isfinite(hy[0, first.b0:first.b0 + first.nb, first.j0:first.j0 + first.nu]).all()
+        waits[c, -1, wait, 1] -= 1 << 20
+        engine.set_inputs(io["x"], io["hx"], io["cx"])
+        engine.forward()
+        np.testing.assert_array_equal(engine.outputs()["y"].get(), good)

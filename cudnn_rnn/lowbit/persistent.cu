@@ -61,6 +61,12 @@
 //            group's counter; the counters then serve the layers above only
 //   KS, TS   every CTA's k-groups and n-groups of warps where all CTAs agree, so that the
 //            loops over them have constant bounds (0: each CTA reads its own, Slice.ks/ts)
+//   XE       1 (with WGB): each warpgroup waits for what it reads, its own thread polling:
+//            above the first layer the input part's warpgroups for the layer below (far
+//            ahead in the wavefront: its h is there), the recurrent part's for the CTA's
+//            own group, so that the input part is staged and multiplied while the recurrent
+//            part still waits; a warpgroup that gives up skips its products, and the CTA
+//            gives up together after the barrier that ends them
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
@@ -100,6 +106,12 @@
 #error "the gate math in registers: bulk staging, an LSTM or GRU, 64 rows, whole blocks"
 #endif
 #define GRH (WGN / 16)  // GR: blocks of 8 columns each warpgroup keeps
+#ifndef XE
+#define XE 0
+#endif
+#if XE && (!WGB || MCAST > 1)
+#error "XE: each warpgroup's own wait is bulk staging's, without shared copies"
+#endif
 // GR: the row of gate q of unit u (tables.gate_rows), and where a step's staged projection
 // of (batch row b, unit u) lies in its gate's (nb, 16) block: unit blocks of 4 turned by
 // (b >> 1) & 3, so that a warp's reads (4 units by 8 batch rows) meet 32 banks
@@ -297,6 +309,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // so that a forward reads and writes the caller's arrays (Forward.bind) as they are
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ int bail;
+#if XE
+    __shared__ int xbail[2];  // each warpgroup's wait given up (XE)
+#endif
 #if WGB
     // WGB: one mbarrier a ring stage and warpgroup, completed by that slab's bulk copy
     __shared__ __align__(8) unsigned long long mbars[STAGES][2];
@@ -424,6 +439,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     fence_proxy_async();
 #endif
     if (tid == 0) bail = 0;
+#if XE
+    if (tid < 2) xbail[tid] = 0;
+#endif
 #if MCAST > 1
     if (tid == 0) lost = 0;
 #endif
@@ -557,12 +575,16 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                     gr_col(jj), nb - 1)) * gH + q * H + j0 + gu) : 0.0f;
 #endif
         // counters are filled from the first: none at all (a cluster's first layer) is no wait
-        if (!POLL && tid == 0 && my_waits[(unsigned)s * MAXW * 2] >= 0) {
+        // (XE: thread 0 of each warpgroup, for the waits of what its warpgroup reads: wait
+        // 0 is the own group's, the others the layer below's, tables.waits)
+        if (!POLL && (XE ? (tid & 127) == 0 : tid == 0)
+            && my_waits[(unsigned)s * MAXW * 2] >= 0) {
             int ok = 1, ctrs[MAXW];
             unsigned targets[MAXW];
 #pragma unroll
             for (int i = 0; i < MAXW; ++i) {
-                ctrs[i] = my_waits[((unsigned)s * MAXW + i) * 2];
+                ctrs[i] = XE && kx && (kg < kx) != (i > 0)
+                          ? -1 : my_waits[((unsigned)s * MAXW + i) * 2];
                 targets[i] = (unsigned)my_waits[((unsigned)s * MAXW + i) * 2 + 1];
             }
             long long spins = 0;
@@ -584,13 +606,22 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 }
             }
             if (!ok) atomicExch(status, 1);
+#if XE
+            xbail[kg] = !ok;
+#else
             bail = !ok;
+#endif
         }
 #if WGB
         fence_proxy_async();  // the ring's generic reads and writes of the step before, then
 #endif                        // the bulk copies (async proxy) of this one
+#if XE
+        wg_bar(kg);  // this warpgroup's wait met, or given up: its products skipped, the
+        const bool xskip = xbail[kg];  // CTA leaving together after the barrier past them
+#else
         __syncthreads();
-        if (bail) {
+#endif
+        if (!XE && bail) {
 #if CLUSTER
             cl_meet_to_end(s, T);
 #endif
@@ -736,6 +767,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             for (int r = 0; r < WGN / 2; ++r) wacc[mb][r] = 0;
 #endif
 
+#if XE
+        if (xskip) goto products_done;
+#endif
 #pragma unroll 1
         for (int st = 0; st < STAGES - 1; ++st) {
             if (st < nslab) stage(st, st, false);
@@ -872,10 +906,16 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             // (WGB: each warpgroup refills its own stages, above)
             if (!WGB && i + STAGES < nslab) __syncthreads();
         }
+#if XE
+    products_done:
+#endif
 #if WG
         wg_wait<0>();  // the sums in wacc, and wgmma's reads of the ring done
 #endif
         __syncthreads();  // every warp's reads of the ring done: the partial sums take it
+#if XE
+        if (xbail[0] | xbail[1]) goto gave_up;
+#endif
 #if MCAST > 1
         // a mate gave up before copying its share of this step: these sums are not of the
         // step's state, so this CTA gives up too (its outputs NaN, not finite wrong numbers,
@@ -1095,6 +1135,10 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         // next step into it (the signal below): a fence of every state space, the copies
         // coming from another CTA through shared::cluster
         asm volatile("fence.proxy.async;" ::: "memory");
+#endif
+#if XE  // the ring's generic reads and writes (the partial sums) before either warpgroup's
+        // copies of the next step, which wait for no barrier of the whole CTA
+        fence_proxy_async();
 #endif
         __syncthreads();
         // release: this CTA's writes before it (in clusters, for the layers above only)

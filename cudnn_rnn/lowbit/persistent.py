@@ -7,10 +7,9 @@ function and share one float64 twin (:mod:`cudnn_rnn.lowbit.model`): the same op
 (:func:`cudnn_rnn.lowbit.operands.prepare`: codes, per-row dequantization, activation
 scales), the same input GEMM for layer 0 (cuBLASLt over all steps, before the launch), the
 same rounding rules and FP32 gate math (in faster, coarser forms:
-:data:`cudnn_rnn.lowbit.kernels.PERSISTENT_PREAMBLE`). What
-differs is where the recurrence runs: ``persistent.cu``, one launch per forward, with the
-partition, the shared-memory layout and the wait table decided by
-:mod:`cudnn_rnn.lowbit.partition`.
+:data:`cudnn_rnn.lowbit.kernels.PERSISTENT_PREAMBLE`). What differs is where the recurrence
+runs: ``persistent.cu``, one launch per forward, with the partition, the shared-memory
+layout and the wait table decided by :mod:`cudnn_rnn.lowbit.partition`.
 
 Refused before any launch, with the reason (:class:`~cudnn_rnn.lowbit.engine.Unsupported`):
 what the GEMM engine refuses; FP32/TF32; a GPU below compute capability 8.0 (8.9 for E4M3)
@@ -102,7 +101,8 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
                 "WGM": part.wg_blocks, "WGZ": fits.wg_zero(part.slices[0].npad)}
                if part.wg_slabs else {}),
             **({"WGB": 1, "WGS": part.batch_slices} if part.wg_bulk else {}),
-            **({"MCAST": part.mcast} if part.mcast else {}),
+            **({"MCAST": part.mcast} if part.mcast else
+               {"XE": 1} if part.wg_bulk and part.fx else {}),  # each warpgroup's own wait
             **({"GXG": 1} if part.gx_global else {}), **({"GR": 1} if part.reg_gates else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
 
