@@ -52,3 +52,19 @@ def test_the_seeds_kernel_with_each_warpgroups_own_wait_compiles_unserialized(mo
     assert P.defines(cfg, part, gx_int=fmt == "int8")["XE"] == 1
     log = _ptxas_log(cfg, part, fmt)
     assert "0 bytes spill stores" in log and SERIALIZED not in log
+
+
+def test_the_probe_tools_one_wait_variant_is_the_kernel_without_each_warpgroups_own_wait():
+    """tools/persistent_probe.py --variants one_wait: the same PTX as the kernel whose
+    launch never defined XE, so the probe measures the kernel as it was beside it."""
+    _nvrtc_or_skip()
+    from tests.test_clusters import _ptx
+    from tests.test_persistent import _probe_tool
+    cfg = _seed(RNNMode.GRU)
+    part = _wg(cfg, "int8", bulk=True, reg_gates=True)
+    consts = P.defines(cfg, part, gx_int=True)
+    before = {k: v for k, v in consts.items() if k != "XE"}
+    varied = _probe_tool().varied("one_wait")(consts)
+    assert consts["XE"] == 1 and varied != P.source(before)
+    assert _ptx(varied, "compute_90a") == _ptx(P.source(before), "compute_90a")
+    assert _ptx(P.source(consts), "compute_90a") != _ptx(P.source(before), "compute_90a")
