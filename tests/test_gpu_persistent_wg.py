@@ -292,6 +292,7 @@ def test_a_warpgroup_that_gives_up_its_own_wait_ends_the_launch_with_its_cta(cud
         engine.forward()
         good = engine.outputs()["y"].get()
         c = next(i for i, s in enumerate(engine.part.slices) if s.k == 1)
+        assert engine.part.slices[c].kx == 1  # its warpgroups on the two parts, apart
         waits = engine.tables["waits"]
         assert waits[c, -1, wait, 0] >= 0  # a wait there to break
         waits[c, -1, wait, 1] += 1 << 20
