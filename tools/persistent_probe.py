@@ -104,7 +104,8 @@ VARIANTS.update({
     # H100's 0.0958 ms against 0.0976 (seed LSTM INT8, b2t256u16wb) put it after
     "y_in_gates": [
         (_Y_AFTER, "", 1),
-        ("                hand_on(b, j, v);\n", _Y_IN_GATES + "                hand_on(b, j, v);\n", 1),
+        ("                hand_on(b, j, v);\n",
+         _Y_IN_GATES + "                hand_on(b, j, v);\n", 1),
         ("                put<FH>(L.hq + (unsigned)((s + 1)",
          _Y_IN_GATES + "                put<FH>(L.hq + (unsigned)((s + 1)", 1)],
     # the gate math's (batch row, unit) pairs dealt to threads so that a warp's 32 lanes read
