@@ -50,10 +50,8 @@ def test_the_launch_shape_names_it_with_an_e_after_wb():
 @pytest.mark.parametrize("cfg,kw,message", [
     (_seed(RNNMode.RNN_RELU), {}, "an LSTM's or a GRU's gates.* not RNN_RELU"),
     (_seed(RNNMode.RNN_TANH), {}, "not RNN_TANH"),
-    (_cfg(RNNMode.LSTM, 1, H=64, B=32, I=64), {"units": 8}, "16 or 32 units in every CTA .* "
-                                                            "not 8"),
+    (_cfg(RNNMode.LSTM, 1, H=64, B=32, I=64), {"units": 8}, "16 units in every CTA .* not 8"),
     (_cfg(RNNMode.LSTM, 1, H=40, B=32, I=40), {}, "not 8 and 16"),
-    (_cfg(RNNMode.LSTM, 1, H=80, B=32, I=80), {"units": 32}, "not 16 and 32"),
     (_cfg(RNNMode.LSTM, 1, H=64, B=16, I=64), {}, "8 padded rows, not a multiple of 16"),
 ])
 def test_each_refusal_says_what_is_short(cfg, kw, message):
@@ -62,29 +60,25 @@ def test_each_refusal_says_what_is_short(cfg, kw, message):
         _plan(cfg, reg_gates=True, **kw)
 
 
-@pytest.mark.parametrize("units", [16, 32])
-def test_a_lane_and_the_lane_16_apart_hold_a_units_four_gates(units):
-    """Warp w of instruction m's 64 rows (rows 64m + 16w .. 64m + 16w+15; lane l holds rows
-    l // 4 and l // 4 + 8) holds units 16m + 4w .. 16m + 4w+3; lanes l and l ^ 16 hold one
-    unit's four gates between them, every row once."""
-    part = _plan(_seed(), slices=units // 8, units=units, reg_gates=True)
+def test_a_lane_and_the_lane_16_apart_hold_a_units_four_gates():
+    """Warp w of an instruction's 64 rows (rows 16w .. 16w+15; lane l holds rows l // 4
+    and l // 4 + 8) holds units 4w .. 4w+3; lanes l and l ^ 16 hold one unit's four gates
+    between them, every row once."""
+    part = _plan(_seed(), reg_gates=True)
     s = part.slices[0]
-    assert part.wg_blocks == units // 16
     rows = tables.gate_rows(part, s)
-    assert sorted(rows.ravel()) == list(range(4 * units))
+    assert sorted(rows.ravel()) == list(range(64))
     where = {int(r): (q, u) for (q, u), r in np.ndenumerate(rows)}
-    for m in range(units // 16):
-        for w in range(4):
-            for lane in range(32):
-                gq, mate = lane // 4, (lane ^ 16) // 4
-                unit = 16 * m + 4 * w + gq % 4
-                held = [where[64 * m + 16 * w + g + 8 * h] for g in (gq, mate) for h in (0, 1)]
-                assert {u for _, u in held} == {unit}
-                assert sorted(q for q, _ in held) == [0, 1, 2, 3]
-                # exactly as the kernel's trade takes them: a lane's row h (of gq, gq + 8)
-                # is gate (gq >> 2) + 2 h, lanes 0-15 gates 0 and 2, lanes 16-31 1 and 3
-                for h in (0, 1):
-                    assert where[64 * m + 16 * w + gq + 8 * h] == (gq // 4 + 2 * h, unit)
+    for w in range(4):
+        for lane in range(32):
+            gq, mate = lane // 4, (lane ^ 16) // 4
+            held = [where[16 * w + g + 8 * h] for g in (gq, mate) for h in (0, 1)]
+            assert {u for _, u in held} == {4 * w + gq % 4}
+            assert sorted(q for q, _ in held) == [0, 1, 2, 3]
+            # exactly as the kernel's trade takes them: a lane's row h (of gq, gq + 8) is
+            # gate (gq >> 2) + 2 h, lanes 0-15 gates 0 and 2, lanes 16-31 gates 1 and 3
+            for h in (0, 1):
+                assert where[16 * w + gq + 8 * h] == (gq // 4 + 2 * h, 4 * w + gq % 4)
     plain = _plan(_seed())
     assert not plain.reg_gates and (tables.gate_rows(plain, plain.slices[0])
                                     == np.arange(64).reshape(4, 16)).all()
@@ -103,54 +97,46 @@ def test_a_grus_three_gates_take_an_lstms_slots_the_fourth_empty():
                                                          for i in range(4)]
 
 
-@pytest.mark.parametrize("units", [16, 32])
-def test_the_kernels_rows_are_the_tables_rows(units):
+def test_the_kernels_rows_are_the_tables_rows():
     """persistent.cu's gr_row (the gate math's rows) and its inverse (the per-row factors
     read before the first step) are tables.gate_rows (the blob's rows)."""
-    part = _plan(_seed(), slices=units // 8, units=units, reg_gates=True)
+    part = _plan(_seed(), reg_gates=True)
     want = tables.gate_rows(part, part.slices[0])
-    q, u = np.meshgrid(np.arange(4), np.arange(units), indexing="ij")
+    q, u = np.meshgrid(np.arange(4), np.arange(16), indexing="ij")
     row = eval(_kernel_expr(r"int gr_row\(int q, int u\) \{\s*return ([^;]+);"))
     assert (row == want).all()
-    r = np.arange(4 * units)
+    r = np.arange(64)
     q = eval(_kernel_expr(r"const int q = GR \? ([^:]+) :"))
     u = eval(_kernel_expr(r"const int u = GR \? ([^:]+) :"))
     assert (want[q, u] == r).all()
 
 
-@pytest.mark.parametrize("WGM", [1, 2])
-def test_the_staged_projection_is_read_on_32_banks(WGM):
-    """A warp's reads of one gate's staged projection (its 4 units of each 16 by 8 batch
-    rows, as the gate math deals them: unit 16m + 4w + l//4 % 4, row 8j + 2 (l % 4) + l //
-    16) fall on 32 banks at GX_AT's places, and those places hold each (row, unit) of a
-    block once, for 16 units a CTA (WGM 1) and 32 (WGM 2)."""
-    turn = _kernel_expr(r"#define GR_TURN\(b\) (.+)\n")
+def test_the_staged_projection_is_read_on_32_banks():
+    """A warp's reads of one gate's staged projection (its 4 units by 8 batch rows, as the
+    gate math deals them: unit 4w + l//4 % 4, row 8j + 2 (l % 4) + l // 16) fall on 32
+    banks at GX_AT's places, and those places hold each (row, unit) of a block once."""
     body = _kernel_expr(r"#define GX_AT\(b, u, p\) \(GR \? (.+) : \(p\)\)\n")
-    body = body.replace("GR_TURN(b)", turn)
-    at = lambda b, u: eval(body, {"b": b, "u": u, "WGM": WGM})  # noqa: E731
-    for m in range(WGM):
-        for w in range(4):
-            for j in range(4):
-                banks = {at(8 * j + 2 * (lane % 4) + lane // 16,
-                            16 * m + 4 * w + lane // 4 % 4) % 32 for lane in range(32)}
-                assert len(banks) == 32, (m, w, j)
-    places = [at(b, u) for b in range(32) for u in range(16 * WGM)]
-    assert sorted(places) == list(range(32 * 16 * WGM))
+    at = lambda b, u: eval(body.replace("(b)", "b").replace("(u)", "u"))  # noqa: E731
+    for w in range(4):
+        for j in range(4):
+            banks = {at(8 * j + 2 * (lane % 4) + lane // 16, 4 * w + lane // 4 % 4) % 32
+                     for lane in range(32)}
+            assert len(banks) == 32, (w, j)
+    places = [at(b, u) for b in range(32) for u in range(16)]
+    assert sorted(places) == list(range(32 * 16))
 
 
 @pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])
 @pytest.mark.parametrize("fmt", ["int8", "e4m3", None])
 @pytest.mark.parametrize("layers,bi", [(1, False), (2, False), (2, True), (3, False)])
-@pytest.mark.parametrize("units", [16, 32])
-def test_the_model_of_the_kernel_on_its_rows_equals_the_twin(fmt, layers, bi, mode, units):
+def test_the_model_of_the_kernel_on_its_rows_equals_the_twin(fmt, layers, bi, mode):
     """The numpy model reads the gates at tables.gate_rows from the blob tables.blob wrote:
     8 bits (A in registers) and FP16 (A from the blob in wgmma's canonical layout)."""
-    cfg = _cfg(mode, layers, bi, H=2 * units, B=32)
+    cfg = _cfg(mode, layers, bi, H=32, B=32)
     got, want, part = _run_model(cfg, fmt, "both" if fmt else None, sms=48, batch_slices=2,
-                                 wg=True, units=units, bulk=True, reg_gates=True)
-    assert part.reg_gates and {s.nu for s in part.slices} == {units}
-    # a GRU's 48 rows in an LSTM's 64 (each instruction's)
-    assert {s.mpad for s in part.slices} == {4 * units}
+                                 wg=True, units=16, bulk=True, reg_gates=True)
+    assert part.reg_gates and {s.nu for s in part.slices} == {16}
+    assert {s.mpad for s in part.slices} == {64}  # a GRU's 48 rows in an LSTM's 64
     _close(got, want)
 
 
@@ -178,8 +164,6 @@ def test_the_blob_moves_rows_only(fmt):
     ("LSTM 50/1/2048/128", "int8", "b1t256u16wbge"),
     ("GRU 20/2/512/64", "fp16", "b2t256u16wbe"), ("GRU 20/2/512/64", "int8", "b2t256u16wbe"),
     ("GRU 50/1/1024/256", "int8", "b2t256u16wbe"), ("GRU 50/1/1024/256", "fp16", "b2t256u16wbge"),
-    ("LSTM 20/2/512/64", "int8", "b4t256u32wbe"), ("LSTM 50/1/1024/256", "int8", "b4t256u32wbge"),
-    ("LSTM 50/1/1024/64", "int8", "b4t256u32wbe"), ("GRU 50/1/1024/256", "int8", "b4t256u32wbge"),
 ])
 def test_the_kernel_compiles_at_the_issues_shapes_unspilled_and_unserialized(spec, fmt,
                                                                              settings):
@@ -188,14 +172,13 @@ def test_the_kernel_compiles_at_the_issues_shapes_unspilled_and_unserialized(spe
     _nvrtc_or_skip()
     cfg = _shape(spec)
     shape = Settings.parse(settings)
-    part = _plan(cfg, fmt, shape.batch_slices, shape.units, gx_global=shape.gx_global,
-                 reg_gates=True)
+    part = _plan(cfg, fmt, shape.batch_slices, gx_global=shape.gx_global, reg_gates=True)
     consts = P.defines(cfg, part, gx_int=fmt == "int8")
-    assert consts["GR"] == 1 and consts["WGM"] == shape.units // 16
+    assert consts["GR"] == 1
     log = _ptxas_log(cfg, part, fmt)
     assert "0 bytes spill stores" in log and SERIALIZED not in log
-    plain = P.defines(cfg, _plan(cfg, fmt, shape.batch_slices, shape.units,
-                                 gx_global=shape.gx_global), gx_int=fmt == "int8")
+    plain = P.defines(cfg, _plan(cfg, fmt, shape.batch_slices, gx_global=shape.gx_global),
+                      gx_int=fmt == "int8")
     assert "GR" not in plain
     assert "shfl.sync" in _ptx(P.source(consts), "compute_90a")
     assert "shfl.sync" not in _ptx(P.source(plain), "compute_90a")

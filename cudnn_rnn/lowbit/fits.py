@@ -154,17 +154,17 @@ def register_gates(part) -> None:
     kernel's ``GR``; :func:`cudnn_rnn.lowbit.tables.gate_rows` lays out the rows): a warp's
     16 rows of an instruction are its four units' four gates (a GRU's three, the fourth
     slot zero), so an LSTM or a GRU with 16 units in every CTA and one instruction of 64
-    rows, or 32 in two; the two warpgroups trade half their sums, so a batch slice is whole
-    blocks of 16 columns; the ring is bulk staging's."""
+    rows; the two warpgroups trade half their sums, so a batch slice is whole blocks of 16
+    columns; the ring is bulk staging's."""
     if not part.wg_bulk:
         raise DoesNotFit("the gate math in registers ('e') is bulk staging's: 'wbe'")
     if part.cfg.mode not in (RNNMode.LSTM, RNNMode.GRU):
         raise DoesNotFit(f"the gate math in registers takes an LSTM's or a GRU's gates, a "
                          f"unit's in one lane and the lane 16 apart, not {part.cfg.mode.name}")
     units = sorted({s.nu for s in part.slices})
-    if units not in ([16], [32]) or units != [16 * part.wg_blocks]:
-        raise DoesNotFit(f"the gate math in registers takes 16 or 32 units in every CTA (u16 "
-                         f"or u32, H a multiple of them), not {' and '.join(map(str, units))}")
+    if units != [16] or part.wg_blocks != 1:
+        raise DoesNotFit(f"the gate math in registers takes 16 units in every CTA (u16 and H a "
+                         f"multiple of 16), not {' and '.join(map(str, units))}")
     if part.slices[0].npad % 16:
         raise DoesNotFit(f"the gate math in registers splits a batch slice between two "
                          f"warpgroups, each whole blocks of 8 columns: {part.slices[0].npad} "

@@ -46,12 +46,11 @@
 //   GXG      1 (with WGB): layer 0's input projection is read by the gate math from global
 //            memory (__ldg), each step's rows brought into L2 one step ahead, instead of
 //            being staged in shared memory (partition.Partition.gx_global: room for the ring)
-//   GR       1 (with WGB; LSTM or GRU, 16 units a CTA in 64 rows, or 32 in two instructions
-//            of 64, WGM 2): the gate math on the sums in registers, no partial sums in shared
-//            memory: the rows lie so that warp w of each warpgroup holds units 4w .. 4w+3 of
-//            each 64 rows' 16, a lane gates 0 and 2 (lanes 0-15) or 1 and 3 (lanes 16-31) of
-//            one of them (tables.gate_rows; a GRU's gate 3 rows zero; its input part's sums,
-//            above layer 0, traded apart); the two
+//   GR       1 (with WGB; LSTM or GRU, 16 units a CTA, 64 rows): the gate math
+//            on the sums in registers, no partial sums in shared memory: the rows lie so
+//            that warp w of each warpgroup holds units 4w .. 4w+3, a lane gates 0 and 2 (lanes
+//            0-15) or 1 and 3 (lanes 16-31) of one of them (tables.gate_rows; a GRU's gate 3
+//            rows zero; its input part's sums, above layer 0, traded apart); the two
 //            warpgroups trade half their sums (each keeps WGN / 16 blocks of 8 columns), then
 //            lanes l and l ^ 16 one column each, so that a lane holds its unit's four gates at
 //            one column of each block it keeps; its h and c stay in registers
@@ -103,11 +102,10 @@
 #ifndef GR
 #define GR 0
 #endif
-#if GR && (!WGB || CELL < 2 || WGM > 2 || WGN % 16)
-#error "the gate math in registers: bulk staging, an LSTM or GRU, 64 or 128 rows, whole blocks"
+#if GR && (!WGB || CELL < 2 || WGM != 1 || WGN % 16)
+#error "the gate math in registers: bulk staging, an LSTM or GRU, 64 rows, whole blocks"
 #endif
 #define GRH (WGN / 16)  // GR: blocks of 8 columns each warpgroup keeps
-#define GRP (WGM * GRH)  // GR: (unit, column) pairs a lane keeps, GRH of each 64 rows
 #ifndef XE
 #define XE 0
 #endif
@@ -115,14 +113,12 @@
 #error "XE: each warpgroup's own wait is bulk staging's, without shared copies"
 #endif
 // GR: the row of gate q of unit u (tables.gate_rows), and where a step's staged projection
-// of (batch row b, unit u) lies in its gate's (nb, 16 WGM) block: unit blocks of 4 turned
-// by (b >> 1) & 3 (WGM 1) or b & 7 (WGM 2), so that a warp's reads (4 units by 8 batch
-// rows) meet 32 banks
+// of (batch row b, unit u) lies in its gate's (nb, 16) block: unit blocks of 4 turned by
+// (b >> 1) & 3, so that a warp's reads (4 units by 8 batch rows) meet 32 banks
 __device__ __forceinline__ int gr_row(int q, int u) {
-    return 64 * (u >> 4) + 16 * ((u >> 2) & 3) + 4 * (q & 1) + 8 * (q >> 1) + (u & 3);
+    return 16 * (u >> 2) + 4 * (q & 1) + 8 * (q >> 1) + (u & 3);
 }
-#define GR_TURN(b) ((((b) >> (2 - WGM)) & (4 * WGM - 1)) << 2)
-#define GX_AT(b, u, p) (GR ? (b) * 16 * WGM + ((u) ^ GR_TURN(b)) : (p))
+#define GX_AT(b, u, p) (GR ? (b) * 16 + ((u) ^ ((((b) >> 1) & 3) << 2)) : (p))
 #if MCAST > 1 && (!WGB || STAGES < NSLAB)
 #error "a shared copy lands in every mate's ring: bulk staging, a ring a whole step deep"
 #endif
@@ -373,8 +369,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         float dx = 0.0f, dh = 0.0f, bw = 0.0f, br = 0.0f;
         // GR: row r is gate q of unit u as gr_row lays them
         const int q = GR ? ((r >> 2) & 1) | ((r >> 2) & 2) : r / nu;
-        const int u = GR ? 16 * (r >> 6) + 4 * ((r >> 4) & 3) + (r & 3) : r - q * nu;
-        if (GR ? r < 64 * WGM && u < nu && q < GATES : r < GATES * nu) {
+        const int u = GR ? 4 * (r >> 4) + (r & 3) : r - q * nu;
+        if (GR ? r < 64 && u < nu && q < GATES : r < GATES * nu) {
             const int row = q * H + j0 + u;
             dx = L.dqx[row];
             dh = L.dqh[row];
@@ -529,39 +525,28 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
 
 #if GR
-    // this lane's unit of each 64 rows and column half (gq >> 2), its rows' factors (its
-    // warpgroup's part of K), its units' four gates' biases and (layer 0) projection
-    // factors, its pairs' h and c, a pair a block it keeps of each 64 rows (pair k: rows
-    // k / GRH, block k % GRH): in registers for the whole sequence
+    // this lane's unit and column half (gq >> 2), its two rows' factors (its warpgroup's
+    // part of K), its unit's four gates' biases and (layer 0) projection factors, its pairs'
+    // h and c, a pair a block it keeps: in registers for the whole sequence
     const int gu = 4 * (warp & 3) + (gq & 3), gup = gq >> 2;
-    auto gr_u = [&](int k) { return 16 * (k / GRH) + gu; };  // pair k's unit
-    // the column of block k % GRH of those this warpgroup keeps that this lane's pair takes
-    auto gr_col = [&](int k) { return (kg * GRH + k % GRH) * 8 + 2 * gr + gup; };
-    // (two instructions, WGM 2: the gates' factors and biases read from shared memory at
-    // each step; kept in registers, ptxas spilled at LSTM 50/1/1024/256 INT8)
-    float gr_dq[WGM][2], gr_dx[4], gr_bw[4], gr_br[4], h_r[GRP], c_r[GRP];
+    // the column of block jj of those this warpgroup keeps that this lane's pair takes
+    auto gr_col = [&](int jj) { return (kg * GRH + jj) * 8 + 2 * gr + gup; };
+    float gr_dq[2], gr_dx[4], gr_bw[4], gr_br[4], h_r[GRH], c_r[GRH];
 #pragma unroll
-    for (int mb = 0; mb < WGM; ++mb)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-            gr_dq[mb][h] = dqs[(kg < kx ? 0 : mpad) + 64 * mb + 16 * (warp & 3) + gq + 8 * h];
+    for (int h = 0; h < 2; ++h)
+        gr_dq[h] = dqs[(kg < kx ? 0 : mpad) + 16 * (warp & 3) + gq + 8 * h];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
         gr_dx[q] = dqs[gr_row(q, gu)];
         gr_bw[q] = dqs[2 * mpad + gr_row(q, gu)];
         gr_br[q] = dqs[3 * mpad + gr_row(q, gu)];
     }
-    // dqs's row i (1: dx, 2: bW, 3: bR) of gate q of pair k's unit
-    auto gr_fac = [&](int i, int k, int q) {
-        if (WGM == 1) return i == 1 ? gr_dx[q] : i == 2 ? gr_bw[q] : gr_br[q];
-        return dqs[(i - 1 ? i : 0) * mpad + gr_row(q, gr_u(k))];
-    };
 #pragma unroll
-    for (int k = 0; k < GRP; ++k) {  // (past the slice's rows or units: never stored)
-        const int col = min(gr_col(k), nb - 1);
-        const unsigned g = lb + (unsigned)(b0 + col) * H + j0 + min(gr_u(k), nu - 1);
-        h_r[k] = hx[g];
-        c_r[k] = CELL == 2 ? cx[g] : 0.0f;
+    for (int jj = 0; jj < GRH; ++jj) {  // (past the slice's rows or units: never stored)
+        const int col = min(gr_col(jj), nb - 1);
+        const unsigned g = lb + (unsigned)(b0 + col) * H + j0 + min(gu, nu - 1);
+        h_r[jj] = hx[g];
+        c_r[jj] = CELL == 2 ? cx[g] : 0.0f;
     }
 #endif
 #pragma unroll 1
@@ -581,13 +566,13 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if GR && GXG
         // this lane's pairs' input projection, loaded before the wait (nothing in the launch
         // writes it; brought into L2 a step ahead): its latency off the step's chain
-        float gxr[GRP][GATES];
+        float gxr[GRH][GATES];
 #pragma unroll
-        for (int k = 0; k < GRP; ++k)
+        for (int jj = 0; jj < GRH; ++jj)
 #pragma unroll
             for (int q = 0; q < GATES; ++q)
-                gxr[k][q] = L.gx ? __ldg((const float*)L.gx + (unsigned)(t * B + b0 + min(
-                    gr_col(k), nb - 1)) * gH + q * H + j0 + gr_u(k)) : 0.0f;
+                gxr[jj][q] = L.gx ? __ldg((const float*)L.gx + (unsigned)(t * B + b0 + min(
+                    gr_col(jj), nb - 1)) * gH + q * H + j0 + gu) : 0.0f;
 #endif
         // counters are filled from the first: none at all (a cluster's first layer) is no wait
         // (XE: thread 0 of each warpgroup, for the waits of what its warpgroup reads: wait
@@ -851,15 +836,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if WG == 1
                     wg_mma_r(wacc[0], war[i * SLAB + cc], b, 1);
 #else  // chunk c of the rows, or past the group's chunks the zeros (a select, no branch)
-                    // (two instructions, WGM 2: the rows' address taken afresh, so that
-                    // ptxas does not hold every chunk's descriptor in registers for the
-                    // whole sequence: 255 registers and spills at LSTM 50/1/1024/256 INT8
-                    // with 'e', 188 without them; with one, more registers, not fewer)
-                    const unsigned char* wsv = ws;
-                    if (WGM > 1) asm volatile("mov.b64 %0, %1;" : "=l"(wsv) : "l"(ws));
 #pragma unroll
                     for (int mb = 0; mb < WGM; ++mb)  // 8-row groups 8 nc 32 bytes apart
-                        wg_mma_s(wacc[mb], c < c1 ? wg_desc(wsv + (mb * 64 * nc + c * 8) * 32, 128,
+                        wg_mma_s(wacc[mb], c < c1 ? wg_desc(ws + (mb * 64 * nc + c * 8) * 32, 128,
                                                             8 * nc * 32)
                                                   : wg_desc(wz, 128, 256), b, 1);
 #endif
@@ -946,39 +925,31 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         MARK(2);
 #if GR
         {   // the warpgroups trade the sums (dequantized) of the blocks the other keeps, each
-            // value at [receiving warpgroup][warp & 3][64 rows][block][2 h + e][lane]: 32
-            // banks a store
+            // value at [receiving warpgroup][warp & 3][block][2 h + e][lane]: 32 banks a store
             const int w4 = warp & 3;
 #pragma unroll
-            for (int mb = 0; mb < WGM; ++mb)
+            for (int j = 0; j < WGN / 8; ++j) {
+                if ((j >= GRH) == (kg == 1)) continue;  // a block this warpgroup keeps
 #pragma unroll
-                for (int j = 0; j < WGN / 8; ++j) {
-                    if ((j >= GRH) == (kg == 1)) continue;  // a block this warpgroup keeps
-#pragma unroll
-                    for (int i = 0; i < 4; ++i)
-                        part[(((((1 - kg) * 4 + w4) * WGM + mb) * GRH + j % GRH) * 4 + i) * 32
-                             + lane] = (float)wacc[mb][4 * j + i] * gr_dq[mb][i >> 1];
-                }
+                for (int i = 0; i < 4; ++i)
+                    part[((((1 - kg) * 4 + w4) * GRH + j % GRH) * 4 + i) * 32 + lane] =
+                        (float)wacc[0][4 * j + i] * gr_dq[i >> 1];
+            }
             __syncthreads();
             MARK(3);
-            // in phases, every pair of an instruction's rows at once (no store between two
-            // pairs' loads or cells): the sums, the projection, the cells, then the stores.
-            // A GRU above layer 0 (SPLIT, nxc): its input part's sums (warpgroup kx - 1 =
-            // 0's) kept apart
+            // in phases, every pair at once (no store between two pairs' loads or cells):
+            // the sums, the projection, the cells, then the stores. A GRU above layer 0
+            // (SPLIT, nxc): its input part's sums (warpgroup kx - 1 = 0's) kept apart
             const bool xs = SPLIT && nxc;
-#pragma unroll
-            for (int mb = 0; mb < WGM; ++mb) {
             float X[GRH][GATES], R[GRH][GATES];
 #pragma unroll
             for (int jj = 0; jj < GRH; ++jj) {
-                const int k = mb * GRH + jj;
                 float sum[4], xsum[4];  // row h (gates 0 and 2, or 1 and 3), column e: [2 h + e]
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
-                    const float own = (float)(kg ? wacc[mb][4 * (GRH + jj) + i]
-                                                 : wacc[mb][4 * jj + i]) * gr_dq[mb][i >> 1];
-                    const float other = part[((((kg * 4 + w4) * WGM + mb) * GRH + jj) * 4 + i)
-                                             * 32 + lane];
+                    const float own = (float)(kg ? wacc[0][4 * (GRH + jj) + i]
+                                                 : wacc[0][4 * jj + i]) * gr_dq[i >> 1];
+                    const float other = part[(((kg * 4 + w4) * GRH + jj) * 4 + i) * 32 + lane];
                     sum[i] = !xs ? own + other : kg < kx ? other : own;
                     xsum[i] = !xs ? 0.0f : kg < kx ? own : other;
                 }
@@ -998,29 +969,27 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 if (SPLIT) trade(xsum, x4);
 #pragma unroll
                 for (int q = 0; q < GATES; ++q) {
-                    R[jj][q] = r4[q] + gr_fac(3, k, q);
+                    R[jj][q] = r4[q] + gr_br[q];
 #if GXG
-                    const float g = gxr[k][q];  // loaded at the step's start
+                    const float g = gxr[jj][q];  // loaded at the step's start
 #else  // (a padding column reads its slice's last row: never stored)
-                    const float g = gxs[q * nb * nu + GX_AT(min(gr_col(k), nb - 1), gr_u(k), 0)];
+                    const float g = gxs[q * nb * nu + GX_AT(min(gr_col(jj), nb - 1), gu, 0)];
 #endif
-                    X[jj][q] = (L.gx ? (GXINT ? (float)__float_as_int(g) : g) * gr_fac(1, k, q)
-                                     : x4[q]) + gr_fac(2, k, q);
+                    X[jj][q] = (L.gx ? (GXINT ? (float)__float_as_int(g) : g) * gr_dx[q]
+                                     : x4[q]) + gr_bw[q];
                 }
             }
 #pragma unroll
             for (int jj = 0; jj < GRH; ++jj) {
-                const int k = mb * GRH + jj;
-                float c = c_r[k];
-                h_r[k] = cell(X[jj], R[jj], h_r[k], c);
-                c_r[k] = c;
+                float c = c_r[jj];
+                h_r[jj] = cell(X[jj], R[jj], h_r[jj], c);
+                c_r[jj] = c;
             }
 #pragma unroll
             for (int jj = 0; jj < GRH; ++jj) {
-                const int k = mb * GRH + jj, col = gr_col(k);
-                if (col >= nb || gr_u(k) >= nu) continue;
-                hand_on(col, j0 + gr_u(k), h_r[k]);
-            }
+                const int col = gr_col(jj);
+                if (col >= nb || gu >= nu) continue;
+                hand_on(col, j0 + gu, h_r[jj]);
             }
         }
 #else
@@ -1183,10 +1152,10 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if GR
         if (L.last)
 #pragma unroll
-            for (int k = 0; k < GRP; ++k) {
-                const int col = gr_col(k);
-                if (col < nb && gr_u(k) < nu)
-                    y[(unsigned)(t * B + b0 + col) * D * H + L.dir * H + j0 + gr_u(k)] = h_r[k];
+            for (int jj = 0; jj < GRH; ++jj) {
+                const int col = gr_col(jj);
+                if (col < nb && gu < nu)
+                    y[(unsigned)(t * B + b0 + col) * D * H + L.dir * H + j0 + gu] = h_r[jj];
             }
 #else
         if (L.last)
@@ -1207,13 +1176,13 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
 #if GR
 #pragma unroll
-    for (int k = 0; k < GRP; ++k) {
-        const int col = gr_col(k);
-        if (col < nb && gr_u(k) < nu) {
-            const unsigned g = lb + (unsigned)(b0 + col) * H + j0 + gr_u(k);
-            hy[g] = h_r[k];
+    for (int jj = 0; jj < GRH; ++jj) {
+        const int col = gr_col(jj);
+        if (col < nb && gu < nu) {
+            const unsigned g = lb + (unsigned)(b0 + col) * H + j0 + gu;
+            hy[g] = h_r[jj];
 #if CELL == 2
-            cy[g] = c_r[k];
+            cy[g] = c_r[jj];
 #endif
         }
     }

@@ -67,15 +67,14 @@ def _waits(part: Partition, p, bs: int) -> np.ndarray:
 def gate_rows(part: Partition, s) -> np.ndarray:
     """int ``(gates, nu)``: the row of slice ``s``'s weight rows that holds gate q of its unit
     u (as the kernel reads them): gate-major (``q * nu + u``), or with ``part.reg_gates``
-    so that warp w of a warpgroup (rows 16w .. 16w+15 of an instruction's 64, a thread's
-    rows r and r + 8) holds units 4w .. 4w+3 of the instruction's 16 (units 16m .. 16m+15
-    in instruction m, rows 64m ..), gates 0 and 2 of unit 4w + r in rows r and r + 8 (r <
-    4), gates 1 and 3 in rows r + 4 and r + 12: a lane and the lane 16 apart hold the four
-    gates of a unit between them."""
+    so that warp w of a warpgroup (rows 16w .. 16w+15 of the instruction's 64, a thread's
+    rows r and r + 8) holds units 4w .. 4w+3, gates 0 and 2 of unit 4w + r in rows r and
+    r + 8 (r < 4), gates 1 and 3 in rows r + 4 and r + 12: a lane and the lane 16 apart
+    hold the four gates of a unit between them."""
     q, u = np.meshgrid(np.arange(part.cfg.gates), np.arange(s.nu), indexing="ij")
     if not part.reg_gates:
         return q * s.nu + u
-    return 64 * (u >> 4) + 16 * ((u >> 2) & 3) + 4 * (q & 1) + 8 * (q >> 1) + (u & 3)
+    return 16 * (u >> 2) + 4 * (q & 1) + 8 * (q >> 1) + (u & 3)
 
 
 def blob(part: Partition, input_codes: list, recurrent_codes: list) -> np.ndarray:
