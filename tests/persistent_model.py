@@ -60,7 +60,9 @@ class Model:
     """The kernel's state in float64: slots of h and of each layer input, counters."""
 
     def __init__(self, part: Partition, blob: np.ndarray, vectors: list, gx0: list,
-                 hx, cx, scales: dict):
+                 hx, cx, scales: dict, x=None):
+        """``x``: the input, which layer 0 multiplies itself where ``part.input_inside``
+        (its codes in its layer-input slots before the launch, as the engine writes them)."""
         cfg = self.cfg = part.cfg
         self.part, self.blob, self.vectors, self.gx0 = part, blob, vectors, gx0
         T, B, H, D = cfg.seq_length, cfg.mini_batch, cfg.hidden_size, cfg.dirs
@@ -71,6 +73,10 @@ class Model:
         self.hq[:, :, :, H:] = 0.0  # padding: zero bytes in the kernel's buffers
         self.xin = np.full((L, T, B, max(self.xwidth, 1)), np.nan)
         self.xin[:, :, :, D * H:] = 0.0
+        for p in walk.layers(cfg)[0] if part.input_inside else []:
+            self.xin[p.index] = 0.0
+            self.xin[p.index, :, :, :cfg.input_size] = activation(
+                np.asarray(x, np.float64), part.fx, scales["x"][p.index])
         self.y = np.full((T, B, D * H), np.nan)
         self.hy = np.full((L, B, H), np.nan)
         self.cy = np.full((L, B, H), np.nan)
@@ -123,7 +129,7 @@ class Model:
         X, R = [], []
         for q, r in enumerate(tables.gate_rows(part, s)):  # the rows of gate q, unit by unit
             cols = slice(q * H + s.j0, q * H + s.j0 + s.nu)
-            if p.layer == 0:
+            if p.layer == 0 and not s.nxc:
                 x_part = self.gx0[p.direction][t * B + s.b0:t * B + s.b0 + s.nb, cols]
             else:
                 x_part = (sx[r] * v["dqx"][cols][:, None]).T

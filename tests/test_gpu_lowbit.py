@@ -35,15 +35,20 @@ def _float32_probe_values():
     return np.concatenate([grid, mids, -mids, extra]).astype(np.float32)
 
 
+@pytest.mark.parametrize("shift", [0, 1, 3], ids=["aligned", "x_off_by_1", "both_off_by_3"])
 @pytest.mark.parametrize("fmt", sorted(kernels.FORMATS))
-def test_quantizer_kernel_rounds_as_the_host_rules(cuda, fmt):
+def test_quantizer_kernel_rounds_as_the_host_rules(cuda, fmt, shift):
+    """Four values a thread read and written as vectors (aligned), and one by one where x
+    (or x and q) start off their vectors' alignment; a count that leaves a tail."""
     v = _float32_probe_values()
     if fmt == "fp16":  # beyond FP16's range both sides give inf; keep numpy from warning
         v = v[np.abs(v) < 65504]
+    v = v[:(v.size - 3) // 4 * 4 + 3]  # a last thread with three values
     scale = np.float32(1.0)  # division by 1 is exact in float32 and float64 alike
     dtype = kernels.FORMATS[fmt][0]
-    out = cuda.empty(v.size, dtype=dtype)
-    kernels.quantizer(fmt)(cuda.asarray(v), scale, out, size=v.size)
+    x = cuda.asarray(np.concatenate([np.zeros(shift, np.float32), v]))[shift:]
+    out = cuda.zeros(v.size + 3, dtype=dtype)[(shift if shift == 3 else 0):][:v.size]
+    kernels.quantizer(fmt)(x, scale, out, size=v.size)
     got = out.get()
     want = {"fp32": lambda: v, "fp16": lambda: v.astype(np.float16),
             "bf16": lambda: dtypes.encode(v.astype(np.float64), DataType.BFLOAT16),

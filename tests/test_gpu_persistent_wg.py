@@ -166,10 +166,11 @@ def test_wgmma_computes_what_mma_sync_computes_of_the_same_plan(cuda, hopper, fm
     assert apart < quantized / 5
 
 
-@pytest.mark.parametrize("settings", ["b2t256u8w", "b2t256u16wbe"])
+@pytest.mark.parametrize("settings", ["b2t256u8w", "b2t256u16wbe", "b2t256u16wbei"])
 @pytest.mark.parametrize("name", ["persistent:int8/both", "persistent:fp16"])
 def test_a_broken_slice_is_caught_by_the_verification_on_wgmma(cuda, hopper, name, settings):
-    """With the gate math in registers ('e') too."""
+    """With the gate math in registers ('e') too, and layer 0's input products in the kernel
+    ('i': the broken CTA is one of layer 0's)."""
     cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 2, batch=32)
     values = C.draw(cfg, seed=2)
     ref = C.expected(cuda, cfg, values["stacked"], values["io"])
@@ -184,7 +185,7 @@ def test_a_broken_slice_is_caught_by_the_verification_on_wgmma(cuda, hopper, nam
     with PersistentEngine(cfg, values["stacked"], config.precision, plan,
                           settings=Settings.parse(settings)) as engine:
         assert engine.consts["WG"] == (1 if config.fmt else 2)
-        assert engine.consts.get("GR", 0) == settings.endswith("e")
+        assert engine.consts.get("GR", 0) == Settings.parse(settings).reg_gates
         facts, wrong = C.verify(cuda, cfg, config, engine, values, ref, twin)
         assert wrong is None, facts
         s = engine.part.slices[len(engine.part.slices) // 2]
@@ -270,6 +271,73 @@ def test_the_gate_math_in_registers_verifies_at_the_issues_shapes(cuda, hopper, 
         pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
     mode, cfg = _shape(spec)
     by_name = _verify_all(cfg, names, settings, mode, True)
+    assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
+
+
+@pytest.mark.parametrize("settings", ["b4t256u16wbeo2", "b4t256u16wbo2"])
+@pytest.mark.parametrize("layers", [1, 2, 3])
+@pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
+                                       DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
+@pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU], ids=lambda c: c.name)
+def test_two_ctas_a_multiprocessor_verify_and_replay(cuda, hopper, mode, direction, layers,
+                                                     settings):
+    """'o2' (each CTA within half a multiprocessor's shared memory and registers): every
+    8-bit format, depth and direction, the gate math in registers or not."""
+    cfg = _cfg(mode, direction, layers, hidden=64, batch=64)
+    names = ["persistent:int8/both", "persistent:e4m3/both"]
+    by_name = _verify_all(cfg, names, settings, mode, True)
+    assert all(rec["outcome"] == "OK" for rec in by_name.values())
+    assert {rec["algorithms"][-1]["ctas_per_multiprocessor"] for rec in by_name.values()} == {2}
+
+
+@pytest.mark.parametrize("spec,names,settings", [
+    ("LSTM 20/2/512/64", ["persistent:int8/both", "persistent:e4m3/both"], "b4t256u16wbeo2"),
+    ("GRU 20/2/512/64", ["persistent:int8/both"], "b4t256u16wbeo2"),
+    ("LSTM 5/1/1024/256", ["persistent:int8/both"], "b4t256u16wbgeo2"),
+    ("GRU 5/1/1024/256", ["persistent:int8/both"], "b4t256u16wbgeo2"),
+])
+def test_two_ctas_a_multiprocessor_verify_at_the_issues_shapes(cuda, hopper, spec, names,
+                                                               settings):
+    """256 CTAs: more than one a multiprocessor, all resident (a cooperative launch refuses
+    a grid that is not)."""
+    if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
+        pytest.skip("these shapes take 256 CTAs, two a multiprocessor")
+    mode, cfg = _shape(spec)
+    by_name = _verify_all(cfg, names, settings, mode, True)
+    assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
+    assert {rec["algorithms"][-1]["grid"] for rec in by_name.values()} == {256}
+
+
+@pytest.mark.parametrize("settings", ["b2t256u8wbi", "b2t256u16wbei"])
+@pytest.mark.parametrize("layers", [1, 2, 3])
+@pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
+                                       DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
+@pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
+def test_layer_0s_input_products_in_the_kernel_verify_and_replay(cuda, hopper, mode, direction,
+                                                                 layers, settings):
+    """'i': no input GEMM, layer 0 multiplies its input codes (input size 48 against H 64:
+    a row's padding) as a layer above; every format, depth and direction, the gate math in
+    shared memory ('wbi', every cell) or in registers ('wbei', an LSTM or a GRU)."""
+    if Settings.parse(settings).reg_gates and mode not in (RNNMode.LSTM, RNNMode.GRU):
+        pytest.skip("the gate math in registers is an LSTM's or a GRU's")
+    cfg = _cfg(mode, direction, layers, batch=32)
+    by_name = _verify_all(cfg, NAMES, settings, mode, True)
+    assert all(rec["outcome"] == "OK" for rec in by_name.values())
+    for rec in by_name.values():  # the launch alone: no GEMM before it
+        assert [a.get("input_projection_from") for a in rec["algorithms"]] == ["kernel"]
+
+
+@pytest.mark.parametrize("spec,names", [
+    ("LSTM 20/2/512/64", NAMES), ("GRU 20/2/512/64", NAMES),
+    ("LSTM 5/1/1024/256", ["persistent:int8/both", "persistent:e4m3/both"]),
+    ("GRU 5/1/1024/256", ["persistent:int8/both"]), ("LSTM 5/1/1024/64", ["persistent:int8/both"]),
+])
+def test_layer_0s_input_products_in_the_kernel_verify_at_the_issues_shapes(cuda, hopper, spec,
+                                                                           names):
+    if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
+        pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
+    mode, cfg = _shape(spec)
+    by_name = _verify_all(cfg, names, "b2t256u16wbei", mode, True)
     assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
 
 

@@ -57,7 +57,8 @@ def _run_model(cfg, fmt=None, parts=None, float_precision="fp16", seed=3, sms=12
     stacked, io = values["stacked"], values["io"]
     plan = _plan(cfg, values, fmt, parts)
     ops = operands.prepare(stacked, float_precision, plan)
-    fx, fh, _ = P.formats(operands.precisions(stacked, float_precision, plan))
+    fx, fh, _ = P.formats(operands.precisions(stacked, float_precision, plan),
+                          kw.get("input_inside", False))
     part = partition.plan(cfg, fx, fh, sm_count=sms, smem_per_block=SMEM,
                           batch_slices=batch_slices, areg=areg, cluster=cluster,
                           units=units, wg=wg, **kw)
@@ -71,7 +72,7 @@ def _run_model(cfg, fmt=None, parts=None, float_precision="fp16", seed=3, sms=12
     seen = operands.seen_weights(stacked, ops)
     gx0 = [g * 1.0 for g in first_layer_projection(cfg, seen, io["x"], plan)]
     scales = {"h": [o.recurrent.act_scale for o in ops], "x": [o.input.act_scale for o in ops]}
-    m = Model(part, blob, vectors, gx0, io["hx"], io["cx"], scales)
+    m = Model(part, blob, vectors, gx0, io["hx"], io["cx"], scales, io["x"])
     got = m.run(seed=order)
     want = model.forward(cfg, seen, io["x"], io["hx"], io["cx"], plan)
     return got, want, part
@@ -602,7 +603,8 @@ class _CompilingCupy:
         self.barrier = threading.Barrier(parties, timeout=60)
         self.fails = fails
         self.compiled: list[str] = []
-        limits = {P.ATTR_SM_COUNT: 132, P.ATTR_COOPERATIVE: 1, P.ATTR_SMEM_OPTIN: SMEM}
+        limits = {P.ATTR_SM_COUNT: 132, P.ATTR_COOPERATIVE: 1, P.ATTR_SMEM_OPTIN: SMEM,
+                  P.ATTR_SMEM_PER_SM: SMEM + 1024, P.ATTR_SMEM_RESERVED: 1024}
         device = type("Device", (), {"id": 0, "compute_capability": "90",
                                      "__init__": lambda self, i=0: None,
                                      "__enter__": lambda self: self,

@@ -92,7 +92,7 @@ def warpgroups(cfg: RNNConfig, fx: str | None, fh: str, threads: int, areg: bool
     """:class:`DoesNotFit` where the wgmma products cannot take a launch: one instruction
     type (both parts of K in one format), two warpgroups of a CTA on two parts of K, at most
     ``2 * WG_ACC`` batch rows a CTA (the engine checks sm_90a)."""
-    fmts = {fh} | ({fx} if fx and cfg.num_layers > 1 else set())
+    fmts = {fh} | ({fx} if fx else set())  # fx: some layer's input part (None: none)
     if len(fmts) > 1:
         raise DoesNotFit(f"wgmma multiplies both parts of K in one format: not "
                          f"{' and '.join(sorted(fmts))}")
@@ -111,7 +111,8 @@ def wg_slabs(part, slab: int, code_bytes: dict) -> tuple[int, bool, int]:
     from shared memory, the instructions a warpgroup issues a chunk: 64 weight rows each)
     for wgmma (``part`` a Partition), or :class:`DoesNotFit`: one width for every CTA, the
     sums within :data:`WG_ACC` registers. A is in registers (loaded once) where its
-    fragments fit :data:`AREG_REGS` in 8 bits and one instruction a chunk; else (16 bits,
+    fragments fit :data:`AREG_REGS` (over the CTAs a multiprocessor holds) in 8 bits and
+    one instruction a chunk; else (16 bits,
     more chunks a part, more rows) the weight rows stay in shared memory in wgmma's
     canonical layout (``code_bytes``: bytes a code of each format takes)."""
     widths = {s.npad for s in part.slices}
@@ -130,7 +131,9 @@ def wg_slabs(part, slab: int, code_bytes: dict) -> tuple[int, bool, int]:
     slabs = -(-part.chunks_per_group() // slab)
     if part.straddles:  # two groups, one a part (layer 0: K in halves): a planning bug
         raise AssertionError("a wgmma partition whose k-group straddles both parts of K")
-    shared = code_bytes[part.fh] != 1 or slabs * slab * 4 > AREG_REGS or blocks > 1
+    # CTAs sharing a multiprocessor share its registers: fragments within their share
+    shared = (code_bytes[part.fh] != 1 or slabs * slab * 4 > AREG_REGS // part.per_sm
+              or blocks > 1)
     return slabs, shared, blocks
 
 

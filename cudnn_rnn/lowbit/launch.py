@@ -6,6 +6,9 @@ import re
 from dataclasses import dataclass, replace
 
 
+MAX_PER_SM = 2  # CTAs a multiprocessor the kernel is built for (its launch bounds' MINB)
+
+
 @dataclass(frozen=True)
 class Settings:
     """How one launch is shaped: CTAs (None: one per multiprocessor), batch slices (each
@@ -37,6 +40,14 @@ class Settings:
     reg_gates: bool = False  # with bulk (LSTM, GRU; 16 units a CTA): the gate math on the sums
                              # in registers, the weight rows laid out so that a thread
                              # holds its unit's four gates (no partial sums in shared memory)
+    input_inside: bool = False  # with bulk: layer 0's input products in the kernel as a
+                                # layer above's (its input codes written in wgmma's layout
+                                # before the launch), no input GEMM and no projection (i)
+    per_sm: int = 1  # CTAs a multiprocessor holds at once (each within its share of the
+                     # shared memory, a thread within 65536 / (per_sm * threads) registers):
+                     # two CTAs of other batch slices on one multiprocessor, one's gate math
+                     # and waits beside the other's products (o2); ctas default to per_sm
+                     # per multiprocessor
 
     def __post_init__(self):
         if self.bulk and not self.wg:
@@ -54,6 +65,18 @@ class Settings:
         if self.reg_gates and not self.bulk:
             raise ValueError(f"launch shape {self.name}: the gate math in registers ('e') "
                              "is bulk staging's: name 'wb' first")
+        if not 1 <= self.per_sm <= MAX_PER_SM:
+            raise ValueError(f"launch shape {self.name}: 1 to {MAX_PER_SM} CTAs a "
+                             "multiprocessor ('o')")
+        if self.per_sm > 1 and (self.cluster or self.mcast):
+            raise ValueError(f"launch shape {self.name}: more CTAs a multiprocessor ('o') "
+                             "is not for clusters ('k', 'm')")
+        if self.input_inside and not self.bulk:
+            raise ValueError(f"launch shape {self.name}: layer 0's input products in the "
+                             "kernel ('i') are bulk staging's: name 'wb' first")
+        if self.input_inside and self.gx_global:
+            raise ValueError(f"launch shape {self.name}: with the input products in the "
+                             "kernel ('i') there is no projection to read ('g')")
         if self.wg and (self.poll or self.areg or self.cluster):
             raise ValueError(f"launch shape {self.name}: wgmma ('w') keeps its own weight "
                              "fragments and counters: not with 'p', 'r' or clusters")
@@ -63,7 +86,8 @@ class Settings:
         return dict(ctas=self.ctas, batch_slices=self.batch_slices, threads=self.threads,
                     areg=self.areg, cluster=self.cluster, units=self.units, wg=self.wg,
                     bulk=self.bulk, mcast=self.mcast, gx_global=self.gx_global,
-                    reg_gates=self.reg_gates)
+                    reg_gates=self.reg_gates, per_sm=self.per_sm,
+                    input_inside=self.input_inside)
 
     @property
     def name(self) -> str:
@@ -72,27 +96,30 @@ class Settings:
                 + ("r" if self.areg else "") + (f"u{self.units}" if self.units else "")
                 + ("w" if self.wg else "") + ("b" if self.bulk else "")
                 + ("g" if self.gx_global else "") + ("e" if self.reg_gates else "")
+                + ("i" if self.input_inside else "")
                 + (f"m{self.mcast}" if self.mcast else "")
-                + (f"k{self.cluster}" if self.cluster else ""))
+                + (f"k{self.cluster}" if self.cluster else "")
+                + (f"o{self.per_sm}" if self.per_sm > 1 else ""))
 
     @classmethod
     def parse(cls, name: str) -> "Settings":
         """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``,
         ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b2t256u16wbg``, ``b2t256u16wbm2``,
         ``b3t256k16``); ValueError otherwise."""
-        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)(e?)"
-                         r"(?:m([1-9]\d*))?(?:k([1-9]\d*))?", name)
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)(e?)(i?)"
+                         r"(?:m([1-9]\d*))?(?:k([1-9]\d*))?(?:o([1-9]\d*))?", name)
         if m is None:
             raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
-                             "[r][u<units a CTA>][w[b[g][e][m<CTAs sharing a copy>]]][k<cluster "
-                             "CTAs>] (e.g. b1t256, b2t512, b1t256p, b1t256r, b2t512u16, "
+                             "[r][u<units a CTA>][w[b[g][e][i][m<CTAs sharing a copy>]]][k<cluster "
+                             "CTAs>][o<CTAs a multiprocessor>] (e.g. b1t256, b2t512, b1t256p, b1t256r, b2t512u16, "
                              "b2t256u16w, b2t256u16wb, b2t256u16wbg, b2t256u16wbe, b2t256u16wbm2, "
-                             "b3t256k16)")
+                             "b3t256k16, b4t256u16wbeo2, b2t256u16wbei)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
                    threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]), wg=bool(m[7]),
                    bulk=bool(m[8]), gx_global=bool(m[9]), reg_gates=bool(m[10]),
-                   mcast=int(m[11]) if m[11] else 0, cluster=int(m[12]) if m[12] else 0,
-                   units=int(m[6]) if m[6] else 0)
+                   input_inside=bool(m[11]), mcast=int(m[12]) if m[12] else 0,
+                   cluster=int(m[13]) if m[13] else 0, units=int(m[6]) if m[6] else 0,
+                   per_sm=int(m[14]) if m[14] else 1)
 
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback.

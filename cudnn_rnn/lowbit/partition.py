@@ -8,7 +8,8 @@ pseudo-layer ``k``, a run of ``nu`` hidden units ``j0 .. j0+nu-1`` of every gate
 row ``q*nu + u`` is gate q of unit ``j0+u``), in shared memory for the whole sequence, in
 the operand formats (``fx`` for the input part of layers above the first, ``fh`` for the
 recurrent part; layer 0's input projection is the cuBLASLt input GEMM's, computed before
-the launch). A step: stage the state (the previous layer's output at this time, then h of
+the launch, or with ``input_inside`` layer 0 multiplies its input codes as a layer above
+does, ``fx`` their format too). A step: stage the state (the previous layer's output at this time, then h of
 the previous step) in slabs, multiply on tensor cores, dequantize, add the input projection
 and the biases, do the gate math in FP32, write h in the formats its readers take.
 
@@ -39,77 +40,16 @@ from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import fits, wgmma
+from cudnn_rnn.lowbit.cta import (CHUNK, FORMAT_BYTES, PAD, Slice,  # noqa: F401 (its API)
+                                  pstride, row_bytes)
 from cudnn_rnn.lowbit.fits import DoesNotFit, _up  # one rounding up, the limits' own
 
-FORMAT_BYTES = {"fp16": 2, "bf16": 2, "int8": 1, "e4m3": 1}
-CHUNK = 32  # bytes of K in one mma k-step
 SLAB = 4  # chunks a k-group stages per pipeline stage
 STAGES = (2, 6)  # the staging ring's depth (bulk staging may go deeper: plan)
-PAD = 16  # bytes after each shared-memory row (no bank conflicts in ldmatrix)
 MAX_WAITS = 3  # counters one step waits on: its own group and at most two feeding directions
 MAX_ACC = 16  # m-tiles x n-tiles one warp accumulates (4 registers each, twice with an x part)
 MAX_NTW = 4
 NTW_SHARE = 2  # n-tiles a warp takes at least, sharing each A fragment (the probe tool's --ntw)
-
-
-def row_bytes(features: int, fmt: str) -> int:
-    """Bytes of one row of ``features`` codes in global memory, padded to whole chunks."""
-    return _up(features * FORMAT_BYTES[fmt], CHUNK)
-
-
-@dataclass(frozen=True)
-class Slice:
-    """One CTA's share and its shared-memory layout (byte offsets)."""
-    k: int  # pseudo-layer
-    j0: int
-    nu: int
-    bs: int  # batch slice
-    b0: int
-    nb: int
-    mpad: int  # rows (gates * nu of the pseudo-layer's full slices) padded to m-tiles of 16
-    npad: int  # batch rows padded to whole n-tiles of 8
-    ts: int  # warp groups along n
-    ks: int  # warp groups along K
-    kx: int  # of them, those on the input part (0: the groups split K evenly, see chunks)
-    nxc: int  # chunks of the input part (0 for layer 0)
-    nc: int  # chunks in all
-    blob: int  # where its weight rows start in the blob
-    off_dq: int
-    off_own: int
-    off_gx: int
-    off_ring: int
-    smem: int  # bytes in all
-    ctr: int = 0  # its group's counter (Partition.counter), which its steps advance
-
-    @property
-    def rowb(self) -> int:
-        """A weight row's stride in shared memory (and in the blob)."""
-        return self.nc * CHUNK + PAD
-
-    def chunks(self, kg: int) -> range:
-        """The chunks k-group ``kg`` multiplies (the kernel's formula): with ``kx`` > 0, the
-        input part's among groups ``0 .. kx-1`` and the recurrent part's among the rest, each
-        part in equal runs (the last may be shorter); with ``kx`` 0, all of K evenly."""
-        if kg < self.kx:
-            span = -(-self.nxc // self.kx)
-            c0 = min(self.nxc, kg * span)
-            return range(c0, min(self.nxc, c0 + span))
-        base = self.nxc if self.kx else 0
-        span = -(-(self.nc - base) // (self.ks - self.kx))
-        c0 = min(self.nc, base + (kg - self.kx) * span)
-        return range(c0, min(self.nc, c0 + span))
-
-    @property
-    def straddles(self) -> bool:
-        """Whether a k-group multiplies chunks of both parts (one group, two parts)."""
-        return any(self.chunks(g).start < self.nxc < self.chunks(g).stop
-                   for g in range(self.ks))
-
-    @property
-    def pstride(self) -> int:
-        """Floats between two batch columns of the partial sums: ``mpad`` padded to 4 past a
-        multiple of 32, so that a warp's stores of its accumulators hit 32 banks."""
-        return pstride(self.mpad)
 
 
 @dataclass
@@ -143,6 +83,8 @@ class Partition:
     mcast: int = 0  # CTAs of a cluster (of one group) sharing each slab's copy (0: none)
     gx_global: bool = False  # layer 0's input projection read from global memory (GXG)
     reg_gates: bool = False  # the gate math on the sums in registers (GR, fits.register_gates)
+    per_sm: int = 1  # CTAs a multiprocessor holds at once (the kernel's MINB)
+    input_inside: bool = False  # layer 0's input part multiplied in the kernel (no projection)
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""
@@ -218,12 +160,13 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
          ctas: int | None = None, batch_slices: int = 1, threads: int = 256,
          areg: bool = False, cluster: int = 0, units: int = 0, wg: bool = False,
          bulk: bool = False, mcast: int = 0, gx_global: bool = False,
-         reg_gates: bool = False) -> Partition:
-    """The partition of ``cfg`` over ``ctas`` CTAs (at most ``sm_count``: one per
-    multiprocessor, all resident) in ``batch_slices`` batch slices; :class:`DoesNotFit`
-    says why it cannot run. ``areg``: each warp keeps its weight fragments in registers
-    (the kernel's ``AREG``): its warps take as many n-tiles each as they may, so that more
-    of them split K and each k-group's fragments fit ``fits.AREG_REGS`` registers.
+         reg_gates: bool = False, per_sm: int = 1, input_inside: bool = False) -> Partition:
+    """The partition of ``cfg`` over ``ctas`` CTAs (at most ``per_sm`` per multiprocessor,
+    all resident; ``smem_per_block`` each one's share) in ``batch_slices`` batch slices;
+    :class:`DoesNotFit` says why it cannot run. ``areg``: each warp keeps its weight
+    fragments in registers (the kernel's ``AREG``): its warps take as many n-tiles each as
+    they may, so that more of them split K and each k-group's fragments fit
+    ``fits.AREG_REGS`` registers.
     ``cluster``: each group (pseudo-layer, batch slice) one cluster of that many CTAs (how
     many clusters this GPU holds at once is the engine's check). ``units``: the hidden units
     of every CTA in every pseudo-layer (a multiple of 4; 0: in proportion to each one's
@@ -231,21 +174,27 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     it takes); ``bulk`` (with it): the state in wgmma's layout, a slab one bulk copy; with
     bulk, ``mcast``: clusters of that many CTAs share each copy (fits.shared_copies),
     ``gx_global``: layer 0's input projection not staged (GXG), ``reg_gates``: the gate
-    math on the sums in registers (GR, fits.register_gates)."""
+    math on the sums in registers (GR, fits.register_gates), ``input_inside``: layer 0's
+    input part of K multiplied in the kernel as a layer above's (``fx`` its format)."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
-    ctas = sm_count if ctas is None else ctas
-    if not 1 <= ctas <= sm_count:
-        raise DoesNotFit(f"{ctas} CTAs: a persistent launch takes 1 to {sm_count} "
-                         f"(one per multiprocessor, all resident)")
+    ctas = sm_count * per_sm if ctas is None else ctas
+    if not 1 <= ctas <= sm_count * per_sm:
+        raise DoesNotFit(f"{ctas} CTAs: a persistent launch takes 1 to {sm_count * per_sm} "
+                         f"({per_sm} per multiprocessor, all resident)")
     if not 1 <= batch_slices <= B or batch_slices > ctas:
         raise DoesNotFit(f"{batch_slices} batch slices for a batch of {B} on {ctas} CTAs")
     if threads % 32 or not 32 <= threads <= 1024:
         raise DoesNotFit(f"{threads} threads: a whole number of warps up to 1024")
     pls = walk.pseudo_layers(cfg)
     hrowb = row_bytes(H, fh)
-    xrowb = row_bytes(D * H, fx) if cfg.num_layers > 1 else 0
+    if input_inside and not bulk:
+        raise DoesNotFit("layer 0's input products in the kernel are bulk staging's: 'wbi'")
+    # the input part's row bytes of each pseudo-layer (0: none); xrowb, the largest, is the
+    # row of every layer input's codes
+    kx = [row_bytes(cfg.input_size if p.layer == 0 else D * H, fx)
+          if p.layer or input_inside else 0 for p in pls]
+    xrowb = max(kx)
     fits.offsets(cfg, hrowb, xrowb)
-    kx = [0 if p.layer == 0 else xrowb for p in pls]
     per_slice = ctas // batch_slices
     if per_slice < len(pls):
         raise DoesNotFit(f"{len(pls)} pseudo-layers x {batch_slices} batch slices need at "
@@ -273,7 +222,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     if areg:  # fewer warps along n, more along K: fewer weight fragments a warp holds
         ntw = max(ntw, min(MAX_NTW, nt_max))
     if wg:  # a warpgroup takes every n-tile: the instruction's N is the slice's rows
-        fits.warpgroups(cfg, fx, fh, threads, areg, cluster, nt_max)
+        fits.warpgroups(cfg, fx if xrowb else None, fh, threads, areg, cluster, nt_max)
         ntw = nt_max
     elif ntw > MAX_NTW:
         raise DoesNotFit(f"a batch slice of {nb_full} needs {ntw} n-tiles per warp "
@@ -287,9 +236,9 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     if B - (batch_slices - 1) * nb_full <= 0:
         raise DoesNotFit(f"batch {B} in {batch_slices} slices of {nb_full} leaves one empty")
     def ring(stages: int) -> Partition:
-        part = Partition(cfg, fx if cfg.num_layers > 1 else None, fh, threads, batch_slices,
+        part = Partition(cfg, fx if xrowb else None, fh, threads, batch_slices,
                          [], mt_max, ntw, stages, hrowb, xrowb, gx_global=gx_global,
-                         reg_gates=reg_gates)
+                         reg_gates=reg_gates, per_sm=per_sm, input_inside=input_inside)
         _fill(part, pls, nus, counts, nb_full, kx, warps, fh if wg else None, slots)
         return part
     for stages in range(STAGES[1], STAGES[0] - 1, -1):  # the deepest ring that fits
@@ -334,8 +283,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
 
 
 def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps, wg: str | None, slots) -> None:
-    """Every CTA's slice, batch slice by batch slice, pseudo-layer by pseudo-layer (``slots``
-    rows a unit)."""
+    """Every CTA's slice, batch slice by batch slice, pseudo-layer by pseudo-layer."""
     cfg, H, B = part.cfg, part.cfg.hidden_size, part.cfg.mini_batch
     blob = 0
     for bs in range(part.batch_slices):
@@ -347,15 +295,11 @@ def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps, wg: str | None,
             for i in range(count):
                 s = replace(_slice(cfg, p, i * nu, min(nu, H - i * nu), _up(slots * nu, 16),
                                    bs, b0, nb, kx[p.index], part.hrowb, warps, part.ntw,
-                                   part.stages, blob, wg, 16 * part.mt_max, part.gx_global),
+                                   part.stages, blob, wg, 16 * part.mt_max,
+                                   part.gx_global or part.input_inside, part.reg_gates),
                             ctr=part.groups[(p.index, bs)])
                 blob += s.mpad * s.rowb
                 part.slices.append(s)
-
-
-def pstride(mpad: int) -> int:
-    """:attr:`Slice.pstride` (``mpad`` is a multiple of 16; the kernel's formula)."""
-    return mpad + 4 + (mpad & 16)
 
 
 def _input_groups(ks: int, nxc: int, nc: int) -> int:
@@ -370,7 +314,8 @@ def _input_groups(ks: int, nxc: int, nc: int) -> int:
 
 
 def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob,
-           wg: str | None = None, rows_max: int = 0, gx_global: bool = False) -> Slice:
+           wg: str | None = None, rows_max: int = 0, gx_global: bool = False,
+           reg_gates: bool = False) -> Slice:
     """``mpad``: the rows of the pseudo-layer's full slices (a last slice of fewer units
     takes as many, its rows past ``gates * nu`` zero, so that its tiles are theirs).
     ``wg`` (the operand format): a k-group is a warpgroup of four warps, each on every
@@ -389,11 +334,14 @@ def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blo
                  16)
     off_own = off_dq + 4 * mpad * 4  # dequantization and biases per row
     off_gx = _up(off_own + 2 * npad * nu * 4, 16)  # h and c of its units
-    gx = cfg.gates * nb * nu * 4 if p.layer == 0 and not gx_global else 0  # a step's input proj.
+    # a step's input projection (none read from global memory, or multiplied in the kernel)
+    gx = cfg.gates * nb * nu * 4 if p.layer == 0 and not gx_global else 0
     off_ring = _up(off_gx + gx, 16)
     ring = stages * ks * npad * (SLAB * CHUNK + PAD)
     split = nxc and cfg.mode == RNNMode.GRU  # GRU keeps the input part's sums apart
-    partials = (2 if split else 1) * ks * pstride(mpad) * npad * 4
+    # the partial sums; with the gate math in registers only the warpgroups' trade: 2 x 4
+    # warps x npad / 16 blocks x 4 values x 32 lanes (persistent.cu's GR)
+    partials = npad * 256 if reg_gates else (2 if split else 1) * ks * pstride(mpad) * npad * 4
     return Slice(p.index, j0, nu, bs, b0, nb, mpad, npad, ts, ks, kx, nxc, nc, blob, off_dq,
                  off_own, off_gx, off_ring, off_ring + max(ring, partials))
 

@@ -109,6 +109,9 @@
 #ifndef XE
 #define XE 0
 #endif
+#ifndef MINB  // CTAs a multiprocessor holds at once (launch bounds: 2 caps a thread at 128 registers)
+#define MINB 1
+#endif
 #if XE && (!WGB || MCAST > 1)
 #error "XE: each warpgroup's own wait is bulk staging's, without shared copies"
 #endif
@@ -298,7 +301,7 @@ __device__ __forceinline__ bool unset(const unsigned char* d, int real, int f) {
     return any;
 }
 
-extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(THREADS, 1)
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(THREADS, MINB)
 persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slices,
                const int* __restrict__ waits, const unsigned char* __restrict__ blob,
                unsigned* counters, int* status, long long* trace,

@@ -29,10 +29,13 @@ from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine import walk
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import cubin, fits, kernels, partition, tables, wgmma
-from cudnn_rnn.lowbit.engine import (WORKSPACE_BYTES, Forward, Unsupported, capability,
-                                     check_supported)
+from cudnn_rnn.lowbit.engine import WORKSPACE_BYTES, Forward, Unsupported, check_supported
 from cudnn_rnn.lowbit.gemm import LtHandle, Matmul, rnn_shapes
 from cudnn_rnn.lowbit.launch import SETTINGS, Settings, not_tried, tried  # noqa: F401 (its API)
+from cudnn_rnn.lowbit.limits import (ATTR_COOPERATIVE, ATTR_SM_COUNT,  # noqa: F401 (its API)
+                                     ATTR_SMEM_OPTIN, ATTR_SMEM_PER_SM, ATTR_SMEM_RESERVED,
+                                     MIN_CAPABILITY, STATIC_SMEM, check_device, check_formats,
+                                     device_limits, smem_share)
 from cudnn_rnn.lowbit.operands import eight_bit_precisions, precisions, prepare
 from cudnn_rnn.lowbit.tables import LAYER, SLICE  # noqa: F401 (the kernel's structs)
 
@@ -40,17 +43,12 @@ SOURCE = Path(__file__).with_name("persistent.cu")
 HELPERS = Path(__file__).with_name("device.cuh")
 FORMAT_CODE = {"fp16": 0, "bf16": 1, "int8": 2, "e4m3": 3}
 CELL_CODE = {RNNMode.RNN_RELU: 0, RNNMode.RNN_TANH: 1, RNNMode.LSTM: 2, RNNMode.GRU: 3}
-# compute capability each operand format's mma.sync needs (m16n8k16 f16/bf16, m16n8k32 s8/e4m3)
-MIN_CAPABILITY = {"fp16": (8, 0), "bf16": (8, 0), "int8": (8, 0), "e4m3": (8, 9)}
 FLOAT_PRECISIONS = ("fp16", "bf16")
 # POLL: the byte every state slot starts as, one no rounding of a value makes (INT8 clips to
 # +-127; E4M3's largest code is 0x7E and its NaN 0x7F; FP16's NaN is 0x7FFF; BF16 keeps a
 # NaN's sign and top bits, so only a NaN can make its 0xFFFF)
 SENTINEL = {"fp16": 0xFF, "bf16": 0xFF, "int8": 0x80, "e4m3": 0xFF}
 SPIN_LIMIT = 1 << 24  # polls of one counter before the kernel gives up (seconds)
-# cudaDeviceAttr values (driver_types.h)
-ATTR_SM_COUNT, ATTR_COOPERATIVE, ATTR_SMEM_OPTIN = 16, 95, 97
-STATIC_SMEM = 1024  # what the kernel's own __shared__ variables may take
 OPTIONS = ("--std=c++17", "-lineinfo")  # NVRTC's; line info costs nothing at run time (ncu reads it)
 
 # the kernel's parameters, in persistent_rnn's order (a CPU test reads them from its source)
@@ -62,26 +60,15 @@ class Stalled(RuntimeError):
     """A wait of the kernel gave up: the launch ended without computing the outputs."""
 
 
-def formats(gemms: list) -> tuple[str | None, str, str]:
-    """(input-part format of the layers above the first or None, recurrent format, layer
-    0's input GEMM precision) of the GEMMs' precisions, ``(input, recurrent)`` per
-    pseudo-layer (:func:`operands.precisions`)."""
+def formats(gemms: list, inside: bool = False) -> tuple[str | None, str, str]:
+    """(input-part format of the layers above the first, and with ``inside`` of layer 0's
+    too, or None; recurrent format; layer 0's input GEMM precision) of the GEMMs'
+    precisions, ``(input, recurrent)`` per pseudo-layer (:func:`operands.precisions`)."""
     fh = {kernels.OPERANDS[r] for _, r in gemms}
-    fx = {kernels.OPERANDS[i] for i, _ in gemms[1:]}
+    fx = {kernels.OPERANDS[i] for i, _ in (gemms if inside else gemms[1:])}
     if len(fh) != 1 or len(fx) > 1:
         raise Unsupported("the persistent kernel takes one format per GEMM kind across layers")
     return (fx.pop() if fx else None), fh.pop(), gemms[0][0]
-
-
-def check_formats(fx: str | None, fh: str, cap: tuple[int, int]) -> None:
-    for f in {fh} | ({fx} if fx else set()):
-        if f not in FORMAT_CODE:
-            raise Unsupported(f"the persistent kernel multiplies in {', '.join(FORMAT_CODE)} "
-                              f"(tensor cores), not {f}")
-        need = MIN_CAPABILITY[f]
-        if tuple(cap) < need:
-            raise Unsupported(f"{f} mma.sync needs compute capability {need[0]}.{need[1]}+, "
-                              f"this GPU has {cap[0]}.{cap[1]}")
 
 
 def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
@@ -104,7 +91,8 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             **({"MCAST": part.mcast} if part.mcast else
                {"XE": 1} if part.wg_bulk and part.fx else {}),  # each warpgroup's own wait
             **({"GXG": 1} if part.gx_global else {}), **({"GR": 1} if part.reg_gates else {}),
-            "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts")}
+            "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts"),
+            **({"MINB": part.per_sm} if part.per_sm > 1 else {})}
 
 
 def _agreed(part: partition.Partition, field: str) -> int:
@@ -121,24 +109,6 @@ def source(consts: dict) -> str:
     return head + kernels.PERSISTENT_PREAMBLE + HELPERS.read_text() + wg + SOURCE.read_text()
 
 
-def device_limits(cp) -> dict:
-    """This GPU's multiprocessors, shared memory a block may take, cooperative launch."""
-    dev = cp.cuda.Device().id
-    attr = lambda a: cp.cuda.runtime.deviceGetAttribute(a, dev)  # noqa: E731
-    return {"sm_count": attr(ATTR_SM_COUNT), "cooperative": bool(attr(ATTR_COOPERATIVE)),
-            "smem_per_block": attr(ATTR_SMEM_OPTIN) - STATIC_SMEM, "capability": capability(cp)}
-
-
-def check_device(cfg: RNNConfig, fx, fh, limits: dict, precisions=frozenset()) -> None:
-    """:class:`Unsupported` for what this GPU lacks (the refusals that need no partition),
-    ``precisions`` the GEMM precisions of the input GEMM before the launch."""
-    check_supported(cfg, set(precisions), limits["capability"])
-    check_formats(fx, fh, limits["capability"])
-    if not limits["cooperative"]:
-        raise Unsupported("this GPU has no cooperative launch: the persistent kernel needs "
-                          "every CTA resident at once")
-
-
 def gemm_precisions(cp, cfg: RNNConfig, stacked, float_precision: str, plan) -> tuple:
     """(this GPU's :func:`device_limits`, ``plan``'s GEMM precisions per pseudo-layer:
     nothing converted); what the GPU lacks for ``cfg`` is :class:`Unsupported` first."""
@@ -151,7 +121,7 @@ def layout(cfg: RNNConfig, gemms: list, plan, settings: Settings, limits: dict) 
     """(partition, layer 0's input GEMM precision) of ``plan``'s GEMMs (``gemms``: their
     precisions, :func:`gemm_precisions`) on this GPU (``limits``: :func:`device_limits`);
     :class:`Unsupported` with the reason otherwise."""
-    fx, fh, gx_precision = formats(gemms)
+    fx, fh, gx_precision = formats(gemms, settings.input_inside)
     check_device(cfg, fx, fh, limits, {gx_precision} | eight_bit_precisions(plan))
     if settings.cluster:
         from cudnn_rnn.lowbit import clusters
@@ -160,8 +130,8 @@ def layout(cfg: RNNConfig, gemms: list, plan, settings: Settings, limits: dict) 
         cubin.require(limits["capability"], f"the launch shape {settings.name}")
     try:
         part = partition.plan(
-            cfg, fx, fh, sm_count=limits["sm_count"], smem_per_block=limits["smem_per_block"],
-            **settings.partition_args())
+            cfg, fx, fh, sm_count=limits["sm_count"],
+            smem_per_block=smem_share(limits, settings.per_sm), **settings.partition_args())
     except partition.DoesNotFit as exc:
         raise Unsupported(f"does not fit on this GPU: {exc}") from None
     return part, gx_precision
@@ -238,7 +208,8 @@ class PersistentEngine(Forward):
         self._matmuls: list = []
         try:
             self._upload(gx_precision)
-            self._compile(kernels.int32_output(gx_precision), spin_limit, trace)
+            self._compile(kernels.int32_output(gx_precision) and not self.part.input_inside,
+                          spin_limit, trace)
             self._set_up()
         except BaseException:
             self.close()
@@ -253,17 +224,25 @@ class PersistentEngine(Forward):
             ("dqx", o.input.dq), ("dqh", o.recurrent.dq), ("bW", o.bW), ("bR", o.bR))}
             for o in ops]
         self.hq = [cp.zeros(part.state_bytes(T + 1, part.hrowb), cp.uint8) for _ in ops]
-        pls = walk.pseudo_layers(c)
+        pls, inside = walk.pseudo_layers(c), part.input_inside
         self.xin = {p.index: cp.zeros(part.state_bytes(T, part.xrowb), cp.uint8) for p in pls
-                    if p.layer > 0}
-        # layer 0's input GEMMs (cuBLASLt), as the GEMM engine runs them
+                    if p.layer > 0 or inside}
+        # layer 0's input GEMMs (cuBLASLt), as the GEMM engine runs them; or (inside) its
+        # input codes, in the layout the kernel's bulk copies read, for its own products
         shape = rnn_shapes(c)[0]
-        self.gx, self.first = [], []
+        self.gx, self.first, self.inside = [], [], []
         out_dtype = kernels.OUTPUT_DTYPE[gx_precision]
         fmt0 = kernels.OPERANDS[gx_precision]
-        self.x_op = cp.empty((T * B, c.input_size), kernels.FORMATS[fmt0][0])
+        if inside:
+            s0 = part.slices[0]
+            code = kernels.wgmma_quantizer(fmt0, T, B, c.input_size, part.xrowb,
+                                           -(-B // part.batch_slices), s0.npad,
+                                           part.batch_slices)
+            self.inside = [(code, np.float32(ops[p.index].input.act_scale), self.xin[p.index])
+                           for p in walk.layers(c)[0]]
+        self.x_op = cp.empty((0 if inside else T * B, c.input_size), kernels.FORMATS[fmt0][0])
         self.workspace = cp.empty(WORKSPACE_BYTES, dtype=cp.uint8)
-        for p in walk.layers(c)[0]:
+        for p in [] if inside else walk.layers(c)[0]:
             m = Matmul(gx_precision, shape, self.handle.lt)
             self._matmuls.append(m)
             m.choose(self.handle, WORKSPACE_BYTES)
@@ -277,8 +256,8 @@ class PersistentEngine(Forward):
             v = self.vectors[p.index]
             for n in ("dqx", "dqh", "bW", "bR"):
                 row[n] = v[n].data.ptr
-            row["gx"] = self.gx[p.direction].data.ptr if p.layer == 0 else 0
-            row["xin"] = self.xin[p.index].data.ptr if p.layer > 0 else 0
+            row["gx"] = self.gx[p.direction].data.ptr if p.layer == 0 and self.gx else 0
+            row["xin"] = self.xin[p.index].data.ptr if p.index in self.xin else 0
             row["hq"] = self.hq[p.index].data.ptr
             readers = layers[p.layer + 1] if p.layer + 1 < c.num_layers else []
             for i, r in enumerate(readers):
@@ -312,6 +291,8 @@ class PersistentEngine(Forward):
         # others' launches (a cooperative launch then finds 0 CTAs per SM). Every engine sets
         # the most this GPU lets a block take; each launch asks for its own size.
         self.kernel.max_dynamic_shared_size_bytes = self.limits["smem_per_block"]
+        if self.part.per_sm > 1:  # the whole of the unified memory as shared: room for all
+            self.kernel.preferred_shared_memory_carveout = 100
         self.consts = consts
         if self.part.cluster_size:
             from cudnn_rnn.lowbit import clusters
@@ -325,9 +306,12 @@ class PersistentEngine(Forward):
             self.status.fill(0)
 
     def forward(self) -> None:
-        """Enqueue the forward on :attr:`stream`: layer 0's input GEMMs, then the launch."""
+        """Enqueue the forward on :attr:`stream`: layer 0's input GEMMs (or its input codes),
+        then the launch."""
         c, stream, t = self.cfg, self.stream, self.tables
         with stream:
+            for code, scale, xin in self.inside:
+                code(self.x, scale, xin)
             for (k, m, w, scale, fmt), gx in zip(self.first, self.gx):
                 kernels.quantizer(fmt)(self.x, scale, self.x_op, size=self.x_op.size)
                 m.run(w.data.ptr, self.x_op.data.ptr, gx.data.ptr, self.workspace.data.ptr,
@@ -376,11 +360,13 @@ class PersistentEngine(Forward):
         p = self.part
         return {"kernel": "persistent", "settings": self.settings.name, "grid": p.grid,
                 "threads": p.threads, "batch_slices": p.batch_slices, "cluster": p.cluster,
+                "ctas_per_multiprocessor": p.per_sm,
                 "smem_per_cta": p.smem, "weight_bytes_on_chip": p.weight_bytes(),
                 "formats": {"input": p.fx, "recurrent": p.fh},
                 "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw, **p.step_bytes(),
                 "ring_stages": p.stages, "bulk_staging": p.wg_bulk, "copy_shared_by": p.mcast,
-                "input_projection_from": "global" if p.gx_global else "shared",
+                "input_projection_from": "kernel" if p.input_inside else
+                                         "global" if p.gx_global else "shared",
                 "gate_sums_in": "registers" if p.reg_gates else "shared",
                 "products": "wgmma" if self.consts.get("WG") else "mma.sync",
                 # slabs of weight fragments each warp holds in registers, as compiled (AREG, WG)

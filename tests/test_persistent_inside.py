@@ -1,0 +1,131 @@
+"""Layer 0's input products in the kernel (launch shapes with 'i' after 'wb'): no input GEMM
+and no projection; layer 0 multiplies its input codes (written before the launch in the
+layout bulk staging reads) as a layer above multiplies the layer below's. Without a GPU: the
+name and its refusals, the partition (layer 0's input part of K, the row of every layer
+input's codes, no projection staged), the numpy model on it against the twin, and the
+kernels compiled for sm_90a at the issue's shapes without spills or serialized wgmma."""
+import pytest
+
+from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.lowbit import partition
+from cudnn_rnn.lowbit import persistent as P
+from cudnn_rnn.lowbit.launch import Settings
+from cudnn_rnn.lowbit.partition import CHUNK, row_bytes
+from cudnn_rnn.lowbit.ptxas import ptxas_info
+
+from tests.test_persistent import CELLS, SMEM, _cfg, _close, _nvrtc_or_skip, _run_model
+from tests.test_persistent_wg import SERIALIZED, _ptxas_log, _seed, _shape
+
+
+def _plan(cfg, name, fmt="int8"):
+    s = Settings.parse(name)
+    fx = fmt if cfg.num_layers > 1 or s.input_inside else None
+    return partition.plan(cfg, fx, fmt, sm_count=132, smem_per_block=SMEM - P.STATIC_SMEM,
+                          **s.partition_args())
+
+
+def test_the_launch_shape_names_it_with_an_i_after_the_gates():
+    for name in ("b2t256u16wbei", "b2t256u8wbi", "b2t256u16wbeim2", "b4t256u16wbeio2"):
+        s = Settings.parse(name)
+        assert s.name == name and s.input_inside and s.partition_args()["input_inside"]
+    assert not Settings.parse("b2t256u16wbe").input_inside
+    with pytest.raises(ValueError, match="no launch shape"):
+        Settings.parse("b2t256u16wbie")  # 'i' after 'e'
+    with pytest.raises(ValueError, match="name 'wb' first"):
+        Settings(batch_slices=2, units=16, wg=True, input_inside=True)
+    with pytest.raises(ValueError, match="no projection to read"):
+        Settings.parse("b2t256u16wbgi")
+    with pytest.raises(partition.DoesNotFit, match="bulk staging's: 'wbi'"):
+        partition.plan(_seed(), "int8", "int8", sm_count=132, smem_per_block=SMEM,
+                       batch_slices=2, units=16, wg=True, input_inside=True)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_layer_0_takes_an_input_part_of_k_and_stages_no_projection(layers):
+    """Input size 48 against 2 x 64 units above: layer 0's input part is its own row bytes,
+    the layers above keep theirs, every layer input's codes take the longest row."""
+    cfg = _cfg(RNNMode.LSTM, layers, True, H=64, B=32, I=48)
+    inside, outside = _plan(cfg, "b2t256u16wbei"), _plan(cfg, "b2t256u16wbe")
+    assert inside.input_inside and inside.fx == "int8"
+    assert inside.xrowb == max(row_bytes(48, "int8"), row_bytes(128, "int8") * (layers > 1))
+    for a, b in zip(inside.slices, outside.slices):
+        if a.k < 2:  # layer 0, both directions: its input part, one warpgroup on it
+            assert (a.nxc, b.nxc) == (row_bytes(48, "int8") // CHUNK, 0)
+            assert a.kx == 1 and a.nc == b.nc + a.nxc
+            assert a.off_ring - a.off_gx < b.off_ring - b.off_gx  # no projection staged
+        else:
+            assert (a.nxc, a.nc) == (b.nxc, b.nc)
+    consts = P.defines(cfg, inside, gx_int=False)
+    assert consts["HASX"] == 1 and consts["XE"] == 1 and consts["GXINT"] == 0
+
+
+def test_layer_0_fits_at_the_issues_shape_without_the_projection():
+    """LSTM 50/1/1024/256 in 8 bits: 2 x 1024 bytes a row, 128 KB of rows a CTA, A from
+    shared memory (the input part's fragments would take 128 registers), a ring of two."""
+    part = _plan(_shape("LSTM 50/1/1024/256"), "b2t256u16wbei")
+    s = part.slices[0]
+    assert (s.nxc, s.nc, part.grid) == (32, 64, 128)
+    assert part.wg_shared and part.stages >= 2 and part.smem <= SMEM - P.STATIC_SMEM
+    with pytest.raises(partition.DoesNotFit, match="263168 of weights"):
+        _plan(_shape("LSTM 50/1/1024/256"), "b2t256u16wbei", "fp16")
+
+
+@pytest.mark.parametrize("fmt", ["int8", "e4m3", None])
+@pytest.mark.parametrize("mode", CELLS)
+@pytest.mark.parametrize("layers,bi", [(1, False), (2, False), (1, True), (2, True)])
+def test_the_model_of_the_kernel_with_layer_0_inside_equals_the_twin(fmt, mode, layers, bi):
+    """The numpy model multiplies layer 0's input codes from its slots (x quantized by the
+    host rules) where the kernel does: the twin's function, input size unlike H."""
+    cfg = _cfg(mode, layers, bi, H=40, B=16, I=24)
+    got, want, part = _run_model(cfg, fmt, "both" if fmt else None, sms=48, batch_slices=2,
+                                 wg=True, units=8, bulk=True, input_inside=True)
+    assert all(s.nxc for s in part.slices) and part.input_inside
+    _close(got, want)
+
+
+@pytest.mark.parametrize("fmt", ["int8", None])
+@pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])
+def test_the_model_with_the_gate_math_in_registers_equals_the_twin(fmt, mode):
+    cfg = _cfg(mode, 2, True, H=32, B=32, I=32)
+    got, want, part = _run_model(cfg, fmt, "both" if fmt else None, sms=48, batch_slices=2,
+                                 wg=True, units=16, bulk=True, reg_gates=True,
+                                 input_inside=True)
+    assert part.reg_gates and part.input_inside
+    _close(got, want)
+
+
+@pytest.mark.parametrize("spec,name,fmt", [
+    ("LSTM 20/2/512/64", "b2t256u16wbei", "int8"), ("GRU 20/2/512/64", "b2t256u16wbei", "int8"),
+    ("LSTM 20/2/512/64", "b2t256u16wbei", "fp16"), ("LSTM 50/1/1024/256", "b2t256u16wbei", "int8"),
+    ("GRU 50/1/1024/256", "b2t256u16wbei", "int8"), ("LSTM 50/1/1024/64", "b2t256u16wbei", "int8"),
+])
+def test_the_kernels_compile_without_spills_or_serialized_wgmma(spec, name, fmt):
+    _nvrtc_or_skip()
+    cfg = _shape(spec)
+    part = _plan(cfg, name, fmt)
+    info = ptxas_info(P.defines(cfg, part, gx_int=False), "sm_90a")
+    assert info["spill_stores"] == info["spill_loads"] == 0, info
+    assert SERIALIZED not in _ptxas_log(cfg, part, fmt)
+
+
+@pytest.mark.parametrize("item,needle", [
+    ("LSTM:20:2@persistent:int8/both@b2t256u16wbei", "is not CELL:T:L:H:B"),
+    ("LSTM:20:2:512:64@persistent:int9/both@b2t256u16wbei", "no engine configuration"),
+    ("LSTM:20:2:512:64@persistent:int8/both", "is not one item"),
+    ("LSTM:20:2:512:64@persistent:int8/both@b2t256u16wbie", "no launch shape"),
+])
+def test_the_split_tool_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, item,
+                                                                         needle):
+    """tools/forward_split.py (the time split of a forward's launches)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    from tests.test_cli import assert_one_line_exit_2
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(root / "tools" / "forward_split.py"),
+                           "--out", str(out), item], capture_output=True, text=True,
+                          timeout=120, cwd=root)
+    assert_one_line_exit_2(proc, needle)
+    assert "CELL:T:L:H:B@CONFIG@LAUNCH_SHAPE" in proc.stderr
+    assert not out.exists()
