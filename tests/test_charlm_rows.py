@@ -2,7 +2,7 @@
 shapes tried in the tuner's order, each shape's build and verification given by a stand-in
 for ``rows._try`` (what a GPU gave: an outcome and a quick time), so the rules that leave
 'g' untried where a bulk-staged shape verified and was timed, and a bulk shape untried where
-its 'e' twin was (launch.not_tried), are checked in this loop as in the candidates'
+its 'e' twin (or its 'e' and 'i' twin) was (launch.not_tried), are checked in this loop as in the candidates'
 (tests/test_lowbit_candidates.py)."""
 import numpy as np
 
@@ -12,7 +12,9 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import persistent
 
 G = [s.name for s in persistent.SETTINGS if s.gx_global]
-E = "b2t256u16wbe"  # the first bulk shape, 'e': its twin without it then untried
+E = "b2t256u16wbei"  # the first bulk shape, 'e' and 'i': its twins without them untried
+TWINS = ["b2t256u16wbi", "b2t256u16wbe", "b2t256u16wb"]
+STAGED = [s.name for s in persistent.SETTINGS if s.bulk and not s.gx_global]
 
 
 class Built:
@@ -62,9 +64,10 @@ def test_where_a_bulk_staged_shape_was_timed_g_is_not_tried(monkeypatch):
     for name in G:
         assert tried[name]["outcome"] == "NOT_TRIED" and tried[name]["ms"] is None
         assert f"{E} verified" in tried[name]["reason"]
-    assert tried["b2t256u16wb"]["outcome"] == "NOT_TRIED"
-    assert f"{E} verified" in tried["b2t256u16wb"]["reason"]
-    assert {b.name for b in built} == set(tried) - set(G) - {"b2t256u16wb"}  # never built
+    for name in TWINS:
+        assert tried[name]["outcome"] == "NOT_TRIED"
+        assert f"{E} verified" in tried[name]["reason"]
+    assert {b.name for b in built} == set(tried) - set(G) - set(TWINS)  # never built
     first = persistent.SETTINGS[0].name  # the fastest tried
     assert rec["outcome"] == "OK" and rec["settings"] == first and rec["timed"] == first
     assert all(b.closed for b in built)
@@ -72,11 +75,11 @@ def test_where_a_bulk_staged_shape_was_timed_g_is_not_tried(monkeypatch):
 
 def test_where_the_bulk_staged_shape_is_refused_g_is_tried_and_can_win(monkeypatch):
     def gave(name):
-        if name in ("b2t256u16wb", E):
+        if name in STAGED:
             return "NOT_SUPPORTED", None
         return "OK", 0.5 if name == G[0] else 2.0
     rec, tried, built = _row(monkeypatch, gave)
-    assert tried["b2t256u16wb"]["outcome"] == tried[E]["outcome"] == "NOT_SUPPORTED"
+    assert {tried[name]["outcome"] for name in STAGED} == {"NOT_SUPPORTED"}
     # each 'g' shape with 'e' tried; its twin without 'e' not, once it verified
     assert [tried[name]["outcome"] for name in G] == ["OK", "NOT_TRIED"] * (len(G) // 2)
     assert rec["outcome"] == "OK" and rec["settings"] == G[0] and rec["timed"] == G[0]

@@ -82,11 +82,13 @@ def test_every_launch_shape_and_mixed_formats_verify(cuda, fp8_capable):
             for s in persistent.SETTINGS:  # 'g' not tried exactly where one staged was timed
                 if s.gx_global:
                     assert (tried[s.name]["outcome"] == "NOT_TRIED") == bool(
-                        timed & {"b2t256u16wb", "b2t256u16wbe"}), tried
+                        timed & {"b2t256u16wb", "b2t256u16wbe", "b2t256u16wbi",
+                                 "b2t256u16wbei"}), tried
             if rec["config"] == "persistent:fp16" and capability(cuda) == (9, 0):
-                # K in one format, an LSTM: 'e' takes it, and its twin without 'e' is skipped
-                assert "b2t256u16wbe" in timed, tried
-                assert tried["b2t256u16wb"]["outcome"] == "NOT_TRIED", tried
+                # K in one format, an LSTM: 'e' and 'i' take it, their twins are skipped
+                assert "b2t256u16wbei" in timed, tried
+                for twin in ("b2t256u16wb", "b2t256u16wbi", "b2t256u16wbe"):
+                    assert tried[twin]["outcome"] == "NOT_TRIED", tried
             one_format = rec["config"] == "persistent:fp16"
             for name, t in tried.items():
                 # wgmma's shapes refuse what they cannot take (a GPU not sm_90, two formats

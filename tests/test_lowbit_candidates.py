@@ -79,15 +79,17 @@ def test_a_faithful_engine_verifies_twice_and_is_timed_plain_and_replayed(engine
     assert rec["id"] == f"lowbit/{name}" and rec["bound"] == K.parse(name).bound
     if K.parse(name).engine == "persistent":  # every launch shape verified, the fastest kept
         assert rec["settings"] in {t["settings"] for t in rec["settings_tried"]}
-        # but 'g', once a shape with the input projection staged has verified, and 'wb'
-        # once its 'e' twin has (this cell is an LSTM)
+        # but 'g', once a shape with the input projection staged has verified, and 'wb',
+        # 'wbi' and 'wbe' once their 'e' and 'i' twin has (this cell is an LSTM)
         tried = {t["settings"]: t for t in rec["settings_tried"]}
         assert list(tried) == [s.name for s in persistent.SETTINGS]
-        skipped = {s.name for s in persistent.SETTINGS if s.gx_global} | {"b2t256u16wb"}
+        skipped = {s.name for s in persistent.SETTINGS if s.gx_global} | {
+            "b2t256u16wb", "b2t256u16wbi", "b2t256u16wbe"}
         for s in persistent.SETTINGS:
             assert tried[s.name]["outcome"] == ("NOT_TRIED" if s.name in skipped else "OK")
-        assert "b2t256u16wbe verified" in tried["b1t256u16wbg"]["reason"]
+        assert "b2t256u16wbei verified" in tried["b1t256u16wbg"]["reason"]
         assert "('e', faster" in tried["b2t256u16wb"]["reason"]
+        assert "('i', faster" in tried["b2t256u16wbe"]["reason"]
         # their kernels compiled side by side first, once
         assert engines.precompiled == [(K.parse(name).precision, tuple(persistent.SETTINGS))]
     else:
@@ -133,7 +135,7 @@ def test_where_no_bulk_staged_shape_verifies_the_g_shapes_are_tried(engines, inp
     refused, both 'g' shapes with 'e' are built, verified and timed like every other shape
     (and their twins without 'e' are not tried)."""
     engines()
-    staged = {"b2t256u16wb", "b2t256u16wbe"}
+    staged = {s.name for s in persistent.SETTINGS if s.bulk and not s.gx_global}
     _persistent_twin(monkeypatch, refused=staged)
     rec = _run(CFG, "persistent:fp16", inputs)
     assert rec["outcome"] == "OK", rec.get("reason")
@@ -154,11 +156,11 @@ def test_a_bulk_staged_shape_verified_but_not_timed_does_not_stand_for_one_timed
     not keep 'g' from being tried, and where nothing else could be timed the candidate is
     not reported as 'NOT_TRIED'."""
     engines()
-    staged = {"b2t256u16wb", "b2t256u16wbe"}
+    staged = {s.name for s in persistent.SETTINGS if s.bulk and not s.gx_global}
     _persistent_twin(monkeypatch, uncaptured=staged)
     rec = _run(CFG, "persistent:fp16", inputs)
     tried = {t["settings"]: t for t in rec["settings_tried"]}
-    for name in staged:  # ('wbe' untimed does not stand for a timed one: 'wb' tried too)
+    for name in staged:  # ('wbei' untimed does not stand for a timed one: its twins tried)
         assert tried[name]["outcome"] == "OK" and tried[name]["ms"] is None
     assert all(tried[s.name]["outcome"] == "OK" for s in persistent.SETTINGS
                if s.gx_global and s.reg_gates)
@@ -225,8 +227,9 @@ class StallsWhenTimed(HostEngine):
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         type(self).built += 1
-        tried = [s for s in persistent.SETTINGS  # 'g' is not tried, nor 'wb' after 'wbe'
-                 if not s.gx_global and s.name != "b2t256u16wb"]
+        tried = [s for s in persistent.SETTINGS  # 'g' is not tried, nor the twins of 'wbei'
+                 if not s.gx_global
+                 and s.name not in ("b2t256u16wb", "b2t256u16wbi", "b2t256u16wbe")]
         self.last = type(self).built == len(tried) + 1
         self.forwards, self.stalled = 0, False
 

@@ -4,6 +4,7 @@ the lane 16 apart hold a unit's four gates (``tables.gate_rows``, the kernel's `
 and its inverse read from persistent.cu), the blob moved by rows only, the numpy model on
 that layout against the twin, the staged projection's reads on 32 banks, and the kernel
 compiled for sm_90a at the issue's shapes without spills or serialized wgmma."""
+import dataclasses
 import re
 
 import numpy as np
@@ -192,8 +193,8 @@ def test_the_tuner_skips_a_bulk_shape_once_its_e_twin_verified():
     bulk = [s for s in P.SETTINGS if s.bulk and not s.reg_gates]
     assert bulk
     for s in bulk:
-        twin = Settings.parse(s.name + "e")  # 'e' after 'wb' and 'g'; no 'm' in the list
-        assert twin.reg_gates and names.index(twin.name) == names.index(s.name) - 1
+        twin = dataclasses.replace(s, reg_gates=True)
+        assert names.index(twin.name) == names.index(s.name) - 1
         assert "('e', faster" in P.not_tried(s, [twin], P.SETTINGS)
         assert P.not_tried(s, [Settings.parse("b2t256u16")], P.SETTINGS) is None
         assert P.not_tried(s, [twin], (twin, s)) is None
@@ -202,3 +203,11 @@ def test_the_tuner_skips_a_bulk_shape_once_its_e_twin_verified():
     for s in P.SETTINGS:
         if s.reg_gates and not s.gx_global:
             assert P.not_tried(s, [Settings.parse("b2t256u16wb")], P.SETTINGS) is None
+    # ... and an 'e' shape's 'i' twin ('i': layer 0's input products in the kernel), first of
+    # all: 'wbe' is not tried once 'wbei' was, nor 'wbi' and 'wb' (their 'e' twin's twin)
+    ei = Settings.parse("b2t256u16wbei")
+    assert names.index(ei.name) < names.index("b2t256u16wbe")
+    assert "('i', faster" in P.not_tried(Settings.parse("b2t256u16wbe"), [ei], P.SETTINGS)
+    for name in ("b2t256u16wbi", "b2t256u16wb"):
+        assert "b2t256u16wbei verified" in P.not_tried(Settings.parse(name), [ei], P.SETTINGS)
+    assert P.not_tried(ei, [Settings.parse("b2t256u16wbe")], P.SETTINGS) is None

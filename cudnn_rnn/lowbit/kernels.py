@@ -175,24 +175,24 @@ def _laid_out(fmt: str):
     }}
     const long long at = (t * WGS + bs) * (long long)WGN * rowb + col * (WGN * 16)
                          + (b >> 3) * 128 + (b & 7) * 16;
-    *reinterpret_cast<uint4*>(&q[at]) = *reinterpret_cast<const uint4*>(o);"""
+    *reinterpret_cast<uint4*>(&q[at / sizeof({ctype})]) = *reinterpret_cast<const uint4*>(o);"""
     return _cupy().ElementwiseKernel(
         "raw float32 x, float32 s, int64 ncol, int32 B, int32 nbf, int64 I, int32 WGS, "
-        "int32 WGN, int64 rowb", "raw uint8 q", body, f"lowbit_quantize_laid_out_{fmt}",
+        f"int32 WGN, int64 rowb", f"raw {dtype} q", body, f"lowbit_quantize_laid_out_{fmt}",
         preamble=PREAMBLE)
 
 
 def wgmma_quantizer(fmt: str, steps: int, batch: int, features: int, rowb: int,
                     slice_rows: int, width: int, slices: int):
     """``k(x, s, q)``: the (steps, batch, features) float32 x divided by s in format
-    ``fmt``, into uint8 q laid out as the persistent kernel's bulk staging reads a layer
+    ``fmt``, into uint8 q (viewed as the format's dtype) laid out as the persistent kernel's bulk staging reads a layer
     input (``rowb`` bytes a row, batch slices of ``slice_rows`` rows padded to ``width``;
     the bytes past a row's codes and the padded rows are left as they are: zeros)."""
     kernel, ncol = _laid_out(fmt), rowb // 16
 
     def run(x, s, q) -> None:
-        kernel(x, s, ncol, batch, slice_rows, features, slices, width, rowb, q,
-               size=steps * batch * ncol)
+        kernel(x, s, ncol, batch, slice_rows, features, slices, width, rowb,
+               q.view(FORMATS[fmt][0]), size=steps * batch * ncol)
     return run
 
 

@@ -172,9 +172,18 @@ class Settings:
 # 0.0888 against 0.0988; GRU 50/1/1024/256 INT8 0.4910 against 0.5577, FP16 (wbge) 0.6725
 # against wbg's 0.7525. So each bulk shape comes after its 'e' twin and is
 # not tried once the twin verified and was timed (:func:`not_tried`).
+# 'i' (layer 0's input products in the kernel: no input GEMM) measured on an H100 80GB HBM3
+# against the same shape without it (tools/persistent_probe.py, quick ranking replays of one
+# process, ms, tree 3c6630c): seed LSTM INT8 b2t256u16wbei 0.0749 against wbe's 0.0850, FP16
+# 0.0935 against 0.1083; seed GRU INT8 0.0757 against 0.0848, FP16 0.0933 against 0.1033;
+# LSTM 50/1/1024/256 INT8 0.4816 against 0.5146; 50/1/1024/64 INT8 0.2243 against 0.2392
+# (FP16 there: 'i' does not fit). So 'wbe' is not tried once 'wbei' verified and was timed
+# (:func:`not_tried`); the single-gate cells try 'wbi' and 'wb' both (not measured apart).
 _BULK = dict(units=16, wg=True, bulk=True)
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
+            Settings(batch_slices=2, reg_gates=True, input_inside=True, **_BULK),
+            Settings(batch_slices=2, input_inside=True, **_BULK),
             Settings(batch_slices=2, reg_gates=True, **_BULK), Settings(batch_slices=2, **_BULK),
             Settings(batch_slices=2, gx_global=True, reg_gates=True, **_BULK),
             Settings(batch_slices=2, gx_global=True, **_BULK),
@@ -187,19 +196,28 @@ def not_tried(settings: Settings, verified, shapes) -> str | None:
     those ``verified`` of the same configuration have (None: it tries it). Of its own list
     (:data:`SETTINGS`), a 'g' shape is the fallback for where the staged input projection
     leaves bulk staging no room: not tried once a bulk shape with the projection staged has
-    verified (where both fit, 'g' was 2-4 % slower); and a bulk shape without 'e' is not
-    tried once its 'e' twin has (faster wherever both ran). Any other list (the user's) is
-    tried whole."""
+    verified (where both fit, 'g' was 2-4 % slower); a bulk shape without 'e' is not
+    tried once its 'e' twin has (faster wherever both ran); and an 'e' shape without 'i'
+    once its 'i' twin has (likewise). Any other list (the user's) is tried whole."""
     if tuple(shapes) != SETTINGS:
         return None
     staged = [s.name for s in verified if s.bulk and not s.gx_global]
     if settings.gx_global and staged:
-        return (f"not tried: {staged[0]} verified, with the input projection staged ('g' "
-                "only where staging it leaves bulk staging no room)")
-    twin = replace(settings, reg_gates=True) if settings.bulk else None
-    if twin in verified and not settings.reg_gates:
+        return (f"not tried: {staged[0]} verified, its input projection staged or "
+                "multiplied in the kernel ('g' only where staging it leaves bulk staging no "
+                "room)")
+    if not settings.bulk:
+        return None
+    twins = [replace(settings, reg_gates=True)]  # with 'e', and with 'e' and 'i'
+    twins += [] if settings.gx_global else [replace(twins[0], input_inside=True)]
+    twin = next((t for t in twins if t in verified), None)
+    if twin and not settings.reg_gates:
         return (f"not tried: {twin.name} verified, its gate math on the sums in registers "
                 "('e', faster wherever both ran)")
+    if settings.reg_gates and len(twins) > 1 and not settings.input_inside and \
+            twins[1] in verified:
+        return (f"not tried: {twins[1].name} verified, layer 0's input products in the "
+                "kernel ('i', faster wherever both ran)")
     return None
 
 
