@@ -282,7 +282,8 @@ def test_the_gate_math_in_registers_verifies_at_the_issues_shapes(cuda, hopper, 
 def test_two_ctas_a_multiprocessor_verify_and_replay(cuda, hopper, mode, direction, layers,
                                                      settings):
     """'o2' (each CTA within half a multiprocessor's shared memory and registers): every
-    8-bit format, depth and direction, the gate math in registers or not."""
+    8-bit format, depth and direction, the gate math in registers or not (at most 96 CTAs
+    here: two on one multiprocessor only at the issue's shapes, below)."""
     cfg = _cfg(mode, direction, layers, hidden=64, batch=64)
     names = ["persistent:int8/both", "persistent:e4m3/both"]
     by_name = _verify_all(cfg, names, settings, mode, True)

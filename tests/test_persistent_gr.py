@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import partition, tables
 from cudnn_rnn.lowbit import persistent as P
 from cudnn_rnn.lowbit.launch import Settings
@@ -211,3 +212,11 @@ def test_the_tuner_skips_a_bulk_shape_once_its_e_twin_verified():
     for name in ("b2t256u16wbi", "b2t256u16wb"):
         assert "b2t256u16wbei verified" in P.not_tried(Settings.parse(name), [ei], P.SETTINGS)
     assert P.not_tried(ei, [Settings.parse("b2t256u16wbe")], P.SETTINGS) is None
+    # an input wider than a layer above's: every CTA multiplies more slabs with 'i' (not
+    # measured): its twins without 'i' are tried too ('wbi' is still 'wbei' less 'e')
+    narrow, wide = (RNNConfig(hidden_size=512, input_size=i) for i in (512, 2048))
+    for name in ("b2t256u16wbe", "b2t256u16wb"):
+        assert P.not_tried(Settings.parse(name), [ei], P.SETTINGS, narrow)
+        assert P.not_tried(Settings.parse(name), [ei], P.SETTINGS, wide) is None
+    wbi = Settings.parse("b2t256u16wbi")
+    assert "('e', faster" in P.not_tried(wbi, [ei], P.SETTINGS, wide)

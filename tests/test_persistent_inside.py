@@ -55,8 +55,9 @@ def test_layer_0_takes_an_input_part_of_k_and_stages_no_projection(layers):
             assert a.off_ring - a.off_gx < b.off_ring - b.off_gx  # no projection staged
         else:
             assert (a.nxc, a.nc) == (b.nxc, b.nc)
-    consts = P.defines(cfg, inside, gx_int=False)
+    consts = P.defines(cfg, inside, gx_int=True)  # an INT8 input GEMM's, were there one
     assert consts["HASX"] == 1 and consts["XE"] == 1 and consts["GXINT"] == 0
+    assert P.defines(cfg, outside, gx_int=True)["GXINT"] == 1
 
 
 def test_layer_0_fits_at_the_issues_shape_without_the_projection():
@@ -81,6 +82,33 @@ def test_the_model_of_the_kernel_with_layer_0_inside_equals_the_twin(fmt, mode, 
                                  wg=True, units=8, bulk=True, input_inside=True)
     assert all(s.nxc for s in part.slices) and part.input_inside
     _close(got, want)
+
+
+@pytest.mark.parametrize("fmt", ["int8", None])
+@pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU])
+def test_an_input_wider_than_a_layer_above_sets_the_row_of_every_layer_input(fmt, mode):
+    """Input size 200 against 40 units: layer 0's input row is every layer input's row
+    (xrowb), the layer above reads its own 40 codes of it."""
+    cfg = _cfg(mode, 2, False, H=40, B=16, I=200)
+    got, want, part = _run_model(cfg, fmt, "both" if fmt else None, sms=48, batch_slices=2,
+                                 wg=True, units=8, bulk=True, input_inside=True)
+    wide = row_bytes(200, part.fx)
+    assert part.xrowb == wide > row_bytes(40, part.fx)
+    assert {s.nxc for s in part.slices if s.k == 0} == {wide // CHUNK}
+    assert {s.nxc for s in part.slices if s.k == 1} == {row_bytes(40, part.fx) // CHUNK}
+    _close(got, want)
+
+
+def test_no_projection_no_refusal_for_its_offsets():
+    """4.2 M rows of 4 x 64 float32 projections pass the kernel's 32-bit offsets; with 'i'
+    there is no projection, and the states' buffers fit."""
+    cfg = _cfg(RNNMode.LSTM, 1, False, H=64, B=128, T=32768, I=64)
+    with pytest.raises(partition.DoesNotFit, match="input projection's values"):
+        _plan(cfg, "b2t256u16wbe")
+    assert _plan(cfg, "b2t256u16wbei").input_inside
+    with pytest.raises(partition.DoesNotFit, match="need the input's format"):
+        partition.plan(cfg, None, "int8", sm_count=132, smem_per_block=SMEM,
+                       **Settings.parse("b2t256u16wbei").partition_args())
 
 
 @pytest.mark.parametrize("fmt", ["int8", None])

@@ -154,7 +154,7 @@ def engine_row(cfg, stacked: list, stacked_dev: list, io_dev: dict, ref: dict, f
     tried, best, failed, verified = [], None, [], []
     try:
         for settings in shapes:
-            why = settings and persistent.not_tried(settings, verified, shapes)
+            why = settings and persistent.not_tried(settings, verified, shapes, cfg)
             if why:
                 tried.append(persistent.tried(settings, {"outcome": "NOT_TRIED", "reason": why},
                                               None))

@@ -251,7 +251,7 @@ def choose_settings(cp, cfg, config, values, plan, ref_whole, twin, graphs: bool
     tried, best, verified, first = [], None, [], None
     precompile(cp, cfg, values["stacked"], config.precision, plan, shapes)
     for settings in shapes:
-        why = persistent.not_tried(settings, verified, shapes)
+        why = persistent.not_tried(settings, verified, shapes, cfg)
         facts, ms = ({"outcome": "NOT_TRIED", "reason": why}, None) if why else _attempt(
             cp, cfg, config, values, plan, ref_whole, twin, settings, QUICK_REPS, graphs)
         tried.append(persistent.tried(settings, facts, ms))

@@ -56,10 +56,12 @@ def given_units(H: int, pls: int, batch_slices: int, units: int, ctas: int) -> l
     return [units] * pls
 
 
-def offsets(cfg: RNNConfig, hrowb: int, xrowb: int) -> None:
-    """:class:`DoesNotFit` where a buffer the kernel indexes is too large for its offsets."""
+def offsets(cfg: RNNConfig, hrowb: int, xrowb: int, projection: bool = True) -> None:
+    """:class:`DoesNotFit` where a buffer the kernel indexes is too large for its offsets
+    (``projection``: layer 0's input projection is one of them)."""
     T, B = cfg.seq_length, cfg.mini_batch
-    sizes = {"the input projection's values": T * B * cfg.gates * cfg.hidden_size * 4,
+    sizes = {"the input projection's values": T * B * cfg.gates * cfg.hidden_size * 4 *
+             projection,
              "h's slots (bytes)": (T + 1) * B * hrowb, "a layer input's codes": T * B * xrowb,
              "y's values": T * B * cfg.dirs * cfg.hidden_size * 4}
     for what, n in sizes.items():

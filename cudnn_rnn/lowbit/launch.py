@@ -191,14 +191,16 @@ SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_s
             Settings(batch_slices=1, gx_global=True, **_BULK))
 
 
-def not_tried(settings: Settings, verified, shapes) -> str | None:
+def not_tried(settings: Settings, verified, shapes, cfg=None) -> str | None:
     """Why the tuner, trying the launch ``shapes`` in turn, does not try ``settings`` once
     those ``verified`` of the same configuration have (None: it tries it). Of its own list
     (:data:`SETTINGS`), a 'g' shape is the fallback for where the staged input projection
     leaves bulk staging no room: not tried once a bulk shape with the projection staged has
     verified (where both fit, 'g' was 2-4 % slower); a bulk shape without 'e' is not
     tried once its 'e' twin has (faster wherever both ran); and an 'e' shape without 'i'
-    once its 'i' twin has (likewise). Any other list (the user's) is tried whole."""
+    once its 'i' twin has (likewise), where ``cfg``'s input is no wider than a layer above's
+    (as measured; a wider one makes every CTA multiply more slabs with 'i': its twins are
+    tried too; None: not wider). Any other list (the user's) is tried whole."""
     if tuple(shapes) != SETTINGS:
         return None
     staged = [s.name for s in verified if s.bulk and not s.gx_global]
@@ -208,8 +210,9 @@ def not_tried(settings: Settings, verified, shapes) -> str | None:
                 "room)")
     if not settings.bulk:
         return None
+    wide = cfg is not None and cfg.input_size > cfg.dirs * cfg.hidden_size
     twins = [replace(settings, reg_gates=True)]  # with 'e', and with 'e' and 'i'
-    twins += [] if settings.gx_global else [replace(twins[0], input_inside=True)]
+    twins += [] if settings.gx_global or wide else [replace(twins[0], input_inside=True)]
     twin = next((t for t in twins if t in verified), None)
     if twin and not settings.reg_gates:
         return (f"not tried: {twin.name} verified, its gate math on the sums in registers "

@@ -189,12 +189,14 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     hrowb = row_bytes(H, fh)
     if input_inside and not bulk:
         raise DoesNotFit("layer 0's input products in the kernel are bulk staging's: 'wbi'")
+    if input_inside and fx is None:
+        raise DoesNotFit("layer 0's input products in the kernel need the input's format")
     # the input part's row bytes of each pseudo-layer (0: none); xrowb, the largest, is the
     # row of every layer input's codes
     kx = [row_bytes(cfg.input_size if p.layer == 0 else D * H, fx)
           if p.layer or input_inside else 0 for p in pls]
     xrowb = max(kx)
-    fits.offsets(cfg, hrowb, xrowb)
+    fits.offsets(cfg, hrowb, xrowb, not input_inside)
     per_slice = ctas // batch_slices
     if per_slice < len(pls):
         raise DoesNotFit(f"{len(pls)} pseudo-layers x {batch_slices} batch slices need at "

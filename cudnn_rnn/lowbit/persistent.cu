@@ -3,9 +3,11 @@
 // decides who computes what and when (the Slice and wait tables); persistent.py compiles
 // this file with NVRTC, defining:
 //   CELL     0 RNN_RELU, 1 RNN_TANH, 2 LSTM, 3 GRU;  GATES 1, 1, 4, 3
-//   FX, FH   operand formats of the input part (layers above the first) and of the
-//            recurrent part: 0 fp16, 1 bf16, 2 int8, 3 e4m3
-//   HASX     1 when some layer has an input part (more than one layer)
+//   FX, FH   operand formats of the input part (layers above the first, and layer 0 where
+//            its input products are in the kernel) and of the recurrent part: 0 fp16,
+//            1 bf16, 2 int8, 3 e4m3
+//   HASX     1 when some layer has an input part (more than one layer, or layer 0's input
+//            products in the kernel: partition.Partition.input_inside, no projection then)
 //   GXINT    1 when layer 0's input GEMM (cuBLASLt, before the launch) wrote int32
 //   THREADS, MT (m-tiles per CTA at most), NTW (n-tiles per warp), SLAB, STAGES, PAD,
 //   STRADDLE 1 when some CTA's single k-group multiplies both the input and the recurrent
@@ -20,7 +22,7 @@
 //            partition.Partition.areg_slabs); 0: from shared memory at every step
 //   WG       the products on wgmma (sm_90a; cudnn_rnn/lowbit/wgmma.py's helpers and
 //            instruction, for FH and width WGN, are prepended): k-group g is warpgroup g
-//            (two a CTA: the input and the recurrent part, or layer 0's K in halves), its
+//            (two a CTA: the input and the recurrent part, or K in halves without one), its
 //            warp w multiplies the CTA's m-tile w, NSLAB slabs a step, the state staged in
 //            the canonical layout wgmma reads (8-row groups of SLAB * 32 bytes, 16-byte
 //            columns of 8 rows contiguous); A, the weight rows: 1 fragments in registers for
@@ -50,7 +52,7 @@
 //            on the sums in registers, no partial sums in shared memory: the rows lie so
 //            that warp w of each warpgroup holds units 4w .. 4w+3, a lane gates 0 and 2 (lanes
 //            0-15) or 1 and 3 (lanes 16-31) of one of them (tables.gate_rows; a GRU's gate 3
-//            rows zero; its input part's sums, above layer 0, traded apart); the two
+//            rows zero; its input part's sums, where it has one, traded apart); the two
 //            warpgroups trade half their sums (each keeps WGN / 16 blocks of 8 columns), then
 //            lanes l and l ^ 16 one column each, so that a lane holds its unit's four gates at
 //            one column of each block it keeps; its h and c stay in registers
@@ -62,8 +64,9 @@
 //   KS, TS   every CTA's k-groups and n-groups of warps where all CTAs agree, so that the
 //            loops over them have constant bounds (0: each CTA reads its own, Slice.ks/ts)
 //   XE       1 (with WGB): each warpgroup waits for what it reads, its own thread polling:
-//            above the first layer the input part's warpgroups for the layer below (far
-//            ahead in the wavefront: its h is there), the recurrent part's for the CTA's
+//            where a layer has an input part the input part's warpgroups for the layer below
+//            (far ahead in the wavefront: its h is there; layer 0's input was written
+//            before the launch: no wait), the recurrent part's for the CTA's
 //            own group, so that the input part is staged and multiplied while the recurrent
 //            part still waits; a warpgroup that gives up skips its products, and the CTA
 //            gives up together after the barrier that ends them
@@ -222,7 +225,7 @@ struct Layer {                 // one pseudo-layer (persistent.LAYER)
     const float* bW;
     const float* bR;
     const void* gx;            // layer 0: (T*B, GATES*H) input GEMM output; else null
-    const unsigned char* xin;  // layers above 0: (T, B, xrowb) input codes in FX
+    const unsigned char* xin;  // a layer's input part: (T, B, xrowb) input codes in FX
     unsigned char* hq;         // (T+1, B, hrowb) h codes in FH, slot 0 from h0
     unsigned char* xout0;      // the next layer's inputs (one per reader), or null
     unsigned char* xout1;
@@ -467,7 +470,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // WG: k-group kg is warpgroup kg, each of its warps on its own m-tile and every n-tile
     const int ng = WG ? 0 : warp % ts, kg = WG ? warp >> 2 : warp / ts, kx = S.kx;
     const bool active = kg < ks;
-    // k-group g multiplies chunks ga(g) .. gb(g) - 1 (Slice.chunks): above the first layer
+    // k-group g multiplies chunks ga(g) .. gb(g) - 1 (Slice.chunks): with an input part
     // groups 0 .. kx-1 the input part's, the others the recurrent part's (kx 0: all of K
     // evenly, the only case where one group straddles both parts)
     const int hbase = kx ? nxc : 0;
@@ -941,8 +944,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             __syncthreads();
             MARK(3);
             // in phases, every pair at once (no store between two pairs' loads or cells):
-            // the sums, the projection, the cells, then the stores. A GRU above layer 0
-            // (SPLIT, nxc): its input part's sums (warpgroup kx - 1 = 0's) kept apart
+            // the sums, the projection, the cells, then the stores. A GRU with an input
+            // part (SPLIT, nxc): its input part's sums (warpgroup kx - 1 = 0's) kept apart
             const bool xs = SPLIT && nxc;
             float X[GRH][GATES], R[GRH][GATES];
 #pragma unroll

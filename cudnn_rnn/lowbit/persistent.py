@@ -77,7 +77,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
     fx = part.fx or part.fh
     return {"CELL": CELL_CODE[cfg.mode], "GATES": cfg.gates, "FX": FORMAT_CODE[fx],
             "FH": FORMAT_CODE[part.fh], "HASX": int(part.fx is not None),
-            "GXINT": int(gx_int), "THREADS": part.threads, "MT": part.mt_max, "NTW": part.ntw,
+            "GXINT": int(gx_int and not part.input_inside), "THREADS": part.threads, "MT": part.mt_max, "NTW": part.ntw,
             "SLAB": partition.SLAB, "STAGES": part.stages, "PAD": partition.PAD,
             "STRADDLE": int(part.straddles), "EXACT": int(part.exact),
             "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL",
@@ -162,7 +162,7 @@ def precompile(cp, cfg: RNNConfig, stacked, float_precision: str, plan, shapes) 
         return 0
     sources, fitting = {}, []
     for settings in shapes:
-        if not_tried(settings, fitting, shapes):  # a shape that fits stands for a verified one
+        if not_tried(settings, fitting, shapes, cfg):  # one that fits stands for a verified one
             continue
         try:
             part, gx_precision = layout(cfg, gemms, plan, settings, limits)
@@ -208,8 +208,7 @@ class PersistentEngine(Forward):
         self._matmuls: list = []
         try:
             self._upload(gx_precision)
-            self._compile(kernels.int32_output(gx_precision) and not self.part.input_inside,
-                          spin_limit, trace)
+            self._compile(kernels.int32_output(gx_precision), spin_limit, trace)
             self._set_up()
         except BaseException:
             self.close()

@@ -82,7 +82,8 @@ def blob(part: Partition, input_codes: list, recurrent_codes: list) -> np.ndarra
     ``rowb`` bytes; with ``part.wg_shared`` wgmma's canonical layout, :func:`rows` reads
     either back).
     ``input_codes[k]`` / ``recurrent_codes[k]``: pseudo-layer k's (gates*H, in) and
-    (gates*H, H) codes (numpy, the operand dtype; layer 0's input codes are not used)."""
+    (gates*H, H) codes (numpy, the operand dtype; layer 0's input codes are used only with
+    ``part.input_inside``)."""
     H = part.cfg.hidden_size
     out = np.zeros(sum(s.mpad * s.rowb for s in part.slices), dtype=np.uint8)
     for s in part.slices:
