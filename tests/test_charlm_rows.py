@@ -2,8 +2,8 @@
 shapes tried in the tuner's order, each shape's build and verification given by a stand-in
 for ``rows._try`` (what a GPU gave: an outcome and a quick time), so the rules that leave
 'g' untried where a bulk-staged shape verified and was timed, and a bulk shape untried where
-its 'e' twin (or its 'e' and 'i' twin) was (launch.not_tried), are checked in this loop as in the candidates'
-(tests/test_lowbit_candidates.py)."""
+its 'e' twin (or its 'e' and 'i' twin) was (launch.not_tried), are checked in this loop
+as in the candidates' (tests/test_lowbit_candidates.py)."""
 import numpy as np
 
 from cudnn_rnn.bindings.enums import RNNMode

@@ -22,7 +22,6 @@ from cudnn_rnn.cli import BadInput, OneLineParser
 from cudnn_rnn.engine.gpu import NoGPU, cupy_or_raise
 from cudnn_rnn.lowbit import candidates, kernels, model
 from cudnn_rnn.lowbit.launch import Settings
-from cudnn_rnn.lowbit.persistent import ARGS
 from cudnn_rnn.matrix.runs import refuse_output
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -53,8 +52,6 @@ def graph_time(cp, stream, fn, reps: int = 40) -> list[float]:
 
 def parts(e) -> dict:
     """The forward's launches, each alone (PersistentEngine.forward's order)."""
-    c, t = e.cfg, e.tables
-
     def codes():
         for code, scale, xin in e.inside:
             code(e.x, scale, xin)
@@ -66,18 +63,8 @@ def parts(e) -> dict:
             m.run(w.data.ptr, e.x_op.data.ptr, gx.data.ptr, e.workspace.data.ptr,
                   e.workspace.nbytes, e.stream.ptr)
 
-    def kernel():
-        e.counters.fill(0)
-        i32, null = np.int32, np.uint64(0)
-        given = {**t, "counters": e.counters, "status": e.status, "trace": null,
-                 "hx": e.hx, "cx": null if e.cx is None else e.cx, "y": e.y, "hy": e.hy,
-                 "cy": null if e.cy is None else e.cy, "T": i32(c.seq_length),
-                 "B": i32(c.mini_batch), "H": i32(c.hidden_size), "D": i32(c.dirs),
-                 "hrowb": i32(e.part.hrowb), "xrowb": i32(e.part.xrowb)}
-        e.kernel((e.part.grid,), (e.part.threads,), tuple(given[n] for n in ARGS),
-                 shared_mem=e.part.smem)
     return {"whole": e.forward, "input_codes": codes, "input_gemm": gemm,
-            "fill": lambda: e.counters.fill(0), "fill_and_kernel": kernel}
+            "fill": lambda: e.counters.fill(0), "fill_and_kernel": e.launch}
 
 
 def main() -> int:

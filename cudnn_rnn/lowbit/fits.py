@@ -60,10 +60,11 @@ def offsets(cfg: RNNConfig, hrowb: int, xrowb: int, projection: bool = True) -> 
     """:class:`DoesNotFit` where a buffer the kernel indexes is too large for its offsets
     (``projection``: layer 0's input projection is one of them)."""
     T, B = cfg.seq_length, cfg.mini_batch
-    sizes = {"the input projection's values": T * B * cfg.gates * cfg.hidden_size * 4 *
-             projection,
-             "h's slots (bytes)": (T + 1) * B * hrowb, "a layer input's codes": T * B * xrowb,
-             "y's values": T * B * cfg.dirs * cfg.hidden_size * 4}
+    sizes = {"the input projection's values": T * B * cfg.gates * cfg.hidden_size * 4}
+    sizes = sizes if projection else {}
+    sizes.update({"h's slots (bytes)": (T + 1) * B * hrowb,
+                  "a layer input's codes": T * B * xrowb,
+                  "y's values": T * B * cfg.dirs * cfg.hidden_size * 4})
     for what, n in sizes.items():
         if n >= OFFSET_LIMIT:
             raise DoesNotFit(f"{what}: {n} bytes, beyond the kernel's 32-bit offsets "

@@ -185,10 +185,10 @@ def _laid_out(fmt: str):
 def wgmma_quantizer(fmt: str, steps: int, batch: int, features: int, rowb: int,
                     slice_rows: int, width: int, slices: int):
     """``k(x, s, q)``: the (steps, batch, features) float32 x divided by s in format
-    ``fmt``, into uint8 q (viewed as the format's dtype) laid out as the persistent kernel's bulk staging reads a layer
-    input (``rowb`` bytes a row, batch slices of ``slice_rows`` rows padded to ``width``;
-    a row's bytes past its codes get zero codes; the padded rows and the buffer's tail are
-    left as they are: zeros)."""
+    ``fmt``, into uint8 q (viewed as the format's dtype) laid out as the persistent kernel's
+    bulk staging reads a layer input (``rowb`` bytes a row, batch slices of ``slice_rows``
+    rows padded to ``width``; a row's bytes past its codes get zero codes; the padded rows
+    and the buffer's tail are left as they are: zeros)."""
     kernel, ncol = _laid_out(fmt), rowb // 16
 
     def run(x, s, q) -> None:

@@ -106,13 +106,14 @@ class Settings:
         """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``,
         ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b2t256u16wbg``, ``b2t256u16wbm2``,
         ``b3t256k16``); ValueError otherwise."""
-        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)(e?)(i?)"
-                         r"(?:m([1-9]\d*))?(?:k([1-9]\d*))?(?:o([1-9]\d*))?", name)
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)(e?)"
+                         r"(i?)(?:m([1-9]\d*))?(?:k([1-9]\d*))?(?:o([1-9]\d*))?", name)
         if m is None:
             raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
-                             "[r][u<units a CTA>][w[b[g][e][i][m<CTAs sharing a copy>]]][k<cluster "
-                             "CTAs>][o<CTAs a multiprocessor>] (e.g. b1t256, b2t512, b1t256p, b1t256r, b2t512u16, "
-                             "b2t256u16w, b2t256u16wb, b2t256u16wbg, b2t256u16wbe, b2t256u16wbm2, "
+                             "[r][u<units a CTA>][w[b[g][e][i][m<CTAs sharing a copy>]]]"
+                             "[k<cluster CTAs>][o<CTAs a multiprocessor>] (e.g. b1t256, b2t512, "
+                             "b1t256p, b1t256r, b2t512u16, b2t256u16w, b2t256u16wb, "
+                             "b2t256u16wbg, b2t256u16wbe, b2t256u16wbm2, "
                              "b3t256k16, b4t256u16wbeo2, b2t256u16wbei)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
                    threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]), wg=bool(m[7]),
@@ -211,16 +212,15 @@ def not_tried(settings: Settings, verified, shapes, cfg=None) -> str | None:
     if not settings.bulk:
         return None
     wide = cfg is not None and cfg.input_size > cfg.dirs * cfg.hidden_size
-    twins = [replace(settings, reg_gates=True)]  # with 'e', and with 'e' and 'i'
-    twins += [] if settings.gx_global or wide else [replace(twins[0], input_inside=True)]
-    twin = next((t for t in twins if t in verified), None)
+    e = replace(settings, reg_gates=True)  # its twin with 'e', and with 'e' and 'i'
+    ei = None if settings.gx_global or wide else replace(e, input_inside=True)
+    twin = e if e in verified else ei if ei in verified else None
     if twin and not settings.reg_gates:
         return (f"not tried: {twin.name} verified, its gate math on the sums in registers "
                 "('e', faster wherever both ran)")
-    if settings.reg_gates and len(twins) > 1 and not settings.input_inside and \
-            twins[1] in verified:
-        return (f"not tried: {twins[1].name} verified, layer 0's input products in the "
-                "kernel ('i', faster wherever both ran)")
+    if settings.reg_gates and not settings.input_inside and ei in verified:
+        return (f"not tried: {ei.name} verified, layer 0's input products in the kernel "
+                "('i', faster wherever both ran)")
     return None
 
 

@@ -9,9 +9,10 @@ row ``q*nu + u`` is gate q of unit ``j0+u``), in shared memory for the whole seq
 the operand formats (``fx`` for the input part of layers above the first, ``fh`` for the
 recurrent part; layer 0's input projection is the cuBLASLt input GEMM's, computed before
 the launch, or with ``input_inside`` layer 0 multiplies its input codes as a layer above
-does, ``fx`` their format too). A step: stage the state (the previous layer's output at this time, then h of
-the previous step) in slabs, multiply on tensor cores, dequantize, add the input projection
-and the biases, do the gate math in FP32, write h in the formats its readers take.
+does, ``fx`` their format too). A step: stage the state (the previous layer's output at
+this time, then h of the previous step) in slabs, multiply on tensor cores, dequantize, add
+the input projection and the biases, do the gate math in FP32, write h in the formats its
+readers take.
 
 **Dataflow, not a lockstep barrier.** Every step's state goes to its own slot in global
 memory (never overwritten within a launch), and each (pseudo-layer, batch slice) *group*

@@ -77,7 +77,8 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
     fx = part.fx or part.fh
     return {"CELL": CELL_CODE[cfg.mode], "GATES": cfg.gates, "FX": FORMAT_CODE[fx],
             "FH": FORMAT_CODE[part.fh], "HASX": int(part.fx is not None),
-            "GXINT": int(gx_int and not part.input_inside), "THREADS": part.threads, "MT": part.mt_max, "NTW": part.ntw,
+            "GXINT": int(gx_int and not part.input_inside), "THREADS": part.threads,
+            "MT": part.mt_max, "NTW": part.ntw,
             "SLAB": partition.SLAB, "STAGES": part.stages, "PAD": partition.PAD,
             "STRADDLE": int(part.straddles), "EXACT": int(part.exact),
             "MAXW": partition.MAX_WAITS, "SPIN_LIMIT": f"{int(spin_limit)}LL",
@@ -233,10 +234,9 @@ class PersistentEngine(Forward):
         out_dtype = kernels.OUTPUT_DTYPE[gx_precision]
         fmt0 = kernels.OPERANDS[gx_precision]
         if inside:
-            s0 = part.slices[0]
-            code = kernels.wgmma_quantizer(fmt0, T, B, c.input_size, part.xrowb,
-                                           -(-B // part.batch_slices), s0.npad,
-                                           part.batch_slices)
+            s0 = part.slices[0]  # of batch slice 0: a whole slice's rows
+            code = kernels.wgmma_quantizer(fmt0, T, B, c.input_size, part.xrowb, s0.nb,
+                                           s0.npad, part.batch_slices)
             self.inside = [(code, np.float32(ops[p.index].input.act_scale), self.xin[p.index])
                            for p in walk.layers(c)[0]]
         self.x_op = cp.empty((0 if inside else T * B, c.input_size), kernels.FORMATS[fmt0][0])
@@ -307,19 +307,24 @@ class PersistentEngine(Forward):
     def forward(self) -> None:
         """Enqueue the forward on :attr:`stream`: layer 0's input GEMMs (or its input codes),
         then the launch."""
-        c, stream, t = self.cfg, self.stream, self.tables
-        with stream:
+        with self.stream:
             for code, scale, xin in self.inside:
                 code(self.x, scale, xin)
             for (k, m, w, scale, fmt), gx in zip(self.first, self.gx):
                 kernels.quantizer(fmt)(self.x, scale, self.x_op, size=self.x_op.size)
                 m.run(w.data.ptr, self.x_op.data.ptr, gx.data.ptr, self.workspace.data.ptr,
-                      self.workspace.nbytes, stream.ptr)
+                      self.workspace.nbytes, self.stream.ptr)
+            self.launch()
+
+    def launch(self) -> None:
+        """Enqueue the kernel's launch alone (its counters reset first) on :attr:`stream`:
+        what :meth:`forward` does after layer 0's input GEMMs or codes."""
+        c, i32, null = self.cfg, np.int32, np.uint64(0)
+        with self.stream:
             self.counters.fill(0)
             if self.settings.poll:  # every slot unwritten: what a consumer polls for
                 self._unwrite()
-            i32, null = np.int32, np.uint64(0)
-            given = {**t, "counters": self.counters, "status": self.status,
+            given = {**self.tables, "counters": self.counters, "status": self.status,
                      "trace": null if self.trace is None else self.trace, "hx": self.hx,
                      "cx": null if self.cx is None else self.cx, "y": self.y, "hy": self.hy,
                      "cy": null if self.cy is None else self.cy, "T": i32(c.seq_length),
