@@ -169,7 +169,9 @@ def test_the_tuner_tries_g_only_where_no_shape_with_the_projection_staged_verifi
     assert not any(P.not_tried(s, [staged], P.SETTINGS) for s in P.SETTINGS if not s.gx_global)
 
 
-@pytest.mark.parametrize("spec,fmt,slices", ROOMLESS)
+# (a GRU at 1024/256 in 16 bits fits the tuner's 'wbe': its h and c in registers, no room
+# taken for them)
+@pytest.mark.parametrize("spec,fmt,slices", [r for r in ROOMLESS if r[0][0] != "G"])
 def test_where_staging_leaves_no_room_the_tuner_reaches_a_g_shape_that_fits(spec, fmt, slices):
     """At the shapes where bulk staging fits only with 'g', every bulk shape of the tuner's
     list with the projection staged is refused (so none verifies), and its 'g' shape of

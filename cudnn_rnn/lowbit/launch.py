@@ -48,6 +48,9 @@ class Settings:
                      # two CTAs of other batch slices on one multiprocessor, one's gate math
                      # and waits beside the other's products (o2); ctas default to per_sm
                      # per multiprocessor
+    slab: int = 0  # with bulk: chunks of K a bulk copy brings (one ring stage; 0: the
+                   # partition's SLAB, 4): fewer, more stages in the same bytes and more
+                   # copies in flight while a warpgroup multiplies one (s<chunks>)
 
     def __post_init__(self):
         if self.bulk and not self.wg:
@@ -77,6 +80,9 @@ class Settings:
         if self.input_inside and self.gx_global:
             raise ValueError(f"launch shape {self.name}: with the input products in the "
                              "kernel ('i') there is no projection to read ('g')")
+        if self.slab and not self.bulk:
+            raise ValueError(f"launch shape {self.name}: slabs of other sizes ('s') are bulk "
+                             "staging's: name 'wb' first")
         if self.wg and (self.poll or self.areg or self.cluster):
             raise ValueError(f"launch shape {self.name}: wgmma ('w') keeps its own weight "
                              "fragments and counters: not with 'p', 'r' or clusters")
@@ -87,7 +93,8 @@ class Settings:
                     areg=self.areg, cluster=self.cluster, units=self.units, wg=self.wg,
                     bulk=self.bulk, mcast=self.mcast, gx_global=self.gx_global,
                     reg_gates=self.reg_gates, per_sm=self.per_sm,
-                    input_inside=self.input_inside)
+                    input_inside=self.input_inside,
+                    **({"slab": self.slab} if self.slab else {}))
 
     @property
     def name(self) -> str:
@@ -97,6 +104,7 @@ class Settings:
                 + ("w" if self.wg else "") + ("b" if self.bulk else "")
                 + ("g" if self.gx_global else "") + ("e" if self.reg_gates else "")
                 + ("i" if self.input_inside else "")
+                + (f"s{self.slab}" if self.slab else "")
                 + (f"m{self.mcast}" if self.mcast else "")
                 + (f"k{self.cluster}" if self.cluster else "")
                 + (f"o{self.per_sm}" if self.per_sm > 1 else ""))
@@ -107,20 +115,23 @@ class Settings:
         ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b2t256u16wbg``, ``b2t256u16wbm2``,
         ``b3t256k16``); ValueError otherwise."""
         m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)(e?)"
-                         r"(i?)(?:m([1-9]\d*))?(?:k([1-9]\d*))?(?:o([1-9]\d*))?", name)
+                         r"(i?)(?:s([1-9]\d*))?(?:m([1-9]\d*))?(?:k([1-9]\d*))?(?:o([1-9]\d*))?",
+                         name)
         if m is None:
             raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
-                             "[r][u<units a CTA>][w[b[g][e][i][m<CTAs sharing a copy>]]]"
-                             "[k<cluster CTAs>][o<CTAs a multiprocessor>] (e.g. b1t256, b2t512, "
-                             "b1t256p, b1t256r, b2t512u16, b2t256u16w, b2t256u16wb, "
-                             "b2t256u16wbg, b2t256u16wbe, b2t256u16wbm2, "
-                             "b3t256k16, b4t256u16wbeo2, b2t256u16wbei)")
+                             "[r][u<units a CTA>][w[b[g][e][i][s<chunks a copy>]"
+                             "[m<CTAs sharing a copy>]]][k<cluster CTAs>][o<CTAs a "
+                             "multiprocessor>] (e.g. b1t256, b2t512, b1t256p, b1t256r, "
+                             "b2t512u16, b2t256u16w, b2t256u16wb, b2t256u16wbg, b2t256u16wbe, "
+                             "b2t256u16wbm2, b3t256k16, b4t256u16wbeo2, b2t256u16wbei, "
+                             "b2t256u16wbeis2)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
                    threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]), wg=bool(m[7]),
                    bulk=bool(m[8]), gx_global=bool(m[9]), reg_gates=bool(m[10]),
-                   input_inside=bool(m[11]), mcast=int(m[12]) if m[12] else 0,
-                   cluster=int(m[13]) if m[13] else 0, units=int(m[6]) if m[6] else 0,
-                   per_sm=int(m[14]) if m[14] else 1)
+                   input_inside=bool(m[11]), slab=int(m[12]) if m[12] else 0,
+                   mcast=int(m[13]) if m[13] else 0,
+                   cluster=int(m[14]) if m[14] else 0, units=int(m[6]) if m[6] else 0,
+                   per_sm=int(m[15]) if m[15] else 1)
 
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback.

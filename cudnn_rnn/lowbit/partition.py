@@ -45,7 +45,9 @@ from cudnn_rnn.lowbit.cta import (CHUNK, FORMAT_BYTES, PAD, Slice,  # noqa: F401
                                   pstride, row_bytes)
 from cudnn_rnn.lowbit.fits import DoesNotFit, _up  # one rounding up, the limits' own
 
-SLAB = 4  # chunks a k-group stages per pipeline stage
+SLAB = 4  # chunks a k-group stages per pipeline stage (bulk staging may take fewer: SLABS)
+SLABS = (1, 2, 4)
+MAX_RING = 32  # stages of a bulk ring at most (two mbarriers each: the kernel's STATIC_SMEM)
 STAGES = (2, 6)  # the staging ring's depth (bulk staging may go deeper: plan)
 MAX_WAITS = 3  # counters one step waits on: its own group and at most two feeding directions
 MAX_ACC = 16  # m-tiles x n-tiles one warp accumulates (4 registers each, twice with an x part)
@@ -86,6 +88,7 @@ class Partition:
     reg_gates: bool = False  # the gate math on the sums in registers (GR, fits.register_gates)
     per_sm: int = 1  # CTAs a multiprocessor holds at once (the kernel's MINB)
     input_inside: bool = False  # layer 0's input part multiplied in the kernel (no projection)
+    slab: int = SLAB  # chunks a k-group stages per pipeline stage (bulk staging: a copy's)
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""
@@ -130,7 +133,7 @@ class Partition:
             return slots * self.cfg.mini_batch * rowb
         npad = self.slices[0].npad
         return (slots * self.batch_slices * npad * rowb
-                + self.wg_slabs * SLAB * CHUNK * npad)
+                + self.wg_slabs * self.slab * CHUNK * npad)
 
     def weight_bytes(self) -> int:
         """Bytes of weight rows on chip in all (padding included)."""
@@ -143,7 +146,7 @@ class Partition:
         slabs: every padded row, and a group's slabs past its own chunks."""
         weights = not (self.areg_slabs or self.wg_slabs and not self.wg_shared)  # registers
         share = max(1, self.mcast)  # a shared copy: each CTA reads its share of the slabs
-        return {"state_read_bytes": max(s.ks * -(-self.wg_slabs // share) * SLAB * CHUNK
+        return {"state_read_bytes": max(s.ks * -(-self.wg_slabs // share) * self.slab * CHUNK
                                         * s.npad
                                         if self.wg_bulk else s.nb * s.nc * CHUNK
                                         for s in self.slices),
@@ -161,7 +164,8 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
          ctas: int | None = None, batch_slices: int = 1, threads: int = 256,
          areg: bool = False, cluster: int = 0, units: int = 0, wg: bool = False,
          bulk: bool = False, mcast: int = 0, gx_global: bool = False,
-         reg_gates: bool = False, per_sm: int = 1, input_inside: bool = False) -> Partition:
+         reg_gates: bool = False, per_sm: int = 1, input_inside: bool = False,
+         slab: int = SLAB) -> Partition:
     """The partition of ``cfg`` over ``ctas`` CTAs (at most ``per_sm`` per multiprocessor,
     all resident; ``smem_per_block`` each one's share) in ``batch_slices`` batch slices;
     :class:`DoesNotFit` says why it cannot run. ``areg``: each warp keeps its weight
@@ -176,7 +180,9 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     bulk, ``mcast``: clusters of that many CTAs share each copy (fits.shared_copies),
     ``gx_global``: layer 0's input projection not staged (GXG), ``reg_gates``: the gate
     math on the sums in registers (GR, fits.register_gates), ``input_inside``: layer 0's
-    input part of K multiplied in the kernel as a layer above's (``fx`` its format)."""
+    input part of K multiplied in the kernel as a layer above's (``fx`` its format),
+    ``slab``: the chunks of one bulk copy (a ring stage; smaller: more stages in the same
+    bytes, more copies in flight while a warpgroup multiplies one)."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
     ctas = sm_count * per_sm if ctas is None else ctas
     if not 1 <= ctas <= sm_count * per_sm:
@@ -186,6 +192,10 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         raise DoesNotFit(f"{batch_slices} batch slices for a batch of {B} on {ctas} CTAs")
     if threads % 32 or not 32 <= threads <= 1024:
         raise DoesNotFit(f"{threads} threads: a whole number of warps up to 1024")
+    if slab != SLAB and not bulk:
+        raise DoesNotFit(f"slabs of {slab} chunks are bulk staging's: 'wb'")
+    if slab not in SLABS:
+        raise DoesNotFit(f"slabs of {slab} chunks: one of {', '.join(map(str, SLABS))}")
     pls = walk.pseudo_layers(cfg)
     hrowb = row_bytes(H, fh)
     if input_inside and not bulk:
@@ -241,7 +251,8 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     def ring(stages: int) -> Partition:
         part = Partition(cfg, fx if xrowb else None, fh, threads, batch_slices,
                          [], mt_max, ntw, stages, hrowb, xrowb, gx_global=gx_global,
-                         reg_gates=reg_gates, per_sm=per_sm, input_inside=input_inside)
+                         reg_gates=reg_gates, per_sm=per_sm, input_inside=input_inside,
+                         slab=slab)
         _fill(part, pls, nus, counts, nb_full, kx, warps, fh if wg else None, slots)
         return part
     for stages in range(STAGES[1], STAGES[0] - 1, -1):  # the deepest ring that fits
@@ -252,11 +263,11 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         raise DoesNotFit("bulk staging feeds wgmma: 'b' after 'w'")
     if gx_global and not bulk:
         raise DoesNotFit("the input projection from global memory is bulk staging's: 'wbg'")
-    wgs = fits.wg_slabs(part, SLAB, FORMAT_BYTES) if wg else None  # not the ring's depth
+    wgs = fits.wg_slabs(part, slab, FORMAT_BYTES) if wg else None  # not the ring's depth
     # bulk staging: a ring up to a step's slabs deep, the deepest that fits (past the ring,
     # a warpgroup refills a stage once its products are done: fits.bulk)
     if bulk:
-        for stages in range(wgs[0], part.stages, -1):
+        for stages in range(min(wgs[0], MAX_RING), part.stages, -1):
             deeper = ring(stages)
             if deeper.smem <= smem_per_block:
                 part = deeper
@@ -299,7 +310,8 @@ def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps, wg: str | None,
                 s = replace(_slice(cfg, p, i * nu, min(nu, H - i * nu), _up(slots * nu, 16),
                                    bs, b0, nb, kx[p.index], part.hrowb, warps, part.ntw,
                                    part.stages, blob, wg, 16 * part.mt_max,
-                                   part.gx_global or part.input_inside, part.reg_gates),
+                                   part.gx_global or part.input_inside, part.reg_gates,
+                                   part.slab),
                             ctr=part.groups[(p.index, bs)])
                 blob += s.mpad * s.rowb
                 part.slices.append(s)
@@ -318,7 +330,7 @@ def _input_groups(ks: int, nxc: int, nc: int) -> int:
 
 def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob,
            wg: str | None = None, rows_max: int = 0, gx_global: bool = False,
-           reg_gates: bool = False) -> Slice:
+           reg_gates: bool = False, slab: int = SLAB) -> Slice:
     """``mpad``: the rows of the pseudo-layer's full slices (a last slice of fewer units
     takes as many, its rows past ``gates * nu`` zero, so that its tiles are theirs).
     ``wg`` (the operand format): a k-group is a warpgroup of four warps, each on every
@@ -336,11 +348,12 @@ def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blo
     off_dq = _up(_up(rows_max, fits.WG_ROWS) * rowb + fits.wg_zero(npad) if wg else mpad * rowb,
                  16)
     off_own = off_dq + 4 * mpad * 4  # dequantization and biases per row
-    off_gx = _up(off_own + 2 * npad * nu * 4, 16)  # h and c of its units
+    # h and c of its units (with the gate math in registers, held there)
+    off_gx = _up(off_own + (0 if reg_gates else 2 * npad * nu * 4), 16)
     # a step's input projection (none read from global memory, or multiplied in the kernel)
     gx = cfg.gates * nb * nu * 4 if p.layer == 0 and not gx_global else 0
     off_ring = _up(off_gx + gx, 16)
-    ring = stages * ks * npad * (SLAB * CHUNK + PAD)
+    ring = stages * ks * npad * (slab * CHUNK + (0 if wg else PAD))  # wgmma's: no padding
     split = nxc and cfg.mode == RNNMode.GRU  # GRU keeps the input part's sums apart
     # the partial sums; with the gate math in registers only the warpgroups' trade: 2 x 4
     # warps x npad / 16 blocks x 4 values x 32 lanes (persistent.cu's GR)

@@ -346,8 +346,10 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // per row: dequantization of the input part (layer 0: of the input GEMM's output) and of
     // the recurrent part, then the two biases; [4][mpad]
     float* dqs = (float*)(smem + S.off_dq);
+#if !GR  // GR: h and c in registers (h_r, c_r), no room for them (partition._slice)
     float* own_h = (float*)(smem + S.off_own);    // this CTA's h and c, (nb, nu)
     float* own_c = own_h + npad * nu;
+#endif
 #if !GXG  // GXG: no room for it (partition.plan), and nothing may read it
     float* gxs = (float*)(smem + S.off_gx);       // layer 0: this step's input projection
 #endif
@@ -392,9 +394,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     for (Pairs it(tid, nu); it.p < nb * nu; it.next()) {  // h0, c0 in; h0's codes to slot 0
         const unsigned g = lb + (unsigned)(b0 + it.b) * H + j0 + it.u;
         const float h = hx[g];
+#if !GR
         own_h[it.p] = h;
 #if CELL == 2
         own_c[it.p] = cx[g];
+#endif
 #endif
 #if WGB
         put<FH>(L.hq + code_at(0, S.bs, it.b, (j0 + it.u) * BPE(FH), hrowb), h, L.hscale);

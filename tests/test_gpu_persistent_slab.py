@@ -1,0 +1,47 @@
+"""Bulk copies of fewer chunks on a GPU (marker ``gpu``; sm_90a: launch shapes with
+'s<chunks>'): every cell, direction and format verified against the float64 reference and
+replayed bit for bit, with each copy 1 or 2 chunks; at the issue's shapes, rings shallower
+than a step's slabs, refilled a stage at a time (tests/test_persistent_slab.py plans them)."""
+import pytest
+
+from cudnn_rnn.bindings.enums import DirectionMode, RNNMode
+from cudnn_rnn.lowbit.persistent import Settings
+
+from tests.test_gpu_persistent import _cfg, _verify_all
+from tests.test_gpu_persistent_wg import NAMES, _shape, hopper  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("settings", ["b2t256u8wbs1", "b2t256u16wbeis2"])
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
+                                       DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
+@pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
+def test_every_cell_direction_and_format_verifies_with_smaller_copies(cuda, hopper, mode,
+                                                                     direction, layers, settings):
+    if Settings.parse(settings).reg_gates and mode not in (RNNMode.LSTM, RNNMode.GRU):
+        pytest.skip("the gate math in registers is an LSTM's or a GRU's")
+    by_name = _verify_all(_cfg(mode, direction, layers), NAMES, settings, mode, True)
+    assert all(rec["outcome"] == "OK" for rec in by_name.values())
+
+
+@pytest.mark.parametrize("spec,names,settings", [
+    ("LSTM 5/1/1024/256", ["persistent:int8/both", "persistent:e4m3/both"], "b2t256u16wbeis2"),
+    ("LSTM 5/1/1024/256", ["persistent:int8/both"], "b2t256u16wbeis1"),
+    ("GRU 5/1/1024/256", ["persistent:int8/both"], "b2t256u16wbeis2"),
+    ("LSTM 5/1/1024/256", ["persistent:fp16"], "b2t256u16wbes1"),  # staged projection
+    ("LSTM 5/1/2048/128", ["persistent:int8/both"], "b1t256u16wbes1"),  # likewise
+    ("LSTM 5/1/2048/128", ["persistent:int8/both"], "b1t256u16wbges2"),
+])
+def test_smaller_copies_verify_on_rings_shallower_than_a_step(cuda, hopper, spec, names,
+                                                              settings):
+    if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
+        pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
+    mode, cfg = _shape(spec)
+    by_name = _verify_all(cfg, names, settings, mode, True)
+    assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
+    for rec in by_name.values():
+        launch = rec["algorithms"][-1]
+        assert launch["bulk_staging"] and 2 < launch["ring_stages"] < launch["slabs_per_step"]
+        assert launch["chunks_per_slab"] == Settings.parse(settings).slab
