@@ -22,8 +22,21 @@ def test_every_cell_direction_and_format_verifies_with_smaller_copies(cuda, hopp
                                                                      direction, layers, settings):
     if Settings.parse(settings).reg_gates and mode not in (RNNMode.LSTM, RNNMode.GRU):
         pytest.skip("the gate math in registers is an LSTM's or a GRU's")
-    by_name = _verify_all(_cfg(mode, direction, layers), NAMES, settings, mode, True)
+    # a batch of 32: two slices of 16 rows, what the gate math in registers takes
+    by_name = _verify_all(_cfg(mode, direction, layers, batch=32), NAMES, settings, mode, True)
     assert all(rec["outcome"] == "OK" for rec in by_name.values())
+
+
+def test_one_chunk_copies_refill_a_ring_shallower_than_a_step_on_any_hopper(cuda, hopper):
+    """LSTM 5/1/512/256 in FP16 on 64 CTAs (an H100 PCIe's 114 multiprocessors take it):
+    16 slabs a step through 13 stages, which do not divide them, so each stage is refilled
+    within the step and its phases differ from one stage to the next."""
+    mode, cfg = _shape("LSTM 5/1/512/256")
+    by_name = _verify_all(cfg, ["persistent:fp16"], "b2t256u16wbs1", mode, True)
+    launch = by_name["persistent:fp16"]["algorithms"][-1]
+    assert by_name["persistent:fp16"]["outcome"] == "OK" and launch["grid"] <= 114
+    assert launch["slabs_per_step"] % launch["ring_stages"] and \
+        2 < launch["ring_stages"] < launch["slabs_per_step"]
 
 
 @pytest.mark.parametrize("spec,names,settings", [

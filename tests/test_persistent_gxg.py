@@ -169,8 +169,7 @@ def test_the_tuner_tries_g_only_where_no_shape_with_the_projection_staged_verifi
     assert not any(P.not_tried(s, [staged], P.SETTINGS) for s in P.SETTINGS if not s.gx_global)
 
 
-# (a GRU at 1024/256 in 16 bits fits the tuner's 'wbe': its h and c in registers, no room
-# taken for them)
+# (a GRU at 1024/256 in 16 bits fits the tuner's 'wbe': the test below)
 @pytest.mark.parametrize("spec,fmt,slices", [r for r in ROOMLESS if r[0][0] != "G"])
 def test_where_staging_leaves_no_room_the_tuner_reaches_a_g_shape_that_fits(spec, fmt, slices):
     """At the shapes where bulk staging fits only with 'g', every bulk shape of the tuner's
@@ -188,6 +187,18 @@ def test_where_staging_leaves_no_room_the_tuner_reaches_a_g_shape_that_fits(spec
     part = partition.plan(cfg, fmt, fmt, sm_count=132, smem_per_block=smem,
                           **g.partition_args())
     assert part.gx_global and part.smem <= smem
+
+
+def test_a_gru_in_16_bits_at_1024_256_fits_with_its_h_and_c_in_registers():
+    """With the gate math in registers ('e') a CTA's h and c take no shared memory: a GRU at
+    1024/256 in BF16 then stages its projection on a ring of two (without 'e' it does not
+    fit)."""
+    cfg = _shape("GRU 50/1/1024/256")
+    smem = SMEM - P.STATIC_SMEM
+    part = _plan(cfg, "bf16", 2, smem, reg_gates=True)
+    assert not part.gx_global and part.stages == 2 and part.smem <= smem
+    with pytest.raises(partition.DoesNotFit, match="shared memory"):
+        _plan(cfg, "bf16", 2, smem)
 
 
 def test_the_probe_tools_16_byte_staging_of_the_projection_applies_and_compiles():

@@ -58,15 +58,18 @@ def test_smaller_copies_make_a_deeper_ring_with_more_bytes_in_flight(spec, name)
 
 
 def test_the_ring_takes_no_row_padding_and_registers_keep_h_and_c():
-    """wgmma reads a stage as the bulk copy laid it (rows unpadded), and with the gate math
-    in registers ('e') a CTA holds its h and c there: neither takes shared memory."""
+    """wgmma reads a stage as the bulk copy laid it (rows unpadded: STAGES x k-groups x WGN
+    rows x SLAB chunks, the kernel's own extent), and with the gate math in registers ('e')
+    a CTA holds its h and c there: neither takes shared memory. The partial sums overlay
+    the ring (GR: 32 lanes x 4 values x 8 blocks of 4 warps x 2 warpgroups x GRH)."""
     cfg = _shape("LSTM 50/1/1024/256")
     e, plain = _plan(cfg, "b2t256u16wbe"), _plan(cfg, "b2t256u16wb")
-    for part, partials in ((e, lambda s: s.npad * 256),
-                           (plain, lambda s: s.ks * pstride(s.mpad) * s.npad * 4)):
-        s = part.slices[0]
-        ring = part.stages * s.ks * s.npad * part.slab * CHUNK
-        assert s.smem - s.off_ring == max(ring, partials(s))
+    for part in (e, plain):
+        d, s = P.defines(cfg, part, gx_int=True), part.slices[0]
+        ring = d["STAGES"] * s.ks * d["WGN"] * d["SLAB"] * CHUNK
+        partials = (2 * 4 * (d["WGN"] // 16) * 4 * 32 * 4 if d.get("GR")
+                    else s.ks * pstride(s.mpad) * d["WGN"] * 4)
+        assert s.smem - s.off_ring == max(ring, partials)
     se, sp = e.slices[0], plain.slices[0]
     assert se.off_gx == se.off_own and P.defines(cfg, e, gx_int=True)["GR"] == 1
     assert sp.off_gx - sp.off_own == 2 * sp.npad * sp.nu * 4 and "GR" not in P.defines(
