@@ -28,6 +28,19 @@ def _shape(spec):
                       input_size=H)
 
 
+def _verify_at(cuda, spec, names, settings,
+               why="this shape takes 128 CTAs, one a multiprocessor"):
+    """Every candidate of ``names`` at ``settings`` on ``spec`` (see :func:`_shape`), all
+    verified and replayed; skipped, saying ``why``, on a GPU of fewer than 128
+    multiprocessors. The records by name."""
+    if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
+        pytest.skip(why)
+    mode, cfg = _shape(spec)
+    by_name = _verify_all(cfg, names, settings, mode, True)
+    assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
+    return by_name
+
+
 @pytest.fixture(scope="module")
 def hopper(cuda):
     if capability(cuda) != (9, 0):
@@ -76,15 +89,11 @@ def test_a_ring_shallower_than_a_steps_slabs_verifies_and_replays(cuda, hopper, 
     """Bulk staging where the ring holds fewer stages than a step's slabs: each warpgroup
     refills a stage once its slab's products are done, the stage's phases counted across
     steps (tests/test_persistent_wg.py plans these rings)."""
-    if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
-        pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
-    mode, cfg = _shape(spec)
-    by_name = _verify_all(cfg, names, "b2t256u16wb", mode, True)
-    assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
+    by_name = _verify_at(cuda, spec, names, "b2t256u16wb")
     for rec in by_name.values():  # the ring that ran: shallower than the step's slabs
         launch = rec["algorithms"][-1]
         assert launch["bulk_staging"]
-        assert launch["ring_stages"] == (5 if cfg.hidden_size == 512 else 3)
+        assert launch["ring_stages"] == (5 if _shape(spec)[1].hidden_size == 512 else 3)
 
 
 @pytest.mark.parametrize("spec,names,settings", [
@@ -97,11 +106,7 @@ def test_where_only_the_projection_from_global_memory_leaves_room_it_verifies(
     """Bulk staging at shapes where a step's staged input projection left no room for the
     ring (tests/test_persistent_gxg.py plans them): the gate math reads it from global
     memory, on a ring of two stages or more."""
-    if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
-        pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
-    mode, cfg = _shape(spec)
-    by_name = _verify_all(cfg, names, settings, mode, True)
-    assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
+    by_name = _verify_at(cuda, spec, names, settings)
     for rec in by_name.values():
         launch = rec["algorithms"][-1]
         assert launch["bulk_staging"] and launch["input_projection_from"] == "global"
@@ -267,11 +272,7 @@ def test_the_gate_math_in_registers_verifies_and_replays(cuda, hopper, mode, dir
 ])
 def test_the_gate_math_in_registers_verifies_at_the_issues_shapes(cuda, hopper, spec, names,
                                                                   settings):
-    if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
-        pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
-    mode, cfg = _shape(spec)
-    by_name = _verify_all(cfg, names, settings, mode, True)
-    assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
+    _verify_at(cuda, spec, names, settings)
 
 
 @pytest.mark.parametrize("settings", ["b4t256u16wbeo2", "b4t256u16wbo2"])
@@ -301,11 +302,8 @@ def test_two_ctas_a_multiprocessor_verify_at_the_issues_shapes(cuda, hopper, spe
                                                                settings):
     """256 CTAs: more than one a multiprocessor, all resident (a cooperative launch refuses
     a grid that is not)."""
-    if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
-        pytest.skip("these shapes take 256 CTAs, two a multiprocessor")
-    mode, cfg = _shape(spec)
-    by_name = _verify_all(cfg, names, settings, mode, True)
-    assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
+    by_name = _verify_at(cuda, spec, names, settings,
+                         "these shapes take 256 CTAs, two a multiprocessor")
     assert {rec["algorithms"][-1]["grid"] for rec in by_name.values()} == {256}
 
 
@@ -335,11 +333,7 @@ def test_layer_0s_input_products_in_the_kernel_verify_and_replay(cuda, hopper, m
 ])
 def test_layer_0s_input_products_in_the_kernel_verify_at_the_issues_shapes(cuda, hopper, spec,
                                                                            names):
-    if cuda.cuda.Device().attributes["MultiProcessorCount"] < 128:
-        pytest.skip("this shape takes 128 CTAs, one a multiprocessor")
-    mode, cfg = _shape(spec)
-    by_name = _verify_all(cfg, names, "b2t256u16wbei", mode, True)
-    assert [rec["outcome"] for rec in by_name.values()] == ["OK"] * len(names)
+    _verify_at(cuda, spec, names, "b2t256u16wbei")
 
 
 @pytest.mark.parametrize("wait", [0, 1])
