@@ -10,7 +10,7 @@ from cudnn_rnn.bindings.enums import RNNMode
 
 from cudnn_rnn.lowbit import partition
 from cudnn_rnn.lowbit import persistent as P
-from cudnn_rnn.lowbit.launch import Settings
+from cudnn_rnn.lowbit.launch import SLABS, Settings
 from cudnn_rnn.lowbit.partition import CHUNK, pstride
 from cudnn_rnn.lowbit.ptxas import ptxas_info
 
@@ -29,8 +29,11 @@ def test_the_launch_shape_names_its_copies_chunks_after_the_i():
         Settings.parse("b2t256u16wbs2i")  # 's' after 'i'
     with pytest.raises(ValueError, match="bulk staging's: name 'wb' first"):
         Settings.parse("b2t256u16ws2")
+    with pytest.raises(ValueError, match="'s' takes one of 1, 2, 4"):
+        Settings.parse("b2t256u16wbs3")
     with pytest.raises(partition.DoesNotFit, match="one of 1, 2, 4"):
-        _plan(_seed(), "b2t256u16wbs3")
+        partition.plan(_seed(), "int8", "int8", sm_count=132, smem_per_block=SMEM,
+                       batch_slices=2, units=16, wg=True, bulk=True, slab=3)
     with pytest.raises(partition.DoesNotFit, match="bulk staging's: 'wb'"):
         partition.plan(_seed(), "int8", "int8", sm_count=132, smem_per_block=SMEM,
                        batch_slices=2, units=16, wg=True, slab=2)
@@ -44,7 +47,7 @@ def test_smaller_copies_make_a_deeper_ring_with_more_bytes_in_flight(spec, name)
     and 1 chunks keep more bytes on their way than slabs of 4, each step reads the same
     bytes, and every plan fits a block's shared memory."""
     cfg = _shape(spec)
-    parts = {slab: _plan(cfg, f"{name}s{slab}") for slab in partition.SLABS}
+    parts = {slab: _plan(cfg, f"{name}s{slab}") for slab in SLABS}
     flight = {}
     for slab, part in parts.items():
         s = part.slices[0]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 
 MAX_PER_SM = 2  # CTAs a multiprocessor the kernel is built for (its launch bounds' MINB)
+SLABS = (1, 2, 4)  # chunks a bulk copy may bring ('s'; without it partition.SLAB)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,9 @@ class Settings:
         if self.slab and not self.bulk:
             raise ValueError(f"launch shape {self.name}: slabs of other sizes ('s') are bulk "
                              "staging's: name 'wb' first")
+        if self.slab and self.slab not in SLABS:
+            raise ValueError(f"launch shape {self.name}: a bulk copy of {self.slab} chunks: "
+                             f"'s' takes one of {', '.join(map(str, SLABS))}")
         if self.wg and (self.poll or self.areg or self.cluster):
             raise ValueError(f"launch shape {self.name}: wgmma ('w') keeps its own weight "
                              "fragments and counters: not with 'p', 'r' or clusters")

@@ -44,9 +44,9 @@ from cudnn_rnn.lowbit import fits, wgmma
 from cudnn_rnn.lowbit.cta import (CHUNK, FORMAT_BYTES, PAD, Slice,  # noqa: F401 (its API)
                                   pstride, row_bytes)
 from cudnn_rnn.lowbit.fits import DoesNotFit, _up  # one rounding up, the limits' own
+from cudnn_rnn.lowbit.launch import SLABS
 
 SLAB = 4  # chunks a k-group stages per pipeline stage (bulk staging may take fewer: SLABS)
-SLABS = (1, 2, 4)
 MAX_RING = 32  # stages of a bulk ring at most (two mbarriers each: the kernel's STATIC_SMEM)
 STAGES = (2, 6)  # the staging ring's depth (bulk staging may go deeper: plan)
 MAX_WAITS = 3  # counters one step waits on: its own group and at most two feeding directions
