@@ -14,6 +14,7 @@ from cudnn_rnn.lowbit import persistent
 G = [s.name for s in persistent.SETTINGS if s.gx_global]
 E = "b2t256u16wbei"  # the first bulk shape, 'e' and 'i': its twins without them untried
 TWINS = ["b2t256u16wbi", "b2t256u16wbe", "b2t256u16wb"]
+S2 = "b2t256u16wbes2"  # copies of 2 chunks with 'e': untried once its 'i' twin verified
 STAGED = [s.name for s in persistent.SETTINGS if s.bulk and not s.gx_global]
 
 
@@ -61,13 +62,14 @@ def test_where_a_bulk_staged_shape_was_timed_g_is_not_tried(monkeypatch):
     times = {s.name: 1.0 + i for i, s in enumerate(persistent.SETTINGS)}
     rec, tried, built = _row(monkeypatch, lambda name: ("OK", times[name]))
     assert list(tried) == [s.name for s in persistent.SETTINGS]
-    for name in G:
+    for name in G:  # the first bulk-staged shape named
         assert tried[name]["outcome"] == "NOT_TRIED" and tried[name]["ms"] is None
-        assert f"{E} verified" in tried[name]["reason"]
+        assert f"{STAGED[0]} verified" in tried[name]["reason"]
     for name in TWINS:
         assert tried[name]["outcome"] == "NOT_TRIED"
         assert f"{E} verified" in tried[name]["reason"]
-    assert {b.name for b in built} == set(tried) - set(G) - set(TWINS)  # never built
+    assert tried[S2]["outcome"] == "NOT_TRIED" and f"{E}s2 verified" in tried[S2]["reason"]
+    assert {b.name for b in built} == set(tried) - set(G) - set(TWINS) - {S2}  # never built
     first = persistent.SETTINGS[0].name  # the fastest tried
     assert rec["outcome"] == "OK" and rec["settings"] == first and rec["timed"] == first
     assert all(b.closed for b in built)

@@ -106,3 +106,27 @@ def test_a_ring_of_one_chunk_slabs_stays_within_the_kernels_static_shared_memory
     assert part.smem + (part.wg_slabs - part.stages) * 512 <= SMEM - P.STATIC_SMEM
     info = ptxas_info(P.defines(cfg, part, gx_int=False), "sm_90a")
     assert info["static_smem"] <= P.STATIC_SMEM
+
+
+def test_the_tuner_times_wbeis2_beside_wbei_and_tries_wbes2_only_where_wbe_is_refused():
+    """Of the tuner's list: 'wbeis2' (faster than 'wbei' where a two-stage ring waited on
+    L2, slower where it kept up: launch.py's note) is tried whatever else verified; 'wbes2'
+    (slower than 'wbe' wherever both ran) not once 'wbe' has, nor once its 'i' twin
+    'wbeis2' has, and tried where both were refused (FP16 at LSTM 50/1/1024/256, where
+    'wbe' does not fit); a list the user names is tried whole."""
+    names = [s.name for s in P.SETTINGS]
+    wbeis2, wbei, wbe, wbes2 = (Settings.parse(f"b2t256u16{n}")
+                                for n in ("wbeis2", "wbei", "wbe", "wbes2"))
+    assert names.index(wbeis2.name) < names.index(wbei.name) < names.index(wbe.name) \
+        < names.index(wbes2.name)
+    assert [s.name for s in P.SETTINGS if s.slab] == [wbeis2.name, wbes2.name]
+    for verified in ([wbei], [wbe], [wbei, wbe], []):
+        assert P.not_tried(wbeis2, verified, P.SETTINGS) is None
+    assert "b2t256u16wbe verified, its copies of 4 chunks" in P.not_tried(
+        wbes2, [wbe], P.SETTINGS)
+    assert "b2t256u16wbeis2 verified" in P.not_tried(wbes2, [wbeis2], P.SETTINGS)
+    assert P.not_tried(wbes2, [Settings.parse("b2t256u16")], P.SETTINGS) is None
+    assert P.not_tried(wbes2, [wbe], (wbe, wbes2)) is None
+    # where 'wbes2' verified, the 'g' shapes are its fallback no more
+    assert "b2t256u16wbes2 verified" in P.not_tried(
+        Settings.parse("b2t256u16wbge"), [wbes2], P.SETTINGS)

@@ -195,12 +195,27 @@ class Settings:
 # LSTM 50/1/1024/256 INT8 0.4816 against 0.5146; 50/1/1024/64 INT8 0.2243 against 0.2392
 # (FP16 there: 'i' does not fit). So 'wbe' is not tried once 'wbei' verified and was timed
 # (:func:`not_tried`); the single-gate cells try 'wbi' and 'wb' both (not measured apart).
+# 's2' (bulk copies of 2 chunks: a ring twice as deep) measured on an H100 80GB HBM3 against
+# the same shape with copies of 4 (tools/persistent_probe.py, quick ranking replays, three
+# processes where two figures are given, ms, tree 19cf688): LSTM 50/1/1024/256 INT8 'wbeis2'
+# 0.4497, 0.4471, 0.4464 against 'wbei' 0.4859, 0.4829, 0.4848 (products 4.6 us a step
+# against 5.2, traced), GRU 0.4584 against 0.4880; slower where the ring already kept up
+# (seed GRU INT8 0.0900 against 0.0760, LSTM 50/1/1024/64 INT8 0.3002 against 0.2266): the
+# tuner times both. 'wbes2': LSTM 50/1/1024/256 FP16, where 'wbe' does not fit, 0.7225,
+# 0.7226, 0.7228 against 'wbge' 0.7312; slower than 'wbe' wherever both ran (INT8 there
+# 0.5436 against 0.5145, GRU FP16 0.6550 against 0.6298, LSTM 50/1/1024/64 INT8 0.2748
+# against 0.2395), so not tried once 'wbe' verified. Not in it: 's1' (4.5-37 % slower than
+# 's2' or 's4' at every shape measured, 1024/256 INT8 'wbeis1' 0.6111: a wgmma group and a
+# wait per 1-chunk slab, products 7.5 us a step); 'wbges2' (LSTM 50/1/2048/128 INT8 0.7359
+# against 'wbge' 0.7216).
 _BULK = dict(units=16, wg=True, bulk=True)
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
+            Settings(batch_slices=2, reg_gates=True, input_inside=True, slab=2, **_BULK),
             Settings(batch_slices=2, reg_gates=True, input_inside=True, **_BULK),
             Settings(batch_slices=2, input_inside=True, **_BULK),
             Settings(batch_slices=2, reg_gates=True, **_BULK), Settings(batch_slices=2, **_BULK),
+            Settings(batch_slices=2, reg_gates=True, slab=2, **_BULK),
             Settings(batch_slices=2, gx_global=True, reg_gates=True, **_BULK),
             Settings(batch_slices=2, gx_global=True, **_BULK),
             Settings(batch_slices=1, gx_global=True, reg_gates=True, **_BULK),
@@ -216,7 +231,8 @@ def not_tried(settings: Settings, verified, shapes, cfg=None) -> str | None:
     tried once its 'e' twin has (faster wherever both ran); and an 'e' shape without 'i'
     once its 'i' twin has (likewise), where ``cfg``'s input is no wider than a layer above's
     (as measured; a wider one makes every CTA multiply more slabs with 'i': its twins are
-    tried too; None: not wider). Any other list (the user's) is tried whole."""
+    tried too; None: not wider); a shape of smaller copies ('s') without 'i' once its twin
+    of copies of 4 chunks has (likewise). Any other list (the user's) is tried whole."""
     if tuple(shapes) != SETTINGS:
         return None
     staged = [s.name for s in verified if s.bulk and not s.gx_global]
@@ -236,6 +252,10 @@ def not_tried(settings: Settings, verified, shapes, cfg=None) -> str | None:
     if settings.reg_gates and not settings.input_inside and ei in verified:
         return (f"not tried: {ei.name} verified, layer 0's input products in the kernel "
                 "('i', faster wherever both ran)")
+    four = replace(settings, slab=0)  # its twin with copies of 4 chunks
+    if settings.slab and not settings.input_inside and four in verified:
+        return (f"not tried: {four.name} verified, its copies of 4 chunks (faster wherever "
+                "both ran without 'i')")
     return None
 
 
