@@ -13,15 +13,18 @@ from tests.test_gpu_persistent_wg import NAMES, _shape, _verify_at, hopper  # no
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("settings", ["b2t256u8wbs1", "b2t256u16wbeis2"])
+# every cell with copies of 1 chunk; the gate math in registers ('e', with 'i' and copies
+# of 2: the tuner's first bulk shape) is an LSTM's or a GRU's only
+CELLS = [(mode, "b2t256u8wbs1") for mode in RNNMode] + [
+    (mode, "b2t256u16wbeis2") for mode in (RNNMode.LSTM, RNNMode.GRU)]
+
+
 @pytest.mark.parametrize("layers", [1, 2])
 @pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
                                        DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
-@pytest.mark.parametrize("mode", list(RNNMode), ids=lambda c: c.name)
+@pytest.mark.parametrize("mode,settings", CELLS, ids=lambda v: getattr(v, "name", v))
 def test_every_cell_direction_and_format_verifies_with_smaller_copies(cuda, hopper, mode,
                                                                      direction, layers, settings):
-    if Settings.parse(settings).reg_gates and mode not in (RNNMode.LSTM, RNNMode.GRU):
-        pytest.skip("the gate math in registers is an LSTM's or a GRU's")
     # a batch of 32: two slices of 16 rows, what the gate math in registers takes
     by_name = _verify_all(_cfg(mode, direction, layers, batch=32), NAMES, settings, mode, True)
     assert all(rec["outcome"] == "OK" for rec in by_name.values())
@@ -44,6 +47,7 @@ def test_one_chunk_copies_refill_a_ring_shallower_than_a_step_on_any_hopper(cuda
     ("LSTM 5/1/1024/256", ["persistent:int8/both"], "b2t256u16wbeis1"),
     ("GRU 5/1/1024/256", ["persistent:int8/both"], "b2t256u16wbeis2"),
     ("LSTM 5/1/1024/256", ["persistent:fp16"], "b2t256u16wbes1"),  # staged projection
+    ("LSTM 5/1/1024/256", ["persistent:fp16"], "b2t256u16wbes2"),  # the tuner's, there
     ("LSTM 5/1/2048/128", ["persistent:int8/both"], "b1t256u16wbes1"),  # likewise
     ("LSTM 5/1/2048/128", ["persistent:int8/both"], "b1t256u16wbges2"),
 ])
