@@ -14,7 +14,7 @@ from cudnn_rnn.lowbit import persistent
 G = [s.name for s in persistent.SETTINGS if s.gx_global]
 E = "b2t256u16wbei"  # the first bulk shape, 'e' and 'i': its twins without them untried
 TWINS = ["b2t256u16wbi", "b2t256u16wbe", "b2t256u16wb"]
-S2 = "b2t256u16wbes2"  # copies of 2 chunks with 'e': untried once its 'i' twin verified
+S2 = "b2t256u16wbes2"  # copies of 2 chunks with 'e': untried once 'wbe' or 'wbei' verified
 STAGED = [s.name for s in persistent.SETTINGS if s.bulk and not s.gx_global]
 
 
@@ -68,7 +68,8 @@ def test_where_a_bulk_staged_shape_was_timed_g_is_not_tried(monkeypatch):
     for name in TWINS:
         assert tried[name]["outcome"] == "NOT_TRIED"
         assert f"{E} verified" in tried[name]["reason"]
-    assert tried[S2]["outcome"] == "NOT_TRIED" and f"{E}s2 verified" in tried[S2]["reason"]
+    assert tried[S2]["outcome"] == "NOT_TRIED"
+    assert f"{E} verified, copies of 4" in tried[S2]["reason"]
     assert {b.name for b in built} == set(tried) - set(G) - set(TWINS) - {S2}  # never built
     first = persistent.SETTINGS[0].name  # the fastest tried
     assert rec["outcome"] == "OK" and rec["settings"] == first and rec["timed"] == first
@@ -86,3 +87,25 @@ def test_where_the_bulk_staged_shape_is_refused_g_is_tried_and_can_win(monkeypat
     assert [tried[name]["outcome"] for name in G] == ["OK", "NOT_TRIED"] * (len(G) // 2)
     assert rec["outcome"] == "OK" and rec["settings"] == G[0] and rec["timed"] == G[0]
     assert all(b.closed for b in built)
+
+
+def test_copies_of_2_are_tried_only_where_the_copies_of_4_were_refused(monkeypatch):
+    """'wbes2' (slower than 'wbe' and 'wbei' wherever both ran) is not built where 'wbe'
+    verified with the 'i' shapes refused; where every copy-of-4 shape with the projection
+    staged was refused (FP16 at LSTM 50/1/1024/256), it is built, timed and can win, and
+    the 'g' shapes are then not tried."""
+    four = [n for n in STAGED if not persistent.Settings.parse(n).slab]
+    inside = [n for n in STAGED if persistent.Settings.parse(n).input_inside]
+    rec, tried, built = _row(monkeypatch, lambda name: (
+        ("NOT_SUPPORTED", None) if name in inside else ("OK", 2.0)))
+    assert tried["b2t256u16wbe"]["outcome"] == "OK"
+    assert tried[S2]["outcome"] == "NOT_TRIED"
+    assert "b2t256u16wbe verified, copies of 4" in tried[S2]["reason"]
+    assert S2 not in {b.name for b in built}
+    rec, tried, built = _row(monkeypatch, lambda name: (
+        ("NOT_SUPPORTED", None) if name in four + inside else ("OK", 0.5 if name == S2
+                                                                 else 2.0)))
+    assert tried[S2]["outcome"] == "OK" and tried[S2]["ms"] == 0.5
+    assert rec["settings"] == S2 and rec["timed"] == S2
+    assert {tried[name]["outcome"] for name in G} == {"NOT_TRIED"}
+    assert all(f"{S2} verified" in tried[name]["reason"] for name in G)

@@ -82,8 +82,8 @@ def test_every_launch_shape_and_mixed_formats_verify(cuda, fp8_capable):
             for s in persistent.SETTINGS:  # 'g' not tried exactly where one staged was timed
                 if s.gx_global:
                     assert (tried[s.name]["outcome"] == "NOT_TRIED") == bool(
-                        timed & {"b2t256u16wb", "b2t256u16wbe", "b2t256u16wbi",
-                                 "b2t256u16wbei"}), tried
+                        timed & {x.name for x in persistent.SETTINGS
+                                 if x.bulk and not x.gx_global}), tried
             if rec["config"] == "persistent:fp16" and capability(cuda) == (9, 0):
                 # K in one format, an LSTM: 'e' and 'i' take it, their twins are skipped
                 assert "b2t256u16wbei" in timed, tried

@@ -7,6 +7,7 @@ shapes, the kernels compiled for sm_90a without spills or serialized wgmma."""
 import pytest
 
 from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.engine.config import RNNConfig
 
 from cudnn_rnn.lowbit import partition
 from cudnn_rnn.lowbit import persistent as P
@@ -111,8 +112,8 @@ def test_a_ring_of_one_chunk_slabs_stays_within_the_kernels_static_shared_memory
 def test_the_tuner_times_wbeis2_beside_wbei_and_tries_wbes2_only_where_wbe_is_refused():
     """Of the tuner's list: 'wbeis2' (faster than 'wbei' where a two-stage ring waited on
     L2, slower where it kept up: launch.py's note) is tried whatever else verified; 'wbes2'
-    (slower than 'wbe' wherever both ran) not once 'wbe' has, nor once its 'i' twin
-    'wbeis2' has, and tried where both were refused (FP16 at LSTM 50/1/1024/256, where
+    (slower than 'wbe' and 'wbei' wherever both ran) not once either has, nor once its 'i'
+    twin 'wbeis2' has, and tried where both were refused (FP16 at LSTM 50/1/1024/256, where
     'wbe' does not fit); a list the user names is tried whole."""
     names = [s.name for s in P.SETTINGS]
     wbeis2, wbei, wbe, wbes2 = (Settings.parse(f"b2t256u16{n}")
@@ -122,9 +123,12 @@ def test_the_tuner_times_wbeis2_beside_wbei_and_tries_wbes2_only_where_wbe_is_re
     assert [s.name for s in P.SETTINGS if s.slab] == [wbeis2.name, wbes2.name]
     for verified in ([wbei], [wbe], [wbei, wbe], []):
         assert P.not_tried(wbeis2, verified, P.SETTINGS) is None
-    assert "b2t256u16wbe verified, its copies of 4 chunks" in P.not_tried(
-        wbes2, [wbe], P.SETTINGS)
+    for twin in ([wbe], [wbei], [wbeis2, wbei]):  # copies of 4, with 'i' or without
+        assert f"{twin[-1].name} verified, copies of 4 chunks" in P.not_tried(
+            wbes2, twin, P.SETTINGS)
     assert "b2t256u16wbeis2 verified" in P.not_tried(wbes2, [wbeis2], P.SETTINGS)
+    wide = RNNConfig(hidden_size=512, input_size=2048)  # 'i' stands for no twin there
+    assert P.not_tried(wbes2, [wbei], P.SETTINGS, wide) is None
     assert P.not_tried(wbes2, [Settings.parse("b2t256u16")], P.SETTINGS) is None
     assert P.not_tried(wbes2, [wbe], (wbe, wbes2)) is None
     # where 'wbes2' verified, the 'g' shapes are its fallback no more

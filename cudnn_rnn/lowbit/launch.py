@@ -170,7 +170,8 @@ class Settings:
 # FP16 0.1226 against wb's 0.1193, INT8 0.0985 against 0.0969, GRU 1-2 % slower; LSTM
 # 50/1/1024/64 FP16 0.3239 against 0.3267, INT8 0.2705 against 0.2665 (docs/lowbit.md).
 # 'g' (b2t256u16wbg, b1t256u16wbg: layer 0's input projection read from global memory, not
-# staged) makes room for bulk staging where the staged projection left none. Measured on an
+# staged) makes room for bulk staging where the staged projection left none (copies of 4
+# chunks; of 2, 'wbes2' below fits FP16 at LSTM 50/1/1024/256). Measured on an
 # H100 (tools/persistent_probe.py, quick ranking replays of one process, ms, tree da68c26
 # with --variants gx_pg1, the gate math a pair a thread at a time as it is since 23bc5bc):
 # LSTM 50/1/1024/256 FP16 0.8157 against b2t256u16's 1.1683; 50/1/2048/128 INT8 0.8246
@@ -232,7 +233,8 @@ def not_tried(settings: Settings, verified, shapes, cfg=None) -> str | None:
     once its 'i' twin has (likewise), where ``cfg``'s input is no wider than a layer above's
     (as measured; a wider one makes every CTA multiply more slabs with 'i': its twins are
     tried too; None: not wider); a shape of smaller copies ('s') without 'i' once its twin
-    of copies of 4 chunks has (likewise). Any other list (the user's) is tried whole."""
+    of copies of 4 chunks, or that twin's 'i' twin, has (likewise). Any other list (the
+    user's) is tried whole."""
     if tuple(shapes) != SETTINGS:
         return None
     staged = [s.name for s in verified if s.bulk and not s.gx_global]
@@ -249,13 +251,14 @@ def not_tried(settings: Settings, verified, shapes, cfg=None) -> str | None:
     if twin and not settings.reg_gates:
         return (f"not tried: {twin.name} verified, its gate math on the sums in registers "
                 "('e', faster wherever both ran)")
+    four = replace(settings, slab=0)  # its twin of copies of 4 chunks, and that one's 'i'
+    fours = [t for t in (four, ei and replace(four, input_inside=True)) if t in verified]
+    if settings.slab and not settings.input_inside and fours:
+        return (f"not tried: {fours[0].name} verified, copies of 4 chunks (faster than "
+                f"{settings.name} wherever both ran)")
     if settings.reg_gates and not settings.input_inside and ei in verified:
         return (f"not tried: {ei.name} verified, layer 0's input products in the kernel "
                 "('i', faster wherever both ran)")
-    four = replace(settings, slab=0)  # its twin with copies of 4 chunks
-    if settings.slab and not settings.input_inside and four in verified:
-        return (f"not tried: {four.name} verified, its copies of 4 chunks (faster wherever "
-                "both ran without 'i')")
     return None
 
 
