@@ -49,6 +49,10 @@ class Settings:
                      # two CTAs of other batch slices on one multiprocessor, one's gate math
                      # and waits beside the other's products (o2); ctas default to per_sm
                      # per multiprocessor
+    prefetch: bool = False  # with input_inside (one layer): the input part's first ring
+                            # stages of the next step copied as soon as this step's products
+                            # are done, in flight through the gate math, the signal and the
+                            # next step's wait (x)
     slab: int = 0  # with bulk: chunks of K a bulk copy brings (one ring stage; 0: the
                    # partition's SLAB, 4): fewer, more stages in the same bytes and more
                    # copies in flight while a warpgroup multiplies one (s<chunks>)
@@ -81,6 +85,10 @@ class Settings:
         if self.input_inside and self.gx_global:
             raise ValueError(f"launch shape {self.name}: with the input products in the "
                              "kernel ('i') there is no projection to read ('g')")
+        if self.prefetch and not self.input_inside:
+            raise ValueError(f"launch shape {self.name}: the next step's input part copied "
+                             "ahead ('x') is the input products' in the kernel: name 'i' "
+                             "first")
         if self.slab and not self.bulk:
             raise ValueError(f"launch shape {self.name}: slabs of other sizes ('s') are bulk "
                              "staging's: name 'wb' first")
@@ -98,6 +106,7 @@ class Settings:
                     bulk=self.bulk, mcast=self.mcast, gx_global=self.gx_global,
                     reg_gates=self.reg_gates, per_sm=self.per_sm,
                     input_inside=self.input_inside,
+                    **({"prefetch": True} if self.prefetch else {}),
                     **({"slab": self.slab} if self.slab else {}))
 
     @property
@@ -107,7 +116,7 @@ class Settings:
                 + ("r" if self.areg else "") + (f"u{self.units}" if self.units else "")
                 + ("w" if self.wg else "") + ("b" if self.bulk else "")
                 + ("g" if self.gx_global else "") + ("e" if self.reg_gates else "")
-                + ("i" if self.input_inside else "")
+                + ("i" if self.input_inside else "") + ("x" if self.prefetch else "")
                 + (f"s{self.slab}" if self.slab else "")
                 + (f"m{self.mcast}" if self.mcast else "")
                 + (f"k{self.cluster}" if self.cluster else "")
@@ -119,23 +128,24 @@ class Settings:
         ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b2t256u16wbg``, ``b2t256u16wbm2``,
         ``b3t256k16``); ValueError otherwise."""
         m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)(e?)"
-                         r"(i?)(?:s([1-9]\d*))?(?:m([1-9]\d*))?(?:k([1-9]\d*))?(?:o([1-9]\d*))?",
+                         r"(i?)(x?)(?:s([1-9]\d*))?(?:m([1-9]\d*))?(?:k([1-9]\d*))?"
+                         r"(?:o([1-9]\d*))?",
                          name)
         if m is None:
             raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
-                             "[r][u<units a CTA>][w[b[g][e][i][s<chunks a copy>]"
+                             "[r][u<units a CTA>][w[b[g][e][i[x]][s<chunks a copy>]"
                              "[m<CTAs sharing a copy>]]][k<cluster CTAs>][o<CTAs a "
                              "multiprocessor>] (e.g. b1t256, b2t512, b1t256p, b1t256r, "
                              "b2t512u16, b2t256u16w, b2t256u16wb, b2t256u16wbg, b2t256u16wbe, "
                              "b2t256u16wbm2, b3t256k16, b4t256u16wbeo2, b2t256u16wbei, "
-                             "b2t256u16wbeis2)")
+                             "b2t256u16wbeis2, b2t256u16wbeixs2)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
                    threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]), wg=bool(m[7]),
                    bulk=bool(m[8]), gx_global=bool(m[9]), reg_gates=bool(m[10]),
-                   input_inside=bool(m[11]), slab=int(m[12]) if m[12] else 0,
-                   mcast=int(m[13]) if m[13] else 0,
-                   cluster=int(m[14]) if m[14] else 0, units=int(m[6]) if m[6] else 0,
-                   per_sm=int(m[15]) if m[15] else 1)
+                   input_inside=bool(m[11]), prefetch=bool(m[12]),
+                   slab=int(m[13]) if m[13] else 0, mcast=int(m[14]) if m[14] else 0,
+                   cluster=int(m[15]) if m[15] else 0, units=int(m[6]) if m[6] else 0,
+                   per_sm=int(m[16]) if m[16] else 1)
 
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback.
@@ -209,10 +219,16 @@ class Settings:
 # 's2' or 's4' at every shape measured, 1024/256 INT8 'wbeis1' 0.6111: a wgmma group and a
 # wait per 1-chunk slab, products 7.5 us a step); 'wbges2' (LSTM 50/1/2048/128 INT8 0.7359
 # against 'wbge' 0.7216).
+# 'x' (the input part's first stages of the next step copied as soon as a step's products are
+# done; one layer, 'i'): each 'x' shape goes ahead of its twin and both are timed (built
+# without a GPU at e145e32's successor: its measurements are docs/lowbit.md's).
 _BULK = dict(units=16, wg=True, bulk=True)
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
+            Settings(batch_slices=2, reg_gates=True, input_inside=True, prefetch=True, slab=2,
+                     **_BULK),
             Settings(batch_slices=2, reg_gates=True, input_inside=True, slab=2, **_BULK),
+            Settings(batch_slices=2, reg_gates=True, input_inside=True, prefetch=True, **_BULK),
             Settings(batch_slices=2, reg_gates=True, input_inside=True, **_BULK),
             Settings(batch_slices=2, input_inside=True, **_BULK),
             Settings(batch_slices=2, reg_gates=True, **_BULK), Settings(batch_slices=2, **_BULK),

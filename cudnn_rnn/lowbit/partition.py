@@ -89,6 +89,7 @@ class Partition:
     per_sm: int = 1  # CTAs a multiprocessor holds at once (the kernel's MINB)
     input_inside: bool = False  # layer 0's input part multiplied in the kernel (no projection)
     slab: int = SLAB  # chunks a k-group stages per pipeline stage (bulk staging: a copy's)
+    prefetch: bool = False  # the input part's next step copied ahead (PREX, fits.prefetch)
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""
@@ -165,7 +166,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
          areg: bool = False, cluster: int = 0, units: int = 0, wg: bool = False,
          bulk: bool = False, mcast: int = 0, gx_global: bool = False,
          reg_gates: bool = False, per_sm: int = 1, input_inside: bool = False,
-         slab: int = SLAB) -> Partition:
+         slab: int = SLAB, prefetch: bool = False) -> Partition:
     """The partition of ``cfg`` over ``ctas`` CTAs (at most ``per_sm`` per multiprocessor,
     all resident; ``smem_per_block`` each one's share) in ``batch_slices`` batch slices;
     :class:`DoesNotFit` says why it cannot run. ``areg``: each warp keeps its weight
@@ -182,7 +183,9 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     math on the sums in registers (GR, fits.register_gates), ``input_inside``: layer 0's
     input part of K multiplied in the kernel as a layer above's (``fx`` its format),
     ``slab``: the chunks of one bulk copy (a ring stage; smaller: more stages in the same
-    bytes, more copies in flight while a warpgroup multiplies one)."""
+    bytes, more copies in flight while a warpgroup multiplies one), ``prefetch``: the input
+    part's first stages of the next step copied once a step's products are done
+    (fits.prefetch)."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
     ctas = sm_count * per_sm if ctas is None else ctas
     if not 1 <= ctas <= sm_count * per_sm:
@@ -293,6 +296,11 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         part.mcast = mcast
     if reg_gates:
         fits.register_gates(part)
+    if prefetch:
+        fits.prefetch(part, [(partial_bytes(cfg, s.npad, s.mpad, s.ks, s.nxc, reg_gates),
+                              (s.ks - s.kx) * part.stages * s.npad * slab * CHUNK)
+                             for s in part.slices])
+        part.prefetch = True
     return part
 
 
@@ -328,6 +336,15 @@ def _input_groups(ks: int, nxc: int, nc: int) -> int:
     return min(range(1, ks), key=lambda kx: (longest(kx), abs(kx - ks * nxc / nc)))
 
 
+def partial_bytes(cfg: RNNConfig, npad: int, mpad: int, ks: int, nxc: int,
+                  reg_gates: bool) -> int:
+    """Bytes of a CTA's partial sums, which overlay its ring once the products are done;
+    with the gate math in registers only the warpgroups' trade: 2 x 4 warps x npad / 16
+    blocks x 4 values x 32 lanes (persistent.cu's GR)."""
+    split = nxc and cfg.mode == RNNMode.GRU  # GRU keeps the input part's sums apart
+    return npad * 256 if reg_gates else (2 if split else 1) * ks * pstride(mpad) * npad * 4
+
+
 def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob,
            wg: str | None = None, rows_max: int = 0, gx_global: bool = False,
            reg_gates: bool = False, slab: int = SLAB) -> Slice:
@@ -354,10 +371,7 @@ def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blo
     gx = cfg.gates * nb * nu * 4 if p.layer == 0 and not gx_global else 0
     off_ring = _up(off_gx + gx, 16)
     ring = stages * ks * npad * (slab * CHUNK + (0 if wg else PAD))  # wgmma's: no padding
-    split = nxc and cfg.mode == RNNMode.GRU  # GRU keeps the input part's sums apart
-    # the partial sums; with the gate math in registers only the warpgroups' trade: 2 x 4
-    # warps x npad / 16 blocks x 4 values x 32 lanes (persistent.cu's GR)
-    partials = npad * 256 if reg_gates else (2 if split else 1) * ks * pstride(mpad) * npad * 4
+    partials = partial_bytes(cfg, npad, mpad, ks, nxc, reg_gates)
     return Slice(p.index, j0, nu, bs, b0, nb, mpad, npad, ts, ks, kx, nxc, nc, blob, off_dq,
                  off_own, off_gx, off_ring, off_ring + max(ring, partials))
 

@@ -70,6 +70,12 @@
 //            own group, so that the input part is staged and multiplied while the recurrent
 //            part still waits; a warpgroup that gives up skips its products, and the CTA
 //            gives up together after the barrier that ends them
+//   PREX     1 (with XE; one layer, its input products in the kernel): the input part's
+//            warpgroups copy the next step's first STAGES slabs as soon as their products
+//            of this step are done, so those copies are in flight through the gate math, the
+//            signal and the next step's wait (layer 0's input, written before the launch,
+//            waits for nothing); the ring lies group by group (RING_AT), the partial sums
+//            over the recurrent part's stages only (fits.prefetch)
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
@@ -118,6 +124,16 @@
 #if XE && (!WGB || MCAST > 1)
 #error "XE: each warpgroup's own wait is bulk staging's, without shared copies"
 #endif
+#ifndef PREX
+#define PREX 0
+#endif
+#if PREX && !XE
+#error "PREX: the next step's input part copied ahead by its own warpgroups (XE)"
+#endif
+// wgmma's ring: stage st of k-group g, SBYTES each (a slab of the batch slice's rows), stage
+// by stage, or (PREX) group by group, the partial sums then past the input part's groups
+#define SBYTES (WGN * SLAB * 32)
+#define RING_AT(st, g) ((unsigned)(PREX ? (g) * STAGES + (st) : (st) * ks + (g)) * SBYTES)
 // GR: the row of gate q of unit u (tables.gate_rows), and where a step's staged projection
 // of (batch row b, unit u) lies in its gate's (nb, 16) block: unit blocks of 4 turned by
 // (b >> 1) & 3, so that a warp's reads (4 units by 8 batch rows) meet 32 banks
@@ -358,7 +374,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // but for GRU), then GRU's input part's
     // (ps: mpad padded to 4 past a multiple of 32, partition.pstride)
     const int ps = mpad + 4 + (mpad & 16);
-    float* part = (float*)ring;
+    float* part = (float*)(ring + (PREX ? (unsigned)S.kx * STAGES * SBYTES : 0u));
     const int kstride = npad * ps;  // floats between two k-groups' partial sums
     float* part_x = part + (unsigned)ks * kstride;
     const int* my_waits = waits + (unsigned)blockIdx.x * T * MAXW * 2;
@@ -654,6 +670,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         MARK(1);
         MARK(6);
 
+        // PREX: the input part's first stages of this step, copied at the end of the one before
+        const bool ahead = PREX && kg < kx && s > 0;
 #if WGB
         const unsigned char* xsrc = HASX ? L.xin + code_at(t, 0, 0, 0, xrowb) : nullptr;
         const unsigned char* hsrc = L.hq + code_at(s, 0, 0, 0, hrowb);
@@ -680,7 +698,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 const int rb = x ? xrowb : hrowb;
                 const unsigned char* src = (x ? xsrc : hsrc) + (unsigned)S.bs * WGN * rb
                                            + (unsigned)(x ? c : c - nxc) * (WGN * 32);
-                unsigned char* dst = ring + (unsigned)(st * ks + kg) * WGN * (SLAB * 32);
+                unsigned char* dst = ring + RING_AT(st, kg);
 #if MCAST > 1
                 // every slab armed here; this CTA's share copied once for every mate
                 mbar_expect(smem_addr(&mbars[st][kg]), WGN * SLAB * 32);
@@ -782,7 +800,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
 #pragma unroll 1
         for (int st = 0; st < STAGES - 1; ++st) {
-            if (st < nslab) stage(st, st, false);
+            if (st < nslab && !ahead) stage(st, st, false);
             cp_commit();
         }
 #if AREG || WG
@@ -794,7 +812,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         for (int i = 0; i < nslab; ++i) {
 #endif
             // (WGB: the ring's last stage in the first pass; the rest refill as products end)
-            if ((!WGB || i == 0) && i + STAGES - 1 < nslab)
+            if ((!WGB || i == 0) && i + STAGES - 1 < nslab && !ahead)
                 stage(i + STAGES - 1, (i + STAGES - 1) % STAGES, false);
             cp_commit();
             cp_wait<STAGES - 1>();
@@ -827,8 +845,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if WG
             {  // every chunk of this slab, one instruction each, asynchronous (the group's
                // chunks past its own multiply zeros: no branch between the instructions)
-                const unsigned char* sb = ring + (unsigned)((i % STAGES) * ks + kg) * WGN
-                                                 * (SLAB * 32);
+                const unsigned char* sb = ring + RING_AT(i % STAGES, kg);
                 // wacc and war, written before, then read by wgmma (WGB: at every slab, after
                 // its wait loop)
                 if (WGB || i == 0) wg_fence();
@@ -925,6 +942,16 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         __syncthreads();  // every warp's reads of the ring done: the partial sums take it
 #if XE
         if (xbail[0] | xbail[1]) goto gave_up;
+#endif
+#if PREX
+        // every wgmma of this warpgroup done with its stages (the barrier above): the next
+        // step's first slabs into them, while the gate math runs (the partial sums lie past
+        // them); its own thread, as at a step's start
+        if (kg < kx && s + 1 < T) {
+            xsrc = L.xin + code_at(L.dir ? T - 2 - s : s + 1, 0, 0, 0, xrowb);
+#pragma unroll 1
+            for (int st = 0; st < STAGES && st < nslab; ++st) stage(st, st, false);
+        }
 #endif
 #if MCAST > 1
         // a mate gave up before copying its share of this step: these sums are not of the

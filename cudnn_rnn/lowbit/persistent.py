@@ -92,6 +92,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             **({"MCAST": part.mcast} if part.mcast else
                {"XE": 1} if part.wg_bulk and part.fx else {}),  # each warpgroup's own wait
             **({"GXG": 1} if part.gx_global else {}), **({"GR": 1} if part.reg_gates else {}),
+            **({"PREX": 1} if part.prefetch else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts"),
             **({"MINB": part.per_sm} if part.per_sm > 1 else {})}
 
@@ -370,6 +371,8 @@ class PersistentEngine(Forward):
                 "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw, **p.step_bytes(),
                 "ring_stages": p.stages, "bulk_staging": p.wg_bulk, "copy_shared_by": p.mcast,
                 "slabs_per_step": p.wg_slabs, "chunks_per_slab": p.slab,
+                # the input part's first stages of the next step copied ahead (PREX)
+                "input_stages_ahead": min(p.stages, p.wg_slabs) if p.prefetch else 0,
                 "input_projection_from": "kernel" if p.input_inside else
                                          "global" if p.gx_global else "shared",
                 "gate_sums_in": "registers" if p.reg_gates else "shared",

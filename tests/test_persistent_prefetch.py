@@ -1,0 +1,85 @@
+"""The input part of the next step copied ahead (launch shapes with 'x' after 'i'): with layer
+0's input products in the kernel and one layer, the input codes of every step are written
+before the launch, so the input part's warpgroups copy the next step's first ring stages as
+soon as their products of a step are done, and those copies are in flight through the gate
+math, the signal and the next step's wait. Without a GPU: the name and its refusals, the
+ring laid out group by group with the partial sums past the input part's stages, and the
+kernels compiled for sm_90a at the issue's shapes without spills or serialized wgmma."""
+import pytest
+
+from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.lowbit import partition
+from cudnn_rnn.lowbit import persistent as P
+from cudnn_rnn.lowbit.launch import Settings
+from cudnn_rnn.lowbit.partition import CHUNK
+from cudnn_rnn.lowbit.ptxas import ptxas_info
+
+from tests.test_persistent import _nvrtc_or_skip
+from tests.test_persistent_inside import _plan
+from tests.test_persistent_wg import SERIALIZED, _ptxas_log, _seed, _shape
+
+
+def test_the_launch_shape_names_it_with_an_x_after_the_i():
+    for name in ("b2t256u16wbeixs2", "b2t256u16wbeix", "b2t256u8wbix"):
+        s = Settings.parse(name)
+        assert s.name == name and s.prefetch and s.partition_args()["prefetch"]
+    assert "prefetch" not in Settings.parse("b2t256u16wbeis2").partition_args()
+    with pytest.raises(ValueError, match="no launch shape"):
+        Settings.parse("b2t256u16wbexi")  # 'x' before 'i'
+    with pytest.raises(ValueError, match="name 'i' first"):
+        Settings(batch_slices=2, units=16, wg=True, bulk=True, prefetch=True)
+
+
+@pytest.mark.parametrize("cfg,name,reason", [
+    (_seed(), "b2t256u16wbeixs2", "takes one layer"),  # layer 1 waits for layer 0's h
+    (_shape("LSTM 50/1/1024/256"), "b2t256u16wbix",  # the partial sums in shared memory
+     r"partial sums \(69632 bytes\) must fit the recurrent part's stages \(32768 bytes\)"),
+    (_shape("LSTM 50/1/1024/64"), "b2t256u16wbeixm2", "without shared copies"),
+])
+def test_the_partition_refuses_it_where_the_input_stages_would_not_stay_free(cfg, name, reason):
+    with pytest.raises(partition.DoesNotFit, match=reason):
+        _plan(cfg, name)
+
+
+@pytest.mark.parametrize("spec,name,fmt", [("LSTM 50/1/1024/256", "b2t256u16wbeixs2", "int8"),
+                                           ("GRU 50/1/1024/256", "b2t256u16wbeixs2", "e4m3"),
+                                           ("LSTM 50/1/1024/64", "b2t256u16wbeix", "int8")])
+def test_it_takes_no_shared_memory_and_the_partial_sums_leave_the_input_stages_free(
+        spec, name, fmt):
+    """The same plan as without 'x' (ring, shared memory), and the partial sums, laid past
+    the input part's group of stages (the ring group by group), end within the ring: the
+    copies in flight into those stages during the gate math meet no write of the sums."""
+    cfg = _shape(spec)
+    ahead, twin = _plan(cfg, name, fmt), _plan(cfg, name.replace("x", ""), fmt)
+    assert ahead.prefetch and not twin.prefetch
+    assert (ahead.stages, ahead.smem, ahead.slab) == (twin.stages, twin.smem, twin.slab)
+    d = P.defines(cfg, ahead, gx_int=False)
+    assert d["PREX"] == d["XE"] == d["GR"] == 1 and "PREX" not in P.defines(cfg, twin, False)
+    stage = d["WGN"] * d["SLAB"] * CHUNK
+    for s in ahead.slices:
+        sums = partition.partial_bytes(cfg, s.npad, s.mpad, s.ks, s.nxc, True)
+        assert s.kx == 1 and s.off_ring + s.kx * ahead.stages * stage + sums <= s.smem
+
+
+@pytest.mark.parametrize("spec,name,fmt", [("LSTM 50/1/1024/256", "b2t256u16wbeixs2", "int8"),
+                                           ("LSTM 50/1/1024/256", "b2t256u16wbeixs2", "e4m3"),
+                                           ("GRU 50/1/1024/256", "b2t256u16wbeixs2", "int8"),
+                                           ("LSTM 50/1/1024/64", "b2t256u16wbeix", "int8")])
+def test_the_kernels_compile_without_spills_or_serialized_wgmma(spec, name, fmt):
+    _nvrtc_or_skip()
+    cfg = _shape(spec)
+    part = _plan(cfg, name, fmt)
+    info = ptxas_info(P.defines(cfg, part, gx_int=False), "sm_90a")
+    assert info["spill_stores"] == info["spill_loads"] == 0, info
+    assert SERIALIZED not in _ptxas_log(cfg, part, fmt)
+
+
+def test_the_tuner_times_each_x_shape_beside_its_twin():
+    """'x' goes ahead of its twin without it in the tuner's list (the first that verifies is
+    the fallback); both are timed wherever both fit (no rule skips either)."""
+    names = [s.name for s in P.SETTINGS]
+    for twin in ("b2t256u16wbeis2", "b2t256u16wbei"):
+        x = twin.replace("i", "ix", 1) if "is" not in twin else twin.replace("is", "ixs")
+        assert names.index(x) == names.index(twin) - 1
+        assert P.not_tried(Settings.parse(x), [Settings.parse(twin)], P.SETTINGS) is None
+        assert P.not_tried(Settings.parse(twin), [Settings.parse(x)], P.SETTINGS) is None
