@@ -15,13 +15,16 @@ from tests.test_gpu_persistent_wg import NAMES, _verify_at, hopper  # noqa: F401
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("settings", ["b2t256u16wbeix", "b2t256u16wbeixs2"])
+# the gate math in registers (with copies of 4 and 2 chunks), and in shared memory ('wbix':
+# the partial sums, every k-group's, over the recurrent part's stages)
+@pytest.mark.parametrize("settings", ["b2t256u16wbeix", "b2t256u16wbeixs2", "b2t256u8wbix"])
 @pytest.mark.parametrize("direction", [DirectionMode.UNIDIRECTIONAL,
                                        DirectionMode.BIDIRECTIONAL], ids=lambda d: d.name[:3])
 @pytest.mark.parametrize("mode", [RNNMode.LSTM, RNNMode.GRU], ids=lambda m: m.name)
 def test_every_format_and_direction_verifies_with_the_input_copied_ahead(cuda, hopper, mode,
                                                                         direction, settings):
-    by_name = _verify_all(_cfg(mode, direction, 1, batch=32), NAMES, settings, mode, True)
+    cfg = _cfg(mode, direction, 1, hidden=128, batch=32, input_size=192)  # 3 input slabs of 2
+    by_name = _verify_all(cfg, NAMES, settings, mode, True)
     for rec in by_name.values():
         launch = rec["algorithms"][-1]
         assert rec["outcome"] == "OK" and launch["input_stages_ahead"] > 0

@@ -1009,8 +1009,10 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                     R[jj][q] = r4[q] + gr_br[q];
 #if GXG
                     const float g = gxr[jj][q];  // loaded at the step's start
-#else  // (a padding column reads its slice's last row: never stored)
-                    const float g = gxs[q * nb * nu + GX_AT(min(gr_col(jj), nb - 1), gu, 0)];
+#else  // (a padding column reads its slice's last row: never stored; no projection, no read:
+       // with 'i' gxs is the ring, whose input stages PREX's copies may be filling)
+                    const float g = L.gx ? gxs[q * nb * nu + GX_AT(min(gr_col(jj), nb - 1), gu,
+                                                                   0)] : 0.0f;
 #endif
                     X[jj][q] = (L.gx ? (GXINT ? (float)__float_as_int(g) : g) * gr_dx[q]
                                      : x4[q]) + gr_bw[q];
