@@ -87,7 +87,7 @@ def test_a_faithful_engine_verifies_twice_and_is_timed_plain_and_replayed(engine
             "b2t256u16wb", "b2t256u16wbi", "b2t256u16wbe", "b2t256u16wbes2"}
         for s in persistent.SETTINGS:
             assert tried[s.name]["outcome"] == ("NOT_TRIED" if s.name in skipped else "OK")
-        assert "b2t256u16wbeixs2 verified" in tried["b1t256u16wbg"]["reason"]  # the first
+        assert "b2t256u16wbeis2 verified" in tried["b1t256u16wbg"]["reason"]  # the first
         assert "('e', faster" in tried["b2t256u16wb"]["reason"]
         assert "('i', faster" in tried["b2t256u16wbe"]["reason"]
         assert "b2t256u16wbei verified, copies of 4" in tried["b2t256u16wbes2"]["reason"]

@@ -458,10 +458,7 @@ def test_every_shape_the_tuner_tries_compiles_at_the_seeds_shape_or_does_not_fit
         compiled += 1
         if settings in ("b2t256u16", "b2t256u16wb"):
             assert info["spill_stores"] == info["spill_loads"] == 0, (mode, info)
-    if s.prefetch:  # 'x' takes one layer (a layer above waits for the one below): refused
-        assert compiled == 0, settings  # (tests/test_persistent_prefetch.py compiles it)
-    else:
-        assert compiled or settings == "b4t256", settings  # b4t256: 12 m-tiles a warp at H 512
+    assert compiled or settings == "b4t256", settings  # b4t256: 12 m-tiles a warp at H 512
 
 
 @pytest.mark.parametrize("fx,fh", [("int8", "int8"), ("e4m3", "e4m3"), ("bf16", "bf16"),
