@@ -210,7 +210,7 @@ def prefetch(part, room: list[tuple[int, int]]) -> None:
     warpgroup's own wait, no shared copies), and the partial sums overlay only the recurrent
     part's stages (the ring laid out group by group, the input part's groups first):
     ``room``, each slice's (bytes of its partial sums, bytes of its recurrent part's
-    stages)."""
+    stages). (With the input inside, wgmma's two warpgroups are one a part: :func:`warpgroups`.)"""
     if not part.input_inside:
         raise DoesNotFit("the input part copied a step ahead ('x') is the input products' "
                          "in the kernel: 'wbix'")
@@ -221,8 +221,8 @@ def prefetch(part, room: list[tuple[int, int]]) -> None:
     if part.mcast:
         raise DoesNotFit("the input part copied a step ahead ('x') is each warpgroup's own "
                          "wait's, without shared copies ('m')")
-    for s, (need, have) in zip(part.slices, room):
-        if not s.kx or need > have:
+    for need, have in room:
+        if need > have:
             raise DoesNotFit(f"the input part copied a step ahead ('x') keeps its stages "
                              f"through the gate math: the partial sums ({need} bytes) must "
                              f"fit the recurrent part's stages ({have} bytes)")

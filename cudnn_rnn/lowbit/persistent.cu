@@ -701,12 +701,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 unsigned char* dst = ring + RING_AT(st, kg);
 #if MCAST > 1
                 // every slab armed here; this CTA's share copied once for every mate
-                mbar_expect(smem_addr(&mbars[st][kg]), WGN * SLAB * 32);
+                mbar_expect(smem_addr(&mbars[st][kg]), SBYTES);
                 if (i % MCAST == (int)rank)
                     bulk_load_mc(smem_addr(&mbars[st][kg]), smem_addr(dst), src,
-                                 WGN * SLAB * 32, (1u << MCAST) - 1u);
+                                 SBYTES, (1u << MCAST) - 1u);
 #else
-                bulk_load(smem_addr(&mbars[st][kg]), smem_addr(dst), src, WGN * SLAB * 32);
+                bulk_load(smem_addr(&mbars[st][kg]), smem_addr(dst), src, SBYTES);
 #endif
             }
             return;
