@@ -222,7 +222,8 @@ class Settings:
 # Not in it yet: 'x' (the input part's first stages of the next step copied as soon as a
 # step's products are done; one layer, with 'i'; b2t256u16wbeixs2, b2t256u16wbeix), built and
 # compiled without a GPU (64b4614) and not yet run on one: the tuner takes it once its GPU
-# tests pass and it is measured against its twin (docs/lowbit.md); ``--settings`` reaches it.
+# tests pass and it is measured against its twin (docs/lowbit.md); the tools' ``--settings``
+# reach it.
 _BULK = dict(units=16, wg=True, bulk=True)
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
