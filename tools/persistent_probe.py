@@ -225,6 +225,9 @@ VARIANTS.update({
     # H100, seed LSTM FP16 b2t256u16wbe: 0.1121 ms against XE's 0.1099, INT8 0.0893 against
     # 0.0871): the kernel of a launch that defines XE, with XE 0
     "one_wait": [("#ifndef XE\n#define XE 0\n#endif", "#undef XE\n#define XE 0", 1)],
+    # a step's first ring stages (and PREX's) copied by each warpgroup's thread 0 one after
+    # another, as before each had a lane of its own (FANOUT)
+    "one_issuer": [("#ifndef FANOUT\n#define FANOUT 1\n#endif", "#define FANOUT 0", 1)],
 })
 # drops and variants that patch the gate math of kernels without 'e' (with it, the kernel's GR
 # branch is other text, so the patch would change nothing that runs): refused where a launch

@@ -76,6 +76,9 @@
 //            signal and the next step's wait (layer 0's input, written before the launch,
 //            waits for nothing); the ring lies group by group (RING_AT), the partial sums
 //            over the recurrent part's stages only (fits.prefetch)
+//   FANOUT   1 unless defined 0 (with WGB): the copies that fill a step's ring stages (and
+//            PREX's) issued at once, stage st's by the warpgroup's thread st, not one after
+//            another by its thread 0 while the warpgroup's other warps wait for the first
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
@@ -126,6 +129,9 @@
 #endif
 #ifndef PREX
 #define PREX 0
+#endif
+#ifndef FANOUT
+#define FANOUT 1
 #endif
 #if PREX && !XE
 #error "PREX: the next step's input part copied ahead by its own warpgroups (XE)"
@@ -684,12 +690,13 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         // `settle`, read again while a byte is still the sentinel (its producer has not
         // written it yet: only the row's codes, not its padding); a piece that never
         // settles sets status and bail
-        auto stage = [&](int i, int st, bool settle) {
+        auto stage = [&](int i, int st, bool settle, int issuer) {
 #if WGB
-            // one thread a warpgroup: its group's slab i, every row of the batch slice, one
-            // bulk copy (past the group's chunks, or the row's, finite codes or the buffer's
-            // zero tail: they meet zero A); the slab lands in wgmma's layout as it lies
-            if ((tid & 127) == 0) {
+            // one thread a warpgroup (its thread `issuer`): its group's slab i, every row of
+            // the batch slice, one bulk copy (past the group's chunks, or the row's, finite
+            // codes or the buffer's zero tail: they meet zero A); the slab lands in wgmma's
+            // layout as it lies
+            if ((tid & 127) == issuer) {
                 // the codes other CTAs stored (generic proxy; acquired by the wait, passed on
                 // by the barrier after it) for the copy engine's reads (async proxy)
                 asm volatile("fence.proxy.async.global;" ::: "memory");
@@ -800,9 +807,15 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
 #pragma unroll 1
         for (int st = 0; st < STAGES - 1; ++st) {
-            if (st < nslab && !ahead) stage(st, st, false);
+            if (!(WGB && FANOUT) && st < nslab && !ahead) stage(st, st, false, 0);
             cp_commit();
         }
+#if WGB && FANOUT
+        {   // every stage's first slab of the step, stage st's by the warpgroup's thread st
+            const int st = tid & 127;
+            if (st < STAGES && st < nslab && !ahead) stage(st, st, false, st);
+        }
+#endif
 #if AREG || WG
 #pragma unroll
         for (int i = 0; i < NSLAB; ++i) {  // unrolled: the fragments' indices are constants
@@ -811,13 +824,14 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #pragma unroll 1
         for (int i = 0; i < nslab; ++i) {
 #endif
-            // (WGB: the ring's last stage in the first pass; the rest refill as products end)
-            if ((!WGB || i == 0) && i + STAGES - 1 < nslab && !ahead)
-                stage(i + STAGES - 1, (i + STAGES - 1) % STAGES, false);
+            // (WGB: the ring's last stage in the first pass, unless FANOUT issued every stage
+            // above; the rest refill as products end)
+            if ((!WGB || (!FANOUT && i == 0)) && i + STAGES - 1 < nslab && !ahead)
+                stage(i + STAGES - 1, (i + STAGES - 1) % STAGES, false, 0);
             cp_commit();
             cp_wait<STAGES - 1>();
 #if POLL
-            stage(i, i % STAGES, true);
+            stage(i, i % STAGES, true, 0);
             __syncthreads();
             {
                 const int stop = bail;
@@ -878,7 +892,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 if (i >= 1 && i - 1 + STAGES < nslab) {
                     wg_wait<1>();
                     wg_bar(kg);
-                    stage(i - 1 + STAGES, (i - 1) % STAGES, false);
+                    stage(i - 1 + STAGES, (i - 1) % STAGES, false, 0);
                 }
 #else
                 if (i + STAGES < nslab) wg_wait<0>();  // this slab's place is staged again
@@ -949,8 +963,13 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         // them); its own thread, as at a step's start
         if (kg < kx && s + 1 < T) {
             xsrc = L.xin + code_at(L.dir ? T - 2 - s : s + 1, 0, 0, 0, xrowb);
+#if FANOUT
+            const int st = tid & 127;
+            if (st < STAGES && st < nslab) stage(st, st, false, st);
+#else
 #pragma unroll 1
-            for (int st = 0; st < STAGES && st < nslab; ++st) stage(st, st, false);
+            for (int st = 0; st < STAGES && st < nslab; ++st) stage(st, st, false, 0);
+#endif
         }
 #endif
 #if MCAST > 1
