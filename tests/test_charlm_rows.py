@@ -15,6 +15,7 @@ G = [s.name for s in persistent.SETTINGS if s.gx_global]
 E = "b2t256u16wbei"  # the first bulk shape, 'e' and 'i': its twins without them untried
 TWINS = ["b2t256u16wbi", "b2t256u16wbe", "b2t256u16wb"]
 S2 = "b2t256u16wbes2"  # copies of 2 chunks with 'e': untried once 'wbe' or 'wbei' verified
+S1 = "b1t256u16wbes2"  # the same of one batch slice: untried once one of two verified
 STAGED = [s.name for s in persistent.SETTINGS if s.bulk and not s.gx_global]
 
 
@@ -70,7 +71,9 @@ def test_where_a_bulk_staged_shape_was_timed_g_is_not_tried(monkeypatch):
         assert f"{E} verified" in tried[name]["reason"]
     assert tried[S2]["outcome"] == "NOT_TRIED"
     assert f"{E} verified, copies of 4" in tried[S2]["reason"]
-    assert {b.name for b in built} == set(tried) - set(G) - set(TWINS) - {S2}  # never built
+    assert tried[S1]["outcome"] == "NOT_TRIED"
+    assert f"{STAGED[0]} verified, bulk staging of two" in tried[S1]["reason"]
+    assert {b.name for b in built} == set(tried) - set(G) - set(TWINS) - {S2, S1}  # not built
     first = persistent.SETTINGS[0].name  # the fastest tried
     assert rec["outcome"] == "OK" and rec["settings"] == first and rec["timed"] == first
     assert all(b.closed for b in built)
@@ -109,3 +112,17 @@ def test_copies_of_2_are_tried_only_where_the_copies_of_4_were_refused(monkeypat
     assert rec["settings"] == S2 and rec["timed"] == S2
     assert {tried[name]["outcome"] for name in G} == {"NOT_TRIED"}
     assert all(f"{S2} verified" in tried[name]["reason"] for name in G)
+
+
+def test_one_batch_slice_is_tried_only_where_every_staged_shape_of_two_was_refused(monkeypatch):
+    """Where no bulk shape of two batch slices with the projection staged fits (LSTM
+    50/1/2048/128 in 8 bits), one slice's 'wbes2' is built, timed and can win, and the 'g'
+    shapes are then not tried."""
+    two = [n for n in STAGED if persistent.Settings.parse(n).batch_slices > 1]
+    rec, tried, built = _row(monkeypatch, lambda name: (
+        ("NOT_SUPPORTED", None) if name in two else ("OK", 0.5 if name == S1 else 2.0)))
+    assert tried[S1]["outcome"] == "OK" and tried[S1]["ms"] == 0.5
+    assert rec["settings"] == S1 and rec["timed"] == S1
+    assert all(tried[name]["outcome"] == "NOT_TRIED" and f"{S1} verified" in
+               tried[name]["reason"] for name in G)
+    assert all(b.closed for b in built)

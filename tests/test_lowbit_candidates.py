@@ -84,13 +84,14 @@ def test_a_faithful_engine_verifies_twice_and_is_timed_plain_and_replayed(engine
         tried = {t["settings"]: t for t in rec["settings_tried"]}
         assert list(tried) == [s.name for s in persistent.SETTINGS]
         skipped = {s.name for s in persistent.SETTINGS if s.gx_global} | {
-            "b2t256u16wb", "b2t256u16wbi", "b2t256u16wbe", "b2t256u16wbes2"}
+            "b2t256u16wb", "b2t256u16wbi", "b2t256u16wbe", "b2t256u16wbes2", "b1t256u16wbes2"}
         for s in persistent.SETTINGS:
             assert tried[s.name]["outcome"] == ("NOT_TRIED" if s.name in skipped else "OK")
         assert "b2t256u16wbeis2 verified" in tried["b1t256u16wbg"]["reason"]  # the first
         assert "('e', faster" in tried["b2t256u16wb"]["reason"]
         assert "('i', faster" in tried["b2t256u16wbe"]["reason"]
         assert "b2t256u16wbei verified, copies of 4" in tried["b2t256u16wbes2"]["reason"]
+        assert "wbeis2 verified, bulk staging of two" in tried["b1t256u16wbes2"]["reason"]
         # their kernels compiled side by side first, once
         assert engines.precompiled == [(K.parse(name).precision, tuple(persistent.SETTINGS))]
     else:
@@ -231,7 +232,7 @@ class StallsWhenTimed(HostEngine):
         tried = [s for s in persistent.SETTINGS  # 'g' is not tried, nor the twins of 'wbei'
                  if not s.gx_global
                  and s.name not in ("b2t256u16wb", "b2t256u16wbi", "b2t256u16wbe",
-                                    "b2t256u16wbes2")]
+                                    "b2t256u16wbes2", "b1t256u16wbes2")]
         self.last = type(self).built == len(tried) + 1
         self.forwards, self.stalled = 0, False
 

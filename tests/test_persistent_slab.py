@@ -120,7 +120,8 @@ def test_the_tuner_times_wbeis2_beside_wbei_and_tries_wbes2_only_where_wbe_is_re
                                 for n in ("wbeis2", "wbei", "wbe", "wbes2"))
     assert names.index(wbeis2.name) < names.index(wbei.name) < names.index(wbe.name) \
         < names.index(wbes2.name)
-    assert [s.name for s in P.SETTINGS if s.slab] == [wbeis2.name, wbes2.name]
+    assert [s.name for s in P.SETTINGS if s.slab] == [wbeis2.name, wbes2.name,
+                                                      "b1t256u16wbes2"]
     for verified in ([wbei], [wbe], [wbei, wbe], []):
         assert P.not_tried(wbeis2, verified, P.SETTINGS) is None
     for twin in ([wbe], [wbei], [wbeis2, wbei]):  # copies of 4, with 'i' or without
@@ -134,3 +135,16 @@ def test_the_tuner_times_wbeis2_beside_wbei_and_tries_wbes2_only_where_wbe_is_re
     # where 'wbes2' verified, the 'g' shapes are its fallback no more
     assert "b2t256u16wbes2 verified" in P.not_tried(
         Settings.parse("b2t256u16wbge"), [wbes2], P.SETTINGS)
+    # ... and one batch slice's 'wbes2' (LSTM 50/1/2048/128 INT8, where no shape of two fits,
+    # faster than 'b1t256u16wbge': launch.py's note) not once a staged shape of two verified
+    # (a 'g' one of two is no such shape), and the 'g' shapes not once it has
+    one = Settings.parse("b1t256u16wbes2")
+    g = [s for s in P.SETTINGS if s.gx_global]
+    assert names.index(wbes2.name) < names.index(one.name) < names.index(g[0].name)
+    for verified in ([], [Settings.parse("b2t256u16")], [g[0]]):
+        assert P.not_tried(one, verified, P.SETTINGS) is None
+    for verified in ([wbe], [wbeis2], [wbes2]):
+        assert (f"{verified[0].name} verified, bulk staging of two batch slices"
+                in P.not_tried(one, verified, P.SETTINGS))
+    assert P.not_tried(one, [wbe], (wbe, one)) is None
+    assert all("b1t256u16wbes2 verified" in P.not_tried(s, [one], P.SETTINGS) for s in g)

@@ -219,11 +219,17 @@ class Settings:
 # 's2' or 's4' at every shape measured, 1024/256 INT8 'wbeis1' 0.6111: a wgmma group and a
 # wait per 1-chunk slab, products 7.5 us a step); 'wbges2' (LSTM 50/1/2048/128 INT8 0.7359
 # against 'wbge' 0.7216).
-# Not in it yet: 'x' (the input part's first stages of the next step copied as soon as a
-# step's products are done; one layer, with 'i'; b2t256u16wbeixs2, b2t256u16wbeix), built and
-# compiled without a GPU (64b4614) and not yet run on one: the tuner takes it once its GPU
-# tests pass and it is measured against its twin (docs/lowbit.md); the tools' ``--settings``
-# reach it.
+# 'b1t256u16wbes2' (one batch slice, copies of 2 chunks: a ring of three where two slices'
+# shapes do not fit) measured on an H100 80GB HBM3 (tools/persistent_probe.py, quick ranking
+# replays of one process, ms, tree cc947b7): LSTM 50/1/2048/128 INT8 0.6962 against
+# 'b1t256u16wbge' 0.7181, so the 'g' shapes, after it, are not tried once it verified; not
+# tried where a shape of two slices verified (:func:`not_tried`).
+# Not in it: 'x' (the input part's first stages of the next step copied as soon as a step's
+# products are done; one layer, with 'i'), its GPU tests passed (tree cc947b7) and slower
+# than its twin at every shape measured (the same probe, ms): LSTM 50/1/1024/256 INT8
+# 'wbeixs2' 0.4713 against 'wbeis2' 0.4420 (only 'wbeix' 0.4707 beat 'wbei' 0.4848), GRU
+# 0.4803 against 0.4572, LSTM 50/1/1024/64 0.3851 against 0.2996 ('wbeix' 0.2706 against
+# 'wbei' 0.2263); the tools' ``--settings`` reach it (docs/lowbit.md).
 _BULK = dict(units=16, wg=True, bulk=True)
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
@@ -232,6 +238,7 @@ SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_s
             Settings(batch_slices=2, input_inside=True, **_BULK),
             Settings(batch_slices=2, reg_gates=True, **_BULK), Settings(batch_slices=2, **_BULK),
             Settings(batch_slices=2, reg_gates=True, slab=2, **_BULK),
+            Settings(batch_slices=1, reg_gates=True, slab=2, **_BULK),
             Settings(batch_slices=2, gx_global=True, reg_gates=True, **_BULK),
             Settings(batch_slices=2, gx_global=True, **_BULK),
             Settings(batch_slices=1, gx_global=True, reg_gates=True, **_BULK),
@@ -243,7 +250,9 @@ def not_tried(settings: Settings, verified, shapes, cfg=None) -> str | None:
     those ``verified`` of the same configuration have (None: it tries it). Of its own list
     (:data:`SETTINGS`), a 'g' shape is the fallback for where the staged input projection
     leaves bulk staging no room: not tried once a bulk shape with the projection staged has
-    verified (where both fit, 'g' was 2-4 % slower); a bulk shape without 'e' is not
+    verified (where both fit, 'g' was 2-4 % slower); a bulk shape of one batch slice with the
+    projection staged not once one of two has (listed for where two leave no room); a bulk
+    shape without 'e' is not
     tried once its 'e' twin has (faster wherever both ran); and an 'e' shape without 'i'
     once its 'i' twin has (likewise), where ``cfg``'s input is no wider than a layer above's
     (as measured; a wider one makes every CTA multiply more slabs with 'i': its twins are
@@ -259,6 +268,10 @@ def not_tried(settings: Settings, verified, shapes, cfg=None) -> str | None:
                 "room)")
     if not settings.bulk:
         return None
+    halves = [s.name for s in verified if s.bulk and not s.gx_global and s.batch_slices > 1]
+    if settings.batch_slices == 1 and not settings.gx_global and halves:
+        return (f"not tried: {halves[0]} verified, bulk staging of two batch slices (one "
+                "slice only where two leave no room)")
     wide = cfg is not None and cfg.input_size > cfg.dirs * cfg.hidden_size
     e = replace(settings, reg_gates=True)  # its twin with 'e', and with 'e' and 'i'
     ei = None if settings.gx_global or wide else replace(e, input_inside=True)
