@@ -79,6 +79,8 @@
 //   FANOUT   1 unless defined 0 (with WGB): the copies that fill a step's ring stages (and
 //            PREX's) issued at once, stage st's by the warpgroup's thread st, not one after
 //            another by its thread 0 while the warpgroup's other warps wait for the first
+//            (H100: seed LSTM INT8 0.0704 ms against 0.0746, 1024/64 0.2022 against 0.2256;
+//            tools/persistent_probe.py --variants one_issuer, docs/lowbit.md)
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
