@@ -226,10 +226,12 @@ class Settings:
 # tried where a shape of two slices verified (:func:`not_tried`).
 # Not in it: 'x' (the input part's first stages of the next step copied as soon as a step's
 # products are done; one layer, with 'i'), its GPU tests passed (tree cc947b7) and slower
-# than its twin at every shape measured (the same probe, ms): LSTM 50/1/1024/256 INT8
-# 'wbeixs2' 0.4713 against 'wbeis2' 0.4420 (only 'wbeix' 0.4707 beat 'wbei' 0.4848), GRU
-# 0.4803 against 0.4572, LSTM 50/1/1024/64 0.3851 against 0.2996 ('wbeix' 0.2706 against
-# 'wbei' 0.2263); the tools' ``--settings`` reach it (docs/lowbit.md).
+# than the fastest shape without it at every shape measured (the same probe, ms): LSTM
+# 50/1/1024/256 INT8 'wbeixs2' 0.4713 against 'wbeis2' 0.4420 ('wbeix' 0.4707 beat 'wbei'
+# 0.4848), GRU 0.4803 against 0.4572 ('wbeix' 0.4855 against 'wbei' 0.4919), LSTM
+# 50/1/1024/64 0.3851 against 0.2996 ('wbeix' 0.2706 against 'wbei' 0.2263); with FANOUT
+# (9576ccc) 'wbeixs2' 0.4479 against 'wbeis2' 0.4400 at 1024/256; the tools' ``--settings``
+# reach it (docs/lowbit.md).
 _BULK = dict(units=16, wg=True, bulk=True)
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),

@@ -135,6 +135,9 @@
 #ifndef FANOUT
 #define FANOUT 1
 #endif
+#if WGB && FANOUT && STAGES > 128
+#error "FANOUT: stage st's copy is issued by the warpgroup's thread st (partition.MAX_RING)"
+#endif
 #if PREX && !XE
 #error "PREX: the next step's input part copied ahead by its own warpgroups (XE)"
 #endif
@@ -962,7 +965,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if PREX
         // every wgmma of this warpgroup done with its stages (the barrier above): the next
         // step's first slabs into them, while the gate math runs (the partial sums lie past
-        // them); its own thread, as at a step's start
+        // them); issued as at a step's start (FANOUT: each stage's by a thread of its own)
         if (kg < kx && s + 1 < T) {
             xsrc = L.xin + code_at(L.dir ? T - 2 - s : s + 1, 0, 0, 0, xrowb);
 #if FANOUT
