@@ -179,6 +179,38 @@ def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_t
         barrier.barrier_read([0], group=True)
     with pytest.raises(ValueError, match="written 0 with group 32"):
         barrier.barrier_read([0, 1 << 16], written=16, group=32)
+    for depth in (-1, barrier.MAX_DEPTH + 1, True, 2.0):
+        with pytest.raises(ValueError, match="depth is 0"):
+            barrier.barrier_read([0], depth=depth)
+
+
+def test_a_depth_of_reads_in_flight_leaves_the_floors_kernel_as_it_was():
+    """depth 0 (the floor's measurement) is the source without a DEPTH line, which the
+    kernel defaults to 0; a depth d waits for all but d - 1 of a thread's copies after each,
+    so at most d stages are in flight."""
+    nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    from cudnn_rnn.lowbit import barrier
+    try:
+        nvrtc.getVersion()
+    except Exception as exc:  # no CUDA wheels with NVRTC in this environment
+        pytest.skip(f"NVRTC is not available here ({type(exc).__name__}: {exc})")
+    helpers = barrier.HELPERS.read_text()
+    assert "DEPTH" not in barrier.source().split(helpers)[0]  # the lines put before the file
+    assert "#define DEPTH 10" in barrier.source(depth=10).split(helpers)[0]
+
+    def ptx(source):
+        prog = nvrtc.createProgram(source, "barrier.cu", [], [])
+        try:
+            nvrtc.compileProgram(prog, ["--gpu-architecture=compute_90", "--std=c++17"])
+            out = nvrtc.getPTX(prog)
+        finally:
+            nvrtc.destroyProgram(prog)
+        return out.decode() if isinstance(out, bytes) else out
+    floor_ptx = ptx(barrier.source())
+    assert floor_ptx == ptx(barrier.source().replace("#ifndef DEPTH", "#define DEPTH 0\n"
+                                                     "#ifndef DEPTH", 1))
+    assert "cp.async.wait_group 0;" in floor_ptx and "cp.async.wait_group 9;" not in floor_ptx
+    assert "cp.async.wait_group 9;" in ptx(barrier.source(depth=10))
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -190,6 +222,8 @@ def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_t
     (["--signals", "counter,tree"], "--signals takes counter, flags, padded, comma-separated"),
     (["--groups", "-32"], "--groups takes counts of CTAs >= 0"),
     (["--groups", "0,32", "--written", "0,16"], "--written 0 with them"),
+    (["--depths", "0,33"], "--depths takes stages in flight, each 0 (all) to 32"),
+    (["--depths", "ten"], "--depths takes comma-separated integers, got 'ten'"),
     (["--out", "README.md"], "--out 'README.md' is a file"),
 ])
 def test_the_floor_probe_refuses_bad_input_in_one_line_naming_its_flag(tmp_path, args, needle):

@@ -402,6 +402,12 @@ def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
     flags = barrier_read([1 << 16], rounds=50, repeats=2, written=16, signal="flags")
     assert flags["handed_on"] == {str(1 << 16): True} and flags["met"]
     assert r["met"]  # the counter's launches too: every CTA's 50 rounds counted
+    # reads through a ring of 2 stages of 8 KB, at most 16 KB in flight a CTA: 1 MB takes
+    # longer than with all of it in flight (timed in one call, as above)
+    ring = barrier_read([1 << 20], rounds=50, repeats=2, depth=2)
+    whole = barrier_read([1 << 20], rounds=50, repeats=2)
+    assert ring["met"] and ring["depth"] == 2 and whole["depth"] == 0
+    assert ring["per_round_us"][str(1 << 20)] > whole["per_round_us"][str(1 << 20)]
     for signal in ("counter", "flags", "padded"):  # whole groups of 32 (the seed's), each
         grouped = barrier_read([0], rounds=50, repeats=2, signal=signal, group=32)
         assert grouped["met"], signal  # its own counter at 50 x 32, or flags at 50

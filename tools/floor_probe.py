@@ -1,7 +1,7 @@
 """The floor's microbenchmark alone: barrier + every CTA reading N bytes, per round.
 
     python tools/floor_probe.py --out DIR [--sizes 0,32768,...] [--written 0,1,16]
-        [--signals counter,flags] [--groups 0,32,64]
+        [--signals counter,flags] [--groups 0,32,64] [--depths 0,10,20]
 
 ``--written``: 0 reads the same state every round (the floor's measurement); 1 and 16 read
 a fresh slot the CTAs wrote in the round before (stores of 1 or 16 bytes), as the persistent
@@ -15,6 +15,11 @@ at LSTM 50/1/1024/256); ``--signals``: by one counter a group that every CTA add
 kernel's) or by a flag a CTA that warp 0 of each polls, consecutive words or a line each
 (``barrier.cu``'s SIGNAL); a launch takes whole groups, as many as fit.
 
+``--depths``: a CTA's reads all in flight at once (0, the floor's) or through a ring of that
+many stages of 8 KB (at most that many in flight), as the persistent kernel's bulk ring
+keeps its stages in flight (10 at LSTM 50/1/1024/256 INT8, ``b2t256u16wbeis2``: five of
+8 KB for each of two warpgroups).
+
 A diagnostic behind statements in the README and the issue notes (not part of the package).
 """
 import json
@@ -23,7 +28,7 @@ from pathlib import Path
 
 from cudnn_rnn.cli import BadInput, OneLineParser
 from cudnn_rnn.matrix.runs import refuse_output
-from cudnn_rnn.lowbit.barrier import SIGNALS, WRITES, barrier_read
+from cudnn_rnn.lowbit.barrier import MAX_DEPTH, SIGNALS, WRITES, barrier_read
 
 SIZES = "0,16384,32768,65536,131072,262144,524288,1048576,2097152"
 
@@ -36,11 +41,17 @@ def main() -> int:
     p.add_argument("--signals", default="counter",
                    help=f"comma-separated, each of {', '.join(SIGNALS)}")
     p.add_argument("--groups", default="0", help="CTAs a barrier meets, comma-separated (0: all)")
+    p.add_argument("--depths", default="0",
+                   help=f"stages of 8 KB in flight a CTA, comma-separated, each 0 (all) to "
+                        f"{MAX_DEPTH}")
     a = p.parse_args()
     sizes = _integers(p, "--sizes", a.sizes)
     modes = _integers(p, "--written", a.written)
     groups = list(dict.fromkeys(_integers(p, "--groups", a.groups)))  # each once
     signals = list(dict.fromkeys(a.signals.split(",")))
+    depths = list(dict.fromkeys(_integers(p, "--depths", a.depths)))
+    if any(not 0 <= d <= MAX_DEPTH for d in depths):
+        p.error(f"--depths takes stages in flight, each 0 (all) to {MAX_DEPTH}, comma-separated")
     if any(w not in WRITES for w in modes):
         p.error(f"--written takes {', '.join(map(str, WRITES))}, comma-separated")
     if any(s not in SIGNALS for s in signals):
@@ -56,16 +67,19 @@ def main() -> int:
         p.error("with --written 1, 16 or 8, every size is a multiple of 16")
     from cudnn_rnn.engine.gpu import NoGPU
     runs = {}
-    for w, signal, group in [(w, s, g) for w in modes for s in signals for g in groups]:
+    for w, signal, group, depth in [(w, s, g, d) for w in modes for s in signals
+                                    for g in groups for d in depths]:
+        key = f"{w}/{signal}/{group}" + (f"/depth {depth}" if depth else "")
         try:
-            r = runs[f"{w}/{signal}/{group}"] = barrier_read(sizes, written=w, signal=signal,
-                                                              group=group)
+            r = runs[key] = barrier_read(sizes, written=w, signal=signal, group=group,
+                                         depth=depth)
         except NoGPU as exc:
             print(f"floor_probe.py: {exc}; run it on a machine with a GPU", file=sys.stderr)
             return 2
         for size, us in r["per_round_us"].items():
             q1, q3 = r["per_round_spread_us"][size]
-            print(f"written {w:>2d}, {signal:7s} groups of {r['group']:>3d}: {int(size):>9d} "
+            print(f"written {w:>2d}, {signal:7s} groups of {r['group']:>3d}, "
+                  f"{f'{depth} stages' if depth else 'all'} in flight: {int(size):>9d} "
                   f"bytes per CTA: {us:8.3f} us per round (IQR {q1:.3f}-{q3:.3f}, "
                   f"{r['repeats']} launches)")
     Path(a.out).mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,13 @@
 // 2: as 1, a 128-byte line a flag. A poll gives up past SPIN_LIMIT reads, setting *status
 // (the launch's numbers are then not read), so a signal that never comes fails the run
 // instead of hanging it; every poll of the launch then gives up within 1024 reads.
+// DEPTH 0: a round's reads all in flight at once (the floor's measurement); DEPTH d: as
+// through a ring of d stages of THREADS x 16 bytes, a stage's copies issued once those d - 1
+// stages before it have landed, as the persistent kernel's bulk ring keeps at most its
+// stages in flight.
+#ifndef DEPTH
+#define DEPTH 0
+#endif
 #define FLAG_STRIDE (SIGNAL == 2 ? 32 : 1)
 #define SPIN_LIMIT (1LL << 24)
 
@@ -41,9 +48,17 @@ barrier_read(unsigned char* state, long long bytes, unsigned* counter, int round
 #endif
     for (int r = 0; r < rounds; ++r) {
         const unsigned char* slot = state + (WRITTEN ? (long long)r * bytes : 0);
+#if DEPTH
+        for (long long off = (long long)tid * 16; off < bytes; off += (long long)THREADS * 16) {
+            cp16(ring + (off % RING), slot + off, 16);
+            cp_commit();
+            cp_wait<DEPTH - 1>();
+        }
+#else
         for (long long off = (long long)tid * 16; off < bytes; off += (long long)THREADS * 16)
             cp16(ring + (off % RING), slot + off, 16);
         cp_commit();
+#endif
         cp_wait<0>();
 #if WRITTEN == 8
         {   // this CTA's 8-byte pieces of the next slot, a lane a byte

@@ -21,19 +21,27 @@ WRITES = (0, 1, 16, 8)  # barrier_read's ``written``: see barrier.cu's WRITTEN
 SIGNALS = ("counter", "flags", "padded")  # barrier_read's ``signal``: barrier.cu's SIGNAL
 
 
-def source(written: int = 0, signal: str = "counter") -> str:
+MAX_DEPTH = 32  # stages in flight barrier_read's ``depth`` may name
+
+
+def source(written: int = 0, signal: str = "counter", depth: int = 0) -> str:
     if written not in WRITES:
         raise ValueError(f"written must be one of {WRITES}, got {written!r}")
     if signal not in SIGNALS:
         raise ValueError(f"signal must be one of {SIGNALS}, got {signal!r}")
+    if isinstance(depth, bool) or not isinstance(depth, numbers.Integral) \
+            or not 0 <= depth <= MAX_DEPTH:
+        raise ValueError(f"depth is 0 (every read in flight) or 1-{MAX_DEPTH} stages of "
+                         f"{THREADS * 16} bytes, got {depth!r}")
     return (f"#define THREADS {THREADS}\n#define RING {RING}\n#define WRITTEN {written}\n"
             f"#define SIGNAL {SIGNALS.index(signal)}\n"
+            + (f"#define DEPTH {depth}\n" if depth else "")
             + HELPERS.read_text() + SOURCE.read_text())
 
 
 @job
 def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: int = 0,
-                 signal: str = "counter", group: int = 0) -> dict:
+                 signal: str = "counter", group: int = 0, depth: int = 0) -> dict:
     """``{"per_round_us": {bytes: median µs of one round}, "per_round_spread_us": {bytes:
     [first, third quartile]}, "ctas": n, "threads": ...}``: a cooperative launch of one CTA
     per multiprocessor, ``rounds`` rounds each (barrier after every CTA read ``bytes``),
@@ -45,11 +53,13 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     ``group``: the barrier meets that many consecutive CTAs (0: every CTA; the launch then
     takes whole groups, as many as fit), by one counter a group (``signal`` "counter", the
     persistent kernel's) or a flag a CTA ("flags": consecutive words; "padded": a line
-    each). ``"met"``: every launch's polls saw their signals (none gave up) and the last
-    left the counters or flags as its rounds should."""
+    each). ``depth`` d > 0: a CTA's reads go through a ring of d stages of THREADS x 16
+    bytes, at most d in flight (the persistent kernel's bulk ring keeps its stages in
+    flight; 0, the floor's: all at once). ``"met"``: every launch's polls saw their signals
+    (none gave up) and the last left the counters or flags as its rounds should."""
     import statistics
 
-    code = source(written, signal)  # an unknown mode: said before the GPU
+    code = source(written, signal, depth)  # an unknown mode: said before the GPU
     if written and any(int(b) % 16 for b in sizes):
         raise ValueError(f"with written {written} every size is a multiple of 16 bytes "
                          f"(slots of 16-byte stores), got {sizes}")
@@ -97,7 +107,7 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
                 handed[str(size)] = _handed(cp, state, size, rounds, written)
     result = {"per_round_us": out, "per_round_spread_us": spread, "ctas": ctas,
               "threads": THREADS, "rounds": rounds, "repeats": repeats, "written": written,
-              "signal": signal, "group": group or ctas, "met": met}
+              "signal": signal, "group": group or ctas, "depth": depth, "met": met}
     return result | ({"handed_on": handed} if written else {})
 
 
