@@ -49,6 +49,8 @@ def test_one_chunk_copies_refill_a_ring_shallower_than_a_step_on_any_hopper(cuda
     ("LSTM 5/1/1024/256", ["persistent:fp16"], "b2t256u16wbes1"),  # staged projection
     ("LSTM 5/1/1024/256", ["persistent:fp16"], "b2t256u16wbes2"),  # the tuner's, there
     ("LSTM 5/1/2048/128", ["persistent:int8/both"], "b1t256u16wbes1"),  # likewise
+    ("LSTM 5/1/2048/128", ["persistent:int8/both", "persistent:e4m3/both"],
+     "b1t256u16wbes2"),  # the tuner's, there (a ring of three)
     ("LSTM 5/1/2048/128", ["persistent:int8/both"], "b1t256u16wbges2"),
 ])
 def test_smaller_copies_verify_on_rings_shallower_than_a_step(cuda, hopper, spec, names,
