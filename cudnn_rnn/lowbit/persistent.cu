@@ -767,6 +767,14 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             }
         };
 
+#if WGB && FANOUT
+        // every stage's first slab of a step, stage st's by the warpgroup's thread st
+        auto fan_out = [&]() {
+            const int st = tid & 127;
+            if (st < STAGES && st < nslab) stage(st, st, false, st);
+        };
+#endif
+
         float acc[MT][NTW][4];
 #if STRADDLE
         float xacc[MT][NTW][4];
@@ -816,10 +824,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             cp_commit();
         }
 #if WGB && FANOUT
-        {   // every stage's first slab of the step, stage st's by the warpgroup's thread st
-            const int st = tid & 127;
-            if (st < STAGES && st < nslab && !ahead) stage(st, st, false, st);
-        }
+        if (!ahead) fan_out();
 #endif
 #if AREG || WG
 #pragma unroll
@@ -969,8 +974,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         if (kg < kx && s + 1 < T) {
             xsrc = L.xin + code_at(L.dir ? T - 2 - s : s + 1, 0, 0, 0, xrowb);
 #if FANOUT
-            const int st = tid & 127;
-            if (st < STAGES && st < nslab) stage(st, st, false, st);
+            fan_out();
 #else
 #pragma unroll 1
             for (int st = 0; st < STAGES && st < nslab; ++st) stage(st, st, false, 0);
