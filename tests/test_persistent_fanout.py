@@ -6,12 +6,11 @@ tests/test_gpu_persistent_slab.py and tests/test_gpu_persistent_prefetch.py)."""
 import pytest
 
 from cudnn_rnn.lowbit import persistent as P
-from cudnn_rnn.lowbit.ptxas import ptxas_info
 
 from tests.test_clusters import _ptx
 from tests.test_persistent import _nvrtc_or_skip, _probe_tool
-from tests.test_persistent_inside import _plan
-from tests.test_persistent_wg import SERIALIZED, _ptxas_log, _shape
+from tests.test_persistent_inside import _plan, compiles_clean
+from tests.test_persistent_wg import _shape
 
 # the launch shapes that won at LSTM 50/1/1024/256 and 50/1/2048/128 (H100, 2026-12-07),
 # the 'x' one, and a 16-bit GRU
@@ -30,14 +29,9 @@ def _consts(spec, name, fmt):
 def test_the_kernels_issuing_each_stage_from_its_own_thread_compile_clean(spec, name, fmt):
     """No spills and no serialized wgmma (ptxas's C7520) with the copies issued under a
     branch on the thread's place in its warpgroup."""
-    _nvrtc_or_skip()
-    cfg = _shape(spec)
-    part = _plan(cfg, name, fmt)
-    consts = P.defines(cfg, part, gx_int=fmt == "int8")
+    consts = _consts(spec, name, fmt)
     assert consts["WGB"] == 1 and "FANOUT" not in consts  # bulk staging, the default: on
-    info = ptxas_info(consts, "sm_90a")
-    assert info["spill_stores"] == info["spill_loads"] == 0, info
-    assert SERIALIZED not in _ptxas_log(cfg, part, fmt)
+    compiles_clean(spec, name, fmt)
 
 
 @pytest.mark.parametrize("spec,name,fmt", SHAPES[:3])

@@ -67,9 +67,9 @@ def test_the_kernels_compile_without_spills_or_serialized_wgmma(spec, name, fmt)
 
 
 def test_a_list_that_names_x_and_its_twin_tries_both():
-    """'x' is not in the tuner's own list until it has run on a GPU (launch.py's note); a list
-    a user names (``--settings``) with both an 'x' shape and its twin times both, whichever
-    verified first."""
+    """'x' is not in the tuner's own list (slower than the fastest shape without it wherever
+    it ran: launch.py's note); a list a user names (``--settings``) with both an 'x' shape
+    and its twin times both, whichever verified first."""
     assert not any(s.prefetch for s in P.SETTINGS)
     for twin in ("b2t256u16wbeis2", "b2t256u16wbei"):
         x, t = Settings.parse(twin.replace("bei", "beix")), Settings.parse(twin)
