@@ -55,8 +55,15 @@ def test_one_chunk_copies_refill_a_ring_shallower_than_a_step_on_any_hopper(cuda
 ])
 def test_smaller_copies_verify_on_rings_shallower_than_a_step(cuda, hopper, spec, names,
                                                               settings):
+    """(Where shared memory has room for one more stage of one group, the second group's
+    ring is one stage deeper than k-group 0's: tests/test_persistent_stages0.py.)"""
     by_name = _verify_at(cuda, spec, names, settings)
     for rec in by_name.values():
         launch = rec["algorithms"][-1]
         assert launch["bulk_staging"] and 2 < launch["ring_stages"] < launch["slabs_per_step"]
         assert launch["chunks_per_slab"] == Settings.parse(settings).slab
+        assert launch["ring_stages_group0"] in (launch["ring_stages"] - 1,
+                                                launch["ring_stages"])
+    if settings in ("b2t256u16wbeis2", "b1t256u16wbes2"):  # two depths (STAGES0) at these
+        assert all(rec["algorithms"][-1]["ring_stages_group0"]
+                   == rec["algorithms"][-1]["ring_stages"] - 1 for rec in by_name.values())

@@ -62,15 +62,17 @@ def test_smaller_copies_make_a_deeper_ring_with_more_bytes_in_flight(spec, name)
 
 
 def test_the_ring_takes_no_row_padding_and_registers_keep_h_and_c():
-    """wgmma reads a stage as the bulk copy laid it (rows unpadded: STAGES x k-groups x WGN
-    rows x SLAB chunks, the kernel's own extent), and with the gate math in registers ('e')
-    a CTA holds its h and c there: neither takes shared memory. The partial sums overlay
-    the ring (GR: 32 lanes x 4 values x 8 blocks of 4 warps x 2 warpgroups x GRH)."""
+    """wgmma reads a stage as the bulk copy laid it (rows unpadded: stages x k-groups x WGN
+    rows x SLAB chunks, k-group 0's STAGES0 where given, the kernel's own extent), and with
+    the gate math in registers ('e') a CTA holds its h and c there: neither takes shared
+    memory. The partial sums overlay the ring (GR: 32 lanes x 4 values x 8 blocks of 4
+    warps x 2 warpgroups x GRH)."""
     cfg = _shape("LSTM 50/1/1024/256")
     e, plain = _plan(cfg, "b2t256u16wbe"), _plan(cfg, "b2t256u16wb")
-    for part in (e, plain):
+    for part in (e, plain, _plan(cfg, "b2t256u16wbes2")):
         d, s = P.defines(cfg, part, gx_int=True), part.slices[0]
-        ring = d["STAGES"] * s.ks * d["WGN"] * d["SLAB"] * CHUNK
+        stages = d.get("STAGES0", d["STAGES"]) + (s.ks - 1) * d["STAGES"]
+        ring = stages * d["WGN"] * d["SLAB"] * CHUNK
         partials = (2 * 4 * (d["WGN"] // 16) * 4 * 32 * 4 if d.get("GR")
                     else s.ks * pstride(s.mpad) * d["WGN"] * 4)
         assert s.smem - s.off_ring == max(ring, partials)

@@ -37,6 +37,10 @@ _POLL = "v[i] = ctrs[i] < 0 ? 0u : ld_acquire(counters + ctrs[i]);"
 _FENCE = ("            fence_acquire();  // what the producers wrote before their release, "
           "seen from here\n")
 _WAITED = "            if (!ok) atomicExch(status, 1);\n"
+# bulk staging's wait for a slab (ring stage i % GST of the warpgroup's GST), as persistent.cu
+# writes it
+_SLAB_WAIT = ("            slab_wait(smem_addr(&mbars[i % GST][kg]), bulk_parity(s, i, GST), "
+              "status);\n")
 # bulk staging's proxy fence before a copy, as persistent.cu writes it
 _PROXY_FENCE = '                asm volatile("fence.proxy.async.global;" ::: "memory");'
 # the last layer's y, stored after the step's signal
@@ -54,6 +58,13 @@ DROPS = {
               "                const unsigned char* src", 1)],
     "gates": [("for (Pairs it(tid, nu); it.p < nb * nu;) {",
                "for (Pairs it(tid, nu); it.p < 0;) {", 1)],
+    # wgmma's products (the bulk copies and their waits still made): what the copies and
+    # the ring's turns cost without the tensor cores' work
+    "wg_mma": [("wg_mma_s(wacc[mb], c < c1 ?", "if (0) wg_mma_s(wacc[mb], c < c1 ?", 1)],
+    # bulk staging's copies and their waits (the products run on what the ring holds): what
+    # the products cost without the copies' traffic into shared memory and their latency
+    "bulk": [("bulk_load(smem_addr(&mbars[st][kg]), smem_addr(dst), src, SBYTES);", ";", 1),
+             (_SLAB_WAIT, "", 1)],
     # within the gate math: its cell functions (the sums still read, the stores still made)
     "cell": [("const float v = cell(X[k], R[k], own_h[p], c);",
               "const float v = X[k][0] + R[k][GATES - 1];", 1)],
@@ -168,13 +179,14 @@ VARIANTS.update({
     # first slab only; the wait loop unrolled, where the old one was not (213 registers for
     # the 16-bit seed against the old kernel's 197: a helper's compile)
     "waits_together": [
-        ("            slab_wait(smem_addr(&mbars[i % STAGES][kg]), bulk_parity(s, i), status);\n",
+        (_SLAB_WAIT,
          "            if (i == 0)\n"
-         "                for (int j = 0; j < NSLAB && j < STAGES; ++j)\n"
-         "                    slab_wait(smem_addr(&mbars[j][kg]), bulk_parity(s, j), status);\n"
-         "            if (i >= STAGES) slab_wait(smem_addr(&mbars[i % STAGES][kg]), "
-         "bulk_parity(s, i), status);\n", 1),
-        ("if (WGB || i == 0) wg_fence();", "if (i == 0 || i >= STAGES) wg_fence();", 1)],
+         "                for (int j = 0; j < NSLAB && j < GST; ++j)\n"
+         "                    slab_wait(smem_addr(&mbars[j][kg]), bulk_parity(s, j, GST), "
+         "status);\n"
+         "            if (i >= GST) slab_wait(smem_addr(&mbars[i % GST][kg]), "
+         "bulk_parity(s, i, GST), status);\n", 1),
+        ("if (WGB || i == 0) wg_fence();", "if (i == 0 || i >= GST) wg_fence();", 1)],
     # the kernel as it was before a CTA that gives up a wait wrote NaN for its outputs: it
     # returned where it gave up (the NaN's code is then unreachable and compiled away)
     "stale_on_stall": [("goto gave_up;", "return;", 5), ("\ngave_up:\n", "\n", 1)],
@@ -229,6 +241,17 @@ VARIANTS.update({
     # another, as before each had a lane of its own (FANOUT)
     "one_issuer": [("#ifndef FANOUT\n#define FANOUT 1\n#endif", "#define FANOUT 0", 1)],
 })
+# bulk staging's ring with fewer stages than the partition gives it (the same shared memory
+# set aside, the rest unused): whether fewer copies in flight a warpgroup are slower, as the
+# floor's ring depths (tools/floor_probe.py --depths) were at some depths
+VARIANTS.update({f"ring{n}": [("#define WARPS (THREADS / 32)\n",
+                               f"#undef STAGES\n#define STAGES {n}\n#define WARPS (THREADS / 32)\n",
+                               1)] for n in (2, 3, 4)})
+# the ring as it was before the partition gave its room past an equal ring to the group
+# past the first (the kernel's STAGES0): both groups k-group 0's stages deep
+VARIANTS["equal_ring"] = [("#ifndef STAGES0\n#define STAGES0 STAGES\n#endif",
+                           "#ifdef STAGES0\n#undef STAGES\n#define STAGES STAGES0\n#else\n"
+                           "#define STAGES0 STAGES\n#endif", 1)]
 # drops and variants that patch the gate math of kernels without 'e' (with it, the kernel's GR
 # branch is other text, so the patch would change nothing that runs): refused where a launch
 # shape with 'e' may run (named, or the tuner's list)

@@ -90,6 +90,9 @@ class Partition:
     input_inside: bool = False  # layer 0's input part multiplied in the kernel (no projection)
     slab: int = SLAB  # chunks a k-group stages per pipeline stage (bulk staging: a copy's)
     prefetch: bool = False  # the input part's next step copied ahead (PREX, fits.prefetch)
+    # bulk staging: k-group 0's ring stages where they differ from the other group's
+    # ``stages`` (the kernel's STAGES0; 0: the same): see plan
+    stages0: int = 0
 
     def chunks_per_group(self) -> int:
         """The most chunks of K one k-group of any CTA multiplies."""
@@ -251,11 +254,11 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
                          "accumulator tiles a warp holds; use more CTAs")
     if B - (batch_slices - 1) * nb_full <= 0:
         raise DoesNotFit(f"batch {B} in {batch_slices} slices of {nb_full} leaves one empty")
-    def ring(stages: int) -> Partition:
+    def ring(stages: int, stages0: int = 0) -> Partition:
         part = Partition(cfg, fx if xrowb else None, fh, threads, batch_slices,
                          [], mt_max, ntw, stages, hrowb, xrowb, gx_global=gx_global,
                          reg_gates=reg_gates, per_sm=per_sm, input_inside=input_inside,
-                         slab=slab)
+                         slab=slab, stages0=stages0)
         _fill(part, pls, nus, counts, nb_full, kx, warps, fh if wg else None, slots)
         return part
     for stages in range(STAGES[1], STAGES[0] - 1, -1):  # the deepest ring that fits
@@ -275,6 +278,16 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
             if deeper.smem <= smem_per_block:
                 part = deeper
                 break
+        # a ring shallower than a step, 3 stages deep or more: what room is left past it
+        # takes one stage more for the group past the first (the recurrent part's, with the
+        # input inside: its copies wait for the step before, the input part's for nothing).
+        # Not at 2 stages, where group 0's own ring sets the pace; not with shared copies
+        # (a ring of a whole step) or copies ahead ('x', whose ring lies group by group);
+        # measured in docs/lowbit.md ("One stage more for the second group")
+        if not (mcast or prefetch) and 3 <= part.stages < min(wgs[0], MAX_RING):
+            deeper = ring(part.stages + 1, part.stages)
+            if deeper.smem <= smem_per_block:
+                part = deeper
     part.cluster = cluster
     if areg:
         part.areg_slabs = fits.areg_slabs(part, threads, SLAB)
@@ -319,7 +332,7 @@ def _fill(part: Partition, pls, nus, counts, nb_full, kx, warps, wg: str | None,
                                    bs, b0, nb, kx[p.index], part.hrowb, warps, part.ntw,
                                    part.stages, blob, wg, 16 * part.mt_max,
                                    part.gx_global or part.input_inside, part.reg_gates,
-                                   part.slab),
+                                   part.slab, part.stages0),
                             ctr=part.groups[(p.index, bs)])
                 blob += s.mpad * s.rowb
                 part.slices.append(s)
@@ -347,13 +360,13 @@ def partial_bytes(cfg: RNNConfig, npad: int, mpad: int, ks: int, nxc: int,
 
 def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blob,
            wg: str | None = None, rows_max: int = 0, gx_global: bool = False,
-           reg_gates: bool = False, slab: int = SLAB) -> Slice:
+           reg_gates: bool = False, slab: int = SLAB, stages0: int = 0) -> Slice:
     """``mpad``: the rows of the pseudo-layer's full slices (a last slice of fewer units
     takes as many, its rows past ``gates * nu`` zero, so that its tiles are theirs).
     ``wg`` (the operand format): a k-group is a warpgroup of four warps, each on every
     n-tile, the batch rows padded to a width its wgmma takes, and room for the rows of the
     instructions of the partition's largest slice (``rows_max`` rows: its WGM is every
-    CTA's) and their zeros."""
+    CTA's) and their zeros. ``stages0``: k-group 0's ring stages where not ``stages``."""
     npad = wgmma.width(wg, _up(nb, 8)) if wg else _up(nb, 8)
     ts = 1 if wg else -(-(npad // 8) // ntw)
     ks = max(1, warps // 4 if wg else warps // ts)
@@ -370,7 +383,8 @@ def _slice(cfg, p, j0, nu, mpad, bs, b0, nb, kxb, hrowb, warps, ntw, stages, blo
     # a step's input projection (none read from global memory, or multiplied in the kernel)
     gx = cfg.gates * nb * nu * 4 if p.layer == 0 and not gx_global else 0
     off_ring = _up(off_gx + gx, 16)
-    ring = stages * ks * npad * (slab * CHUNK + (0 if wg else PAD))  # wgmma's: no padding
+    stage = npad * (slab * CHUNK + (0 if wg else PAD))  # wgmma's: no padding
+    ring = ((stages0 or stages) + (ks - 1) * stages) * stage
     partials = partial_bytes(cfg, npad, mpad, ks, nxc, reg_gates)
     return Slice(p.index, j0, nu, bs, b0, nb, mpad, npad, ts, ks, kx, nxc, nc, blob, off_dq,
                  off_own, off_gx, off_ring, off_ring + max(ring, partials))

@@ -81,6 +81,10 @@
 //            another by its thread 0 while the warpgroup's other warps wait for the first
 //            (H100: seed LSTM INT8 0.0704 ms against 0.0746, 1024/64 0.2022 against 0.2256;
 //            tools/persistent_probe.py --variants one_issuer, docs/lowbit.md)
+//   STAGES0  (with WGB; not with MCAST or PREX) k-group 0's ring stages where they differ
+//            from the other group's STAGES (partition.plan gives the room an equal ring
+//            leaves to the groups past the first: one stage more); the ring then lies group
+//            by group, and each warpgroup runs a copy of the slab loop of its own depth
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
@@ -135,16 +139,27 @@
 #ifndef FANOUT
 #define FANOUT 1
 #endif
-#if WGB && FANOUT && STAGES > 128
+#ifndef STAGES0
+#define STAGES0 STAGES
+#endif
+#define ASYM (STAGES0 != STAGES)
+#define MAXST (STAGES0 > STAGES ? STAGES0 : STAGES)
+#if ASYM && (!WGB || PREX || MCAST > 1 || STAGES0 < 2)
+#error "STAGES0: bulk staging's ring, its own copies, not copied ahead, two stages at least"
+#endif
+#if WGB && FANOUT && MAXST > 128
 #error "FANOUT: stage st's copy is issued by the warpgroup's thread st (partition.MAX_RING)"
 #endif
 #if PREX && !XE
 #error "PREX: the next step's input part copied ahead by its own warpgroups (XE)"
 #endif
 // wgmma's ring: stage st of k-group g, SBYTES each (a slab of the batch slice's rows), stage
-// by stage, or (PREX) group by group, the partial sums then past the input part's groups
+// by stage, or (PREX) group by group, the partial sums then past the input part's groups,
+// or (ASYM) group by group, k-group 0's STAGES0 stages first
 #define SBYTES (WGN * SLAB * 32)
-#define RING_AT(st, g) ((unsigned)(PREX ? (g) * STAGES + (st) : (st) * ks + (g)) * SBYTES)
+#define RING_AT(st, g) ((unsigned)(PREX ? (g) * STAGES + (st)                                \
+                                   : ASYM ? ((g) ? STAGES0 + ((g) - 1) * STAGES : 0) + (st)  \
+                                   : (st) * ks + (g)) * SBYTES)
 // GR: the row of gate q of unit u (tables.gate_rows), and where a step's staged projection
 // of (batch row b, unit u) lies in its gate's (nb, 16) block: unit blocks of 4 turned by
 // (b >> 1) & 3, so that a warp's reads (4 units by 8 batch rows) meet 32 banks
@@ -165,11 +180,12 @@ __device__ __forceinline__ unsigned code_at(int t, int bs, int b, int byte, int 
     return (unsigned)(t * WGS + bs) * WGN * rowb + (unsigned)(byte >> 4) * (WGN * 16)
            + (b >> 3) * 128 + (b & 7) * 16 + (byte & 15);
 }
-// the parity of slab i's phase of its ring stage at step s: stage i % STAGES takes slabs
-// st, st + STAGES, ... (`uses` of them a step), so slab i is its use s uses + i / STAGES
-__device__ __forceinline__ unsigned bulk_parity(int s, int i) {
-    const int uses = (NSLAB - i % STAGES + STAGES - 1) / STAGES;
-    return (unsigned)(s * uses + i / STAGES) & 1u;
+// the parity of slab i's phase of its ring stage at step s, in a ring of ST stages: stage
+// i % ST takes slabs st, st + ST, ... (`uses` of them a step), so slab i is its use
+// s uses + i / ST
+__device__ __forceinline__ unsigned bulk_parity(int s, int i, const int ST) {
+    const int uses = (NSLAB - i % ST + ST - 1) / ST;
+    return (unsigned)(s * uses + i / ST) & 1u;
 }
 // mbar_wait, bounded as the counters' waits are: past SPIN_LIMIT polls, or once another CTA
 // has given up, it sets the status and returns (the launch's numbers are then not read: the
@@ -347,9 +363,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
 #if WGB
     // WGB: one mbarrier a ring stage and warpgroup, completed by that slab's bulk copy
-    __shared__ __align__(8) unsigned long long mbars[STAGES][2];
+    __shared__ __align__(8) unsigned long long mbars[MAXST][2];
     if (threadIdx.x == 0) {
-        for (int i = 0; i < STAGES * 2; ++i) mbar_init(smem_addr(&mbars[i / 2][i % 2]));
+        for (int i = 0; i < MAXST * 2; ++i) mbar_init(smem_addr(&mbars[i / 2][i % 2]));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
 #endif
@@ -501,6 +517,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // WG: k-group kg is warpgroup kg, each of its warps on its own m-tile and every n-tile
     const int ng = WG ? 0 : warp % ts, kg = WG ? warp >> 2 : warp / ts, kx = S.kx;
     const bool active = kg < ks;
+    // this warpgroup's ring stages (ASYM: k-group 0's STAGES0)
+    const bool ring0 = ASYM && kg == 0;
+    const int gst = ring0 ? STAGES0 : STAGES;
     // k-group g multiplies chunks ga(g) .. gb(g) - 1 (Slice.chunks): with an input part
     // groups 0 .. kx-1 the input part's, the others the recurrent part's (kx 0: all of K
     // evenly, the only case where one group straddles both parts)
@@ -771,7 +790,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         // every stage's first slab of a step, stage st's by the warpgroup's thread st
         auto fan_out = [&]() {
             const int st = tid & 127;
-            if (st < STAGES && st < nslab) stage(st, st, false, st);
+            if (st < gst && st < nslab) stage(st, st, false, st);
         };
 #endif
 
@@ -815,12 +834,21 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             for (int r = 0; r < WGN / 2; ++r) wacc[mb][r] = 0;
 #endif
 
+#if ASYM
+        // each warpgroup's ring depth a constant in a copy of the slab loop of its own (a depth
+        // read at run time puts a branch at every slab's refill, between its wgmma): called
+        // with each depth, inlined
+        auto slabs = [&](const int GST) {
+#else
+        {
+            constexpr int GST = STAGES;
 #if XE
-        if (xskip) goto products_done;
+            if (xskip) goto products_done;
+#endif
 #endif
 #pragma unroll 1
-        for (int st = 0; st < STAGES - 1; ++st) {
-            if (!(WGB && FANOUT) && st < nslab && !ahead) stage(st, st, false, 0);
+        for (int st = 0; st < MAXST - 1; ++st) {
+            if (!(WGB && FANOUT) && st < gst - 1 && st < nslab && !ahead) stage(st, st, false, 0);
             cp_commit();
         }
 #if WGB && FANOUT
@@ -836,8 +864,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
             // (WGB: the ring's last stage in the first pass, unless FANOUT issued every stage
             // above; the rest refill as products end)
-            if ((!WGB || (!FANOUT && i == 0)) && i + STAGES - 1 < nslab && !ahead)
-                stage(i + STAGES - 1, (i + STAGES - 1) % STAGES, false, 0);
+            if ((!WGB || (!FANOUT && i == 0)) && i + GST - 1 < nslab && !ahead)
+                stage(i + GST - 1, (i + GST - 1) % GST, false, 0);
             cp_commit();
             cp_wait<STAGES - 1>();
 #if POLL
@@ -854,10 +882,10 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             // without one, ptxas puts its own in the wait loop's path and serializes every
             // wgmma of the step, its warning C7520)
 #if MCAST > 1
-            if (!slab_wait(smem_addr(&mbars[i % STAGES][kg]), bulk_parity(s, i), status))
+            if (!slab_wait(smem_addr(&mbars[i % GST][kg]), bulk_parity(s, i, GST), status))
                 lost = 1;
 #else
-            slab_wait(smem_addr(&mbars[i % STAGES][kg]), bulk_parity(s, i), status);
+            slab_wait(smem_addr(&mbars[i % GST][kg]), bulk_parity(s, i, GST), status);
 #endif
 #else
 #if WG
@@ -869,7 +897,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if WG
             {  // every chunk of this slab, one instruction each, asynchronous (the group's
                // chunks past its own multiply zeros: no branch between the instructions)
-                const unsigned char* sb = ring + RING_AT(i % STAGES, kg);
+                const unsigned char* sb = ring + RING_AT(i % GST, kg);
                 // wacc and war, written before, then read by wgmma (WGB: at every slab, after
                 // its wait loop)
                 if (WGB || i == 0) wg_fence();
@@ -898,11 +926,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if WGB
                 // a ring shallower than a step's slabs: once slab i - 1's products are done
                 // (slab i's may run on) and every warp of the warpgroup has passed its wait,
-                // its stage takes slab i - 1 + STAGES
-                if (i >= 1 && i - 1 + STAGES < nslab) {
+                // its stage takes slab i - 1 + GST
+                if (i >= 1 && i - 1 + GST < nslab) {
                     wg_wait<1>();
                     wg_bar(kg);
-                    stage(i - 1 + STAGES, (i - 1) % STAGES, false, 0);
+                    stage(i - 1 + GST, (i - 1) % GST, false, 0);
                 }
 #else
                 if (i + STAGES < nslab) wg_wait<0>();  // this slab's place is staged again
@@ -957,6 +985,15 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             // (WGB: each warpgroup refills its own stages, above)
             if (!WGB && i + STAGES < nslab) __syncthreads();
         }
+#if ASYM
+        };
+#if XE
+        if (xskip) goto products_done;  // (as without ASYM, before any copy)
+#endif
+        if (ring0) slabs(STAGES0); else slabs(STAGES);
+#else
+        }
+#endif
 #if XE
     products_done:
 #endif

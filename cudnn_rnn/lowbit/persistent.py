@@ -93,6 +93,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
                {"XE": 1} if part.wg_bulk and part.fx else {}),  # each warpgroup's own wait
             **({"GXG": 1} if part.gx_global else {}), **({"GR": 1} if part.reg_gates else {}),
             **({"PREX": 1} if part.prefetch else {}),
+            **({"STAGES0": part.stages0} if part.stages0 else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts"),
             **({"MINB": part.per_sm} if part.per_sm > 1 else {})}
 
@@ -369,7 +370,8 @@ class PersistentEngine(Forward):
                 "smem_per_cta": p.smem, "weight_bytes_on_chip": p.weight_bytes(),
                 "formats": {"input": p.fx, "recurrent": p.fh},
                 "m_tiles": p.mt_max, "n_tiles_per_warp": p.ntw, **p.step_bytes(),
-                "ring_stages": p.stages, "bulk_staging": p.wg_bulk, "copy_shared_by": p.mcast,
+                "ring_stages": p.stages, "ring_stages_group0": p.stages0 or p.stages,
+                "bulk_staging": p.wg_bulk, "copy_shared_by": p.mcast,
                 "slabs_per_step": p.wg_slabs, "chunks_per_slab": p.slab,
                 # the input part's first stages of the next step copied ahead (PREX)
                 "input_stages_ahead": min(p.stages, p.wg_slabs) if p.prefetch else 0,
