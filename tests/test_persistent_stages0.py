@@ -3,8 +3,8 @@ bulk staging's ring is shallower than a step, 3 stages deep or more, and shared 
 room past it for one more stage of one group but not of both, k-group 0 keeps the equal
 ring's depth and the other group takes one stage more; the ring then lies group by group,
 each warpgroup running a slab loop of its own depth. Without a GPU: the plans, the kernels
-compiled for sm_90a, the probe's ``equal_ring`` variant (the kernel as it was) and the
-kernel's refusals (their outputs on a GPU: tests/test_gpu_persistent_slab.py, whose shapes
+compiled for sm_90a, the probe's ``equal_ring`` variant (the kernel as it was), its drops
+and shallower rings that took the products' phase apart, and the kernel's refusals (their outputs on a GPU: tests/test_gpu_persistent_slab.py, whose shapes
 these are)."""
 import pytest
 
@@ -89,4 +89,24 @@ def test_the_kernel_refuses_a_second_depth_it_does_not_run(name, what):
     consts["STAGES0"] = 1 if what.startswith("a ring") else consts["STAGES"] - 1
     with pytest.raises(RuntimeError, match="STAGES0: bulk staging's ring, its own copies"):
         compile_source(P.source(consts), "persistent.cu", "sm_90a")
+
+
+@pytest.mark.parametrize("change", ["drop:wg_mma", "drop:bulk", "variant:ring3",
+                                    "variant:ring4"])
+def test_the_probe_tools_bulk_phases_and_shallower_rings_apply_and_compile(change):
+    """tools/persistent_probe.py --drop wg_mma,bulk (the products' phase without the wgmma or
+    without the copies and their waits) and --variants ring3,ring4 (the ring shallower in the
+    same shared memory): each patch still finds the kernel's text at the tuner's 1024/256
+    shape (two depths), changes it, and leaves a kernel that compiles for sm_90a without
+    spills, so the phases stay measurable as the kernel changes."""
+    _nvrtc_or_skip()
+    kind, name = change.split(":")
+    cfg = _shape("LSTM 50/1/1024/256")
+    consts = P.defines(cfg, _plan(cfg, "b2t256u16wbeis2"), gx_int=False)
+    tool = _probe_tool()
+    text = (tool.without(name) if kind == "drop" else tool.varied(name))(consts)
+    assert text != P.source(consts)
+    log: list = []
+    compile_source(text, "persistent.cu", "sm_90a", log)
+    assert any("0 bytes spill stores, 0 bytes spill loads" in line for line in log), log
 
