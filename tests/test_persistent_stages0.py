@@ -2,9 +2,11 @@
 bulk staging's ring is shallower than a step, 3 stages deep or more, and shared memory has
 room past it for one more stage of one group but not of both, k-group 0 keeps the equal
 ring's depth and the other group takes one stage more; the ring then lies group by group,
-each warpgroup running a slab loop of its own depth. Without a GPU: the plans, the kernels
-compiled for sm_90a, the probe's ``equal_ring`` variant (the kernel as it was), its drops
-and shallower rings that took the products' phase apart, and the kernel's refusals (their outputs on a GPU: tests/test_gpu_persistent_slab.py, whose shapes
+each warpgroup running a slab loop of its own depth. Only where it was measured: one
+pseudo-layer, the gate math in registers ('e'), one CTA a multiprocessor. Without a GPU:
+the plans, the kernels compiled for sm_90a, the probe's ``equal_ring`` variant (the kernel
+as it was), its drops and shallower rings that took the products' phase apart, and the
+kernel's refusals (their outputs on a GPU: tests/test_gpu_persistent_slab.py, whose shapes
 these are)."""
 import pytest
 
@@ -30,7 +32,7 @@ def test_the_room_past_an_equal_ring_gives_the_second_group_one_stage_more(
         spec, name, fmt, stages0, stages):
     cfg = _shape(spec)
     part = _plan(cfg, name, fmt)
-    assert (part.stages0, part.stages) == (stages0, stages) < (part.wg_slabs, part.wg_slabs)
+    assert (part.stages0, part.stages) == (stages0, stages) and stages < part.wg_slabs
     assert P.defines(cfg, part, gx_int=fmt == "int8")["STAGES0"] == stages0
     stage = part.slices[0].npad * part.slab * CHUNK
     for s in part.slices:
@@ -46,10 +48,15 @@ def test_the_room_past_an_equal_ring_gives_the_second_group_one_stage_more(
     ("LSTM 20/2/512/64", "b2t256u16wbei", "int8", "the ring holds a whole step"),
     ("LSTM 20/2/512/64", "b2t256u16wbm2", "int8", "shared copies: a ring of a whole step"),
     ("LSTM 50/1/1024/256", "b2t256u16", "int8", "no bulk staging"),
+    ("LSTM 50/1/1024/256", "b2t256u16wbs2", "int8", "not measured without 'e'"),
+    ("GRU 50/2/1024/64", "b1t256u16wbes2", "int8", "not measured over two layers"),
 ])
 def test_no_second_depth_elsewhere(spec, name, fmt, why):
     cfg = _shape(spec)
     part = _plan(cfg, name, fmt)
+    assert part.wg_bulk or "bulk" in why
+    if "measured" in why:  # a ring the rule would deepen otherwise: 3 stages or more, short
+        assert 3 <= part.stages < part.wg_slabs, part.stages
     assert part.stages0 == 0, why
     assert "STAGES0" not in P.defines(cfg, part, gx_int=fmt == "int8")
 
@@ -91,22 +98,45 @@ def test_the_kernel_refuses_a_second_depth_it_does_not_run(name, what):
         compile_source(P.source(consts), "persistent.cu", "sm_90a")
 
 
-@pytest.mark.parametrize("change", ["drop:wg_mma", "drop:bulk", "variant:ring3",
-                                    "variant:ring4"])
-def test_the_probe_tools_bulk_phases_and_shallower_rings_apply_and_compile(change):
-    """tools/persistent_probe.py --drop wg_mma,bulk (the products' phase without the wgmma or
-    without the copies and their waits) and --variants ring3,ring4 (the ring shallower in the
-    same shared memory): each patch still finds the kernel's text at the tuner's 1024/256
-    shape (two depths), changes it, and leaves a kernel that compiles for sm_90a without
-    spills, so the phases stay measurable as the kernel changes."""
+@pytest.mark.parametrize("spec,name", [("LSTM 50/1/1024/256", "b2t256u16wbeis2"),  # A shared
+                                       ("LSTM 20/2/512/64", "b2t256u16wb"),  # A in registers
+                                       ("LSTM 20/2/512/64", "b2t256u16wbm2")])  # shared copies
+@pytest.mark.parametrize("phase", ["wg_mma", "bulk"])
+def test_the_probe_tools_bulk_phases_leave_out_what_they_name(spec, name, phase):
+    """tools/persistent_probe.py --drop wg_mma,bulk (the products' phase without the wgmma,
+    or without the copies and their waits): each patch finds the kernel's text and changes
+    the compiled kernel (its PTX, not only its text: a patch of code compiled out would
+    measure the whole kernel under the drop's name) with A from shared memory or registers
+    and with copies of a CTA's own or shared, and the kernel compiles without spills."""
     _nvrtc_or_skip()
-    kind, name = change.split(":")
-    cfg = _shape("LSTM 50/1/1024/256")
-    consts = P.defines(cfg, _plan(cfg, "b2t256u16wbeis2"), gx_int=False)
-    tool = _probe_tool()
-    text = (tool.without(name) if kind == "drop" else tool.varied(name))(consts)
-    assert text != P.source(consts)
+    cfg = _shape(spec)
+    consts = P.defines(cfg, _plan(cfg, name), gx_int=False)
+    dropped = _probe_tool().without(phase)(consts)
+    assert _ptx(dropped, "compute_90a") != _ptx(P.source(consts), "compute_90a")
     log: list = []
-    compile_source(text, "persistent.cu", "sm_90a", log)
+    compile_source(dropped, "persistent.cu", "sm_90a", log)
     assert any("0 bytes spill stores, 0 bytes spill loads" in line for line in log), log
 
+
+@pytest.mark.parametrize("spec,name,n,ok", [("LSTM 50/1/1024/256", "b2t256u16wbeis2", 4, True),
+                                            ("LSTM 50/1/1024/256", "b2t256u16wbeis2", 3, True),
+                                            ("LSTM 50/1/2048/128", "b1t256u16wbes2", 3, True),
+                                            ("LSTM 50/1/2048/128", "b1t256u16wbes2", 4, False),
+                                            ("LSTM 50/1/1024/256", "b2t256u16wbei", 3, False)])
+def test_the_probe_tools_shallower_rings_are_equal_rings_within_the_plans_memory(spec, name, n,
+                                                                                 ok):
+    """tools/persistent_probe.py --variants ring<n>: the kernel of an equal ring of n stages
+    (k-group 0's as well, where the plan gave two depths), or, where n stages for both
+    groups would pass the shared memory the plan set aside, a compile that says so (no
+    copy lands past the allocation)."""
+    _nvrtc_or_skip()
+    cfg = _shape(spec)
+    consts = P.defines(cfg, _plan(cfg, name), gx_int=False)
+    varied = _probe_tool().varied(f"ring{n}")(consts)
+    if ok:
+        equal = {k: v for k, v in consts.items() if k != "STAGES0"}
+        equal["STAGES"] = n
+        assert _ptx(varied, "compute_90a") == _ptx(P.source(equal), "compute_90a")
+    else:
+        with pytest.raises(RuntimeError, match=f"ring{n}: deeper than the shared memory"):
+            compile_source(varied, "persistent.cu", "sm_90a")

@@ -58,13 +58,22 @@ DROPS = {
               "                const unsigned char* src", 1)],
     "gates": [("for (Pairs it(tid, nu); it.p < nb * nu;) {",
                "for (Pairs it(tid, nu); it.p < 0;) {", 1)],
-    # wgmma's products (the bulk copies and their waits still made): what the copies and
-    # the ring's turns cost without the tensor cores' work
-    "wg_mma": [("wg_mma_s(wacc[mb], c < c1 ?", "if (0) wg_mma_s(wacc[mb], c < c1 ?", 1)],
-    # bulk staging's copies and their waits (the products run on what the ring holds): what
-    # the products cost without the copies' traffic into shared memory and their latency
+    # wgmma's products, A from shared memory or from registers (the bulk copies and their
+    # waits still made): what the copies and the ring's turns cost without the tensor
+    # cores' work
+    "wg_mma": [("wg_mma_s(wacc[mb], c < c1 ?", "if (0) wg_mma_s(wacc[mb], c < c1 ?", 1),
+               ("wg_mma_r(wacc[0], war[i * SLAB + cc], b, 1);",
+                "if (0) wg_mma_r(wacc[0], war[i * SLAB + cc], b, 1);", 1)],
+    # bulk staging's copies and their waits, a CTA's own or shared by cluster-mates (the
+    # products run on what the ring holds): what the products cost without the copies'
+    # traffic into shared memory and their latency
     "bulk": [("bulk_load(smem_addr(&mbars[st][kg]), smem_addr(dst), src, SBYTES);", ";", 1),
-             (_SLAB_WAIT, "", 1)],
+             (_SLAB_WAIT, "", 1),
+             ("                    bulk_load_mc(smem_addr(&mbars[st][kg]), smem_addr(dst), src,\n"
+              "                                 SBYTES, (1u << MCAST) - 1u);\n",
+              "                    ;\n", 1),
+             ("            if (!slab_wait(smem_addr(&mbars[i % GST][kg]), bulk_parity(s, i, GST), "
+              "status))\n                lost = 1;\n", "", 1)],
     # within the gate math: its cell functions (the sums still read, the stores still made)
     "cell": [("const float v = cell(X[k], R[k], own_h[p], c);",
               "const float v = X[k][0] + R[k][GATES - 1];", 1)],
@@ -177,7 +186,9 @@ VARIANTS.update({
     # slab only: every stage's first slab waited for before the step's first product (later
     # slabs of a ring shallower than the step's, each before its own), the fence at the
     # first slab only; the wait loop unrolled, where the old one was not (213 registers for
-    # the 16-bit seed against the old kernel's 197: a helper's compile)
+    # the 16-bit seed against the old kernel's 197: a helper's compile). On a kernel of two
+    # ring depths (STAGES0) ptxas serializes its wgmma (C7520 at LSTM 50/1/2048/128 INT8,
+    # b1t256u16wbes2): there, waits_together+equal_ring is the comparison it was made for
     "waits_together": [
         (_SLAB_WAIT,
          "            if (i == 0)\n"
@@ -244,9 +255,14 @@ VARIANTS.update({
 # bulk staging's ring with fewer stages than the partition gives it (the same shared memory
 # set aside, the rest unused): whether fewer copies in flight a warpgroup are slower, as the
 # floor's ring depths (tools/floor_probe.py --depths) were at some depths
-VARIANTS.update({f"ring{n}": [("#define WARPS (THREADS / 32)\n",
-                               f"#undef STAGES\n#define STAGES {n}\n#define WARPS (THREADS / 32)\n",
-                               1)] for n in (2, 3, 4)})
+VARIANTS.update({f"ring{n}": [(
+    "#define WARPS (THREADS / 32)\n",
+    # both groups n deep (k-group 0's STAGES0, where the plan gave one, as well); a ring
+    # deeper than the shared memory set aside for the plan's is refused before any launch
+    f"#if {n} > STAGES || (defined(STAGES0) && 2 * {n} > STAGES + STAGES0)\n"
+    f"#error \"ring{n}: deeper than the shared memory of the partition's ring\"\n#endif\n"
+    f"#undef STAGES\n#define STAGES {n}\n#undef STAGES0\n#define WARPS (THREADS / 32)\n",
+    1)] for n in (2, 3, 4)})
 # the ring as it was before the partition gave its room past an equal ring to the group
 # past the first (the kernel's STAGES0): both groups k-group 0's stages deep
 VARIANTS["equal_ring"] = [("#ifndef STAGES0\n#define STAGES0 STAGES\n#endif",
@@ -322,6 +338,7 @@ def trace(cfg, name: str, settings: str) -> dict:
     ghz = cp.cuda.runtime.deviceGetAttribute(13, 0) / 1e6  # kHz -> GHz
     phases = ("wait", "mma", "partials", "gates", "signal")
     out = {"settings": settings, "grid": part.grid, "smem": part.smem, "stages": part.stages,
+           "stages0": part.stages0 or part.stages,  # as planned (a variant may change both)
            "mt": part.mt_max, "ntw": part.ntw, "clock_ghz": ghz, "layers": {}}
     w = tables.waits(part)
     for k in range(cfg.pseudo_layers):

@@ -281,10 +281,15 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
         # a ring shallower than a step, 3 stages deep or more: what room is left past it
         # takes one stage more for the group past the first (the recurrent part's, with the
         # input inside: its copies wait for the step before, the input part's for nothing).
-        # Not at 2 stages, where group 0's own ring sets the pace; not with shared copies
-        # (a ring of a whole step) or copies ahead ('x', whose ring lies group by group);
-        # measured in docs/lowbit.md ("One stage more for the second group")
-        if not (mcast or prefetch) and 3 <= part.stages < min(wgs[0], MAX_RING):
+        # Where it was measured (docs/lowbit.md, "One stage more for the second group"):
+        # one pseudo-layer, the gate math in registers ('e'), one CTA a multiprocessor. Not
+        # at 2 stages, where group 0's own ring sets the pace; not with shared copies (a
+        # ring of a whole step) or copies ahead ('x', whose ring lies group by group); not
+        # elsewhere, where the second slab loop's registers were not measured against what
+        # it buys (the kernels of a 2-layer bidirectional LSTM at 512/64, 'b1t256u16wbes2' in
+        # FP16, spilled 560 bytes with it against 36 without)
+        if (len(pls) == 1 and reg_gates and per_sm == 1 and not (mcast or prefetch)
+                and 3 <= part.stages < min(wgs[0], MAX_RING)):
             deeper = ring(part.stages + 1, part.stages)
             if deeper.smem <= smem_per_block:
                 part = deeper
