@@ -273,7 +273,8 @@ VARIANTS["equal_ring"] = [("#ifndef STAGES0\n#define STAGES0 STAGES\n#endif",
 # shape with 'e' may run (named, or the tuner's list)
 NOT_E = {"gates", "cell", "stores", "sums_predicated", "y_in_gates", "gates_swizzled",
          "pairs_together", "gates_hoisted", "gx_no_l1", "gx_cp16"}
-PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "step_total")
+PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "y_stores",
+          "fetch_next", "to_next_step", "step_total")
 
 
 def patched(option: str, name: str, patches):
@@ -335,17 +336,31 @@ def trace(cfg, name: str, settings: str) -> dict:
         e.outputs()
         tr = e.trace.get().astype(np.float64)
         part = e.part
-    ghz = cp.cuda.runtime.deviceGetAttribute(13, 0) / 1e6  # kHz -> GHz
+    nominal = cp.cuda.runtime.deviceGetAttribute(13, 0) / 1e6  # kHz -> GHz
+    # the clock the multiprocessors ran at over the traced steps, which the phases' cycles
+    # are read at: each CTA's cycles (clock64, mark 1) over nanoseconds (globaltimer, mark 6,
+    # the same place) from its second step to its last, the median of the CTAs (before
+    # 2026-12-07's dc4e070+ the nominal clock, which a loaded H100 runs below)
+    T = cfg.seq_length
+    span = tr[:, T - 1, 6] - tr[:, 1, 6] if T > 2 else np.zeros(1)
+    ghz = float(np.median((tr[:, T - 1, 1] - tr[:, 1, 1])[span > 0] / span[span > 0])) \
+        if (span > 0).any() else nominal
     phases = ("wait", "mma", "partials", "gates", "signal")
     out = {"settings": settings, "grid": part.grid, "smem": part.smem, "stages": part.stages,
            "stages0": part.stages0 or part.stages,  # as planned (a variant may change both)
-           "mt": part.mt_max, "ntw": part.ntw, "clock_ghz": ghz, "layers": {}}
+           "mt": part.mt_max, "ntw": part.ntw, "clock_ghz": ghz, "clock_ghz_nominal": nominal,
+           "layers": {}}
     w = tables.waits(part)
     for k in range(cfg.pseudo_layers):
         rows = [i for i, s in enumerate(part.slices) if s.k == k]
         d = np.diff(tr[rows][:, :, :6], axis=2) / ghz  # cycles -> ns
         med = {ph: float(np.median(d[:, 1:, i])) for i, ph in enumerate(phases)}
         med["first_slab_ready"] = float(np.median((tr[rows][:, 1:, 8] - tr[rows][:, 1:, 1]) / ghz))
+        # past the signal: the last layer's y, the next step's projection's copies issued, and
+        # from there to the next step's start
+        med["y_stores"] = float(np.median((tr[rows][:, 1:, 9] - tr[rows][:, 1:, 5]) / ghz))
+        med["fetch_next"] = float(np.median((tr[rows][:, 1:-1, 10] - tr[rows][:, 1:-1, 9]) / ghz))
+        med["to_next_step"] = float(np.median((tr[rows][:, 2:, 0] - tr[rows][:, 1:-1, 10]) / ghz))
         lat = []
         for i in rows:
             for s in range(1, cfg.seq_length):

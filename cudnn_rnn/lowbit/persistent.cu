@@ -86,7 +86,10 @@
 //            leaves to the groups past the first: one stage more); the ring then lies group
 //            by group, and each warpgroup runs a copy of the slab loop of its own depth
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
-//   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below)
+//   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below:
+//   0 step start, 1 wait met, 8 first slab landed, 2 products done, 3 partial sums, 4 gate
+//   math, 5 signal, 9 y stored, 10 the next projection's copies issued (clock64); 6 and 7
+//   (globaltimer) beside 1 and 5)
 // The rounding and gate helpers (lb_bf16, lb_int8, lb_e4m3, lb_sig, lb_tanh) are
 // kernels.PERSISTENT_PREAMBLE, and the memory and ordering helpers are device.cuh (and
 // for WG, wgmma.source), all prepended.
@@ -1267,10 +1270,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             for (Pairs it(tid, nu); it.p < nb * nu; it.next())
                 y[(unsigned)(t * B + b0 + it.b) * D * H + L.dir * H + j0 + it.u] = own_h[it.p];
 #endif
+        MARK(9);
         if (s + 1 < T) {
             fetch_gx(s + 1);
             cp_commit();
         }
+        MARK(10);
     }
 #if CLUSTER
     cl_wait();  // every arrive met before the cluster's CTAs leave
