@@ -315,7 +315,7 @@ def trace(cfg, name: str, settings: str) -> dict:
     time of each phase of a step (ns), and how long after its last producer's signal a
     step's wait ended."""
     import numpy as np
-    from cudnn_rnn.lowbit import candidates as C, model, tables
+    from cudnn_rnn.lowbit import candidates as C, model
     from cudnn_rnn.lowbit.persistent import PersistentEngine, Settings
     from cudnn_rnn.engine.gpu import cupy_or_raise
     cp = cupy_or_raise()
@@ -337,6 +337,15 @@ def trace(cfg, name: str, settings: str) -> dict:
         tr = e.trace.get().astype(np.float64)
         part = e.part
     nominal = cp.cuda.runtime.deviceGetAttribute(13, 0) / 1e6  # kHz -> GHz
+    return read_trace(tr, part, cfg, nominal, settings)
+
+
+def read_trace(tr, part, cfg, nominal: float, settings: str) -> dict:
+    """:func:`trace`'s reading of a launch's trace array ``tr`` ((CTAs, T, 12): the clock at
+    each of the kernel's marks of every step, persistent.cu's TRACE) for the partition
+    ``part`` of ``cfg``; ``nominal``: the GPU's nominal clock (GHz)."""
+    import numpy as np
+    from cudnn_rnn.lowbit import tables
     # the clock the multiprocessors ran at over the traced steps, which the phases' cycles
     # are read at: each CTA's cycles (clock64, mark 1) over nanoseconds (globaltimer, mark 6,
     # the same place) from its second step to its last, the median of the CTAs (before
