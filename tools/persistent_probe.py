@@ -349,7 +349,7 @@ def read_trace(tr, part, cfg, nominal: float, settings: str) -> dict:
     # the clock the multiprocessors ran at over the traced steps, which the phases' cycles
     # are read at: each CTA's cycles (clock64, mark 1) over nanoseconds (globaltimer, mark 6,
     # the same place) from its second step to its last, the median of the CTAs (before
-    # 2026-12-07's dc4e070+ the nominal clock, which a loaded H100 runs below)
+    # 42e8983 the nominal clock, which a loaded H100 runs below)
     T = cfg.seq_length
     span = tr[:, T - 1, 6] - tr[:, 1, 6] if T > 2 else np.zeros(1)
     ghz = float(np.median((tr[:, T - 1, 1] - tr[:, 1, 1])[span > 0] / span[span > 0])) \
