@@ -212,19 +212,82 @@ def test_a_gru_in_16_bits_at_1024_256_fits_with_its_h_and_c_in_registers():
         _plan(cfg, "bf16", 2, smem)
 
 
-def test_the_probe_tools_16_byte_staging_of_the_projection_applies_and_compiles():
-    """tools/persistent_probe.py --variants gx_cp16 (the staged projection copied 16 bytes a
-    cp.async where its runs are aligned): the kernel without 'g' at LSTM 50/1/1024/256 INT8
-    gains 16-byte copies, keeps its 4-byte ones for unaligned runs, and compiles unspilled."""
+# (shape, format, launch shape) with layer 0's projection staged
+STAGED = [("LSTM 50/1/2048/128", "int8", "b1t256u16wbes2"),
+          ("LSTM 50/1/1024/64", "fp16", "b2t256u16wb"), ("GRU 20/2/512/64", "int8", "b2t256u16wbe")]
+
+
+def _named(spec, fmt, name, bidirectional=False):
+    """(configuration, partition) of ``spec`` in ``fmt`` at the launch shape ``name``."""
+    cell, sizes = spec.split()
+    T, L, H, B = (int(v) for v in sizes.split("/"))
+    cfg = _cfg(RNNMode[cell], L, bidirectional, H=H, B=B, T=T, I=H)
+    s = Settings.parse(name)
+    fx = fmt if L > 1 or s.input_inside else None
+    return cfg, partition.plan(cfg, fx, fmt, sm_count=132, smem_per_block=SMEM - P.STATIC_SMEM,
+                               **s.partition_args())
+
+
+@pytest.mark.parametrize("spec,fmt,name", STAGED)
+def test_the_staged_projection_is_copied_16_bytes_at_a_time_from_l2_and_waited_for_late(
+        spec, fmt, name):
+    """Without 'g', layer 0's projection of the next step is copied into shared memory past
+    the step's signal: 16 bytes a cp.async where its runs are aligned (4 where not), the
+    step after brought into L2 by one bulk prefetch, and, with bulk staging, waited for
+    before the gate math's barrier rather than before the first product. Each of
+    tools/persistent_probe.py's variants gx_cp4, gx_no_l2 and gx_early_wait takes back what
+    it names (the three together are the kernel before; PTX compared in the commit), and
+    every kernel compiles without spills or serialized wgmma."""
     _nvrtc_or_skip()
     from tests.test_persistent import _probe_tool
-    cfg = _shape("LSTM 50/1/1024/256")
-    part = _plan(cfg, "int8", 2)
-    consts = P.defines(cfg, part, gx_int=True)
-    varied = _probe_tool().varied("gx_cp16")
-    ptx, base = (_ptx(source(consts), "compute_90a") for source in (varied, P.source))
-    cg = "cp.async.cg.shared.global"
-    assert ptx.count(cg) > base.count(cg)
-    assert ptx.count("cp.async.ca.shared.global") == base.count("cp.async.ca.shared.global")
-    log = _ptxas_log(cfg, part, "int8", varied)
+    cfg, part = _named(spec, fmt, name)
+    consts = P.defines(cfg, part, gx_int=fmt == "int8")
+    tool = _probe_tool()
+    base = _ptx(P.source(consts), "compute_90a")
+    cg, ca = "cp.async.cg.shared.global", "cp.async.ca.shared.global"
+    l2, wait = "cp.async.bulk.prefetch.L2.global", "cp.async.wait_group"
+    assert min(base.count(i) for i in (l2, cg, ca)) >= 1  # (l2: before the steps, in each)
+    for variant, gone in [("gx_cp4", cg), ("gx_no_l2", l2), ("gx_early_wait", None)]:
+        ptx = _ptx(tool.varied(variant)(consts), "compute_90a")
+        if gone:
+            assert ptx.count(gone) < base.count(gone) and all(
+                ptx.count(i) == base.count(i) for i in (ca, l2, cg, wait) if i != gone)
+            assert gone != l2 or ptx.count(l2) == 0
+        else:  # the ring's per-slab wait (one a slab, unrolled) in place of the late one
+            assert ptx.count(wait) > base.count(wait) and ptx.count(cg) == base.count(cg)
+        log = _ptxas_log(cfg, part, fmt, tool.varied(variant))
+        assert "0 bytes spill stores" in log and SERIALIZED not in log
+    log = _ptxas_log(cfg, part, fmt, P.source)
     assert "0 bytes spill stores" in log and SERIALIZED not in log
+
+
+def _row_share():
+    """The rows of its batch slice whose projection a CTA brings into L2 (persistent.cu's
+    gx_to_l2: ``r0``, ``r1`` of the slice's ``nb``, ``j0``, ``nu`` and ``H``), as Python."""
+    import re
+    m = re.search(r"const int r0 = ([^,]+), r1 = ([^;]+);", P.SOURCE.read_text())
+    assert m, "gx_to_l2's rows"
+    exprs = [m.group(i).replace("/", "//") for i in (1, 2)]
+    return lambda **v: tuple(eval(e, {}, v) for e in exprs)  # noqa: S307 (the kernel's text)
+
+
+@pytest.mark.parametrize("spec,fmt,name,bidirectional", [s + (False,) for s in STAGED] + [
+    ("LSTM 50/1/1024/256", "int8", "b2t256u16wbes2", False),
+    ("RNN_TANH 50/1/512/64", "fp16", "b2t256u16wb", True),
+    ("GRU 50/1/1000/48", "bf16", "b1t256u16wb", True)])
+def test_every_row_of_the_projection_is_brought_into_l2_by_one_cta_of_its_slice(
+        spec, fmt, name, bidirectional):
+    """The CTAs of a direction and batch slice of layer 0 (units j0 .. j0 + nu of H each)
+    share its rows between them by the kernel's own expressions: every row once, each
+    CTA's rows one run of memory."""
+    share = _row_share()
+    cfg, part = _named(spec, fmt, name, bidirectional)
+    H = cfg.hidden_size
+    groups: dict = {}
+    for s in part.slices:
+        if s.k < (2 if bidirectional else 1):  # layer 0's pseudo-layers (its directions)
+            groups.setdefault((s.k, s.bs), []).append(s)
+    assert groups
+    for slices_ in groups.values():
+        rows = [r for s in slices_ for r in range(*share(nb=s.nb, j0=s.j0, nu=s.nu, H=H))]
+        assert sorted(rows) == list(range(slices_[0].nb)), (spec, slices_[0].bs)

@@ -48,6 +48,8 @@ _Y_AFTER = ("        if (L.last)\n#pragma unroll 1\n"
             "            for (Pairs it(tid, nu); it.p < nb * nu; it.next())\n"
             "                y[(unsigned)(t * B + b0 + it.b) * D * H + L.dir * H + j0 + it.u] = "
             "own_h[it.p];\n")
+# the copies of the next step's input projection, issued past the step's signal
+_GX_NEXT = "            fetch_gx(s + 1);\n"
 # phase -> (text of persistent.cu, what replaces it, how many times it occurs)
 DROPS = {
     "mma": [("mma<FH>(acc[m][nn], af[m], bf[nn]);", ";", 2),
@@ -87,6 +89,11 @@ DROPS = {
                 "(L.dir * H + j) * BPE(FX),\n                                     v, L.xscale1);\n",
                 "", 1),
                (_Y_AFTER, "", 1)],
+    # past the step's signal: the last layer's y (either gate math's), and the copies of the
+    # next step's input projection into shared memory (its gates then read this step's)
+    "y": [(_Y_AFTER, "", 1),
+          ("        if (L.last)\n#pragma unroll\n", "        if (0)\n#pragma unroll\n", 1)],
+    "gx_next": [(_GX_NEXT, "            ;\n", 1)],
 }
 _Y_IN_GATES = "                if (L.last) y[brow * D * H + L.dir * H + j] = v;\n"
 # variant -> [(text of the kernel's source, what replaces it, how many times it occurs)]
@@ -216,21 +223,11 @@ _GX_PREFETCH = ('                asm volatile("prefetch.global.L2 [%0];" :: "l"(
                 '"memory");\n')
 _GX_PREFETCH_LAST = ('            asm volatile("prefetch.global.L2 [%0];" :: "l"(run + nu - 1) : '
                      '"memory");\n')
-_GX_CP4 = """#pragma unroll 1
-        for (Pairs it(tid, nu); it.p < nb * nu; it.next())
-#pragma unroll
-            for (int q = 0; q < GATES; ++q)
-                cp4(gxs + q * nb * nu + GX_AT(it.b, it.u, it.p),
-                    src + (unsigned)it.b * gH + q * H + it.u);
-"""
-_GX_CP16 = """        if (((nu | j0 | H) & 3) == 0) {
-#pragma unroll 1
-            for (int i = tid; i < nb * nu / 4 * GATES; i += THREADS) {
-                const int q = i % GATES, p = i / GATES * 4, b = p / nu, u = p % nu;
-                cp16(gxs + q * nb * nu + p, src + (unsigned)b * gH + q * H + u, 16);
-            }
-        } else
-"""
+# the kernel's staged projection (without 'g'): its 16-byte copies, its L2 prefetch a step
+# ahead (WG) and, with bulk staging, its wait before the gate math's barrier
+_GX_16 = "        if (((nu | j0 | H) & 3) == 0 && ((size_t)L.gx & 15) == 0) {\n"
+_GX_L2 = "        if (!L.gx || tid != 0 || s >= T) return;\n"
+_GX_WAIT = "cp_wait<0>();  // the projection's copies, before the barrier past which it is read\n"
 VARIANTS.update({
     "gx_no_l1": [(_GX_LOAD,
                   "                        float g;\n"
@@ -239,11 +236,18 @@ VARIANTS.update({
                   "                            + (unsigned)(t * B + b0 + it.b) * gH + q * H + "
                   "j0 + it.u));\n", 1)],
     "gx_no_prefetch": [(_GX_PREFETCH, "                ;\n", 1), (_GX_PREFETCH_LAST, "", 1)],
-    # the staged projection (without 'g') copied 16 bytes a cp.async where every run of the
-    # CTA's units is 16-byte aligned, not 4 (Nsight Compute at LSTM 50/1/1024/256 INT8,
-    # b2t256u16wb: 7 % of the warps' samples in that loop, most waiting to issue its copies);
-    # on an H100, c13efe5+: 1.4 % faster there, 1-3 % slower at the seed and 1024/64
-    "gx_cp16": [(_GX_CP4, _GX_CP16 + _GX_CP4, 1)],
+    # the staged projection as the kernel had it before it was copied from L2 (LSTM
+    # 50/1/2048/128 INT8, H100: 0.6466 ms against 0.6894, all three at once), each change
+    # alone: copied 4 bytes a cp.async; not brought into L2 a step ahead; with bulk staging,
+    # waited for by the ring's per-slab wait (cp.async.wait_group, which waits for every
+    # older group: before the step's first product), not before the gate math's barrier.
+    # (Tried, not kept: the copies issued at the step's start, past its wait, not past the
+    # signal of the step before: their issue then delayed the first product, 2.4 us to the
+    # first slab against 0.55, 0.6835 ms against 0.6820)
+    "gx_cp4": [(_GX_16, "        if (false) {\n", 1)],
+    "gx_no_l2": [(_GX_L2, "        return;\n", 1)],
+    "gx_early_wait": [("#if !WGB  // (WGB: the ring's copies are bulk ones, waited for on its "
+                       "mbarriers)\n", "#if 1\n", 1), (_GX_WAIT, "\n", 2)],
     # one wait a CTA for every counter, as before each warpgroup polled its own (XE, 0c56b35;
     # H100, seed LSTM FP16 b2t256u16wbe: 0.1121 ms against XE's 0.1099, INT8 0.0893 against
     # 0.0871): the kernel of a launch that defines XE, with XE 0
@@ -272,7 +276,7 @@ VARIANTS["equal_ring"] = [("#ifndef STAGES0\n#define STAGES0 STAGES\n#endif",
 # branch is other text, so the patch would change nothing that runs): refused where a launch
 # shape with 'e' may run (named, or the tuner's list)
 NOT_E = {"gates", "cell", "stores", "sums_predicated", "y_in_gates", "gates_swizzled",
-         "pairs_together", "gates_hoisted", "gx_no_l1", "gx_cp16"}
+         "pairs_together", "gates_hoisted", "gx_no_l1"}
 PHASES = ("wait", "first_slab_ready", "mma", "partials", "gates", "signal", "y_stores",
           "fetch_next", "to_next_step", "step_total")
 

@@ -218,6 +218,11 @@ __device__ __forceinline__ void bulk_load(unsigned bar, unsigned dst, const void
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
                  "[%0], [%1], %2, [%3];" :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
+// `bytes` from global `src` (16-byte aligned, a multiple of 16) brought into L2 by the copy
+// engine (cp.async.bulk.prefetch): one instruction, no register or load slot held for them
+__device__ __forceinline__ void l2_prefetch(const void* src, unsigned bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(src), "r"(bytes) : "memory");
+}
 // `bytes` from global `src` into shared `dst` of every CTA of the cluster in `mask` (ranks),
 // completing each one's mbarrier at `bar`'s offset (the same CTA-relative offsets in each);
 // arms no barrier (mbar_expect)
