@@ -603,8 +603,10 @@ class _CompilingCupy:
         self.barrier = threading.Barrier(parties, timeout=60)
         self.fails = fails
         self.compiled: list[str] = []
+        from cudnn_rnn.lowbit.limits import ATTR_L2_SIZE
         limits = {P.ATTR_SM_COUNT: 132, P.ATTR_COOPERATIVE: 1, P.ATTR_SMEM_OPTIN: SMEM,
-                  P.ATTR_SMEM_PER_SM: SMEM + 1024, P.ATTR_SMEM_RESERVED: 1024}
+                  P.ATTR_SMEM_PER_SM: SMEM + 1024, P.ATTR_SMEM_RESERVED: 1024,
+                  ATTR_L2_SIZE: 50 * 2 ** 20}
         device = type("Device", (), {"id": 0, "compute_capability": "90",
                                      "__init__": lambda self, i=0: None,
                                      "__enter__": lambda self: self,

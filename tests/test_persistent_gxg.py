@@ -229,36 +229,53 @@ def _named(spec, fmt, name, bidirectional=False):
 
 
 @pytest.mark.parametrize("spec,fmt,name", STAGED)
-def test_the_staged_projection_is_copied_16_bytes_at_a_time_from_l2_and_waited_for_late(
+def test_a_streaming_projection_is_brought_into_l2_ahead_and_waited_for_before_the_gates(
         spec, fmt, name):
     """Without 'g', layer 0's projection of the next step is copied into shared memory past
-    the step's signal: 16 bytes a cp.async where its runs are aligned (4 where not), the
-    step after brought into L2 by one bulk prefetch, and, with bulk staging, waited for
-    before the gate math's barrier rather than before the first product. Each of
-    tools/persistent_probe.py's variants gx_cp4, gx_no_l2 and gx_early_wait takes back what
-    it names (the three together are the kernel before; PTX compared in the commit), and
-    every kernel compiles without spills or serialized wgmma."""
+    the step's signal; where it streams (GXL2) the step after is brought into L2 by one bulk
+    prefetch, and with bulk staging its copies are waited for before the gate math's barrier
+    rather than before the first product. tools/persistent_probe.py's gx_no_l2 takes the
+    prefetch back and gx_l2 puts it in (the kernel of GXL2), gx_early_wait takes the late wait
+    back (with GXL2 off: the kernel before both; PTX compared in the commit), gx_cp16 adds
+    16-byte copies; every kernel compiles without spills or serialized wgmma."""
     _nvrtc_or_skip()
     from tests.test_persistent import _probe_tool
     cfg, part = _named(spec, fmt, name)
-    consts = P.defines(cfg, part, gx_int=fmt == "int8")
     tool = _probe_tool()
-    base = _ptx(P.source(consts), "compute_90a")
-    cg, ca = "cp.async.cg.shared.global", "cp.async.ca.shared.global"
-    l2, wait = "cp.async.bulk.prefetch.L2.global", "cp.async.wait_group"
-    assert min(base.count(i) for i in (l2, cg, ca)) >= 1  # (l2: before the steps, in each)
-    for variant, gone in [("gx_cp4", cg), ("gx_no_l2", l2), ("gx_early_wait", None)]:
-        ptx = _ptx(tool.varied(variant)(consts), "compute_90a")
-        if gone:
-            assert ptx.count(gone) < base.count(gone) and all(
-                ptx.count(i) == base.count(i) for i in (ca, l2, cg, wait) if i != gone)
-            assert gone != l2 or ptx.count(l2) == 0
-        else:  # the ring's per-slab wait (one a slab, unrolled) in place of the late one
-            assert ptx.count(wait) > base.count(wait) and ptx.count(cg) == base.count(cg)
+    plain, streams = (P.defines(cfg, part, gx_int=fmt == "int8", gx_l2=g) for g in (0, 1))
+    assert "GXL2" not in plain and streams["GXL2"] == 1
+    ptx = {k: _ptx(P.source(c), "compute_90a") for k, c in (("plain", plain), ("l2", streams))}
+    for k, c in (("no_l2", streams), ("l2_on", plain), ("early", plain), ("cp16", plain)):
+        variant = {"no_l2": "gx_no_l2", "l2_on": "gx_l2", "early": "gx_early_wait",
+                   "cp16": "gx_cp16"}[k]
+        ptx[k] = _ptx(tool.varied(variant)(c), "compute_90a")
         log = _ptxas_log(cfg, part, fmt, tool.varied(variant))
         assert "0 bytes spill stores" in log and SERIALIZED not in log
-    log = _ptxas_log(cfg, part, fmt, P.source)
-    assert "0 bytes spill stores" in log and SERIALIZED not in log
+    l2, cg = "cp.async.bulk.prefetch.L2.global", "cp.async.cg.shared.global"
+    wait = "cp.async.wait_group"
+    assert ptx["l2"].count(l2) >= 1 and ptx["plain"].count(l2) == 0  # (before the steps, in each)
+    assert ptx["no_l2"] == ptx["plain"] and ptx["l2_on"] == ptx["l2"]
+    assert ptx["early"].count(wait) > ptx["plain"].count(wait)  # the ring's, one a slab
+    assert ptx["cp16"].count(cg) > ptx["plain"].count(cg)
+
+
+def test_the_projection_streams_where_it_passes_half_of_l2():
+    """limits.projection_streams: at an H100's 50 MB of L2, the seed's projection (10 MB)
+    stays in L2, LSTM 50/1/1024/64's (52 MB, also H100's whole L2) and 50/1/2048/128's (210
+    MB) stream; two directions count twice; none is staged with 'i' (computed in the kernel),
+    'g' (read by the gate math) or without wgmma (no copy engine's prefetch)."""
+    from cudnn_rnn.lowbit.limits import projection_streams
+    h100 = {"l2_bytes": 52428800}
+    streams = lambda spec, name, bi=False: projection_streams(  # noqa: E731
+        *_named(spec, "int8", name, bi), h100)
+    assert not streams("LSTM 20/2/512/64", "b2t256u16wbe")
+    assert streams("LSTM 50/1/1024/64", "b2t256u16wbe")
+    assert streams("LSTM 50/1/2048/128", "b1t256u16wbes2")
+    assert not streams("GRU 20/1/512/128", "b2t256u16wbe")  # 16 MB, half of L2 is 26
+    assert streams("GRU 20/1/512/128", "b2t256u16wb", True)  # 31 MB
+    assert not streams("LSTM 50/1/1024/64", "b2t256u16wbei")
+    assert not streams("LSTM 50/1/1024/64", "b2t256u16wbg")
+    assert not streams("LSTM 50/1/1024/64", "b2t256u16")
 
 
 def _row_share():

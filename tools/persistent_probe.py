@@ -223,10 +223,26 @@ _GX_PREFETCH = ('                asm volatile("prefetch.global.L2 [%0];" :: "l"(
                 '"memory");\n')
 _GX_PREFETCH_LAST = ('            asm volatile("prefetch.global.L2 [%0];" :: "l"(run + nu - 1) : '
                      '"memory");\n')
-# the kernel's staged projection (without 'g'): its 16-byte copies, its L2 prefetch a step
-# ahead (WG) and, with bulk staging, its wait before the gate math's barrier
-_GX_16 = "        if (((nu | j0 | H) & 3) == 0 && ((size_t)L.gx & 15) == 0) {\n"
-_GX_L2 = "        if (!L.gx || tid != 0 || s >= T) return;\n"
+# the kernel's staged projection (without 'g'): copied 4 bytes a cp.async, brought into L2
+# a step ahead where it streams (GXL2) and, with bulk staging, waited for before the gate
+# math's barrier
+_GX_CP4 = """#pragma unroll 1
+        for (Pairs it(tid, nu); it.p < nb * nu; it.next())
+#pragma unroll
+            for (int q = 0; q < GATES; ++q)
+                cp4(gxs + q * nb * nu + GX_AT(it.b, it.u, it.p),
+                    src + (unsigned)it.b * gH + q * H + it.u);
+"""
+_GX_CP16 = """        if (((nu | j0 | H) & 3) == 0) {
+#pragma unroll 1
+            for (int i = tid; i < nb * nu / 4 * GATES; i += THREADS) {
+                const int q = i % GATES, p = i / GATES * 4, b = p / nu, u = p % nu;
+                cp16(gxs + q * nb * nu + GX_AT(b, u, p), src + (unsigned)b * gH + q * H + u,
+                     16);
+            }
+        } else
+"""
+_GXL2 = "#ifndef GXL2\n#define GXL2 0\n#endif"
 _GX_WAIT = "cp_wait<0>();  // the projection's copies, before the barrier past which it is read\n"
 VARIANTS.update({
     "gx_no_l1": [(_GX_LOAD,
@@ -236,16 +252,27 @@ VARIANTS.update({
                   "                            + (unsigned)(t * B + b0 + it.b) * gH + q * H + "
                   "j0 + it.u));\n", 1)],
     "gx_no_prefetch": [(_GX_PREFETCH, "                ;\n", 1), (_GX_PREFETCH_LAST, "", 1)],
-    # the staged projection as the kernel had it before it was copied from L2 (LSTM
-    # 50/1/2048/128 INT8, H100: 0.6466 ms against 0.6894, all three at once), each change
-    # alone: copied 4 bytes a cp.async; not brought into L2 a step ahead; with bulk staging,
-    # waited for by the ring's per-slab wait (cp.async.wait_group, which waits for every
-    # older group: before the step's first product), not before the gate math's barrier.
-    # (Tried, not kept: the copies issued at the step's start, past its wait, not past the
-    # signal of the step before: their issue then delayed the first product, 2.4 us to the
-    # first slab against 0.55, 0.6835 ms against 0.6820)
-    "gx_cp4": [(_GX_16, "        if (false) {\n", 1)],
-    "gx_no_l2": [(_GX_L2, "        return;\n", 1)],
+    # the staged projection (without 'g') copied 16 bytes a cp.async where every run of the
+    # CTA's units is 16-byte aligned, not 4 (Nsight Compute at LSTM 50/1/1024/256 INT8,
+    # b2t256u16wb: 7 % of the warps' samples in that loop, most waiting to issue its copies);
+    # on an H100, c13efe5+: 1.4 % faster there, 1-3 % slower at the seed and 1024/64; with
+    # the projection from L2 (d90acce, LSTM INT8, 'wbe', 'wbes2'), slower or no faster at the
+    # seed (0.0855 ms against 0.0830), 1024/64 (0.2240, 0.2226) and 2048/128 (0.6483, 0.6459).
+    # (GX_AT: 'e' keeps the projection in runs of 16 units, whose four 16-byte pieces it
+    # permutes, so a piece of four units stays whole)
+    "gx_cp16": [(_GX_CP4, _GX_CP16 + _GX_CP4, 1)],
+    # the staged projection's L2 prefetch a step ahead, on where it streams (GXL2), off (the
+    # kernel before it, with gx_early_wait: PTX equal at 7 launch shapes) and on everywhere
+    # (where the projection stays in L2, it costs: limits.projection_streams)
+    "gx_no_l2": [(_GXL2, "#undef GXL2\n#define GXL2 0", 1)],
+    "gx_l2": [(_GXL2, "#undef GXL2\n#define GXL2 (WG && !GXG)", 1)],
+    # with bulk staging, the projection's copies waited for by the ring's per-slab wait
+    # (cp.async.wait_group, which waits for every older group: before the step's first
+    # product), as before, not before the gate math's barrier: within the noise (2048/128
+    # 0.6480 ms against 0.6483, the seed's 'wbe' 0.0854 against 0.0855). (Tried, not kept:
+    # the copies issued at the step's start, past its wait, not past the signal of the step
+    # before: their issue then delayed the first product, 2.4 us to the first slab against
+    # 0.55, 0.6835 ms against 0.6820)
     "gx_early_wait": [("#if !WGB  // (WGB: the ring's copies are bulk ones, waited for on its "
                        "mbarriers)\n", "#if 1\n", 1), (_GX_WAIT, "\n", 2)],
     # one wait a CTA for every counter, as before each warpgroup polled its own (XE, 0c56b35;

@@ -48,6 +48,9 @@
 //   GXG      1 (with WGB): layer 0's input projection is read by the gate math from global
 //            memory (__ldg), each step's rows brought into L2 one step ahead, instead of
 //            being staged in shared memory (partition.Partition.gx_global: room for the ring)
+//   GXL2     1 (with WG, without GXG): layer 0's staged input projection is too large to
+//            stay in L2 from the input GEMM on (limits.projection_streams): each step's is
+//            brought into L2 by one bulk prefetch a CTA a step before its copies
 //   GR       1 (with WGB; LSTM or GRU, 16 units a CTA, 64 rows): the gate math
 //            on the sums in registers, no partial sums in shared memory: the rows lie so
 //            that warp w of each warpgroup holds units 4w .. 4w+3, a lane gates 0 and 2 (lanes
@@ -119,6 +122,12 @@
 #endif
 #if GXG && !WGB
 #error "the input projection from global memory is bulk staging's (partition.plan)"
+#endif
+#ifndef GXL2
+#define GXL2 0
+#endif
+#if GXL2 && (!WG || GXG)
+#error "GXL2: the staged projection's L2 prefetch is the copy engine's (wgmma's kernels)"
 #endif
 #ifndef GR
 #define GR 0
@@ -472,33 +481,20 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             asm volatile("prefetch.global.L2 [%0];" :: "l"(run + nu - 1) : "memory");
         }
 #else
-        // 16 bytes (four units) a copy where every run of the CTA's units is 16-byte aligned
-        // (a quarter of the copies to issue, which every thread does past the step's signal:
-        // LSTM 50/1/2048/128 INT8 on an H100, thread 0's y stores took 0.21 us, not 0.94,
-        // behind the other warps' 4-byte copies), else 4; GX_AT keeps four units together
-        if (((nu | j0 | H) & 3) == 0 && ((size_t)L.gx & 15) == 0) {
 #pragma unroll 1
-            for (int i = tid; i < nb * nu / 4 * GATES; i += THREADS) {
-                const int q = i % GATES, p = i / GATES * 4, b = p / nu, u = p % nu;
-                cp16(gxs + q * nb * nu + GX_AT(b, u, p), src + (unsigned)b * gH + q * H + u,
-                     16);
-            }
-        } else
-#pragma unroll 1
-            for (Pairs it(tid, nu); it.p < nb * nu; it.next())
+        for (Pairs it(tid, nu); it.p < nb * nu; it.next())
 #pragma unroll
-                for (int q = 0; q < GATES; ++q)
-                    cp4(gxs + q * nb * nu + GX_AT(it.b, it.u, it.p),
-                        src + (unsigned)it.b * gH + q * H + it.u);
+            for (int q = 0; q < GATES; ++q)
+                cp4(gxs + q * nb * nu + GX_AT(it.b, it.u, it.p),
+                    src + (unsigned)it.b * gH + q * H + it.u);
 #endif
     };
-    // ... and, with WG (Hopper's copy engine), brought into L2 a step before that, so that
-    // those copies read L2, not HBM: this CTA's share of its batch slice's rows (one run of
-    // memory; the slice's CTAs, together, all of its rows), one bulk prefetch by thread 0
-    // (LSTM 50/1/2048/128 INT8, H100: the projection is 4 MB a step, read by every CTA at
-    // once past its signal; 0.6565 ms against 0.6894 in one run)
+    // ... and, where it is too large to stay in L2 from the input GEMM on (GXL2, with WG:
+    // Hopper's copy engine), brought into L2 a step before that, so that those copies read
+    // L2, not HBM: this CTA's share of its batch slice's rows (one run of memory; the slice's
+    // CTAs, together, all of its rows), one bulk prefetch by thread 0
     auto gx_to_l2 = [&](int s) {
-#if WG && !GXG
+#if GXL2
         if (!L.gx || tid != 0 || s >= T) return;
         const int t = L.dir ? T - 1 - s : s;
         const int r0 = nb * j0 / H, r1 = nb * (j0 + nu) / H;

@@ -35,7 +35,7 @@ from cudnn_rnn.lowbit.launch import SETTINGS, Settings, not_tried, tried  # noqa
 from cudnn_rnn.lowbit.limits import (ATTR_COOPERATIVE, ATTR_SM_COUNT,  # noqa: F401 (its API)
                                      ATTR_SMEM_OPTIN, ATTR_SMEM_PER_SM, ATTR_SMEM_RESERVED,
                                      MIN_CAPABILITY, STATIC_SMEM, check_device, check_formats,
-                                     device_limits, smem_share)
+                                     device_limits, projection_streams, smem_share)
 from cudnn_rnn.lowbit.operands import eight_bit_precisions, precisions, prepare
 from cudnn_rnn.lowbit.tables import LAYER, SLICE  # noqa: F401 (the kernel's structs)
 
@@ -72,8 +72,10 @@ def formats(gemms: list, inside: bool = False) -> tuple[str | None, str, str]:
 
 
 def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
-            spin_limit: int = SPIN_LIMIT, trace: bool = False, poll: bool = False) -> dict:
-    """The compile-time constants of one kernel (persistent.cu's header lists them)."""
+            spin_limit: int = SPIN_LIMIT, trace: bool = False, poll: bool = False,
+            gx_l2: bool = False) -> dict:
+    """The compile-time constants of one kernel (persistent.cu's header lists them);
+    ``gx_l2``: :func:`limits.projection_streams` on the GPU it runs on."""
     fx = part.fx or part.fh
     return {"CELL": CELL_CODE[cfg.mode], "GATES": cfg.gates, "FX": FORMAT_CODE[fx],
             "FH": FORMAT_CODE[part.fh], "HASX": int(part.fx is not None),
@@ -92,7 +94,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             **({"MCAST": part.mcast} if part.mcast else
                {"XE": 1} if part.wg_bulk and part.fx else {}),  # each warpgroup's own wait
             **({"GXG": 1} if part.gx_global else {}), **({"GR": 1} if part.reg_gates else {}),
-            **({"PREX": 1} if part.prefetch else {}),
+            **({"PREX": 1} if part.prefetch else {}), **({"GXL2": 1} if gx_l2 else {}),
             **({"STAGES0": part.stages0} if part.stages0 else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts"),
             **({"MINB": part.per_sm} if part.per_sm > 1 else {})}
@@ -172,7 +174,8 @@ def precompile(cp, cfg: RNNConfig, stacked, float_precision: str, plan, shapes) 
         except Exception:  # met again, and judged, when this shape's engine is built
             continue
         fitting.append(settings)
-        consts = defines(cfg, part, kernels.int32_output(gx_precision), poll=settings.poll)
+        consts = defines(cfg, part, kernels.int32_output(gx_precision), poll=settings.poll,
+                         gx_l2=projection_streams(cfg, part, limits))
         sources[source(consts)] = consts
     device = cp.cuda.Device().id
 
@@ -277,7 +280,8 @@ class PersistentEngine(Forward):
         self.status = cp.zeros(1, cp.int32)
 
     def _compile(self, gx_int: bool, spin_limit: int, trace: bool) -> None:
-        consts = defines(self.cfg, self.part, gx_int, spin_limit, trace, self.settings.poll)
+        consts = defines(self.cfg, self.part, gx_int, spin_limit, trace, self.settings.poll,
+                         projection_streams(self.cfg, self.part, self.limits))
         self.trace = (self.cp.zeros((self.part.grid, self.cfg.seq_length, 12), self.cp.int64)
                       if trace else None)
         self.module, self.kernel = compiled(self.cp, consts)
