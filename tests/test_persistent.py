@@ -530,7 +530,7 @@ def _probe_tool():
     return tool
 
 
-@pytest.mark.parametrize("phase", ["mma", "load", "gates", "cell", "stores"])
+@pytest.mark.parametrize("phase", ["mma", "load", "gates", "cell", "stores", "y", "gx_next"])
 def test_the_probe_tool_leaves_each_phase_out_of_the_kernel_it_compiles(phase):
     """tools/persistent_probe.py --drop: its exact-text patches still find the kernel's text
     (as often as listed) and leave a kernel that compiles, so a phase's cost stays

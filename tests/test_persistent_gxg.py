@@ -4,6 +4,8 @@ projection left none for the ring beside the weights (LSTM 50/1/1024/256 in 16 b
 50/1/2048/128 in 8: bench shapes the issue names), its name and refusals, and the kernel
 compiled for sm_90a: the projection loaded from global memory and brought into L2 a step
 ahead, none of it staged, no spills, no wgmma serialized."""
+import re
+
 import pytest
 
 from cudnn_rnn.bindings.enums import RNNMode
@@ -256,13 +258,16 @@ def test_a_streaming_projection_is_brought_into_l2_ahead_and_waited_for_before_t
     assert ptx["l2"].count(l2) >= 1 and ptx["plain"].count(l2) == 0  # (before the steps, in each)
     assert ptx["no_l2"] == ptx["plain"] and ptx["l2_on"] == ptx["l2"]
     assert ptx["early"].count(wait) > ptx["plain"].count(wait)  # the ring's, one a slab
+    # the late wait: every copy landed, then the barrier past which the gate math reads them
+    late = re.compile(r"cp\.async\.wait_group 0;\s*// end inline asm\s*bar\.sync \t0;")
+    assert late.search(ptx["plain"]) and not late.search(ptx["early"])
     assert ptx["cp16"].count(cg) > ptx["plain"].count(cg)
 
 
 def test_the_projection_streams_where_it_passes_half_of_l2():
     """limits.projection_streams: at an H100's 50 MB of L2, the seed's projection (10 MB)
     stays in L2, LSTM 50/1/1024/64's (52 MB, also H100's whole L2) and 50/1/2048/128's (210
-    MB) stream; two directions count twice; none is staged with 'i' (computed in the kernel),
+    MB) stream; two directions count twice; none streams with 'i' (computed in the kernel),
     'g' (read by the gate math) or without wgmma (no copy engine's prefetch)."""
     from cudnn_rnn.lowbit.limits import projection_streams
     h100 = {"l2_bytes": 52428800}
@@ -278,14 +283,25 @@ def test_the_projection_streams_where_it_passes_half_of_l2():
     assert not streams("LSTM 50/1/1024/64", "b2t256u16")
 
 
-def _row_share():
-    """The rows of its batch slice whose projection a CTA brings into L2 (persistent.cu's
-    gx_to_l2: ``r0``, ``r1`` of the slice's ``nb``, ``j0``, ``nu`` and ``H``), as Python."""
-    import re
-    m = re.search(r"const int r0 = ([^,]+), r1 = ([^;]+);", P.SOURCE.read_text())
-    assert m, "gx_to_l2's rows"
+def _kernel_pair(pattern: str, what: str):
+    """Two expressions of persistent.cu (integer arithmetic, C's division as Python's //)
+    as a function of their names' values."""
+    m = re.search(pattern, P.SOURCE.read_text())
+    assert m, what
     exprs = [m.group(i).replace("/", "//") for i in (1, 2)]
     return lambda **v: tuple(eval(e, {}, v) for e in exprs)  # noqa: S307 (the kernel's text)
+
+
+def _row_share():
+    """The rows of its batch slice whose projection a CTA brings into L2 (persistent.cu's
+    gx_to_l2: ``r0``, ``r1`` of the slice's ``nb``, ``j0``, ``nu`` and ``H``)."""
+    return _kernel_pair(r"const int r0 = ([^,]+), r1 = ([^;]+);", "gx_to_l2's rows")
+
+
+def _prefetched():
+    """The bytes past the projection's start that a CTA's prefetch takes (gx_to_l2's ``a``
+    and ``e`` of its first ``row`` this step, ``r0``, ``r1`` and ``gH``)."""
+    return _kernel_pair(r"const size_t a = (.+?), e = (.+?);", "gx_to_l2's bytes")
 
 
 @pytest.mark.parametrize("spec,fmt,name,bidirectional", [s + (False,) for s in STAGED] + [
@@ -308,3 +324,39 @@ def test_every_row_of_the_projection_is_brought_into_l2_by_one_cta_of_its_slice(
     for slices_ in groups.values():
         rows = [r for s in slices_ for r in range(*share(nb=s.nb, j0=s.j0, nu=s.nu, H=H))]
         assert sorted(rows) == list(range(slices_[0].nb)), (spec, slices_[0].bs)
+
+
+@pytest.mark.parametrize("spec,name", [("LSTM 50/1/2048/128", "b1t256u16wbes2"),
+                                       ("GRU 100/1/1002/128", "b2t256u16wb"),
+                                       ("RNN_TANH 50/1/1001/64", "b2t256u16wb")])
+def test_each_ctas_prefetch_is_16_byte_aligned_within_its_rows(spec, name):
+    """cp.async.bulk.prefetch takes a 16-byte aligned address and a multiple of 16 bytes;
+    a row of the projection is 4 GATES H bytes, unaligned for a GRU's H 1002 or an RNN's
+    1001 (the tuner's 'wb' fits both and streams there): by the kernel's own expressions
+    every CTA's bytes are aligned, lie within its rows, and the CTAs of a batch slice leave
+    less than 32 bytes between one's bytes and the next's (each bound rounded inward), none
+    at the slice's ends past 15."""
+    share, took = _row_share(), _prefetched()
+    cfg, part = _named(spec, "int8", name)
+    H, B, gH = cfg.hidden_size, cfg.mini_batch, cfg.gates * cfg.hidden_size
+    groups: dict = {}
+    for s in part.slices:
+        if s.k == 0:
+            groups.setdefault(s.bs, []).append(s)
+    for t in (0, cfg.seq_length - 1):
+        for slices_ in groups.values():
+            spans = []
+            for s in slices_:
+                r0, r1 = share(nb=s.nb, j0=s.j0, nu=s.nu, H=H)
+                row = t * B + s.b0
+                a, e = took(row=row, r0=r0, r1=r1, gH=gH)
+                assert a % 16 == 0 and e % 16 == 0
+                if e > a:
+                    assert row * gH * 4 <= a + 15 and e <= (row + s.nb) * gH * 4
+                    spans.append((a, e))
+            spans.sort()
+            assert spans and all(b[0] - a[1] < 32 and b[0] >= a[1]
+                                 for a, b in zip(spans, spans[1:]))
+            first = (t * B + slices_[0].b0) * gH * 4
+            assert spans[0][0] - first < 16
+            assert first + slices_[0].nb * gH * 4 - spans[-1][1] < 16

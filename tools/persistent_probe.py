@@ -244,6 +244,8 @@ _GX_CP16 = """        if (((nu | j0 | H) & 3) == 0) {
 """
 _GXL2 = "#ifndef GXL2\n#define GXL2 0\n#endif"
 _GX_WAIT = "cp_wait<0>();  // the projection's copies, before the barrier past which it is read\n"
+_GX_GAVE_UP = ("    cp_wait<0>();  // the projection's copies, which no barrier past a give-up "
+               "waits for\n")
 VARIANTS.update({
     "gx_no_l1": [(_GX_LOAD,
                   "                        float g;\n"
@@ -274,7 +276,7 @@ VARIANTS.update({
     # before: their issue then delayed the first product, 2.4 us to the first slab against
     # 0.55, 0.6835 ms against 0.6820)
     "gx_early_wait": [("#if !WGB  // (WGB: the ring's copies are bulk ones, waited for on its "
-                       "mbarriers)\n", "#if 1\n", 1), (_GX_WAIT, "\n", 2)],
+                       "mbarriers)\n", "#if 1\n", 1), (_GX_WAIT, "\n", 2), (_GX_GAVE_UP, "", 1)],
     # one wait a CTA for every counter, as before each warpgroup polled its own (XE, 0c56b35;
     # H100, seed LSTM FP16 b2t256u16wbe: 0.1121 ms against XE's 0.1099, INT8 0.0893 against
     # 0.0871): the kernel of a launch that defines XE, with XE 0

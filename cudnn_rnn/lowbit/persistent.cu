@@ -492,15 +492,18 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // ... and, where it is too large to stay in L2 from the input GEMM on (GXL2, with WG:
     // Hopper's copy engine), brought into L2 a step before that, so that those copies read
     // L2, not HBM: this CTA's share of its batch slice's rows (one run of memory; the slice's
-    // CTAs, together, all of its rows), one bulk prefetch by thread 0
+    // CTAs, together, all of its rows), one bulk prefetch by thread 0 of the bytes a to e
+    // (past the projection's start, which is 16-byte aligned): the share's bounds rounded
+    // inward to 16 bytes, which the prefetch takes (a row is 4 GATES H bytes, which a GRU's
+    // or an RNN's H not a multiple of 4 leaves unaligned; a hint, so a few bytes may miss)
     auto gx_to_l2 = [&](int s) {
 #if GXL2
         if (!L.gx || tid != 0 || s >= T) return;
         const int t = L.dir ? T - 1 - s : s;
         const int r0 = nb * j0 / H, r1 = nb * (j0 + nu) / H;
-        if (r1 > r0)
-            l2_prefetch((const float*)L.gx + (size_t)(t * B + b0 + r0) * gH,
-                        (unsigned)((r1 - r0) * gH * 4));
+        const size_t row = (size_t)(t * B + b0);
+        const size_t a = ((row + r0) * gH * 4 + 15) / 16 * 16, e = (row + r1) * gH * 4 / 16 * 16;
+        if (e > a) l2_prefetch((const char*)L.gx + a, (unsigned)(e - a));
 #endif
     };
     fetch_gx(0);
@@ -1348,6 +1351,7 @@ gave_up:
     // the CTAs that wait for this one give up too, and write theirs: in clusters its
     // cluster-mates read the status at each step's barrier)
     const float nan = __int_as_float(0x7fffffff);
+    cp_wait<0>();  // the projection's copies, which no barrier past a give-up waits for
 #if MCAST > 1
     // a mate may still wait for this CTA's share of a step's slabs: it gives up on the status
     // this CTA's wait set, then meets it here. A mate's copy into this CTA's ring of the step
