@@ -360,3 +360,24 @@ def test_each_ctas_prefetch_is_16_byte_aligned_within_its_rows(spec, name):
             first = (t * B + slices_[0].b0) * gH * 4
             assert spans[0][0] - first < 16
             assert first + slices_[0].nb * gH * 4 - spans[-1][1] < 16
+
+
+@pytest.mark.parametrize("spec,fmt,name", STAGED + [("LSTM 20/2/512/64", "int8", "b2t256u16w")])
+def test_the_probe_tools_bulk_copied_projection_applies_and_compiles(spec, fmt, name):
+    """tools/persistent_probe.py --variants gx_bulk (the staged projection by the copy
+    engine, on an mbarrier of its own): with bulk staging the kernel gains its bulk copies
+    and compiles without spills or serialized wgmma; without it (no copy engine's ring)
+    the PTX is the kernel's own."""
+    _nvrtc_or_skip()
+    from tests.test_persistent import _probe_tool
+    cfg, part = _named(spec, fmt, name)
+    consts = P.defines(cfg, part, gx_int=fmt == "int8")
+    varied = _probe_tool().varied("gx_bulk")
+    ptx, base = (_ptx(source(consts), "compute_90a") for source in (varied, P.source))
+    bulk = "cp.async.bulk.shared::cluster.global.mbarrier"
+    if part.wg_bulk:
+        assert ptx.count(bulk) > base.count(bulk)
+        log = _ptxas_log(cfg, part, fmt, varied)
+        assert "0 bytes spill stores" in log and SERIALIZED not in log
+    else:
+        assert ptx == base
