@@ -243,6 +243,8 @@ _GX_CP16 = """        if (((nu | j0 | H) & 3) == 0) {
         } else
 """
 _GXL2 = "#ifndef GXL2\n#define GXL2 0\n#endif"
+_LEAVE = ("#if CLUSTER\n    cl_wait();  // every arrive met before the cluster's CTAs leave\n"
+          "#endif\n")
 _GX_AT_GR = "#define GX_AT(b, u, p) (GR ? (b) * 16 + ((u) ^ ((((b) >> 1) & 3) << 2)) : (p))"
 _MBARS = ("    __shared__ __align__(8) unsigned long long mbars[MAXST][2];\n"
           "    if (threadIdx.x == 0) {\n")
@@ -251,6 +253,9 @@ _GX_BULK = """#if WGB
             if (tid < 32) {
                 if (tid == 0) mbar_expect(smem_addr(&gx_bar), (unsigned)(GATES * nb * nu * 4));
                 __syncwarp();
+                // the gate math's generic reads of gxs (ordered by the barrier before the
+                // signal) before the copy engine's writes (the async proxy)
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #pragma unroll 1
                 for (int i = tid; i < GATES * nb; i += 32) {
                     const int q = i / nb, b = i % nb;
@@ -305,7 +310,9 @@ VARIANTS.update({
     # bulk copy a (gate, batch row) run of the CTA's units (64 bytes at 16 units), issued by
     # the lanes of warp 0 on an mbarrier of its own, waited for before the gate math's
     # barrier; 'e' then lays a run out unpermuted (GX_AT without its 16-byte swizzle: the
-    # gate math's loads may meet bank conflicts). At 2048/128 the copies' issue still took
+    # gate math's loads meet 4-way bank conflicts, a review's count: rows padded to 18 floats
+    # would avoid them, 4 KB more at 2048/128, a partition change). At 2048/128 the copies'
+    # issue still took
     # thread 0 0.91 us past the signal with the projection from L2 (37cd4e3's trace)
     "gx_bulk": [
         (_GX_AT_GR, "#define GX_AT(b, u, p) (GR ? (b) * 16 + (u) : (p))", 1),
@@ -332,7 +339,10 @@ VARIANTS.update({
          "    };\n"
          "    fetch_gx(0);\n    cp_commit();\n", 1),
         (_GX_WAIT, _GX_WAIT.replace("cp_wait<0>();", "gx_wait();"), 2),
-        (_GX_GAVE_UP, _GX_GAVE_UP.replace("cp_wait<0>();", "gx_wait();"), 1)],
+        (_GX_GAVE_UP, _GX_GAVE_UP.replace("cp_wait<0>();", "gx_wait();"), 1),
+        (_LEAVE, "#if WGB\n"
+                 "    gx_wait();  // (T 0: the prologue's copies, which no step waited for)\n"
+                 "#endif\n" + _LEAVE, 1)],
     # one wait a CTA for every counter, as before each warpgroup polled its own (XE, 0c56b35;
     # H100, seed LSTM FP16 b2t256u16wbe: 0.1121 ms against XE's 0.1099, INT8 0.0893 against
     # 0.0871): the kernel of a launch that defines XE, with XE 0
