@@ -548,9 +548,6 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // WG: k-group kg is warpgroup kg, each of its warps on its own m-tile and every n-tile
     const int ng = WG ? 0 : warp % ts, kg = WG ? warp >> 2 : warp / ts, kx = S.kx;
     const bool active = kg < ks;
-    // this warpgroup's ring stages (ASYM: k-group 0's STAGES0)
-    const bool ring0 = ASYM && kg == 0;
-    const int gst = ring0 ? STAGES0 : STAGES;
     // k-group g multiplies chunks ga(g) .. gb(g) - 1 (Slice.chunks): with an input part
     // groups 0 .. kx-1 the input part's, the others the recurrent part's (kx 0: all of K
     // evenly, the only case where one group straddles both parts)
@@ -818,10 +815,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         };
 
 #if WGB && FANOUT
-        // every stage's first slab of a step, stage st's by the warpgroup's thread st
-        auto fan_out = [&]() {
+        // every stage's first slab of a step, stage st's by the warpgroup's thread st (a
+        // ring of `depth` stages)
+        auto fan_out = [&](const int depth) {
             const int st = tid & 127;
-            if (st < gst && st < nslab) stage(st, st, false, st);
+            if (st < depth && st < nslab) stage(st, st, false, st);
         };
 #endif
 
@@ -879,11 +877,11 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
 #pragma unroll 1
         for (int st = 0; st < MAXST - 1; ++st) {
-            if (!(WGB && FANOUT) && st < gst - 1 && st < nslab && !ahead) stage(st, st, false, 0);
+            if (!(WGB && FANOUT) && st < GST - 1 && st < nslab && !ahead) stage(st, st, false, 0);
             cp_commit();
         }
 #if WGB && FANOUT
-        if (!ahead) fan_out();
+        if (!ahead) fan_out(GST);
 #endif
 #if AREG || WG
 #pragma unroll
@@ -1023,7 +1021,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if XE
         if (xskip) goto products_done;  // (as without ASYM, before any copy)
 #endif
-        if (ring0) slabs(STAGES0); else slabs(STAGES);
+        if (kg == 0) slabs(STAGES0); else slabs(STAGES);  // (k-group 0's STAGES0)
 #else
         }
 #endif
@@ -1044,7 +1042,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         if (kg < kx && s + 1 < T) {
             xsrc = L.xin + code_at(L.dir ? T - 2 - s : s + 1, 0, 0, 0, xrowb);
 #if FANOUT
-            fan_out();
+            fan_out(STAGES);
 #else
 #pragma unroll 1
             for (int st = 0; st < STAGES && st < nslab; ++st) stage(st, st, false, 0);
