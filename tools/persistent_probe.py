@@ -259,11 +259,9 @@ _GX_BULK = """#if WGB
 #pragma unroll 1
                 for (int i = tid; i < GATES * nb; i += 32) {
                     const int q = i / nb, b = i % nb;
-                    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
-                                 "bytes [%0], [%1], %2, [%3];"
-                                 :: "r"(smem_addr(gxs + q * nb * nu + GX_AT(b, 0, b * nu))),
-                                 "l"(src + (unsigned)b * gH + q * H), "r"(nu * 4),
-                                 "r"(smem_addr(&gx_bar)) : "memory");
+                    bulk_copy(smem_addr(&gx_bar),
+                              smem_addr(gxs + q * nb * nu + GX_AT(b, 0, b * nu)),
+                              src + (unsigned)b * gH + q * H, (unsigned)(nu * 4));
                 }
             }
             ++gx_issued;
@@ -292,8 +290,9 @@ VARIANTS.update({
     # permutes, so a piece of four units stays whole)
     "gx_cp16": [(_GX_CP4, _GX_CP16 + _GX_CP4, 1)],
     # the staged projection's L2 prefetch a step ahead, on where it streams (GXL2), off (the
-    # kernel before it, with gx_early_wait: PTX equal at 7 launch shapes) and on everywhere
-    # (where the projection stays in L2, it costs: limits.projection_streams)
+    # kernel before it, with gx_early_wait: PTX equal to 86ebb51's at 7 launch shapes at
+    # fcc2bf4) and on everywhere (where the projection stays in L2, it costs:
+    # limits.projection_streams)
     "gx_no_l2": [(_GXL2, "#undef GXL2\n#define GXL2 0", 1)],
     "gx_l2": [(_GXL2, "#undef GXL2\n#define GXL2 (WG && !GXG)", 1)],
     # with bulk staging, the projection's copies waited for by the ring's per-slab wait
@@ -312,8 +311,8 @@ VARIANTS.update({
     # barrier; 'e' then lays a run out unpermuted (GX_AT without its 16-byte swizzle: the
     # gate math's loads meet 4-way bank conflicts, a review's count: rows padded to 18 floats
     # would avoid them, 4 KB more at 2048/128, a partition change). At 2048/128 the copies'
-    # issue still took
-    # thread 0 0.91 us past the signal with the projection from L2 (37cd4e3's trace)
+    # issue still took thread 0 0.91 us past the signal with the projection from L2
+    # (37cd4e3's trace)
     "gx_bulk": [
         (_GX_AT_GR, "#define GX_AT(b, u, p) (GR ? (b) * 16 + (u) : (p))", 1),
         (_MBARS, _MBARS.replace("    if (threadIdx.x == 0) {\n",

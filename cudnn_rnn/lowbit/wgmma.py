@@ -210,13 +210,18 @@ __device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                  :: "r"(bar), "r"(bytes) : "memory");
 }
-// `bytes` from global `src` to shared `dst` by the copy engine (cp.async.bulk), completing
-// the mbarrier `bar`'s phase, whose one arrival (this thread's) expects them
+// `bytes` from global `src` to shared `dst` by the copy engine (cp.async.bulk), counted
+// against the mbarrier `bar`'s phase (arms no barrier: mbar_expect)
+__device__ __forceinline__ void bulk_copy(unsigned bar, unsigned dst, const void* src,
+                                          unsigned bytes) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1], %2, [%3];" :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+// ... completing the mbarrier's phase, whose one arrival (this thread's) expects them
 __device__ __forceinline__ void bulk_load(unsigned bar, unsigned dst, const void* src,
                                           unsigned bytes) {
     mbar_expect(bar, bytes);
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                 "[%0], [%1], %2, [%3];" :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+    bulk_copy(bar, dst, src, bytes);
 }
 // `bytes` from global `src` (16-byte aligned, a multiple of 16) brought into L2 by the copy
 // engine (cp.async.bulk.prefetch): one instruction, no register or load slot held for them
