@@ -434,8 +434,25 @@ def trace(cfg, name: str, settings: str) -> dict:
         e.outputs()
         tr = e.trace.get().astype(np.float64)
         part = e.part
+        calls = {f"{f.__name__}_ms": _median_ms(cp, e.stream, f) for f in (e.forward, e.launch)}
     nominal = cp.cuda.runtime.deviceGetAttribute(13, 0) / 1e6  # kHz -> GHz
-    return read_trace(tr, part, cfg, nominal, settings)
+    return {**read_trace(tr, part, cfg, nominal, settings), **calls}
+
+
+def _median_ms(cp, stream, call, reps: int = 20) -> float:
+    """The median time of ``call``'s work on ``stream`` (CUDA events, plain calls): with
+    :meth:`PersistentEngine.forward` and :meth:`~PersistentEngine.launch`, what the forward
+    spends before the kernel (layer 0's input codes or GEMM) is their difference."""
+    import numpy as np
+    times = []
+    for _ in range(reps):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record(stream)
+        call()
+        b.record(stream)
+        b.synchronize()
+        times.append(cp.cuda.get_elapsed_time(a, b))
+    return float(np.median(times))
 
 
 def read_trace(tr, part, cfg, nominal: float, settings: str) -> dict:
