@@ -164,3 +164,64 @@ def test_the_split_tool_refuses_bad_input_in_one_line_and_writes_nothing(tmp_pat
     assert_one_line_exit_2(proc, needle)
     assert "CELL:T:L:H:B@CONFIG@LAUNCH_SHAPE" in proc.stderr
     assert not out.exists()
+
+
+def _laid_out_index():
+    """The quantizer's own expressions (kernels._laid_out: element i's ``b``, ``col``,
+    ``bs``, ``t`` and batch row ``bg``), C's division as Python's //, as a function of
+    ``i`` and its launch arguments."""
+    import inspect
+    import re
+    from cudnn_rnn.lowbit import kernels
+    body = inspect.getsource(kernels._laid_out)
+    names = ("b", "r", "col", "slot", "bs", "t", "bg")
+    exprs = {}
+    for n in names:
+        m = re.search(rf"\b{n} = ([^,;]+)[,;]", body)
+        assert m, n
+        exprs[n] = compile(m.group(1).replace("/", "//"), n, "eval")
+
+    def index(**v):
+        for n in names:  # in the kernel's order, each from those before it
+            v[n] = eval(exprs[n], {}, v)  # noqa: S307 (the kernel's text)
+        return v
+    return index
+
+
+def _code_at():
+    """persistent.cu's code_at: where code byte ``byte`` of row ``b`` of batch slice ``bs``
+    of slot ``t`` lies (rows of ``rowb`` bytes, WGS slices of WGN rows)."""
+    import re
+    m = re.search(r"unsigned code_at\([^)]*\) \{\s*return ([^;]+);", P.SOURCE.read_text())
+    assert m, "code_at"
+    expr = compile("(" + m.group(1).replace("(unsigned)", "") + ")", "code_at", "eval")
+    return lambda **v: eval(expr, {}, v)  # noqa: S307 (the kernel's text)
+
+
+@pytest.mark.parametrize("spec,name,fmt", [
+    ("LSTM 2/1/1024/256", "b2t256u16wbeis2", "int8"), ("LSTM 3/2/512/64", "b2t256u16wbei", "int8"),
+    ("GRU 7/1/200/40", "b2t256u16wbi", "int8"), ("LSTM 5/1/72/16", "b2t256u16wbi", "fp16"),
+    ("RNN_TANH 6/1/136/20", "b1t256u16wbi", "e4m3")])
+def test_the_input_quantizer_stores_each_code_once_where_the_kernel_reads_it(spec, name, fmt):
+    """kernels.wgmma_quantizer's element i stores its 16 bytes at byte 16 i of the codes
+    (one run of memory a warp), which is where persistent.cu's code_at puts column ``col``
+    of row ``b`` of slice ``bs`` of step ``t``; every (step, batch row, column) is stored
+    by exactly one element, the padded rows by none."""
+    cfg = _shape(spec)
+    part = _plan(cfg, name, fmt)
+    s0 = part.slices[0]
+    T, B, rowb, nbf, WGN, WGS = (cfg.seq_length, cfg.mini_batch, part.xrowb, s0.nb, s0.npad,
+                                 part.batch_slices)
+    ncol = rowb // 16
+    index, code_at = _laid_out_index(), _code_at()
+    seen = set()
+    for i in range(T * WGS * ncol * WGN):
+        v = index(i=i, WGN=WGN, ncol=ncol, WGS=WGS, nbf=nbf)
+        if not (v["b"] < nbf and v["bg"] < B):
+            continue
+        key = (v["t"], v["bg"], v["col"])
+        assert key not in seen
+        seen.add(key)
+        assert 16 * i == code_at(t=v["t"], bs=v["bs"], b=v["b"], byte=16 * v["col"], rowb=rowb,
+                                 WGS=WGS, WGN=WGN)
+    assert seen == {(t, b, c) for t in range(T) for b in range(B) for c in range(ncol)}
