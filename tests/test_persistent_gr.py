@@ -221,3 +221,30 @@ def test_the_tuner_skips_a_bulk_shape_once_its_e_twin_verified():
         assert P.not_tried(Settings.parse(name), [ei], P.SETTINGS, wide) is None
     wbi = Settings.parse("b2t256u16wbi")
     assert "('e', faster" in P.not_tried(wbi, [ei], P.SETTINGS, wide)
+
+
+@pytest.mark.parametrize("spec,one_slice_tried", [
+    ("LSTM 50/1/512/16", True), ("GRU 25/1/1024/16", True), ("LSTM 20/2/512/64", False),
+    ("LSTM 50/1/1024/256", False)])
+def test_below_batch_32_the_one_slice_e_shape_is_tried(spec, one_slice_tried):
+    """The tuner's walk of its list, each shape that plans counted as verified: where two
+    batch slices would have fewer than the 16 rows 'e' takes (batch 16), no shape of two
+    slices has 'e', so the one-slice 'e' shape is tried (before, the two-slice shapes
+    without 'e' left it untried); where one of two slices with 'e' verifies, it is not."""
+    from tests.test_persistent_inside import _plan as _named_plan
+    cfg, verified, tried = _shape(spec), [], {}
+    for s in P.SETTINGS:
+        why = P.not_tried(s, verified, P.SETTINGS, cfg)
+        if why:
+            tried[s.name] = why
+            continue
+        try:
+            _named_plan(cfg, s.name, "int8")
+        except partition.DoesNotFit:
+            continue
+        verified.append(s)
+    e2 = [s.name for s in verified if s.bulk and s.reg_gates and s.batch_slices == 2]
+    assert bool(e2) != one_slice_tried
+    assert (Settings.parse("b1t256u16wbes2") in verified) == one_slice_tried
+    if not one_slice_tried:
+        assert "bulk staging of two batch slices" in tried["b1t256u16wbes2"]

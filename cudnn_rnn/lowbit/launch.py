@@ -253,7 +253,9 @@ def not_tried(settings: Settings, verified, shapes, cfg=None) -> str | None:
     (:data:`SETTINGS`), a 'g' shape is the fallback for where the staged input projection
     leaves bulk staging no room: not tried once a bulk shape with the projection staged has
     verified (where both fit, 'g' was 2-4 % slower); a bulk shape of one batch slice with the
-    projection staged not once one of two has (listed for where two leave no room); a bulk
+    projection staged not once one of two alike in 'e' has (listed for where two leave no
+    room: LSTM 50/1/2048/128 in 8 bits, and 'e' below batch 32, whose slices of two would
+    have fewer than the 16 rows 'e' takes); a bulk
     shape without 'e' is not
     tried once its 'e' twin has (faster wherever both ran); and an 'e' shape without 'i'
     once its 'i' twin has (likewise), where ``cfg``'s input is no wider than a layer above's
@@ -270,7 +272,8 @@ def not_tried(settings: Settings, verified, shapes, cfg=None) -> str | None:
                 "room)")
     if not settings.bulk:
         return None
-    halves = [s.name for s in verified if s.bulk and not s.gx_global and s.batch_slices > 1]
+    halves = [s.name for s in verified if s.bulk and not s.gx_global and s.batch_slices > 1
+              and s.reg_gates == settings.reg_gates]
     if settings.batch_slices == 1 and not settings.gx_global and halves:
         return (f"not tried: {halves[0]} verified, bulk staging of two batch slices (one "
                 "slice only where two leave no room)")
