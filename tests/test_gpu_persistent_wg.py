@@ -326,6 +326,17 @@ def test_layer_0s_input_products_in_the_kernel_verify_and_replay(cuda, hopper, m
         assert [a.get("input_projection_from") for a in rec["algorithms"]] == ["kernel"]
 
 
+@pytest.mark.parametrize("input_size", [50, 52])
+def test_layer_0s_input_codes_of_a_row_that_ends_inside_a_column_verify(cuda, hopper,
+                                                                      input_size):
+    """'i' where a row's values end inside its last 16 bytes of codes: 50 values (no 16-byte
+    loads: kernels.wgmma_quantizer's values read one at a time) and 52 (16-byte loads, the
+    last column's past the row's end zero codes), batch 63 (a short last slice)."""
+    cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 1, batch=63, input_size=input_size)
+    by_name = _verify_all(cfg, NAMES, "b2t256u16wbei", RNNMode.LSTM, True)
+    assert all(rec["outcome"] == "OK" for rec in by_name.values())
+
+
 @pytest.mark.parametrize("spec,names", [
     ("LSTM 20/2/512/64", NAMES), ("GRU 20/2/512/64", NAMES),
     ("LSTM 5/1/1024/256", ["persistent:int8/both", "persistent:e4m3/both"]),

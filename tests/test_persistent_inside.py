@@ -166,26 +166,47 @@ def test_the_split_tool_refuses_bad_input_in_one_line_and_writes_nothing(tmp_pat
     assert not out.exists()
 
 
-def _laid_out_index():
-    """The quantizer's own expressions (kernels._laid_out: element i's ``b``, ``col``,
-    ``bs``, ``t`` and batch row ``bg``), C's division as Python's //, as a function of
-    ``i`` and its launch arguments."""
+def _laid_out_element(itemsize: int):
+    """The quantizer's own text (kernels._laid_out and wgmma_quantizer's launch), C's
+    division as Python's //: (the elements it launches, as a function of its arguments;
+    element i's writes and reads: None where its guard skips it, else its ``t``, ``bs``,
+    ``b``, ``col``, the code index it stores at and the x indices it reads (beyond ``I``,
+    a zero code)), for codes of ``itemsize`` bytes."""
     import inspect
     import re
     from cudnn_rnn.lowbit import kernels
     body = inspect.getsource(kernels._laid_out)
-    names = ("b", "r", "col", "slot", "bs", "t", "bg")
-    exprs = {}
-    for n in names:
-        m = re.search(rf"\b{n} = ([^,;]+)[,;]", body)
-        assert m, n
-        exprs[n] = compile(m.group(1).replace("/", "//"), n, "eval")
+    launch = inspect.getsource(kernels.wgmma_quantizer)
 
-    def index(**v):
-        for n in names:  # in the kernel's order, each from those before it
-            v[n] = eval(exprs[n], {}, v)  # noqa: S307 (the kernel's text)
-        return v
-    return index
+    def c(text, what):
+        text = text.replace("(long long)sizeof({ctype})", str(itemsize))
+        text = text.replace("(int)sizeof({ctype})", str(itemsize)).replace("&&", " and ")
+        return compile("(" + text.replace("/", "//") + ")", what, "eval")
+
+    def grab(pattern, what, text=body):
+        m = re.search(pattern, text)
+        assert m, what
+        return c(m.group(1), what)
+    names = ("b", "r", "col", "slot", "bs", "t", "bg")
+    exprs = [(n, grab(rf"\b{n} = ([^,;]+)[,;]", n)) for n in names]
+    guard = grab(r"if \((b < [^)]*)\) \{", "the guard")
+    per, f0 = grab(r"const int per = ([^;]+);", "per"), grab(r"f0 = ([^;]+);", "f0")
+    row = grab(r"const float\* row = &x\[([^\]]+)\];", "the row")
+    read = grab(r"in\[e\] = (f0 \+ e < I) \?", "the read's bound")
+    store = grab(r"&q\[(.+?)\]\) =", "the store")
+    size = grab(r"size=([^)]+)\)", "the launch size", launch)
+    ev = lambda e, v: eval(e, {}, v)  # noqa: E731,S307 (the kernel's text)
+
+    def element(**v):
+        for n, e in exprs:  # in the kernel's order, each from those before it
+            v[n] = ev(e, v)
+        if not ev(guard, v):
+            return None
+        v["per"] = ev(per, v)
+        v["f0"], v["row"] = ev(f0, v), ev(row, v)
+        reads = [v["row"] + v["f0"] + e for e in range(v["per"]) if ev(read, dict(v, e=e))]
+        return dict(t=v["t"], bs=v["bs"], b=v["b"], col=v["col"], at=ev(store, v), reads=reads)
+    return (lambda **v: ev(size, v)), element
 
 
 def _code_at():
@@ -200,28 +221,40 @@ def _code_at():
 
 @pytest.mark.parametrize("spec,name,fmt", [
     ("LSTM 2/1/1024/256", "b2t256u16wbeis2", "int8"), ("LSTM 3/2/512/64", "b2t256u16wbei", "int8"),
-    ("GRU 7/1/200/40", "b2t256u16wbi", "int8"), ("LSTM 5/1/72/16", "b2t256u16wbi", "fp16"),
-    ("RNN_TANH 6/1/136/20", "b1t256u16wbi", "e4m3")])
+    ("GRU 7/1/200/39", "b2t256u16wbi", "int8"), ("LSTM 5/1/72/16", "b2t256u16wbi", "fp16"),
+    ("RNN_TANH 3/1/136/5", "b2t256u16wbi", "e4m3"),
+    ("RNN_TANH 6/1/136/20", "b1t256u16wbi", "bf16")])
 def test_the_input_quantizer_stores_each_code_once_where_the_kernel_reads_it(spec, name, fmt):
-    """kernels.wgmma_quantizer's element i stores its 16 bytes at byte 16 i of the codes
-    (one run of memory a warp), which is where persistent.cu's code_at puts column ``col``
-    of row ``b`` of slice ``bs`` of step ``t``; every (step, batch row, column) is stored
-    by exactly one element, the padded rows by none."""
+    """kernels.wgmma_quantizer, by its own text: element i stores its 16 bytes at byte 16 i of
+    the codes (one run of memory a warp), which is where persistent.cu's code_at puts
+    column ``col`` of row ``b`` of slice ``bs`` of step ``t``, and reads that column's values
+    of the batch row the partition puts there (slice ``bs`` from its row ``b0``), a zero
+    code past the row's end; every (step, batch row, column) is stored by exactly one
+    element, the padded rows and a short last slice's missing rows by none."""
+    from cudnn_rnn.lowbit.kernels import FORMATS
+    import numpy as np
     cfg = _shape(spec)
     part = _plan(cfg, name, fmt)
     s0 = part.slices[0]
-    T, B, rowb, nbf, WGN, WGS = (cfg.seq_length, cfg.mini_batch, part.xrowb, s0.nb, s0.npad,
-                                 part.batch_slices)
-    ncol = rowb // 16
-    index, code_at = _laid_out_index(), _code_at()
+    T, B, I, rowb = cfg.seq_length, cfg.mini_batch, cfg.input_size, part.xrowb
+    nbf, WGN, WGS, ncol = s0.nb, s0.npad, part.batch_slices, rowb // 16
+    itemsize = np.dtype(FORMATS[fmt][0]).itemsize
+    per = 16 // itemsize
+    first_row = {sl.bs: sl.b0 for sl in part.slices if sl.k == 0}
+    size, element = _laid_out_element(itemsize)
+    code_at = _code_at()
     seen = set()
-    for i in range(T * WGS * ncol * WGN):
-        v = index(i=i, WGN=WGN, ncol=ncol, WGS=WGS, nbf=nbf)
-        if not (v["b"] < nbf and v["bg"] < B):
+    for i in range(size(steps=T, slices=WGS, ncol=ncol, width=WGN)):
+        v = element(i=i, WGN=WGN, ncol=ncol, WGS=WGS, nbf=nbf, B=B, I=I)
+        if v is None:
             continue
-        key = (v["t"], v["bg"], v["col"])
-        assert key not in seen
+        t, bs, b, col = v["t"], v["bs"], v["b"], v["col"]
+        batch_row = first_row[bs] + b
+        key = (t, batch_row, col)
+        assert key not in seen and batch_row < B
         seen.add(key)
-        assert 16 * i == code_at(t=v["t"], bs=v["bs"], b=v["b"], byte=16 * v["col"], rowb=rowb,
-                                 WGS=WGS, WGN=WGN)
+        assert v["at"] * itemsize == 16 * i == code_at(t=t, bs=bs, b=b, byte=16 * col,
+                                                       rowb=rowb, WGS=WGS, WGN=WGN)
+        base = (t * B + batch_row) * I
+        assert v["reads"] == [base + f for f in range(col * per, min((col + 1) * per, I))]
     assert seen == {(t, b, c) for t in range(T) for b in range(B) for c in range(ncol)}

@@ -212,6 +212,11 @@ def wgmma_quantizer(fmt: str, steps: int, batch: int, features: int, rowb: int,
     kernel, ncol = _laid_out(fmt), rowb // 16
 
     def run(x, s, q) -> None:
+        if not x.flags.c_contiguous or x.size != steps * batch * features \
+                or q.nbytes < steps * slices * width * rowb:
+            raise ValueError(f"the input quantizer takes {steps * batch * features} contiguous "
+                             f"values and {steps * slices * width * rowb} bytes of codes, "
+                             f"given {x.size} and {q.nbytes}")
         vec = x.data.ptr % 16 == 0 and features % 4 == 0
         kernel(x, s, ncol, batch, slice_rows, features, slices, width, vec,
                q.view(FORMATS[fmt][0]), size=steps * slices * ncol * width)
