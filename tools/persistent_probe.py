@@ -26,6 +26,7 @@ from pathlib import Path
 from cudnn_rnn.bindings.enums import RNNMode
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.cli import BadInput, OneLineParser
+from cudnn_rnn.engine import timing
 from cudnn_rnn.engine.gpu import NoGPU, cupy_or_raise
 from cudnn_rnn.lowbit.candidates import parse as parse_config, run_configs
 from cudnn_rnn.lowbit import kernels, partition
@@ -304,8 +305,10 @@ VARIANTS.update({
     # 0.55, 0.6835 ms against 0.6820)
     "gx_early_wait": [("#if !WGB  // (WGB: the ring's copies are bulk ones, waited for on its "
                        "mbarriers)\n", "#if 1\n", 1), (_GX_WAIT, "\n", 2), (_GX_GAVE_UP, "", 1)],
-    # (not yet run on a GPU: written for the next session's measurements) with bulk staging,
-    # the staged projection copied by the copy engine, not by every thread's cp.async: one
+    # with bulk staging, the staged projection copied by the copy engine, not by every
+    # thread's cp.async (measured at b0af4da, an H100: 1.3455 ms against 0.6437 at 2048/128
+    # 'b1t256u16wbes2', 0.4071 against 0.2230 at 1024/64 'wbe'; the copies' issue 15.4 us
+    # past the signal against 0.75: kept as the measured negative): one
     # bulk copy a (gate, batch row) run of the CTA's units (64 bytes at 16 units), issued by
     # the lanes of warp 0 on an mbarrier of its own, waited for before the gate math's
     # barrier; 'e' then lays a run out unpermuted (GX_AT without its 16-byte swizzle: the
@@ -434,25 +437,12 @@ def trace(cfg, name: str, settings: str) -> dict:
         e.outputs()
         tr = e.trace.get().astype(np.float64)
         part = e.part
-        calls = {f"{f.__name__}_ms": _median_ms(cp, e.stream, f) for f in (e.forward, e.launch)}
+        # what the forward spends before the kernel (layer 0's input codes or GEMM): forward
+        # against launch alone, plain calls (timing.time_call: 20 enqueued back to back)
+        calls = {f"{f.__name__}_ms": timing.time_call(cp, e.stream, f, reps=20).median_ms
+                 for f in (e.forward, e.launch)}
     nominal = cp.cuda.runtime.deviceGetAttribute(13, 0) / 1e6  # kHz -> GHz
     return {**read_trace(tr, part, cfg, nominal, settings), **calls}
-
-
-def _median_ms(cp, stream, call, reps: int = 20) -> float:
-    """The median time of ``call``'s work on ``stream`` (CUDA events, plain calls): with
-    :meth:`PersistentEngine.forward` and :meth:`~PersistentEngine.launch`, what the forward
-    spends before the kernel (layer 0's input codes or GEMM) is their difference."""
-    import numpy as np
-    times = []
-    for _ in range(reps):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record(stream)
-        call()
-        b.record(stream)
-        b.synchronize()
-        times.append(cp.cuda.get_elapsed_time(a, b))
-    return float(np.median(times))
 
 
 def read_trace(tr, part, cfg, nominal: float, settings: str) -> dict:
