@@ -480,7 +480,7 @@ def test_the_polling_kernel_compiles_without_spills_and_the_tuner_does_not_try_i
     assert P.Settings.parse("b2t512u16") == P.Settings(batch_slices=2, threads=512, units=16)
     assert P.Settings(batch_slices=2, units=8, cluster=4).name == "b2t256u8k4"
     assert not any(s.areg for s in P.SETTINGS)  # not tuned until measured
-    for bad in ("b1", "t256", "b1t256q", "B1T256"):
+    for bad in ("b1", "t256", "b1t256z", "B1T256"):
         with pytest.raises(ValueError, match="no launch shape"):
             P.Settings.parse(bad)
 

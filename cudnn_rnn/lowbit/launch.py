@@ -49,6 +49,9 @@ class Settings:
                      # two CTAs of other batch slices on one multiprocessor, one's gate math
                      # and waits beside the other's products (o2); ctas default to per_sm
                      # per multiprocessor
+    quantize: bool = False  # with input_inside (one direction): layer 0's input codes
+                            # written by its own CTAs three steps ahead, not by a kernel
+                            # before the launch (q)
     prefetch: bool = False  # with input_inside (one layer): the input part's first ring
                             # stages of the next step copied as soon as this step's products
                             # are done, in flight through the gate math, the signal and the
@@ -85,6 +88,10 @@ class Settings:
         if self.input_inside and self.gx_global:
             raise ValueError(f"launch shape {self.name}: with the input products in the "
                              "kernel ('i') there is no projection to read ('g')")
+        if self.quantize and not self.input_inside:
+            raise ValueError(f"launch shape {self.name}: layer 0's input codes written by "
+                             "the kernel ('q') are for its input products there: name 'i' "
+                             "first")
         if self.prefetch and not self.input_inside:
             raise ValueError(f"launch shape {self.name}: the next step's input part copied "
                              "ahead ('x') is the input products' in the kernel: name 'i' "
@@ -106,6 +113,7 @@ class Settings:
                     bulk=self.bulk, mcast=self.mcast, gx_global=self.gx_global,
                     reg_gates=self.reg_gates, per_sm=self.per_sm,
                     input_inside=self.input_inside,
+                    **({"quantize": True} if self.quantize else {}),
                     **({"prefetch": True} if self.prefetch else {}),
                     **({"slab": self.slab} if self.slab else {}))
 
@@ -116,7 +124,8 @@ class Settings:
                 + ("r" if self.areg else "") + (f"u{self.units}" if self.units else "")
                 + ("w" if self.wg else "") + ("b" if self.bulk else "")
                 + ("g" if self.gx_global else "") + ("e" if self.reg_gates else "")
-                + ("i" if self.input_inside else "") + ("x" if self.prefetch else "")
+                + ("i" if self.input_inside else "") + ("q" if self.quantize else "")
+                + ("x" if self.prefetch else "")
                 + (f"s{self.slab}" if self.slab else "")
                 + (f"m{self.mcast}" if self.mcast else "")
                 + (f"k{self.cluster}" if self.cluster else "")
@@ -128,24 +137,24 @@ class Settings:
         ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b2t256u16wbg``, ``b2t256u16wbm2``,
         ``b3t256k16``); ValueError otherwise."""
         m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)(e?)"
-                         r"(i?)(x?)(?:s([1-9]\d*))?(?:m([1-9]\d*))?(?:k([1-9]\d*))?"
+                         r"(i?)(q?)(x?)(?:s([1-9]\d*))?(?:m([1-9]\d*))?(?:k([1-9]\d*))?"
                          r"(?:o([1-9]\d*))?",
                          name)
         if m is None:
             raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
-                             "[r][u<units a CTA>][w[b[g][e][i[x]][s<chunks a copy>]"
+                             "[r][u<units a CTA>][w[b[g][e][i[q][x]][s<chunks a copy>]"
                              "[m<CTAs sharing a copy>]]][k<cluster CTAs>][o<CTAs a "
                              "multiprocessor>] (e.g. b1t256, b2t512, b1t256p, b1t256r, "
                              "b2t512u16, b2t256u16w, b2t256u16wb, b2t256u16wbg, b2t256u16wbe, "
                              "b2t256u16wbm2, b3t256k16, b4t256u16wbeo2, b2t256u16wbei, "
-                             "b2t256u16wbeis2, b2t256u16wbeixs2)")
+                             "b2t256u16wbeis2, b2t256u16wbeiqs2, b2t256u16wbeixs2)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
                    threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]), wg=bool(m[7]),
                    bulk=bool(m[8]), gx_global=bool(m[9]), reg_gates=bool(m[10]),
-                   input_inside=bool(m[11]), prefetch=bool(m[12]),
-                   slab=int(m[13]) if m[13] else 0, mcast=int(m[14]) if m[14] else 0,
-                   cluster=int(m[15]) if m[15] else 0, units=int(m[6]) if m[6] else 0,
-                   per_sm=int(m[16]) if m[16] else 1)
+                   input_inside=bool(m[11]), quantize=bool(m[12]), prefetch=bool(m[13]),
+                   slab=int(m[14]) if m[14] else 0, mcast=int(m[15]) if m[15] else 0,
+                   cluster=int(m[16]) if m[16] else 0, units=int(m[6]) if m[6] else 0,
+                   per_sm=int(m[17]) if m[17] else 1)
 
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback.

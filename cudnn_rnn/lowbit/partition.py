@@ -90,6 +90,7 @@ class Partition:
     input_inside: bool = False  # layer 0's input part multiplied in the kernel (no projection)
     slab: int = SLAB  # chunks a k-group stages per pipeline stage (bulk staging: a copy's)
     prefetch: bool = False  # the input part's next step copied ahead (PREX, fits.prefetch)
+    xq: int = 0  # layer 0's input codes written by the kernel, units a thread (XQ; 0: before)
     # bulk staging: k-group 0's ring stages where they differ from the other group's
     # ``stages`` (the kernel's STAGES0; 0: the same): see plan
     stages0: int = 0
@@ -169,7 +170,7 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
          areg: bool = False, cluster: int = 0, units: int = 0, wg: bool = False,
          bulk: bool = False, mcast: int = 0, gx_global: bool = False,
          reg_gates: bool = False, per_sm: int = 1, input_inside: bool = False,
-         slab: int = SLAB, prefetch: bool = False) -> Partition:
+         slab: int = SLAB, prefetch: bool = False, quantize: bool = False) -> Partition:
     """The partition of ``cfg`` over ``ctas`` CTAs (at most ``per_sm`` per multiprocessor,
     all resident; ``smem_per_block`` each one's share) in ``batch_slices`` batch slices;
     :class:`DoesNotFit` says why it cannot run. ``areg``: each warp keeps its weight
@@ -188,7 +189,8 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
     ``slab``: the chunks of one bulk copy (a ring stage; smaller: more stages in the same
     bytes, more copies in flight while a warpgroup multiplies one), ``prefetch``: the input
     part's first stages of the next step copied once a step's products are done
-    (fits.prefetch)."""
+    (fits.prefetch), ``quantize``: layer 0's input codes written by its CTAs
+    (fits.quantize_share)."""
     H, B, D, g = cfg.hidden_size, cfg.mini_batch, cfg.dirs, cfg.gates
     ctas = sm_count * per_sm if ctas is None else ctas
     if not 1 <= ctas <= sm_count * per_sm:
@@ -319,6 +321,8 @@ def plan(cfg: RNNConfig, fx: str | None, fh: str, *, sm_count: int, smem_per_blo
                               (s.ks - s.kx) * part.stages * s.npad * slab * CHUNK)
                              for s in part.slices])
         part.prefetch = True
+    if quantize:
+        part.xq = fits.quantize_share(part)
     return part
 
 

@@ -88,6 +88,12 @@
 //            from the other group's STAGES (partition.plan gives the room an equal ring
 //            leaves to the groups past the first: one stage more); the ring then lies group
 //            by group, and each warpgroup runs a copy of the slab loop of its own depth
+//   XQ       (with WGB; layer 0's input part in the kernel, one direction) layer 0's input
+//            codes written by layer 0's own CTAs, not before the launch: each quantizes its
+//            share of its batch slice's rows of x three steps ahead (slots 0-2 before the
+//            first signal), XQ units of 4 values a thread at most (fits.quantize_share). Its
+//            loads are issued before a step's wait, its codes stored before its signal; at
+//            step 0 the input part's warpgroups (XE) wait for the group's first signal too
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below:
 //   0 step start, 1 wait met, 8 first slab landed, 2 products done, 3 partial sums, 4 gate
@@ -125,6 +131,12 @@
 #endif
 #ifndef GXL2
 #define GXL2 0
+#endif
+#ifndef XQ
+#define XQ 0
+#endif
+#if XQ && !WGB
+#error "XQ: layer 0's input codes in wgmma's layout, written by the kernel (bulk staging's)"
 #endif
 #if GXL2 && (!WG || GXG)
 #error "GXL2: the staged projection's L2 prefetch is the copy engine's (wgmma's kernels)"
@@ -280,13 +292,16 @@ struct Layer {                 // one pseudo-layer (persistent.LAYER)
     const float* bW;
     const float* bR;
     const void* gx;            // layer 0: (T*B, GATES*H) input GEMM output; else null
-    const unsigned char* xin;  // a layer's input part: (T, B, xrowb) input codes in FX
+    const unsigned char* xin;  // a layer's input part: (T, B, xrowb) codes in FX (XQ: its own)
     unsigned char* hq;         // (T+1, B, hrowb) h codes in FH, slot 0 from h0
     unsigned char* xout0;      // the next layer's inputs (one per reader), or null
     unsigned char* xout1;
     float hscale, xscale0, xscale1;
     int layer, dir;
     int last;                  // 1: the last layer's, which writes y
+    int xqi;                   // XQ: x's values a row (the input size)
+    float xqscale;             // XQ: layer 0's input scale
+    const float* xq;           // XQ, layer 0: (T, B, xqi) x, quantized into xin; else null
 };
 
 struct Slice {                 // one CTA (partition.Slice)
@@ -295,19 +310,25 @@ struct Slice {                 // one CTA (partition.Slice)
     int ctr;                   // its group's counter, which its steps advance
 };
 
-// v in format F with scale s (s is 1 for the 16-bit formats), the rules of kernels.FORMATS
-template <int F> __device__ __forceinline__ void put(unsigned char* p, float v, float s) {
+// the bits of v in format F with scale s (s is 1 for the 16-bit formats), the rules of
+// kernels.FORMATS, in the low BPE(F) bytes
+template <int F> __device__ __forceinline__ unsigned bits(float v, float s) {
     if constexpr (F == 0) {
         unsigned short h;
         asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-        *(unsigned short*)p = h;
+        return h;
     } else if constexpr (F == 1) {
-        *(unsigned short*)p = lb_bf16(v);
+        return lb_bf16(v);
     } else if constexpr (F == 2) {
-        *(signed char*)p = lb_int8(v, s);
+        return (unsigned char)lb_int8(v, s);
     } else {
-        *p = lb_e4m3(v, s);
+        return lb_e4m3(v, s);
     }
+}
+// v in format F with scale s, stored at p
+template <int F> __device__ __forceinline__ void put(unsigned char* p, float v, float s) {
+    if constexpr (F < 2) *(unsigned short*)p = (unsigned short)bits<F>(v, s);
+    else *p = (unsigned char)bits<F>(v, s);
 }
 
 __device__ __forceinline__ float cell(const float (&X)[GATES], const float (&R)[GATES],
@@ -462,6 +483,59 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 L.hscale);
 #endif
     }
+#if XQ
+    // layer 0's input codes (XQ): this CTA's share of its batch slice's units of 4 values
+    // (unit v: row v / per, values 4 (v % per) on; per a row, x's rows ceil(xqi / 4)), the
+    // share in proportion to its units of H, so that the slice's CTAs together write every
+    // unit once (a row's codes past xqi, in no unit, stay the buffer's zeros); a thread's
+    // units tid, tid + THREADS, ... of the share, loaded (x_load, zeros past a row's end)
+    // and stored as codes (x_store: one 4- or 8-byte store a unit, within a 16-byte piece)
+    const int xq_per = (L.xqi + 3) >> 2;
+    const long long xq_n = L.xq ? (long long)nb * xq_per : 0;
+    const int xq_a = (int)(xq_n * j0 / H), xq_e = (int)(xq_n * min(j0 + nu, H) / H);
+    const bool xq_vec = (L.xqi & 3) == 0 && ((size_t)L.xq & 15) == 0;
+    auto x_load = [&](int t, float (&v)[XQ][4]) {
+#pragma unroll
+        for (int k = 0; k < XQ; ++k) {
+            const int u = xq_a + tid + k * THREADS, b = u / xq_per, f = (u - b * xq_per) * 4;
+            const float* row = L.xq + ((size_t)t * B + b0 + b) * L.xqi + f;
+            v[k][0] = v[k][1] = v[k][2] = v[k][3] = 0.0f;
+            if (u >= xq_e) continue;
+            if (xq_vec) {
+                const float4 w = __ldg((const float4*)row);
+                v[k][0] = w.x; v[k][1] = w.y; v[k][2] = w.z; v[k][3] = w.w;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    if (f + e < L.xqi) v[k][e] = __ldg(row + e);
+            }
+        }
+    };
+    auto x_store = [&](int t, const float (&v)[XQ][4]) {
+#pragma unroll
+        for (int k = 0; k < XQ; ++k) {
+            const int u = xq_a + tid + k * THREADS, b = u / xq_per, f = (u - b * xq_per) * 4;
+            if (u >= xq_e) continue;
+            unsigned char* at = const_cast<unsigned char*>(L.xin)
+                                + code_at(t, S.bs, b, f * BPE(FX), xrowb);
+            const unsigned c0 = bits<FX>(v[k][0], L.xqscale), c1 = bits<FX>(v[k][1], L.xqscale);
+            const unsigned c2 = bits<FX>(v[k][2], L.xqscale), c3 = bits<FX>(v[k][3], L.xqscale);
+            if (BPE(FX) == 1)
+                *(unsigned*)at = c0 | c1 << 8 | c2 << 16 | c3 << 24;
+            else
+                *(uint2*)at = make_uint2(c0 | c1 << 16, c2 | c3 << 16);
+        }
+    };
+    {  // slots 0-2, before the first signal
+        float v[3][XQ][4];
+#pragma unroll
+        for (int t = 0; t < 3; ++t)
+            if (t < T) x_load(t, v[t]);
+#pragma unroll
+        for (int t = 0; t < 3; ++t)
+            if (t < T) x_store(t, v[t]);
+    }
+#endif
     // layer 0: the input projection of step s (no recurrence in it) is fetched before the
     // wait for step s, into gxs[q][b][u] (WGB: waited for before the gate math, so that its
     // copies land beside the step's products, not before its first)
@@ -647,6 +721,12 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             if (L.xout1) put<FX>(L.xout1 + xat, v, L.xscale1);
         };
 #endif
+#if XQ
+        // layer 0's input codes of three steps on: loaded before the wait, stored before
+        // the signal (read by the slice's CTAs at that step, past two of its waits)
+        float xv[XQ][4];
+        if (s + 3 < T) x_load(s + 3, xv);
+#endif
 #if GR && GXG
         // this lane's pairs' input projection, loaded before the wait (nothing in the launch
         // writes it; brought into L2 a step ahead): its latency off the step's chain
@@ -667,7 +747,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             unsigned targets[MAXW];
 #pragma unroll
             for (int i = 0; i < MAXW; ++i) {
-                ctrs[i] = XE && kx && (kg < kx) != (i > 0)
+                // (XQ: at step 0 the input part's too: slot 0 of x's codes, the group's)
+                ctrs[i] = XE && kx && (kg < kx) != (i > 0) && !(XQ && s == 0)
                           ? -1 : my_waits[((unsigned)s * MAXW + i) * 2];
                 targets[i] = (unsigned)my_waits[((unsigned)s * MAXW + i) * 2 + 1];
             }
@@ -1267,6 +1348,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             }
         }
 #endif  // GR
+#if XQ
+        if (s + 3 < T) x_store(s + 3, xv);
+#endif
         MARK(4);
 #if CLUSTER
         cl_arrive();  // release: this thread's writes of h, before the group's next step

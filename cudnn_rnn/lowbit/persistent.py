@@ -96,6 +96,7 @@ def defines(cfg: RNNConfig, part: partition.Partition, gx_int: bool,
             **({"GXG": 1} if part.gx_global else {}), **({"GR": 1} if part.reg_gates else {}),
             **({"PREX": 1} if part.prefetch else {}), **({"GXL2": 1} if gx_l2 else {}),
             **({"STAGES0": part.stages0} if part.stages0 else {}),
+            **({"XQ": part.xq} if part.xq else {}),
             "KS": _agreed(part, "ks"), "TS": _agreed(part, "ts"),
             **({"MINB": part.per_sm} if part.per_sm > 1 else {})}
 
@@ -238,7 +239,7 @@ class PersistentEngine(Forward):
         self.gx, self.first, self.inside = [], [], []
         out_dtype = kernels.OUTPUT_DTYPE[gx_precision]
         fmt0 = kernels.OPERANDS[gx_precision]
-        if inside:
+        if inside and not part.xq:  # (part.xq: the kernel writes them)
             s0 = part.slices[0]  # of batch slice 0: a whole slice's rows
             code = kernels.wgmma_quantizer(fmt0, T, B, c.input_size, part.xrowb, s0.nb,
                                            s0.npad, part.batch_slices)
@@ -253,23 +254,7 @@ class PersistentEngine(Forward):
             self.first.append((p.index, m, cp.asarray(ops[p.index].input.codes),
                                np.float32(ops[p.index].input.act_scale), fmt0))
             self.gx.append(cp.empty((T * B, g * H), out_dtype))
-        table = np.zeros(len(pls), dtype=LAYER)
-        layers = walk.layers(c)
-        for p in pls:
-            row = table[p.index]
-            v = self.vectors[p.index]
-            for n in ("dqx", "dqh", "bW", "bR"):
-                row[n] = v[n].data.ptr
-            row["gx"] = self.gx[p.direction].data.ptr if p.layer == 0 and self.gx else 0
-            row["xin"] = self.xin[p.index].data.ptr if p.index in self.xin else 0
-            row["hq"] = self.hq[p.index].data.ptr
-            readers = layers[p.layer + 1] if p.layer + 1 < c.num_layers else []
-            for i, r in enumerate(readers):
-                row[f"xout{i}"] = self.xin[r.index].data.ptr
-                row[f"xscale{i}"] = ops[r.index].input.act_scale
-            row["last"] = int(not readers)
-            row["hscale"] = ops[p.index].recurrent.act_scale
-            row["layer"], row["dir"] = p.layer, p.direction
+        table = tables.layers(part, self.vectors, ops, self.hq, self.xin, self.gx, self.x)
         self.tables = {"layers": cp.asarray(table.view(np.uint8)),
                        "slices": cp.asarray(tables.slices(part).view(np.uint8)),
                        "waits": cp.asarray(tables.waits(part)),
@@ -379,6 +364,8 @@ class PersistentEngine(Forward):
                 "slabs_per_step": p.wg_slabs, "chunks_per_slab": p.slab,
                 # the input part's first stages of the next step copied ahead (PREX)
                 "input_stages_ahead": min(p.stages, p.wg_slabs) if p.prefetch else 0,
+                # layer 0's input codes quantized by the kernel, units a thread (0: before)
+                "input_codes_by_kernel": p.xq,
                 "input_projection_from": "kernel" if p.input_inside else
                                          "global" if p.gx_global else "shared",
                 "gate_sums_in": "registers" if p.reg_gates else "shared",

@@ -1,7 +1,7 @@
 """The launch's tables, made from a :class:`~cudnn_rnn.lowbit.partition.Partition`: when each
 CTA may take each step (:func:`waits`), every CTA's weight rows in its shared-memory
 layout (:func:`blob`), and the records of the kernel's structs (:data:`LAYER`, one per
-pseudo-layer, filled by the engine; :data:`SLICE`, one per CTA: :func:`slices`)."""
+pseudo-layer: :func:`layers`; :data:`SLICE`, one per CTA: :func:`slices`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,7 +14,8 @@ _P = "u8"  # a device pointer
 LAYER = np.dtype([(n, _P) for n in ("dqx", "dqh", "bW", "bR", "gx", "xin", "hq", "xout0",
                                     "xout1")]
                  + [(n, "f4") for n in ("hscale", "xscale0", "xscale1")]
-                 + [(n, "i4") for n in ("layer", "dir", "last")], align=True)
+                 + [(n, "i4") for n in ("layer", "dir", "last", "xqi")]
+                 + [("xqscale", "f4"), ("xq", _P)], align=True)
 SLICE = np.dtype([("blob", "i8")] + [(n, "i4") for n in (
     "k", "j0", "nu", "bs", "b0", "nb", "mpad", "npad", "ts", "ks", "kx", "nxc", "nc", "off_dq",
     "off_own", "off_gx", "off_ring", "ctr")], align=True)
@@ -27,6 +28,37 @@ def slices(part: Partition) -> np.ndarray:
         for n in SLICE.names:
             out[i][n] = getattr(s, n)
     return out
+
+
+def layers(part: Partition, vectors: list, ops: list, hq: list, xin: dict, gx: list,
+           x) -> np.ndarray:
+    """Every pseudo-layer's :data:`LAYER` record: the device pointers of its dequantization
+    and bias ``vectors`` (dicts of CuPy arrays), its h codes ``hq``, its input codes
+    ``xin`` (by pseudo-layer; layer 0's with the input products in the kernel) and the
+    layer above's, layer 0's input projection ``gx`` (one a direction, or none), with
+    ``part.xq`` layer 0's input ``x`` to quantize; ``ops``: :func:`operands.prepare`'s
+    (the activation scales)."""
+    cfg = part.cfg
+    pls, by_layer = walk.pseudo_layers(cfg), walk.layers(cfg)
+    table = np.zeros(len(pls), dtype=LAYER)
+    for p in pls:
+        row = table[p.index]
+        for n in ("dqx", "dqh", "bW", "bR"):
+            row[n] = vectors[p.index][n].data.ptr
+        row["gx"] = gx[p.direction].data.ptr if p.layer == 0 and gx else 0
+        row["xin"] = xin[p.index].data.ptr if p.index in xin else 0
+        row["hq"] = hq[p.index].data.ptr
+        readers = by_layer[p.layer + 1] if p.layer + 1 < cfg.num_layers else []
+        for i, r in enumerate(readers):
+            row[f"xout{i}"] = xin[r.index].data.ptr
+            row[f"xscale{i}"] = ops[r.index].input.act_scale
+        row["last"] = int(not readers)
+        row["hscale"] = ops[p.index].recurrent.act_scale
+        row["layer"], row["dir"] = p.layer, p.direction
+        if part.xq and p.layer == 0:
+            row["xq"], row["xqi"] = x.data.ptr, cfg.input_size
+            row["xqscale"] = ops[p.index].input.act_scale
+    return table
 
 
 def waits(part: Partition) -> np.ndarray:

@@ -1,0 +1,170 @@
+"""Layer 0's input codes written by the kernel itself (launch shapes with 'q' after 'i', the
+kernel's XQ), on the CPU: the name, the refusals with their reasons, each CTA's share of a
+batch slice's codes by the kernel's own text (every code once, where the kernel's reads find
+it), the layer records that hand the kernel x, and the kernels compiled without spills. On
+a GPU: tests/test_gpu_persistent_quantize.py."""
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from cudnn_rnn.bindings.enums import RNNMode
+from cudnn_rnn.lowbit import fits, partition, tables
+from cudnn_rnn.lowbit import persistent as P
+from cudnn_rnn.lowbit.launch import Settings
+from cudnn_rnn.lowbit.ptxas import ptxas_info
+
+from tests.test_persistent import SMEM, _cfg, _nvrtc_or_skip
+from tests.test_persistent_inside import _code_at, _plan
+from tests.test_persistent_wg import _shape
+
+
+def test_the_launch_shape_names_a_q_after_the_i():
+    for name in ("b2t256u16wbeiq", "b2t256u8wbiq", "b2t256u16wbeiqs2", "b2t256u16wbeiqxs2"):
+        s = Settings.parse(name)
+        assert s.name == name and s.quantize and s.partition_args()["quantize"]
+    assert "quantize" not in Settings.parse("b2t256u16wbeis2").partition_args()
+    with pytest.raises(ValueError, match="no launch shape"):
+        Settings.parse("b2t256u16wbeqi")
+    with pytest.raises(ValueError, match="name 'i' first"):
+        Settings.parse("b2t256u16wbeq")
+
+
+def test_two_directions_a_share_too_large_and_no_input_products_are_refused():
+    bi = _cfg(RNNMode.LSTM, 1, True, H=64, B=32, T=9, I=48)
+    with pytest.raises(partition.DoesNotFit, match="take one direction"):
+        _plan(bi, "b2t256u16wbeiq")
+    wide = _cfg(RNNMode.LSTM, 1, H=64, B=128, T=9, I=256)
+    assert _plan(wide, "b2t256u16wbeiq").xq == 4  # 64 rows of 64 units over 4 CTAs
+    with pytest.raises(partition.DoesNotFit, match=f"at most {fits.XQ_UNITS}"):
+        _plan(wide, "b1t256u16wbeiq")
+    seed = _shape("LSTM 20/2/512/64")
+    with pytest.raises(partition.DoesNotFit, match="'wbiq'"):
+        partition.plan(seed, "int8", "int8", sm_count=132, smem_per_block=SMEM, batch_slices=2,
+                       units=16, wg=True, bulk=True, quantize=True)
+
+
+def _share():
+    """persistent.cu's XQ share by its own text, C's division as Python's //: a function of
+    (the slice's nb, j0, nu, H, xqi, tid, k) giving unit u's (u, b, f) or None past the
+    share, the x index its value e reads (None past the row) and the byte its codes start."""
+    src = P.SOURCE.read_text()
+
+    def grab(pattern, what):
+        m = re.search(pattern, src)
+        assert m, what
+        text = m.group(1)
+        for cast in ("(int)", "(long long)", "(size_t)"):
+            text = text.replace(cast, "")
+        return compile(text.replace("L.", "").replace("/", "//").replace(">> 2", "// 4"),
+                       what, "eval")
+    per = grab(r"const int xq_per = ([^;]+);", "xq_per")
+    n = grab(r"const long long xq_n = L\.xq \? ([^:]+) : 0;", "xq_n")
+    a = grab(r"const int xq_a = ([^,]+),", "xq_a")
+    e = grab(r"xq_e = ([^;]+);\n", "xq_e")
+    u = grab(r"const int u = ([^,]+), b = u", "u")
+    b = grab(r", b = (u / xq_per), f", "b")
+    f = grab(r", f = (\(u - b \* xq_per\) \* 4);", "f")
+    row = grab(r"const float\* row = L\.xq \+ ([^;]+);", "row")
+    bound = grab(r"if \((f \+ e < L\.xqi)\) v\[k\]\[e\]", "the read's bound")
+    # the store's unit, row and values are the load's; its codes at code_at's bytes
+    units = re.findall(r"const int u = [^;]+;\n\s*(?:const float\* row|if \(u >= xq_e\))", src)
+    assert len(units) == 2 and len({re.sub(r"\n.*", "", x, flags=re.S) for x in units}) == 1
+    assert "+ code_at(t, S.bs, b, f * BPE(FX), xrowb);" in src, "the store"
+    ev = lambda x, v: eval(x, {"min": min}, v)  # noqa: E731,S307 (the kernel's text)
+
+    def unit(**v):
+        v["xq_per"] = ev(per, v)
+        v["xq_n"] = ev(n, v)
+        v["xq_a"], v["xq_e"] = ev(a, v), ev(e, v)
+        v["u"] = ev(u, v)
+        if v["u"] >= v["xq_e"]:
+            return None
+        v["b"] = ev(b, v)
+        v["f"] = ev(f, v)
+        reads = [ev(row, v) + k for k in range(4) if ev(bound, dict(v, e=k))]
+        return v["u"], v["b"], v["f"], reads
+    return unit
+
+
+@pytest.mark.parametrize("spec,name,fmt,input_size", [
+    ("LSTM 3/1/1024/256", "b2t256u16wbeiqs2", "int8", None),
+    ("LSTM 3/2/512/64", "b2t256u16wbeiq", "int8", None),
+    ("GRU 4/1/200/39", "b2t256u16wbiq", "e4m3", 50),
+    ("LSTM 5/1/64/63", "b2t256u16wbeiq", "fp16", 52),
+    ("RNN_TANH 3/1/136/5", "b2t256u16wbiq", "bf16", 17),
+    ("LSTM 2/1/64/63", "b2t256u16wbeiq", "int8", 50),
+    ("LSTM 2/1/64/64", "b1t256u16wbeiq", "e4m3", 48)])
+def test_each_ctas_share_writes_every_code_of_its_slice_once(spec, name, fmt, input_size):
+    """Every (batch row, 4 values) unit of layer 0's input stored by exactly one thread of
+    one CTA of its batch slice, within the XQ units a thread the plan gives it, at the bytes
+    code_at gives the values' codes (where the kernel's bulk copies read them, as the
+    quantizer before the launch puts them), read from x's row of that batch row (nothing past
+    the row's end); the slices of the layers above write none."""
+    cfg = _shape(spec)
+    if input_size:
+        cfg = _cfg(cfg.mode, cfg.num_layers, H=cfg.hidden_size, B=cfg.mini_batch,
+                   T=cfg.seq_length, I=input_size)
+    part = _plan(cfg, name, fmt)
+    unit, code_at = _share(), _code_at()
+    T, B, I, H = cfg.seq_length, cfg.mini_batch, cfg.input_size, cfg.hidden_size
+    bpe = partition.FORMAT_BYTES[fmt]
+    per_row = -(-I // 4)
+    seen = {}
+    for s in part.slices:
+        if s.k:  # (the kernel: xq_n is 0 where the layer's record has no x)
+            continue
+        for tid in range(part.threads):
+            for k in range(part.xq):
+                got = unit(nb=s.nb, j0=s.j0, nu=s.nu, H=H, xqi=I, tid=tid, k=k,
+                           THREADS=part.threads, t=T - 1, B=B, b0=s.b0)
+                if got is None:
+                    continue
+                u, b, f, reads = got
+                key = (s.b0 + b, f)
+                assert key not in seen and b < s.nb and f < I
+                seen[key] = s.j0
+                assert reads == [((T - 1) * B + s.b0 + b) * I + f + e
+                                 for e in range(min(4, I - f))]
+                byte = code_at(t=T - 1, bs=s.bs, b=b, byte=f * bpe, rowb=part.xrowb,
+                               WGS=part.batch_slices, WGN=s.npad)
+                assert byte % (4 * bpe) == 0  # one aligned store within a 16-byte piece
+                assert byte // 16 == code_at(t=T - 1, bs=s.bs, b=b, byte=(f + 3) * bpe,
+                                             rowb=part.xrowb, WGS=part.batch_slices,
+                                             WGN=s.npad) // 16
+    assert set(seen) == {(r, 4 * c) for r in range(B) for c in range(per_row)}
+    assert 1 <= part.xq <= fits.XQ_UNITS
+
+
+def test_the_layer_records_hand_layer_0_its_input_and_scale():
+    cfg = _cfg(RNNMode.LSTM, 2, H=64, B=32, T=9, I=48)
+    arr = lambda p: SimpleNamespace(data=SimpleNamespace(ptr=p))  # noqa: E731 (a device array)
+    vectors = [{n: arr(16) for n in ("dqx", "dqh", "bW", "bR")}] * 2
+    ops = [SimpleNamespace(input=SimpleNamespace(act_scale=0.5 + i),
+                           recurrent=SimpleNamespace(act_scale=2.0)) for i in range(2)]
+    for name, xq in (("b2t256u16wbeiq", True), ("b2t256u16wbei", False)):
+        part = _plan(cfg, name)
+        rows = tables.layers(part, vectors, ops, [arr(32)] * 2, {0: arr(48), 1: arr(64)}, [],
+                             arr(4096))
+        assert rows["xq"].tolist() == ([4096, 0] if xq else [0, 0])
+        assert rows["xqi"].tolist() == ([cfg.input_size, 0] if xq else [0, 0])
+        assert rows["xqscale"].tolist() == ([0.5, 0.0] if xq else [0.0, 0.0])
+        assert rows["xin"].tolist() == [48, 64] and rows["xout0"].tolist() == [64, 0]
+
+
+@pytest.mark.parametrize("spec,name,fmt", [
+    ("LSTM 50/1/1024/256", "b2t256u16wbeiqs2", "int8"), ("GRU 50/1/1024/256", "b2t256u16wbeiqs2",
+                                                         "int8"),
+    ("LSTM 50/1/1024/256", "b2t256u16wbeiqxs2", "int8"), ("LSTM 20/2/512/64", "b2t256u16wbeiq",
+                                                          "fp16"),
+    ("GRU 20/2/512/64", "b2t256u16wbeiq", "e4m3"), ("RNN_TANH 20/1/512/64", "b2t256u16wbiq",
+                                                    "bf16")])
+def test_the_kernels_that_write_their_input_codes_compile_without_spills(spec, name, fmt):
+    _nvrtc_or_skip()
+    cfg = _shape(spec)
+    consts = P.defines(cfg, _plan(cfg, name, fmt), gx_int=False)
+    assert consts["XQ"] >= 1
+    assert "XQ" not in P.defines(cfg, _plan(cfg, name.replace("q", ""), fmt), gx_int=False)
+    info = ptxas_info(consts, "sm_90a")
+    assert info["spill_stores"] == 0 and info["registers"] <= 255, info
