@@ -35,8 +35,9 @@ def test_two_directions_a_share_too_large_and_no_input_products_are_refused():
     bi = _cfg(RNNMode.LSTM, 1, True, H=64, B=32, T=9, I=48)
     with pytest.raises(partition.DoesNotFit, match="take one direction"):
         _plan(bi, "b2t256u16wbeiq")
-    wide = _cfg(RNNMode.LSTM, 1, H=64, B=128, T=9, I=256)
-    assert _plan(wide, "b2t256u16wbeiq").xq == 4  # 64 rows of 64 units over 4 CTAs
+    wide = _cfg(RNNMode.LSTM, 1, H=64, B=64, T=9, I=256)
+    # 32 rows of 64 units over 4 CTAs of 192 workers; one slice of 64 rows: 6 units a worker
+    assert _plan(wide, "b2t256u16wbeiq").xq == 3
     with pytest.raises(partition.DoesNotFit, match=f"at most {fits.XQ_UNITS}"):
         _plan(wide, "b1t256u16wbeiq")
     seed = _shape("LSTM 20/2/512/64")
@@ -57,15 +58,19 @@ def _share():
         text = m.group(1)
         for cast in ("(int)", "(long long)", "(size_t)"):
             text = text.replace(cast, "")
+        # C's `a ? b : c` (one, unnested) as Python's
+        text = re.sub(r"^(.+?) \? (.+?) : (.+)$", r"(\2) if (\1) else (\3)", text, flags=re.S)
         return compile(text.replace("L.", "").replace("/", "//").replace(">> 2", "// 4"),
                        what, "eval")
     per = grab(r"const int xq_per = ([^;]+);", "xq_per")
-    n = grab(r"const long long xq_n = L\.xq \? ([^:]+) : 0;", "xq_n")
+    n = grab(r"const long long xq_n = L\.xq \? ([^:]+) : 0;", "xq_n")  # (L.xq set)
     a = grab(r"const int xq_a = ([^,]+),", "xq_a")
     e = grab(r"xq_e = ([^;]+);\n", "xq_e")
+    w = grab(r"const int xq_w = ([^;]+);", "xq_w")
+    workers = grab(r"#define XQW (\([^)]+\))", "XQW")
     u = grab(r"const int u = ([^,]+), b = u", "u")
-    b = grab(r", b = (u / xq_per), f", "b")
-    f = grab(r", f = (\(u - b \* xq_per\) \* 4);", "f")
+    b = grab(r", b = (u / xq_per),\s*f", "b")
+    f = grab(r"\bf = (\(u - b \* xq_per\) \* 4);", "f")
     row = grab(r"const float\* row = L\.xq \+ ([^;]+);", "row")
     bound = grab(r"if \((f \+ e < L\.xqi)\) v\[k\]\[e\]", "the read's bound")
     # the store's unit, row and values are the load's; its codes at code_at's bytes
@@ -78,6 +83,8 @@ def _share():
         v["xq_per"] = ev(per, v)
         v["xq_n"] = ev(n, v)
         v["xq_a"], v["xq_e"] = ev(a, v), ev(e, v)
+        v["XQW"] = ev(workers, v)
+        v["xq_w"] = ev(w, v)
         v["u"] = ev(u, v)
         if v["u"] >= v["xq_e"]:
             return None

@@ -173,7 +173,7 @@ def test_the_launch_shape_names_wgmma_with_a_w():
     s = Settings.parse("b2t256u16w")
     assert s.wg and s.units == 16 and s.name == "b2t256u16w"
     assert not Settings.parse("b2t256u16").wg
-    with pytest.raises(ValueError, match=r"\[w\[b\[g\]\[e\]\[i\[x\]\]\[s<chunks a copy>\]"
+    with pytest.raises(ValueError, match=r"\[w\[b\[g\]\[e\]\[i\[q\]\[x\]\]\[s<chunks a copy>\]"
                                          r"\[m<CTAs sharing a copy>\]\]\]"):
         Settings.parse("b2t256wu16")
 

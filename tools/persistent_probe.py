@@ -369,6 +369,22 @@ VARIANTS.update({f"ring{n}": [(
 VARIANTS["equal_ring"] = [("#ifndef STAGES0\n#define STAGES0 STAGES\n#endif",
                            "#ifdef STAGES0\n#undef STAGES\n#define STAGES STAGES0\n#else\n"
                            "#define STAGES0 STAGES\n#endif", 1)]
+# 'q' (layer 0's input codes written by the kernel): each step's loads of x after its wait,
+# not before it; and every thread a worker (the first warp of each warpgroup too, whose
+# threads poll the counters and issue the bulk copies, as a6819b2 had it: slower on an H100
+# than the quantizer before the launch at LSTM 50/1/1024/256 'wbeis2', its wait 0.7 us
+# longer)
+_XQ_LOAD = "        float xv[XQ][4];\n        if (s + 3 < T) x_load(s + 3, xv);\n"
+_WAITED_MARKS = "        MARK(1);\n        MARK(6);\n"
+VARIANTS.update({
+    "xq_after_wait": [(_XQ_LOAD, "        float xv[XQ][4];\n", 1),
+                      (_WAITED_MARKS, _WAITED_MARKS + "#if XQ\n        if (s + 3 < T) "
+                       "x_load(s + 3, xv);\n#endif\n", 1)],
+    "xq_all_threads": [("    const int xq_w = (tid & 127) < 32 ? -1 : (tid >> 7) * 96 + "
+                        "(tid & 127) - 32;", "    const int xq_w = tid;", 1),
+                       ("#define XQW (THREADS - THREADS / 128 * 32)", "#define XQW THREADS",
+                        1)],
+})
 # drops and variants that patch the gate math of kernels without 'e' (with it, the kernel's GR
 # branch is other text, so the patch would change nothing that runs): refused where a launch
 # shape with 'e' may run (named, or the tuner's list)

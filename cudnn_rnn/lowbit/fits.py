@@ -228,19 +228,25 @@ def prefetch(part, room: list[tuple[int, int]]) -> None:
                              f"fit the recurrent part's stages ({have} bytes)")
 
 
-XQ_UNITS = 4  # units of 4 values of x a thread may quantize a step (XQ: held in registers
+XQ_UNITS = 4  # units of 4 values of x a worker may quantize a step (XQ: held in registers
               # from before the step's wait, through its products, to its signal)
 
 
+def quantize_workers(threads: int) -> int:
+    """The threads of a CTA that quantize layer 0's input (the kernel's XQW): the warps past
+    each warpgroup's first, whose threads poll the counters and issue the bulk copies."""
+    return threads - threads // 128 * 32
+
+
 def quantize_share(part) -> int:
-    """The units of 4 values of layer 0's input a thread of the kernel quantizes at most a
-    step (its ``XQ``), where layer 0's CTAs write its input codes themselves (``'q'``): each
+    """The units of 4 values of layer 0's input a worker (:func:`quantize_workers`) of the
+    kernel quantizes at most a step (its ``XQ``), where layer 0's CTAs write its input codes themselves (``'q'``): each
     CTA of a batch slice's group takes a share of the slice's units (``nb`` rows of
     ``ceil(input / 4)``) in proportion to its units of H, so that together they write each
     once; :class:`DoesNotFit` where the input products are not in the kernel, where two
     directions read the codes (the backward one from the sequence's end, long before a
     forward CTA could write them) or where a share takes more than :data:`XQ_UNITS` a
-    thread."""
+    worker."""
     cfg = part.cfg
     if not part.input_inside:
         raise DoesNotFit("layer 0's input codes written by the kernel ('q') are for its input "
@@ -251,8 +257,8 @@ def quantize_share(part) -> int:
     H, per = cfg.hidden_size, -(-cfg.input_size // 4)
     shares = [s.nb * per * (s.j0 + s.nu) // H - s.nb * per * s.j0 // H
               for s in part.slices if s.k == 0]
-    units = -(-max(shares) // part.threads)
+    units = -(-max(shares) // quantize_workers(part.threads))
     if units > XQ_UNITS:
-        raise DoesNotFit(f"layer 0's input codes written by the kernel ('q'): a thread's share "
+        raise DoesNotFit(f"layer 0's input codes written by the kernel ('q'): a worker's share "
                          f"is {units} units of 4 values a step, at most {XQ_UNITS}")
     return units

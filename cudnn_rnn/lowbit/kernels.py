@@ -78,13 +78,15 @@ __device__ __forceinline__ unsigned short lb_bf16(float v) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return (unsigned short)(u >> 16);
 }
-__device__ __forceinline__ signed char lb_int8(float v, float s) {
-    float q = rintf(LB_DIV(v, s));
+__device__ __forceinline__ signed char lb_int8_of(float x) {  // x: v / s
+    float q = rintf(x);
     q = fminf(fmaxf(q, -127.0f), 127.0f);
     return (signed char)q;
 }
-__device__ __forceinline__ unsigned char lb_e4m3(float v, float s) {
-    float x = LB_DIV(v, s);
+__device__ __forceinline__ signed char lb_int8(float v, float s) {
+    return lb_int8_of(LB_DIV(v, s));
+}
+__device__ __forceinline__ unsigned char lb_e4m3_of(float x) {  // x: v / s
     unsigned int sign = (__float_as_uint(x) >> 24) & 0x80u;
     if (isnan(x)) return 0x7Fu;
     float a = fabsf(x);
@@ -93,6 +95,9 @@ __device__ __forceinline__ unsigned char lb_e4m3(float v, float s) {
     int mag = (ex + 6) * 8 + (int)rintf(ldexpf(a, 3 - ex));
     if (mag > 0x7E) mag = 0x7E;
     return (unsigned char)(sign | (unsigned int)mag);
+}
+__device__ __forceinline__ unsigned char lb_e4m3(float v, float s) {
+    return lb_e4m3_of(LB_DIV(v, s));
 }
 """
 EXACT_DIV = "#define LB_DIV(a, b) ((a) / (b))\n"  # correctly rounded

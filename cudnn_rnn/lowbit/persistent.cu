@@ -91,7 +91,7 @@
 //   XQ       (with WGB; layer 0's input part in the kernel, one direction) layer 0's input
 //            codes written by layer 0's own CTAs, not before the launch: each quantizes its
 //            share of its batch slice's rows of x three steps ahead (slots 0-2 before the
-//            first signal), XQ units of 4 values a thread at most (fits.quantize_share). Its
+//            first signal), XQ units of 4 values a worker at most (fits.quantize_share). Its
 //            loads are issued before a step's wait, its codes stored before its signal; at
 //            step 0 the input part's warpgroups (XE) wait for the group's first signal too
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
@@ -138,6 +138,7 @@
 #if XQ && !WGB
 #error "XQ: layer 0's input codes in wgmma's layout, written by the kernel (bulk staging's)"
 #endif
+#define XQW (THREADS - THREADS / 128 * 32)  // XQ's workers: warps past each warpgroup's first
 #if GXL2 && (!WG || GXG)
 #error "GXL2: the staged projection's L2 prefetch is the copy engine's (wgmma's kernels)"
 #endif
@@ -311,8 +312,9 @@ struct Slice {                 // one CTA (partition.Slice)
 };
 
 // the bits of v in format F with scale s (s is 1 for the 16-bit formats), the rules of
-// kernels.FORMATS, in the low BPE(F) bytes
-template <int F> __device__ __forceinline__ unsigned bits(float v, float s) {
+// kernels.FORMATS, in the low BPE(F) bytes; RN: v / s correctly rounded (the quantizers
+// before the launch, kernels.PREAMBLE), not the kernel's fast division (LB_DIV)
+template <int F, bool RN = false> __device__ __forceinline__ unsigned bits(float v, float s) {
     if constexpr (F == 0) {
         unsigned short h;
         asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
@@ -320,9 +322,9 @@ template <int F> __device__ __forceinline__ unsigned bits(float v, float s) {
     } else if constexpr (F == 1) {
         return lb_bf16(v);
     } else if constexpr (F == 2) {
-        return (unsigned char)lb_int8(v, s);
+        return (unsigned char)lb_int8_of(RN ? __fdiv_rn(v, s) : LB_DIV(v, s));
     } else {
-        return lb_e4m3(v, s);
+        return lb_e4m3_of(RN ? __fdiv_rn(v, s) : LB_DIV(v, s));
     }
 }
 // v in format F with scale s, stored at p
@@ -487,17 +489,22 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // layer 0's input codes (XQ): this CTA's share of its batch slice's units of 4 values
     // (unit v: row v / per, values 4 (v % per) on; per a row, x's rows ceil(xqi / 4)), the
     // share in proportion to its units of H, so that the slice's CTAs together write every
-    // unit once (a row's codes past xqi, in no unit, stay the buffer's zeros); a thread's
-    // units tid, tid + THREADS, ... of the share, loaded (x_load, zeros past a row's end)
-    // and stored as codes (x_store: one 4- or 8-byte store a unit, within a 16-byte piece)
+    // unit once (a row's codes past xqi, in no unit, stay the buffer's zeros). Its workers
+    // are the warps past each warpgroup's first, whose threads poll the counters and issue
+    // the bulk copies (no load of x in flight where they wait or fence); worker w takes
+    // units w, w + XQW, ... of the share, loaded (x_load, zeros past a row's end) and stored
+    // as codes (x_store: one 4- or 8-byte store a unit, within a 16-byte piece; v / s
+    // correctly rounded, as the quantizer before the launch divides)
     const int xq_per = (L.xqi + 3) >> 2;
     const long long xq_n = L.xq ? (long long)nb * xq_per : 0;
     const int xq_a = (int)(xq_n * j0 / H), xq_e = (int)(xq_n * min(j0 + nu, H) / H);
     const bool xq_vec = (L.xqi & 3) == 0 && ((size_t)L.xq & 15) == 0;
+    const int xq_w = (tid & 127) < 32 ? -1 : (tid >> 7) * 96 + (tid & 127) - 32;
     auto x_load = [&](int t, float (&v)[XQ][4]) {
 #pragma unroll
         for (int k = 0; k < XQ; ++k) {
-            const int u = xq_a + tid + k * THREADS, b = u / xq_per, f = (u - b * xq_per) * 4;
+            const int u = xq_w < 0 ? xq_e : xq_a + xq_w + k * XQW, b = u / xq_per,
+                      f = (u - b * xq_per) * 4;
             const float* row = L.xq + ((size_t)t * B + b0 + b) * L.xqi + f;
             v[k][0] = v[k][1] = v[k][2] = v[k][3] = 0.0f;
             if (u >= xq_e) continue;
@@ -514,16 +521,18 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     auto x_store = [&](int t, const float (&v)[XQ][4]) {
 #pragma unroll
         for (int k = 0; k < XQ; ++k) {
-            const int u = xq_a + tid + k * THREADS, b = u / xq_per, f = (u - b * xq_per) * 4;
+            const int u = xq_w < 0 ? xq_e : xq_a + xq_w + k * XQW, b = u / xq_per,
+                      f = (u - b * xq_per) * 4;
             if (u >= xq_e) continue;
             unsigned char* at = const_cast<unsigned char*>(L.xin)
                                 + code_at(t, S.bs, b, f * BPE(FX), xrowb);
-            const unsigned c0 = bits<FX>(v[k][0], L.xqscale), c1 = bits<FX>(v[k][1], L.xqscale);
-            const unsigned c2 = bits<FX>(v[k][2], L.xqscale), c3 = bits<FX>(v[k][3], L.xqscale);
+            unsigned c[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) c[e] = bits<FX, true>(v[k][e], L.xqscale);
             if (BPE(FX) == 1)
-                *(unsigned*)at = c0 | c1 << 8 | c2 << 16 | c3 << 24;
+                *(unsigned*)at = c[0] | c[1] << 8 | c[2] << 16 | c[3] << 24;
             else
-                *(uint2*)at = make_uint2(c0 | c1 << 16, c2 | c3 << 16);
+                *(uint2*)at = make_uint2(c[0] | c[1] << 16, c[2] | c[3] << 16);
         }
     };
     {  // slots 0-2, before the first signal
