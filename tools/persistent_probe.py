@@ -380,6 +380,12 @@ VARIANTS.update({
     "xq_after_wait": [(_XQ_LOAD, "        float xv[XQ][4];\n", 1),
                       (_WAITED_MARKS, _WAITED_MARKS + "#if XQ\n        if (s + 3 < T) "
                        "x_load(s + 3, xv);\n#endif\n", 1)],
+    # each step's codes stored past its signal (their stores not waited for by the release),
+    # three steps ahead still: not where 'x' copies the input a step early (four are needed)
+    "xq_after_signal": [("#if XQ\n        if (s + 3 < T) x_store(s + 3, xv);\n#endif\n"
+                         "        MARK(4);\n", "        MARK(4);\n", 1),
+                        ("        MARK(9);\n", "        MARK(9);\n#if XQ\n        "
+                         "if (s + 3 < T) x_store(s + 3, xv);\n#endif\n", 1)],
     "xq_all_threads": [("    const int xq_w = (tid & 127) < 32 ? -1 : (tid >> 7) * 96 + "
                         "(tid & 127) - 32;", "    const int xq_w = tid;", 1),
                        ("#define XQW (THREADS - THREADS / 128 * 32)", "#define XQW THREADS",
