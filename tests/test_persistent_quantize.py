@@ -175,3 +175,20 @@ def test_the_kernels_that_write_their_input_codes_compile_without_spills(spec, n
     assert "XQ" not in P.defines(cfg, _plan(cfg, name.replace("q", ""), fmt), gx_int=False)
     info = ptxas_info(consts, "sm_90a")
     assert info["spill_stores"] == 0 and info["registers"] <= 255, info
+
+
+@pytest.mark.parametrize("variant", ["xq_after_wait", "xq_all_threads", "xq_after_signal",
+                                     "xq_after_signal+xq_after_wait"])
+def test_the_probe_tools_q_variants_still_apply_and_compile_without_spills(variant,
+                                                                         monkeypatch):
+    """tools/persistent_probe.py --variants of 'q' (docs/lowbit.md measures them): each
+    still finds the kernel's text, changes it, and compiles without spills."""
+    _nvrtc_or_skip()
+    from cudnn_rnn.lowbit import ptxas
+    from tests.test_persistent import _probe_tool
+    cfg = _shape("LSTM 50/1/1024/256")
+    consts = P.defines(cfg, _plan(cfg, "b2t256u16wbeiqs2"), gx_int=False)
+    text = _probe_tool().varied(variant)(consts)
+    assert text != P.source(consts)
+    monkeypatch.setattr(ptxas, "source", lambda c, text=text: text)
+    assert ptxas.ptxas_info(consts, "sm_90a")["spill_stores"] == 0

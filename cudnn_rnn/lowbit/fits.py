@@ -240,10 +240,10 @@ def quantize_workers(threads: int) -> int:
 
 def quantize_share(part) -> int:
     """The units of 4 values of layer 0's input a worker (:func:`quantize_workers`) of the
-    kernel quantizes at most a step (its ``XQ``), where layer 0's CTAs write its input codes themselves (``'q'``): each
-    CTA of a batch slice's group takes a share of the slice's units (``nb`` rows of
-    ``ceil(input / 4)``) in proportion to its units of H, so that together they write each
-    once; :class:`DoesNotFit` where the input products are not in the kernel, where two
+    kernel quantizes at most a step (its ``XQ``), where layer 0's CTAs write its input codes
+    themselves (``'q'``): each CTA of a batch slice's group takes a share of the slice's
+    units (``nb`` rows of ``ceil(input / 4)``) in proportion to its units of H, so that
+    together they write each once; :class:`DoesNotFit` where the input products are not in the kernel, where two
     directions read the codes (the backward one from the sequence's end, long before a
     forward CTA could write them) or where a share takes more than :data:`XQ_UNITS` a
     worker."""

@@ -241,6 +241,14 @@ class Settings:
 # 50/1/1024/64 0.3851 against 0.2996 ('wbeix' 0.2706 against 'wbei' 0.2263); with FANOUT
 # (9576ccc) 'wbeixs2' 0.4479 against 'wbeis2' 0.4400 at 1024/256; the tools' ``--settings``
 # reach it (docs/lowbit.md).
+# Not in it: 'q' (layer 0's input codes written by the kernel, no quantizer launched before
+# it), slower than the same shape without it where that shape is the tuner's fastest
+# (tools/persistent_probe.py, quick ranking replays of one process, ms, an H100, tree
+# d4e8d89): LSTM 50/1/1024/256 INT8 'wbeiqs2' 0.4573 against 'wbeis2' 0.4256, GRU 0.4635
+# against 0.4366, seed LSTM 'wbeiq' 0.0703 against 'wbei' 0.0691, 50/1/1024/64 0.2099 against
+# 0.1995 (faster only against the slower 'wbei' at 1024/256: 0.4478 against 0.4832); with its
+# loads after the wait, or every thread a worker (the probe's xq_after_wait, xq_all_threads)
+# still 2-8 % slower (docs/lowbit.md).
 _BULK = dict(units=16, wg=True, bulk=True)
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
