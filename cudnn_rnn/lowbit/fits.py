@@ -243,10 +243,10 @@ def quantize_share(part) -> int:
     kernel quantizes at most a step (its ``XQ``), where layer 0's CTAs write its input codes
     themselves (``'q'``): each CTA of a batch slice's group takes a share of the slice's
     units (``nb`` rows of ``ceil(input / 4)``) in proportion to its units of H, so that
-    together they write each once; :class:`DoesNotFit` where the input products are not in the kernel, where two
-    directions read the codes (the backward one from the sequence's end, long before a
-    forward CTA could write them) or where a share takes more than :data:`XQ_UNITS` a
-    worker."""
+    together they write each once; :class:`DoesNotFit` where the input products are not in
+    the kernel, where two directions read the codes (the backward one from the sequence's
+    end, long before a forward CTA could write them) or where a share takes more than
+    :data:`XQ_UNITS` a worker."""
     cfg = part.cfg
     if not part.input_inside:
         raise DoesNotFit("layer 0's input codes written by the kernel ('q') are for its input "
