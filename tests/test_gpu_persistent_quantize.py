@@ -3,7 +3,8 @@ launch shapes with 'q' after 'i'): every cell x {1, 2, 3 layers} x {FP16, BF16, 
 verified against the float64 reference and replayed bit for bit; the codes it writes equal,
 byte for byte, those the quantizer before the launch writes (rows ending inside a column,
 a short last batch slice, sequences shorter than the three slots written before the first
-signal), and so do the outputs; with the input copied ahead ('x') and at the issue's shapes.
+signal), and so do the outputs; an input bound in place of the engine's (Forward.bind) is the
+one quantized; with the input copied ahead ('x') and at the issue's shapes.
 The refusals (two directions, a share too large) are planned on the CPU
 (tests/test_persistent_quantize.py)."""
 import numpy as np
@@ -74,6 +75,29 @@ def test_the_kernel_writes_the_codes_the_quantizer_before_the_launch_writes(
         assert np.array_equal(codes, codes_b), np.argwhere(codes != codes_b)[:8]
         for n in outs:
             assert np.array_equal(outs[n], outs_b[n]), n
+
+
+def test_a_bound_input_is_the_one_the_kernel_quantizes(cuda, hopper):
+    """Forward.bind(x=...) (as the PyTorch module binds a tensor): the kernel reads and
+    quantizes the bound array, not the engine's own buffer, whose values differ."""
+    cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 1, batch=32)
+    values = C.draw(cfg, seed=4)
+    plan = model.plan(cfg, values["stacked"],
+                      model.calibrate(cfg, values["stacked"], **values["calibration"]),
+                      "int8", "both")
+    io, other = values["io"], C.draw(cfg, seed=5)["io"]
+    outs = []
+    for bound in (False, True):
+        with PersistentEngine(cfg, values["stacked"], "fp16", plan,
+                              settings=Settings.parse("b2t256u16wbeiq")) as engine:
+            engine.set_inputs(other["x"] if bound else io["x"], io["hx"], io["cx"])
+            if bound:
+                engine.bind(x=cuda.asarray(io["x"], dtype=cuda.float32))
+            engine.forward()
+            outs.append({n: a.get() for n, a in engine.outputs().items()})
+    assert not np.array_equal(other["x"], io["x"])
+    for n in outs[0]:
+        assert np.array_equal(outs[0][n], outs[1][n]), n
 
 
 @pytest.mark.parametrize("settings", ["b2t256u16wbeiqx", "b2t256u16wbeiqxs2"])

@@ -63,20 +63,23 @@ def _share():
         return compile(text.replace("L.", "").replace("/", "//").replace(">> 2", "// 4"),
                        what, "eval")
     per = grab(r"const int xq_per = ([^;]+);", "xq_per")
-    n = grab(r"const long long xq_n = L\.xq \? ([^:]+) : 0;", "xq_n")  # (L.xq set)
+    n = grab(r"const long long xq_n = L\.xqi \? ([^:]+) : 0;", "xq_n")  # (L.xqi set)
     a = grab(r"const int xq_a = ([^,]+),", "xq_a")
     e = grab(r"xq_e = ([^;]+);\n", "xq_e")
     w = grab(r"const int xq_w = ([^;]+);", "xq_w")
     workers = grab(r"#define XQW (\([^)]+\))", "XQW")
-    u = grab(r"const int u = ([^,]+), b = u", "u")
-    b = grab(r", b = (u / xq_per),\s*f", "b")
+    u = grab(r"const int u = (xq_w[^;]+);", "u")
+    b = grab(r"const int b = (u / xq_per), f", "b")
     f = grab(r"\bf = (\(u - b \* xq_per\) \* 4);", "f")
-    row = grab(r"const float\* row = L\.xq \+ ([^;]+);", "row")
+    row = grab(r"const float\* row = xq \+ ([^;]+);", "row")
     bound = grab(r"if \((f \+ e < L\.xqi)\) v\[k\]\[e\]", "the read's bound")
-    # the store's unit, row and values are the load's; its codes at code_at's bytes
-    units = re.findall(r"const int u = [^;]+;\n\s*(?:const float\* row|if \(u >= xq_e\))", src)
-    assert len(units) == 2 and len({re.sub(r"\n.*", "", x, flags=re.S) for x in units}) == 1
-    assert "+ code_at(t, S.bs, b, f * BPE(FX), xrowb);" in src, "the store"
+    # the store's units, rows and values are the load's; its codes at code_at's bytes
+    load, store = (re.search(r"auto %s = \[&\].*?\n    \};" % n, src, re.S)[0]
+                   for n in ("x_load", "x_store"))
+    for decl in (r"const int u = [^;]+;", r"if \(u >= xq_e\) continue;",
+                 r"const int b = [^;]+;"):
+        assert re.findall(decl, load) == re.findall(decl, store) != [], decl
+    assert "+ code_at(t, S.bs, b, f * BPE(FX), xrowb);" in store, "the store"
     ev = lambda x, v: eval(x, {"min": min}, v)  # noqa: E731,S307 (the kernel's text)
 
     def unit(**v):
@@ -144,7 +147,10 @@ def test_each_ctas_share_writes_every_code_of_its_slice_once(spec, name, fmt, in
     assert 1 <= part.xq <= fits.XQ_UNITS
 
 
-def test_the_layer_records_hand_layer_0_its_input_and_scale():
+def test_the_layer_records_hand_layer_0_its_input_size_and_scale():
+    """With 'q' layer 0's record holds its input's size and scale (x itself is a launch
+    argument: the engine's own buffer or the one bound); the layers above, and every layer
+    without 'q', none (their CTAs then quantize nothing)."""
     cfg = _cfg(RNNMode.LSTM, 2, H=64, B=32, T=9, I=48)
     arr = lambda p: SimpleNamespace(data=SimpleNamespace(ptr=p))  # noqa: E731 (a device array)
     vectors = [{n: arr(16) for n in ("dqx", "dqh", "bW", "bR")}] * 2
@@ -152,9 +158,7 @@ def test_the_layer_records_hand_layer_0_its_input_and_scale():
                            recurrent=SimpleNamespace(act_scale=2.0)) for i in range(2)]
     for name, xq in (("b2t256u16wbeiq", True), ("b2t256u16wbei", False)):
         part = _plan(cfg, name)
-        rows = tables.layers(part, vectors, ops, [arr(32)] * 2, {0: arr(48), 1: arr(64)}, [],
-                             arr(4096))
-        assert rows["xq"].tolist() == ([4096, 0] if xq else [0, 0])
+        rows = tables.layers(part, vectors, ops, [arr(32)] * 2, {0: arr(48), 1: arr(64)}, [])
         assert rows["xqi"].tolist() == ([cfg.input_size, 0] if xq else [0, 0])
         assert rows["xqscale"].tolist() == ([0.5, 0.0] if xq else [0.0, 0.0])
         assert rows["xin"].tolist() == [48, 64] and rows["xout0"].tolist() == [64, 0]
@@ -192,3 +196,25 @@ def test_the_probe_tools_q_variants_still_apply_and_compile_without_spills(varia
     assert text != P.source(consts)
     monkeypatch.setattr(ptxas, "source", lambda c, text=text: text)
     assert ptxas.ptxas_info(consts, "sm_90a")["spill_stores"] == 0
+
+
+def test_the_input_part_waits_for_its_groups_first_signal_only_where_the_kernel_quantizes():
+    """persistent.cu's choice of counters each warpgroup polls (XE), by its own text: the
+    input part's warpgroup of layer 0 (its codes written before the launch) polls none of
+    its group's; with XQ, at step 0 it polls its group's counter too (the first signal
+    follows the CTAs' slots 0-2 of the codes, which step 0 copies, and 'x' step 1's at its
+    end), and past step 0 the recurrent part's wait and the CTA's barriers order the rest."""
+    m = re.search(r"ctrs\[i\] = (XE && kx && [^?]+)\?\s*-1", P.SOURCE.read_text())
+    assert m, "the XE wait's choice"
+    text = " ".join(m.group(1).split()).replace("&&", " and ").replace("!(", "not (")
+    skip = compile(text, "ctrs", "eval")
+    for xq in (0, 1):
+        for s in range(4):
+            for kg, i in ((0, 0), (1, 0), (0, 1), (1, 1)):  # kg 0: the input part's
+                v = dict(XE=1, XQ=xq, kx=1, kg=kg, i=i, s=s)
+                polls = not eval(skip, {}, v)  # noqa: S307 (the kernel's text)
+                own = i == 0
+                if kg == 1:  # the recurrent part: its own group, not the layer below
+                    assert polls == own
+                else:  # the input part: the layer below; its group only at XQ's step 0
+                    assert polls == (not own or bool(xq and s == 0)), v

@@ -381,7 +381,8 @@ VARIANTS.update({
                       (_WAITED_MARKS, _WAITED_MARKS + "#if XQ\n        if (s + 3 < T) "
                        "x_load(s + 3, xv);\n#endif\n", 1)],
     # each step's codes stored past its signal (their stores not waited for by the release),
-    # three steps ahead still: not where 'x' copies the input a step early (four are needed)
+    # three steps ahead still: released by the next step's signal, which the wait of the step
+    # after (and 'x''s copies past that step's products) follows
     "xq_after_signal": [("#if XQ\n        if (s + 3 < T) x_store(s + 3, xv);\n#endif\n"
                          "        MARK(4);\n", "        MARK(4);\n", 1),
                         ("        MARK(9);\n", "        MARK(9);\n#if XQ\n        "

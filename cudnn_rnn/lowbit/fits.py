@@ -205,18 +205,19 @@ def prefetch(part, room: list[tuple[int, int]]) -> None:
     """:class:`DoesNotFit` where the next step's input part cannot be copied ahead (the
     kernel's ``PREX``): its first ring stages are copied once a step's products are done,
     before the gate math, the signal and the next step's wait, so the input is layer 0's,
-    written before the launch (the input products in the kernel, one layer: a layer above
-    waits for the one below), its warpgroups wait for nothing of their own (each
-    warpgroup's own wait, no shared copies), and the partial sums overlay only the recurrent
-    part's stages (the ring laid out group by group, the input part's groups first):
-    ``room``, each slice's (bytes of its partial sums, bytes of its recurrent part's
-    stages). (With the input inside, wgmma's two warpgroups are one a part: :func:`warpgroups`.)"""
+    written before the launch or (``'q'``) by the kernel three steps ahead (the input
+    products in the kernel, one layer: a layer above waits for the one below), its
+    warpgroups wait for nothing of their own (each warpgroup's own wait, no shared copies),
+    and the partial sums overlay only the recurrent part's stages (the ring laid out group
+    by group, the input part's groups first): ``room``, each slice's (bytes of its partial
+    sums, bytes of its recurrent part's stages). (With the input inside, wgmma's two
+    warpgroups are one a part: :func:`warpgroups`.)"""
     if not part.input_inside:
         raise DoesNotFit("the input part copied a step ahead ('x') is the input products' "
                          "in the kernel: 'wbix'")
     if part.cfg.num_layers != 1:
         raise DoesNotFit(f"the input part copied a step ahead ('x') takes one layer (its input "
-                         f"written before the launch), not {part.cfg.num_layers}: a layer "
+                         f"written before its step), not {part.cfg.num_layers}: a layer "
                          "above waits for the one below")
     if part.mcast:
         raise DoesNotFit("the input part copied a step ahead ('x') is each warpgroup's own "

@@ -69,16 +69,17 @@
 //   XE       1 (with WGB): each warpgroup waits for what it reads, its own thread polling:
 //            where a layer has an input part the input part's warpgroups for the layer below
 //            (far ahead in the wavefront: its h is there; layer 0's input was written
-//            before the launch: no wait), the recurrent part's for the CTA's
+//            before the launch, or with XQ three steps ahead: no wait but at step 0), the
+//            recurrent part's for the CTA's
 //            own group, so that the input part is staged and multiplied while the recurrent
 //            part still waits; a warpgroup that gives up skips its products, and the CTA
 //            gives up together after the barrier that ends them
 //   PREX     1 (with XE; one layer, its input products in the kernel): the input part's
 //            warpgroups copy the next step's first STAGES slabs as soon as their products
 //            of this step are done, so those copies are in flight through the gate math, the
-//            signal and the next step's wait (layer 0's input, written before the launch,
-//            waits for nothing); the ring lies group by group (RING_AT), the partial sums
-//            over the recurrent part's stages only (fits.prefetch)
+//            signal and the next step's wait (layer 0's input, written before the launch or
+//            with XQ three steps ahead, waits for nothing); the ring lies group by group
+//            (RING_AT), the partial sums over the recurrent part's stages only (fits.prefetch)
 //   FANOUT   1 unless defined 0 (with WGB): the copies that fill a step's ring stages (and
 //            PREX's) issued at once, stage st's by the warpgroup's thread st, not one after
 //            another by its thread 0 while the warpgroup's other warps wait for the first
@@ -300,9 +301,8 @@ struct Layer {                 // one pseudo-layer (persistent.LAYER)
     float hscale, xscale0, xscale1;
     int layer, dir;
     int last;                  // 1: the last layer's, which writes y
-    int xqi;                   // XQ: x's values a row (the input size)
-    float xqscale;             // XQ: layer 0's input scale
-    const float* xq;           // XQ, layer 0: (T, B, xqi) x, quantized into xin; else null
+    int xqi;                   // XQ, layer 0: x's values a row (the input size); else 0
+    float xqscale;             // XQ, layer 0: its input scale
 };
 
 struct Slice {                 // one CTA (partition.Slice)
@@ -386,10 +386,12 @@ extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(THREADS, MINB)
 persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slices,
                const int* __restrict__ waits, const unsigned char* __restrict__ blob,
                unsigned* counters, int* status, long long* trace,
-               const float* __restrict__ hx, const float* __restrict__ cx, float* y, float* hy,
-               float* cy, int T, int B, int H, int D, int hrowb, int xrowb)
+               const float* __restrict__ xq, const float* __restrict__ hx,
+               const float* __restrict__ cx, float* y, float* hy, float* cy, int T, int B,
+               int H, int D, int hrowb, int xrowb)
 {
-    // hx, cx, hy, cy: (pseudo-layers, B, H); y (T, B, D*H). Arguments, not the layer table,
+    // xq: x (T, B, input), which XQ's layer 0 quantizes into its xin; hx, cx, hy, cy:
+    // (pseudo-layers, B, H); y (T, B, D*H). Arguments, not the layer table,
     // so that a forward reads and writes the caller's arrays (Forward.bind) as they are
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ int bail;
@@ -496,18 +498,18 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     // as codes (x_store: one 4- or 8-byte store a unit, within a 16-byte piece; v / s
     // correctly rounded, as the quantizer before the launch divides)
     const int xq_per = (L.xqi + 3) >> 2;
-    const long long xq_n = L.xq ? (long long)nb * xq_per : 0;
+    const long long xq_n = L.xqi ? (long long)nb * xq_per : 0;
     const int xq_a = (int)(xq_n * j0 / H), xq_e = (int)(xq_n * min(j0 + nu, H) / H);
-    const bool xq_vec = (L.xqi & 3) == 0 && ((size_t)L.xq & 15) == 0;
+    const bool xq_vec = (L.xqi & 3) == 0 && ((size_t)xq & 15) == 0;
     const int xq_w = (tid & 127) < 32 ? -1 : (tid >> 7) * 96 + (tid & 127) - 32;
     auto x_load = [&](int t, float (&v)[XQ][4]) {
 #pragma unroll
         for (int k = 0; k < XQ; ++k) {
-            const int u = xq_w < 0 ? xq_e : xq_a + xq_w + k * XQW, b = u / xq_per,
-                      f = (u - b * xq_per) * 4;
-            const float* row = L.xq + ((size_t)t * B + b0 + b) * L.xqi + f;
+            const int u = xq_w < 0 ? xq_e : xq_a + xq_w + k * XQW;
             v[k][0] = v[k][1] = v[k][2] = v[k][3] = 0.0f;
-            if (u >= xq_e) continue;
+            if (u >= xq_e) continue;  // (xq_per is 0 where xq_e is: no division by it)
+            const int b = u / xq_per, f = (u - b * xq_per) * 4;
+            const float* row = xq + ((size_t)t * B + b0 + b) * L.xqi + f;
             if (xq_vec) {
                 const float4 w = __ldg((const float4*)row);
                 v[k][0] = w.x; v[k][1] = w.y; v[k][2] = w.z; v[k][3] = w.w;
@@ -521,9 +523,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     auto x_store = [&](int t, const float (&v)[XQ][4]) {
 #pragma unroll
         for (int k = 0; k < XQ; ++k) {
-            const int u = xq_w < 0 ? xq_e : xq_a + xq_w + k * XQW, b = u / xq_per,
-                      f = (u - b * xq_per) * 4;
+            const int u = xq_w < 0 ? xq_e : xq_a + xq_w + k * XQW;
             if (u >= xq_e) continue;
+            const int b = u / xq_per, f = (u - b * xq_per) * 4;
             unsigned char* at = const_cast<unsigned char*>(L.xin)
                                 + code_at(t, S.bs, b, f * BPE(FX), xrowb);
             unsigned c[4];
@@ -757,7 +759,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #pragma unroll
             for (int i = 0; i < MAXW; ++i) {
                 // (XQ: at step 0 the input part's too: slot 0 of x's codes, the group's)
-                ctrs[i] = XE && kx && (kg < kx) != (i > 0) && !(XQ && s == 0)
+                ctrs[i] = XE && kx && (kg < kx) != (i > 0) && !(XQ && s == 0 && kg < kx)
                           ? -1 : my_waits[((unsigned)s * MAXW + i) * 2];
                 targets[i] = (unsigned)my_waits[((unsigned)s * MAXW + i) * 2 + 1];
             }
@@ -839,8 +841,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             // codes or the buffer's zero tail: they meet zero A); the slab lands in wgmma's
             // layout as it lies
             if ((tid & 127) == issuer) {
-                // the codes other CTAs stored (generic proxy; acquired by the wait, passed on
-                // by the barrier after it) for the copy engine's reads (async proxy)
+                // the codes other CTAs stored (generic proxy; acquired by this step's wait or,
+                // for XE's input part, an earlier one, passed on by the barriers after it)
+                // for the copy engine's reads (async proxy)
                 asm volatile("fence.proxy.async.global;" ::: "memory");
                 const int c = ga(kg) + i * SLAB;
                 const bool x = HASX && c < nxc;

@@ -52,8 +52,8 @@ SPIN_LIMIT = 1 << 24  # polls of one counter before the kernel gives up (seconds
 OPTIONS = ("--std=c++17", "-lineinfo")  # NVRTC's; line info costs nothing at run time (ncu reads it)
 
 # the kernel's parameters, in persistent_rnn's order (a CPU test reads them from its source)
-ARGS = ("layers", "slices", "waits", "blob", "counters", "status", "trace", "hx", "cx", "y",
-        "hy", "cy", "T", "B", "H", "D", "hrowb", "xrowb")
+ARGS = ("layers", "slices", "waits", "blob", "counters", "status", "trace", "xq", "hx", "cx",
+        "y", "hy", "cy", "T", "B", "H", "D", "hrowb", "xrowb")
 
 
 class Stalled(RuntimeError):
@@ -254,7 +254,7 @@ class PersistentEngine(Forward):
             self.first.append((p.index, m, cp.asarray(ops[p.index].input.codes),
                                np.float32(ops[p.index].input.act_scale), fmt0))
             self.gx.append(cp.empty((T * B, g * H), out_dtype))
-        table = tables.layers(part, self.vectors, ops, self.hq, self.xin, self.gx, self.x)
+        table = tables.layers(part, self.vectors, ops, self.hq, self.xin, self.gx)
         self.tables = {"layers": cp.asarray(table.view(np.uint8)),
                        "slices": cp.asarray(tables.slices(part).view(np.uint8)),
                        "waits": cp.asarray(tables.waits(part)),
@@ -316,7 +316,8 @@ class PersistentEngine(Forward):
             if self.settings.poll:  # every slot unwritten: what a consumer polls for
                 self._unwrite()
             given = {**self.tables, "counters": self.counters, "status": self.status,
-                     "trace": null if self.trace is None else self.trace, "hx": self.hx,
+                     "trace": null if self.trace is None else self.trace,
+                     "xq": self.x if self.part.xq else null, "hx": self.hx,
                      "cx": null if self.cx is None else self.cx, "y": self.y, "hy": self.hy,
                      "cy": null if self.cy is None else self.cy, "T": i32(c.seq_length),
                      "B": i32(c.mini_batch), "H": i32(c.hidden_size), "D": i32(c.dirs),

@@ -15,7 +15,7 @@ LAYER = np.dtype([(n, _P) for n in ("dqx", "dqh", "bW", "bR", "gx", "xin", "hq",
                                     "xout1")]
                  + [(n, "f4") for n in ("hscale", "xscale0", "xscale1")]
                  + [(n, "i4") for n in ("layer", "dir", "last", "xqi")]
-                 + [("xqscale", "f4"), ("xq", _P)], align=True)
+                 + [("xqscale", "f4")], align=True)
 SLICE = np.dtype([("blob", "i8")] + [(n, "i4") for n in (
     "k", "j0", "nu", "bs", "b0", "nb", "mpad", "npad", "ts", "ks", "kx", "nxc", "nc", "off_dq",
     "off_own", "off_gx", "off_ring", "ctr")], align=True)
@@ -30,13 +30,14 @@ def slices(part: Partition) -> np.ndarray:
     return out
 
 
-def layers(part: Partition, vectors: list, ops: list, hq: list, xin: dict, gx: list,
-           x) -> np.ndarray:
+def layers(part: Partition, vectors: list, ops: list, hq: list, xin: dict,
+           gx: list) -> np.ndarray:
     """Every pseudo-layer's :data:`LAYER` record: the device pointers of its dequantization
     and bias ``vectors`` (dicts of CuPy arrays), its h codes ``hq``, its input codes
     ``xin`` (by pseudo-layer; layer 0's with the input products in the kernel) and the
     layer above's, layer 0's input projection ``gx`` (one a direction, or none), with
-    ``part.xq`` layer 0's input ``x`` to quantize; ``ops``: :func:`operands.prepare`'s
+    ``part.xq`` the input's size and scale for layer 0 to quantize it (x itself is a launch
+    argument, which :meth:`Forward.bind` may change); ``ops``: :func:`operands.prepare`'s
     (the activation scales)."""
     cfg = part.cfg
     pls, by_layer = walk.pseudo_layers(cfg), walk.layers(cfg)
@@ -56,8 +57,7 @@ def layers(part: Partition, vectors: list, ops: list, hq: list, xin: dict, gx: l
         row["hscale"] = ops[p.index].recurrent.act_scale
         row["layer"], row["dir"] = p.layer, p.direction
         if part.xq and p.layer == 0:
-            row["xq"], row["xqi"] = x.data.ptr, cfg.input_size
-            row["xqscale"] = ops[p.index].input.act_scale
+            row["xqi"], row["xqscale"] = cfg.input_size, ops[p.index].input.act_scale
     return table
 
 
