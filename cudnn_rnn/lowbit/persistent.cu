@@ -489,7 +489,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     }
 #if XQ
     // layer 0's input codes (XQ): this CTA's share of its batch slice's units of 4 values
-    // (unit v: row v / per, values 4 (v % per) on; per a row, x's rows ceil(xqi / 4)), the
+    // (unit v: row v / per, its values 4 (v % per) to 4 (v % per) + 3; per = ceil(xqi / 4)
+    // units a row), the
     // share in proportion to its units of H, so that the slice's CTAs together write every
     // unit once (a row's codes past xqi, in no unit, stay the buffer's zeros). Its workers
     // are the warps past each warpgroup's first, whose threads poll the counters and issue
