@@ -69,16 +69,17 @@ def _share():
     w = grab(r"const int xq_w = ([^;]+);", "xq_w")
     workers = grab(r"#define XQW (\([^)]+\))", "XQW")
     u = grab(r"const int u = (xq_w[^;]+);", "u")
-    b = grab(r"const int b = (u / xq_per), f", "b")
+    b = grab(r"\bb = (u / xq_per);", "b")
     f = grab(r"\bf = (\(u - b \* xq_per\) \* 4);", "f")
     row = grab(r"const float\* row = xq \+ ([^;]+);", "row")
     bound = grab(r"if \((f \+ e < L\.xqi)\) v\[k\]\[e\]", "the read's bound")
-    # the store's units, rows and values are the load's; its codes at code_at's bytes
+    # the load's and the store's units, rows and values are x_unit's; the codes at
+    # code_at's bytes
+    assert re.search(r"if \(u >= xq_e\) return false;", src), "the share's end"
     load, store = (re.search(r"auto %s = \[&\].*?\n    \};" % n, src, re.S)[0]
                    for n in ("x_load", "x_store"))
-    for decl in (r"const int u = [^;]+;", r"if \(u >= xq_e\) continue;",
-                 r"const int b = [^;]+;"):
-        assert re.findall(decl, load) == re.findall(decl, store) != [], decl
+    for body in (load, store):
+        assert "if (!x_unit(k, b, f)) continue;" in body and "u " not in body
     assert "+ code_at(t, S.bs, b, f * BPE(FX), xrowb);" in store, "the store"
     ev = lambda x, v: eval(x, {"min": min}, v)  # noqa: E731,S307 (the kernel's text)
 

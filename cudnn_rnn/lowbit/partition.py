@@ -90,7 +90,7 @@ class Partition:
     input_inside: bool = False  # layer 0's input part multiplied in the kernel (no projection)
     slab: int = SLAB  # chunks a k-group stages per pipeline stage (bulk staging: a copy's)
     prefetch: bool = False  # the input part's next step copied ahead (PREX, fits.prefetch)
-    xq: int = 0  # layer 0's input codes written by the kernel, units a thread (XQ; 0: before)
+    xq: int = 0  # layer 0's input codes written by the kernel, units a worker (XQ; 0: before)
     # bulk staging: k-group 0's ring stages where they differ from the other group's
     # ``stages`` (the kernel's STAGES0; 0: the same): see plan
     stages0: int = 0

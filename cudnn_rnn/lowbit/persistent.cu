@@ -503,13 +503,20 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     const int xq_a = (int)(xq_n * j0 / H), xq_e = (int)(xq_n * min(j0 + nu, H) / H);
     const bool xq_vec = (L.xqi & 3) == 0 && ((size_t)xq & 15) == 0;
     const int xq_w = (tid & 127) < 32 ? -1 : (tid >> 7) * 96 + (tid & 127) - 32;
+    // this worker's unit k: false past its share, else its row b and its first value f
+    auto x_unit = [&](int k, int& b, int& f) {
+        const int u = xq_w < 0 ? xq_e : xq_a + xq_w + k * XQW;
+        if (u >= xq_e) return false;  // (xq_per is 0 where xq_e is: no division by it)
+        b = u / xq_per;
+        f = (u - b * xq_per) * 4;
+        return true;
+    };
     auto x_load = [&](int t, float (&v)[XQ][4]) {
 #pragma unroll
         for (int k = 0; k < XQ; ++k) {
-            const int u = xq_w < 0 ? xq_e : xq_a + xq_w + k * XQW;
+            int b, f;
             v[k][0] = v[k][1] = v[k][2] = v[k][3] = 0.0f;
-            if (u >= xq_e) continue;  // (xq_per is 0 where xq_e is: no division by it)
-            const int b = u / xq_per, f = (u - b * xq_per) * 4;
+            if (!x_unit(k, b, f)) continue;
             const float* row = xq + ((size_t)t * B + b0 + b) * L.xqi + f;
             if (xq_vec) {
                 const float4 w = __ldg((const float4*)row);
@@ -524,9 +531,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
     auto x_store = [&](int t, const float (&v)[XQ][4]) {
 #pragma unroll
         for (int k = 0; k < XQ; ++k) {
-            const int u = xq_w < 0 ? xq_e : xq_a + xq_w + k * XQW;
-            if (u >= xq_e) continue;
-            const int b = u / xq_per, f = (u - b * xq_per) * 4;
+            int b, f;
+            if (!x_unit(k, b, f)) continue;
             unsigned char* at = const_cast<unsigned char*>(L.xin)
                                 + code_at(t, S.bs, b, f * BPE(FX), xrowb);
             unsigned c[4];
