@@ -2,8 +2,8 @@
 shapes tried in the tuner's order, each shape's build and verification given by a stand-in
 for ``rows._try`` (what a GPU gave: an outcome and a quick time), so the rules that leave
 'g' untried where a bulk-staged shape verified and was timed, and a bulk shape untried where
-its 'e' twin (or its 'e' and 'i' twin) was (launch.not_tried), are checked in this loop
-as in the candidates' (tests/test_lowbit_candidates.py)."""
+its 'e' twin (or its 'e' and 'i' twin, or their 'q' twins) was (launch.not_tried), are
+checked in this loop as in the candidates' (tests/test_lowbit_candidates.py)."""
 import numpy as np
 
 from cudnn_rnn.bindings.enums import RNNMode
@@ -12,8 +12,9 @@ from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import persistent
 
 G = [s.name for s in persistent.SETTINGS if s.gx_global]
-E = "b2t256u16wbei"  # the first bulk shape, 'e' and 'i': its twins without them untried
+E = "b2t256u16wbeiq"  # the first bulk shape, 'e', 'i' and 'q': its twins without them untried
 TWINS = ["b2t256u16wbi", "b2t256u16wbe", "b2t256u16wb"]
+Q_TWINS = ["b2t256u16wbeis2", "b2t256u16wbei"]  # untried once their 'q' twins verified
 S2 = "b2t256u16wbes2"  # copies of 2 chunks with 'e': untried once 'wbe' or 'wbei' verified
 S1 = "b1t256u16wbes2"  # the same of one batch slice: untried once one of two verified
 STAGED = [s.name for s in persistent.SETTINGS if s.bulk and not s.gx_global]
@@ -69,11 +70,14 @@ def test_where_a_bulk_staged_shape_was_timed_g_is_not_tried(monkeypatch):
     for name in TWINS:
         assert tried[name]["outcome"] == "NOT_TRIED"
         assert f"{E} verified" in tried[name]["reason"]
+    for name in Q_TWINS:
+        assert tried[name]["outcome"] == "NOT_TRIED" and "('q'" in tried[name]["reason"]
     assert tried[S2]["outcome"] == "NOT_TRIED"
     assert f"{E} verified, copies of 4" in tried[S2]["reason"]
     assert tried[S1]["outcome"] == "NOT_TRIED"
     assert f"{STAGED[0]} verified, bulk staging of two" in tried[S1]["reason"]
-    assert {b.name for b in built} == set(tried) - set(G) - set(TWINS) - {S2, S1}  # not built
+    assert {b.name for b in built} == set(tried) - set(G) - set(TWINS) - set(Q_TWINS) - {
+        S2, S1}  # not built
     first = persistent.SETTINGS[0].name  # the fastest tried
     assert rec["outcome"] == "OK" and rec["settings"] == first and rec["timed"] == first
     assert all(b.closed for b in built)

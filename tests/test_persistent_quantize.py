@@ -46,6 +46,34 @@ def test_two_directions_a_share_too_large_and_no_input_products_are_refused():
                        units=16, wg=True, bulk=True, quantize=True)
 
 
+def test_the_tuner_tries_each_q_shape_before_its_twin_and_not_the_twin_once_it_verified():
+    """The tuner's list (launch.py's note: 'q' faster wherever both ran): 'wbeiqs2' and
+    'wbeiq' each just before its twin without 'q', which is not tried once the 'q' twin
+    verified (where 'q' is refused, two directions or a share too large, the twin is
+    tried); nor where the input is wider than a layer above's, nor in a list the user
+    names. A 'q' shape verified stands for its twin in the other rules."""
+    names = [s.name for s in P.SETTINGS]
+    pairs = [("wbeiqs2", "wbeis2"), ("wbeiq", "wbei")]
+    for q, twin in pairs:
+        q, twin = (Settings.parse(f"b2t256u16{n}") for n in (q, twin))
+        assert names.index(q.name) + 1 == names.index(twin.name)
+        why = P.not_tried(twin, [q], P.SETTINGS)
+        assert f"{q.name} verified" in why and "('q'" in why
+        for verified in ([], [twin], [Settings.parse("b2t256u16wbei" + "qs2" * (q.slab == 0))]):
+            assert P.not_tried(twin, verified, P.SETTINGS) is None
+            assert P.not_tried(q, verified, P.SETTINGS) is None
+        assert P.not_tried(twin, [q], P.SETTINGS, _cfg(RNNMode.LSTM, 1, H=512, I=2048)) is None
+        assert P.not_tried(twin, [q], (q, twin)) is None
+    assert sum(s.quantize for s in P.SETTINGS) == len(pairs)
+    wbeiq, wbeiqs2 = Settings.parse("b2t256u16wbeiq"), Settings.parse("b2t256u16wbeiqs2")
+    assert "wbeiq verified, layer 0's input products in the kernel ('i'" in P.not_tried(
+        Settings.parse("b2t256u16wbe"), [wbeiq], P.SETTINGS)
+    assert "wbeiqs2 verified" in P.not_tried(Settings.parse("b2t256u16wbes2"), [wbeiqs2],
+                                             P.SETTINGS)
+    assert "wbeiq verified, its gate math" in P.not_tried(Settings.parse("b2t256u16wbi"),
+                                                          [wbeiq], P.SETTINGS)
+
+
 def _share():
     """persistent.cu's XQ share by its own text, C's division as Python's //: a function of
     (the slice's nb, j0, nu, H, xqi, tid, k) giving unit u's (u, b, f) or None past the
@@ -182,8 +210,8 @@ def test_the_kernels_that_write_their_input_codes_compile_without_spills(spec, n
     assert info["spill_stores"] == 0 and info["registers"] <= 255, info
 
 
-@pytest.mark.parametrize("variant", ["xq_after_wait", "xq_all_threads", "xq_after_signal",
-                                     "xq_after_signal+xq_after_wait"])
+@pytest.mark.parametrize("variant", ["xq_before_wait", "xq_all_threads", "xq_before_signal",
+                                     "xq_before_signal+xq_before_wait"])
 def test_the_probe_tools_q_variants_still_apply_and_compile_without_spills(variant,
                                                                          monkeypatch):
     """tools/persistent_probe.py --variants of 'q' (docs/lowbit.md measures them): each

@@ -122,8 +122,8 @@ def test_the_tuner_times_wbeis2_beside_wbei_and_tries_wbes2_only_where_wbe_is_re
                                 for n in ("wbeis2", "wbei", "wbe", "wbes2"))
     assert names.index(wbeis2.name) < names.index(wbei.name) < names.index(wbe.name) \
         < names.index(wbes2.name)
-    assert [s.name for s in P.SETTINGS if s.slab] == [wbeis2.name, wbes2.name,
-                                                      "b1t256u16wbes2"]
+    assert [s.name for s in P.SETTINGS if s.slab] == ["b2t256u16wbeiqs2", wbeis2.name,
+                                                      wbes2.name, "b1t256u16wbes2"]
     for verified in ([wbei], [wbe], [wbei, wbe], []):
         assert P.not_tried(wbeis2, verified, P.SETTINGS) is None
     for twin in ([wbe], [wbei], [wbeis2, wbei]):  # copies of 4, with 'i' or without

@@ -369,24 +369,21 @@ VARIANTS.update({f"ring{n}": [(
 VARIANTS["equal_ring"] = [("#ifndef STAGES0\n#define STAGES0 STAGES\n#endif",
                            "#ifdef STAGES0\n#undef STAGES\n#define STAGES STAGES0\n#else\n"
                            "#define STAGES0 STAGES\n#endif", 1)]
-# 'q' (layer 0's input codes written by the kernel): each step's loads of x after its wait,
-# not before it; and every thread a worker (the first warp of each warpgroup too, whose
-# threads poll the counters and issue the bulk copies, as a6819b2 had it: slower on an H100
-# than the quantizer before the launch at LSTM 50/1/1024/256 'wbeis2', its wait 0.7 us
-# longer)
-_XQ_LOAD = "        float xv[XQ][4];\n        if (s + 3 < T) x_load(s + 3, xv);\n"
-_WAITED_MARKS = "        MARK(1);\n        MARK(6);\n"
+# 'q' (layer 0's input codes written by the kernel) as it was at 977f7b1, before the kernel
+# placed each step's loads of x past its wait and its code stores past its signal: the loads
+# before the wait (in flight where the CTA's threads fence and the wait's thread polls), the
+# stores before the signal (which then waits for them: H100, LSTM 50/1/1024/256 INT8
+# 'wbeiqs2', the signal 1231 ns against 459), both (the kernel of d4e8d89); and every thread
+# a worker (the first warp of each warpgroup too, whose threads poll the counters and issue
+# the bulk copies, as a6819b2 had it)
+_XQ_LOAD = "        if (s + 3 < T) x_load(s + 3, xv);\n"
+_XQ_STORE = "        if (s + 3 < T) x_store(s + 3, xv);  // released by the next signal\n"
+_XQ_DECL = "        float xv[XQ][4];  // layer 0's input codes, three steps on\n"
 VARIANTS.update({
-    "xq_after_wait": [(_XQ_LOAD, "        float xv[XQ][4];\n", 1),
-                      (_WAITED_MARKS, _WAITED_MARKS + "#if XQ\n        if (s + 3 < T) "
-                       "x_load(s + 3, xv);\n#endif\n", 1)],
-    # each step's codes stored past its signal (their stores not waited for by the release),
-    # three steps ahead still: released by the next step's signal, which the wait of the step
-    # after (and 'x''s copies past that step's products) follows
-    "xq_after_signal": [("#if XQ\n        if (s + 3 < T) x_store(s + 3, xv);\n#endif\n"
-                         "        MARK(4);\n", "        MARK(4);\n", 1),
-                        ("        MARK(9);\n", "        MARK(9);\n#if XQ\n        "
-                         "if (s + 3 < T) x_store(s + 3, xv);\n#endif\n", 1)],
+    "xq_before_wait": [(_XQ_LOAD, "", 1), (_XQ_DECL, _XQ_DECL + _XQ_LOAD, 1)],
+    "xq_before_signal": [("#if XQ\n" + _XQ_STORE + "#endif\n", "", 1),
+                         ("        MARK(4);\n", "#if XQ\n" + _XQ_STORE + "#endif\n"
+                          "        MARK(4);\n", 1)],
     "xq_all_threads": [("    const int xq_w = (tid & 127) < 32 ? -1 : (tid >> 7) * 96 + "
                         "(tid & 127) - 32;", "    const int xq_w = tid;", 1),
                        ("#define XQW (THREADS - THREADS / 128 * 32)", "#define XQW THREADS",

@@ -241,18 +241,24 @@ class Settings:
 # 50/1/1024/64 0.3851 against 0.2996 ('wbeix' 0.2706 against 'wbei' 0.2263); with FANOUT
 # (9576ccc) 'wbeixs2' 0.4479 against 'wbeis2' 0.4400 at 1024/256; the tools' ``--settings``
 # reach it (docs/lowbit.md).
-# Not in it: 'q' (layer 0's input codes written by the kernel, no quantizer launched before
-# it), slower than the same shape without it where that shape is the tuner's fastest
-# (tools/persistent_probe.py, quick ranking replays of one process, ms, an H100, tree
-# d4e8d89): LSTM 50/1/1024/256 INT8 'wbeiqs2' 0.4573 against 'wbeis2' 0.4256, GRU 0.4635
-# against 0.4366, seed LSTM 'wbeiq' 0.0703 against 'wbei' 0.0691, 50/1/1024/64 0.2099 against
-# 0.1995 (faster only against the slower 'wbei' at 1024/256: 0.4478 against 0.4832); with its
-# loads after the wait, or every thread a worker (the probe's xq_after_wait, xq_all_threads)
-# still 2-8 % slower (docs/lowbit.md).
+# 'q' (layer 0's input codes written by the kernel, no quantizer launched before it; one
+# direction) with each step's loads of x past its wait and its code stores past its signal,
+# measured on an H100 80GB HBM3 against the same shape without it (tools/persistent_probe.py
+# on tree 977f7b1 with --variants xq_after_signal+xq_after_wait, the kernel's placement now;
+# quick ranking replays of one process, ms): LSTM 50/1/1024/256 INT8 'wbeiqs2' 0.4143
+# against 'wbeis2' 0.4240, GRU 'wbeiq' 0.4220 against 'wbeis2' 0.4340, LSTM 50/1/1024/64
+# 'wbeiq' 0.1929 against 'wbei' 0.1999, seed LSTM 0.0668 against 0.0692. (Before, the loads
+# before the wait and the stores before the signal, whose release then waited for them:
+# 0.4573 against 0.4256 at 1024/256; the probe's xq_before_wait, xq_before_signal.) So each
+# 'i' shape of the list comes after its 'q' twin and is not tried once the twin verified and
+# was timed, where the input is no wider than a layer above's (:func:`not_tried`).
 _BULK = dict(units=16, wg=True, bulk=True)
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
+            Settings(batch_slices=2, reg_gates=True, input_inside=True, quantize=True, slab=2,
+                     **_BULK),
             Settings(batch_slices=2, reg_gates=True, input_inside=True, slab=2, **_BULK),
+            Settings(batch_slices=2, reg_gates=True, input_inside=True, quantize=True, **_BULK),
             Settings(batch_slices=2, reg_gates=True, input_inside=True, **_BULK),
             Settings(batch_slices=2, input_inside=True, **_BULK),
             Settings(batch_slices=2, reg_gates=True, **_BULK), Settings(batch_slices=2, **_BULK),
@@ -278,8 +284,10 @@ def not_tried(settings: Settings, verified, shapes, cfg=None) -> str | None:
     once its 'i' twin has (likewise), where ``cfg``'s input is no wider than a layer above's
     (as measured; a wider one makes every CTA multiply more slabs with 'i': its twins are
     tried too; None: not wider); a shape of smaller copies ('s') without 'i' once its twin
-    of copies of 4 chunks, or that twin's 'i' twin, has (likewise). Any other list (the
-    user's) is tried whole."""
+    of copies of 4 chunks, or that twin's 'i' twin, has (likewise); an 'i' shape without 'q'
+    once its 'q' twin has, where the input is not wider (likewise; a 'q' shape verified
+    stands for its twin without 'q' in the rules above: the same products). Any other list
+    (the user's) is tried whole."""
     if tuple(shapes) != SETTINGS:
         return None
     staged = [s.name for s in verified if s.bulk and not s.gx_global]
@@ -295,20 +303,27 @@ def not_tried(settings: Settings, verified, shapes, cfg=None) -> str | None:
         return (f"not tried: {halves[0]} verified, bulk staging of two batch slices (one "
                 "slice only where two leave no room)")
     wide = cfg is not None and cfg.input_size > cfg.dirs * cfg.hidden_size
+
+    def seen(t):  # t verified, or its 'q' twin (the same products, its codes the kernel's)
+        q = t and t.input_inside and not t.quantize and replace(t, quantize=True)
+        return t if t in verified else q if q in verified else None
     e = replace(settings, reg_gates=True)  # its twin with 'e', and with 'e' and 'i'
     ei = None if settings.gx_global or wide else replace(e, input_inside=True)
-    twin = e if e in verified else ei if ei in verified else None
+    twin = seen(e) or seen(ei)
     if twin and not settings.reg_gates:
         return (f"not tried: {twin.name} verified, its gate math on the sums in registers "
                 "('e', faster wherever both ran)")
     four = replace(settings, slab=0)  # its twin of copies of 4 chunks, and that one's 'i'
-    fours = [t for t in (four, ei and replace(four, input_inside=True)) if t in verified]
+    fours = [seen(t) for t in (four, ei and replace(four, input_inside=True)) if seen(t)]
     if settings.slab and not settings.input_inside and fours:
         return (f"not tried: {fours[0].name} verified, copies of 4 chunks (faster than "
                 f"{settings.name} wherever both ran)")
-    if settings.reg_gates and not settings.input_inside and ei in verified:
-        return (f"not tried: {ei.name} verified, layer 0's input products in the kernel "
-                "('i', faster wherever both ran)")
+    if settings.reg_gates and not settings.input_inside and seen(ei):
+        return (f"not tried: {seen(ei).name} verified, layer 0's input products in the "
+                "kernel ('i', faster wherever both ran)")
+    if seen(settings) not in (None, settings) and not wide:
+        return (f"not tried: {seen(settings).name} verified, layer 0's input codes written "
+                "by the kernel ('q', faster wherever both ran)")
     return None
 
 

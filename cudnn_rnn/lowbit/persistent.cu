@@ -93,7 +93,8 @@
 //            codes written by layer 0's own CTAs, not before the launch: each quantizes its
 //            share of its batch slice's rows of x three steps ahead (slots 0-2 before the
 //            first signal), XQ units of 4 values a worker at most (fits.quantize_share). Its
-//            loads are issued before a step's wait, its codes stored before its signal; at
+//            loads are issued past a step's wait, its codes stored past its signal (H100,
+//            LSTM 50/1/1024/256 INT8 'wbeiqs2': 0.4143 ms against 0.4573 before both); at
 //            step 0 the input part's warpgroups (XE) wait for the group's first signal too
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below:
@@ -740,10 +741,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
         };
 #endif
 #if XQ
-        // layer 0's input codes of three steps on: loaded before the wait, stored before
-        // the signal (read by the slice's CTAs at that step, past two of its waits)
-        float xv[XQ][4];
-        if (s + 3 < T) x_load(s + 3, xv);
+        float xv[XQ][4];  // layer 0's input codes, three steps on
 #endif
 #if GR && GXG
         // this lane's pairs' input projection, loaded before the wait (nothing in the launch
@@ -826,6 +824,14 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
         MARK(1);
         MARK(6);
+#if XQ
+        // layer 0's input codes of three steps on: loaded past the wait (before it, their
+        // loads were in flight where the CTA's threads fence and the wait's thread polls:
+        // the probe's xq_before_wait), stored past the signal (before it, the release waited
+        // for them: xq_before_signal). Released by the next step's signal, they are read at
+        // step s + 3 past the wait of s + 2 (and 'x''s copies of them past its products)
+        if (s + 3 < T) x_load(s + 3, xv);
+#endif
 
         // PREX: the input part's first stages of this step, copied at the end of the one before
         const bool ahead = PREX && kg < kx && s > 0;
@@ -1367,9 +1373,6 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
             }
         }
 #endif  // GR
-#if XQ
-        if (s + 3 < T) x_store(s + 3, xv);
-#endif
         MARK(4);
 #if CLUSTER
         cl_arrive();  // release: this thread's writes of h, before the group's next step
@@ -1408,6 +1411,9 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 y[(unsigned)(t * B + b0 + it.b) * D * H + L.dir * H + j0 + it.u] = own_h[it.p];
 #endif
         MARK(9);
+#if XQ
+        if (s + 3 < T) x_store(s + 3, xv);  // released by the next signal
+#endif
         if (s + 1 < T) {
             fetch_gx(s + 1);
             cp_commit();
