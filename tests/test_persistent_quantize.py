@@ -211,7 +211,7 @@ def test_the_kernels_that_write_their_input_codes_compile_without_spills(spec, n
 
 
 @pytest.mark.parametrize("variant", ["xq_before_wait", "xq_all_threads", "xq_before_signal",
-                                     "xq_before_signal+xq_before_wait"])
+                                     "xq_before_signal+xq_before_wait", "xq_after_products"])
 def test_the_probe_tools_q_variants_still_apply_and_compile_without_spills(variant,
                                                                          monkeypatch):
     """tools/persistent_probe.py --variants of 'q' (docs/lowbit.md measures them): each
