@@ -94,7 +94,7 @@
 //            share of its batch slice's rows of x three steps ahead (slots 0-2 before the
 //            first signal), XQ units of 4 values a worker at most (fits.quantize_share). Its
 //            loads are issued past a step's wait, its codes stored past its signal (H100,
-//            LSTM 50/1/1024/256 INT8 'wbeiqs2': 0.4143 ms against 0.4573 before both); at
+//            LSTM 50/1/1024/256 INT8 'wbeiqs2': 0.4143 ms against 0.4477 before both); at
 //            step 0 the input part's warpgroups (XE) wait for the group's first signal too
 //   MAXW (waits per step), SPIN_LIMIT, TRACE (1: thread 0 of each CTA writes the clock at
 //   the phases of every step into trace[(cta * T + step) * 12 + i], i as MARK's below:
