@@ -74,6 +74,23 @@ def test_the_tuner_tries_each_q_shape_before_its_twin_and_not_the_twin_once_it_v
                                                           [wbeiq], P.SETTINGS)
 
 
+def test_each_steps_codes_are_loaded_past_its_wait_and_stored_past_its_signal():
+    """XQ's place in the kernel's text, which its ordering rests on: slots 0-2 stored before
+    the first signal (hx's slot); in the step loop x loaded once, three steps ahead, past the
+    wait's acquire and its marks (before it, the loads were in flight where the wait's
+    thread polled), and the codes stored past the step's release, inside the step (before
+    it, the release waited for them: docs/lowbit.md), so that the next step's signal
+    releases them before the wait of s + 2 that the readers of step s + 3 follow."""
+    src = P.SOURCE.read_text()
+    step = src.index("    for (int s = 0; s < T; ++s) {")
+    assert src.index("x_store(t, v[t])") < src.index("red_release(mine, 1u)") < step
+    loop = src[step:src.index("\n    }\n", step)]
+    assert loop.count("x_load(") == loop.count("x_store(") == 1
+    load, store = loop.index("x_load(s + 3, xv)"), loop.index("x_store(s + 3, xv)")
+    assert loop.index("ld_acquire(counters") < loop.index("MARK(6);") < load
+    assert loop.index("red_release(mine, 1u)") < loop.index("MARK(9);") < store
+
+
 def _share():
     """persistent.cu's XQ share by its own text, C's division as Python's //: a function of
     (the slice's nb, j0, nu, H, xqi, tid, k) giving unit u's (u, b, f) or None past the

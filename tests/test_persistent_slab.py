@@ -113,7 +113,8 @@ def test_a_ring_of_one_chunk_slabs_stays_within_the_kernels_static_shared_memory
 
 def test_the_tuner_times_wbeis2_beside_wbei_and_tries_wbes2_only_where_wbe_is_refused():
     """Of the tuner's list: 'wbeis2' (faster than 'wbei' where a two-stage ring waited on
-    L2, slower where it kept up: launch.py's note) is tried whatever else verified; 'wbes2'
+    L2, slower where it kept up: launch.py's note) is tried whatever else verified but its
+    own 'q' twin 'wbeiqs2' (tests/test_persistent_quantize.py); 'wbes2'
     (slower than 'wbe' and 'wbei' wherever both ran) not once either has, nor once its 'i'
     twin 'wbeis2' has, and tried where both were refused (FP16 at LSTM 50/1/1024/256, where
     'wbe' does not fit); a list the user names is tried whole."""
@@ -124,8 +125,9 @@ def test_the_tuner_times_wbeis2_beside_wbei_and_tries_wbes2_only_where_wbe_is_re
         < names.index(wbes2.name)
     assert [s.name for s in P.SETTINGS if s.slab] == ["b2t256u16wbeiqs2", wbeis2.name,
                                                       wbes2.name, "b1t256u16wbes2"]
-    for verified in ([wbei], [wbe], [wbei, wbe], []):
+    for verified in ([wbei], [wbe], [wbei, wbe], [], [Settings.parse("b2t256u16wbeiq")]):
         assert P.not_tried(wbeis2, verified, P.SETTINGS) is None
+    assert "('q'" in P.not_tried(wbeis2, [Settings.parse("b2t256u16wbeiqs2")], P.SETTINGS)
     for twin in ([wbe], [wbei], [wbeis2, wbei]):  # copies of 4, with 'i' or without
         assert f"{twin[-1].name} verified, copies of 4 chunks" in P.not_tried(
             wbes2, twin, P.SETTINGS)

@@ -385,8 +385,8 @@ VARIANTS.update({
                          ("        MARK(4);\n", "#if XQ\n" + _XQ_STORE + "#endif\n"
                           "        MARK(4);\n", 1)],
     # the loads issued past the step's products (their latency in the gate math, not beside
-    # the ring's copies, which they slowed: H100, 1024/256 'wbeiqs2' against 'wbeis2', wait
-    # +116 ns, first slab +106, products +143)
+    # the ring's copies, but beside 'x''s, issued just before; the ring's slowed them: H100,
+    # 1024/256 'wbeiqs2' against 'wbeis2', wait +116 ns, first slab +106, products +143)
     "xq_after_products": [(_XQ_LOAD, "", 1), ("        MARK(2);\n", "        MARK(2);\n"
                                                 "#if XQ\n" + _XQ_LOAD + "#endif\n", 1)],
     "xq_all_threads": [("    const int xq_w = (tid & 127) < 32 ? -1 : (tid >> 7) * 96 + "

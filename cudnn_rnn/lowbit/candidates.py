@@ -48,7 +48,7 @@ from cudnn_rnn.matrix.jobs import job, name_of
 # 20, not 5, since 'wbeiqs2' and 'wbeiq' lie within 1-4 % at LSTM 50/1/1024/256 INT8 and the
 # benchmark's ranking of 5 took the slower (H100, tree f9fccd3: timed 0.4300 ms against the
 # probe's 0.4143-0.4179 for 'wbeiqs2'); a replay there is 0.4 ms, a build and its
-# verification seconds
+# verification seconds. The precision table's rows (charlm.rows) rank theirs alike
 QUICK_REPS = 20
 
 # ---------------------------------------------------------------------------- values

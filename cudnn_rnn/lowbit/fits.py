@@ -230,7 +230,7 @@ def prefetch(part, room: list[tuple[int, int]]) -> None:
 
 
 XQ_UNITS = 4  # units of 4 values of x a worker may quantize a step (XQ: held in registers
-              # from before the step's wait, through its products, to its signal)
+              # from past the step's wait, through its products, to past its signal)
 
 
 def quantize_workers(threads: int) -> int:

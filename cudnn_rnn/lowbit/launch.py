@@ -244,14 +244,16 @@ class Settings:
 # 'q' (layer 0's input codes written by the kernel, no quantizer launched before it; one
 # direction) with each step's loads of x past its wait and its code stores past its signal,
 # measured on an H100 80GB HBM3 against the same shape without it (tools/persistent_probe.py
-# on tree 977f7b1 with --variants xq_after_signal+xq_after_wait, the kernel's placement now;
-# quick ranking replays of one process, ms): LSTM 50/1/1024/256 INT8 'wbeiqs2' 0.4143
-# against 'wbeis2' 0.4240, GRU 'wbeiq' 0.4220 against 'wbeis2' 0.4340, LSTM 50/1/1024/64
-# 'wbeiq' 0.1929 against 'wbei' 0.1999, seed LSTM 0.0668 against 0.0692. (Before, the loads
+# on tree 977f7b1 with --variants xq_after_signal+xq_after_wait, the kernel's placement
+# since f9fccd3, no variant now; quick ranking replays of one process, ms): LSTM
+# 50/1/1024/256 INT8 'wbeiqs2' 0.4143 against 'wbeis2' 0.4240, GRU 'wbeiq' 0.4220 against
+# 'wbeis2' 0.4340, LSTM 50/1/1024/64 'wbeiq' 0.1929 against 'wbei' 0.1999, seed LSTM 0.0668
+# against 0.0692; at f9fccd3 FP16 too (docs/lowbit.md). (Before, the loads
 # before the wait and the stores before the signal, whose release then waited for them:
-# 0.4573 against 0.4256 at 1024/256; the probe's xq_before_wait, xq_before_signal.) So each
-# 'i' shape of the list comes after its 'q' twin and is not tried once the twin verified and
-# was timed, where the input is no wider than a layer above's (:func:`not_tried`).
+# 0.4573 against 0.4256 at 1024/256; the probe's xq_before_wait, xq_before_signal.) So
+# 'wbeis2' and 'wbei' each come after their 'q' twin and are not tried once it verified and
+# was timed, where the input is no wider than a layer above's (:func:`not_tried`). The
+# single-gate cells, which take no 'e', have no 'q' shape in the list ('wbiq' not measured).
 _BULK = dict(units=16, wg=True, bulk=True)
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
