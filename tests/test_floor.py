@@ -182,6 +182,9 @@ def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_t
     for depth in (-1, barrier.MAX_DEPTH + 1, True, 2.0):
         with pytest.raises(ValueError, match="depth is 0"):
             barrier.barrier_read([0], depth=depth)
+    for buffers, written in ((0, 0), (True, 0), (2.0, 0), (2, 16)):
+        with pytest.raises(ValueError, match="buffers is a count >= 1"):
+            barrier.barrier_read([0], written=written, buffers=buffers)
 
 
 def test_a_depth_of_reads_in_flight_leaves_the_floors_kernel_as_it_was():
@@ -224,6 +227,8 @@ def test_a_depth_of_reads_in_flight_leaves_the_floors_kernel_as_it_was():
     (["--groups", "0,32", "--written", "0,16"], "--written 0 with them"),
     (["--depths", "0,33"], "--depths takes stages in flight, each 0 (all) to 32"),
     (["--depths", "ten"], "--depths takes comma-separated integers, got 'ten'"),
+    (["--buffers", "0"], "--buffers takes a count >= 1"),
+    (["--buffers", "2", "--written", "0,16"], "more than one with --written 0 only"),
     (["--out", "README.md"], "--out 'README.md' is a file"),
 ])
 def test_the_floor_probe_refuses_bad_input_in_one_line_naming_its_flag(tmp_path, args, needle):

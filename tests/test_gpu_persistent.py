@@ -405,6 +405,15 @@ def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
     assert r["met"]  # the counter's launches too: every CTA's 50 rounds counted
     # reads through a ring of 2 stages of 8 KB, at most 16 KB in flight a CTA: 1 MB takes
     # longer than with all of it in flight (timed in one call, as above)
+    # the state read from three allocations of its own, in turn: a median each, the first's
+    # the floor's, every launch's polls met
+    three = barrier_read([0, 1 << 16], rounds=50, repeats=2, buffers=3)
+    assert three["met"] and three["buffers"] == 3 and set(three["per_buffer_us"]) == {
+        "0", str(1 << 16)}
+    assert all(len(v) == 3 and all(0.1 < us < 50 for us in v)
+               for v in three["per_buffer_us"].values())
+    assert three["per_round_us"][str(1 << 16)] == three["per_buffer_us"][str(1 << 16)][0]
+    assert "per_buffer_us" not in r
     ring = barrier_read([1 << 20], rounds=50, repeats=2, depth=2)
     whole = barrier_read([1 << 20], rounds=50, repeats=2)
     assert ring["met"] and ring["depth"] == 2 and whole["depth"] == 0

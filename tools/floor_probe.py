@@ -1,7 +1,7 @@
 """The floor's microbenchmark alone: barrier + every CTA reading N bytes, per round.
 
     python tools/floor_probe.py --out DIR [--sizes 0,32768,...] [--written 0,1,16]
-        [--signals counter,flags] [--groups 0,32,64] [--depths 0,10,20]
+        [--signals counter,flags] [--groups 0,32,64] [--depths 0,10,20] [--buffers N]
 
 ``--written``: 0 reads the same state every round (the floor's measurement); 1 and 16 read
 a fresh slot the CTAs wrote in the round before (stores of 1 or 16 bytes), as the persistent
@@ -19,6 +19,11 @@ kernel's) or by a flag a CTA that warp 0 of each polls, consecutive words or a l
 many stages of 8 KB (at most that many in flight), as the persistent kernel's bulk ring
 keeps its stages in flight (10 at LSTM 50/1/1024/256 INT8, ``b2t256u16wbeis2``: five of
 8 KB for each of two warpgroups).
+
+``--buffers``: with ``--written 0``, the state read from N allocations of its own, their
+launches in turn, each one's median printed (the first's is the floor's): whether the state
+read's time depends on where in L2 the state lies (two H100 runs' floors differed by their
+state read, the barrier alike).
 
 A diagnostic behind statements in the README and the issue notes (not part of the package).
 """
@@ -44,6 +49,8 @@ def main() -> int:
     p.add_argument("--depths", default="0",
                    help=f"stages of 8 KB in flight a CTA, comma-separated, each 0 (all) to "
                         f"{MAX_DEPTH}")
+    p.add_argument("--buffers", type=int, default=1,
+                   help="states read alike, each its own allocation (written 0 only)")
     a = p.parse_args()
     sizes = _integers(p, "--sizes", a.sizes)
     modes = _integers(p, "--written", a.written)
@@ -60,6 +67,8 @@ def main() -> int:
         p.error("--groups takes counts of CTAs >= 0 (0: all), comma-separated")
     if any(groups) and any(modes):
         p.error("--groups other than 0 read one state every round: --written 0 with them")
+    if a.buffers < 1 or (a.buffers > 1 and any(modes)):
+        p.error("--buffers takes a count >= 1; more than one with --written 0 only")
     if any(s < 0 for s in sizes):
         p.error("--sizes takes byte counts >= 0, comma-separated")
     refuse_output(a.out)
@@ -72,7 +81,7 @@ def main() -> int:
         key = f"{w}/{signal}/{group}" + (f"/depth {depth}" if depth else "")
         try:
             r = runs[key] = barrier_read(sizes, written=w, signal=signal, group=group,
-                                         depth=depth)
+                                         depth=depth, buffers=a.buffers)
         except NoGPU as exc:
             print(f"floor_probe.py: {exc}; run it on a machine with a GPU", file=sys.stderr)
             return 2
@@ -81,7 +90,8 @@ def main() -> int:
             print(f"written {w:>2d}, {signal:7s} groups of {r['group']:>3d}, "
                   f"{f'{depth} stages' if depth else 'all'} in flight: {int(size):>9d} "
                   f"bytes per CTA: {us:8.3f} us per round (IQR {q1:.3f}-{q3:.3f}, "
-                  f"{r['repeats']} launches)")
+                  f"{r['repeats']} launches)"
+                  + (f"; each buffer's: {r['per_buffer_us'][size]}" if a.buffers > 1 else ""))
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / "floor_probe.json").write_text(json.dumps(runs, indent=1))
     return 0

@@ -41,7 +41,8 @@ def source(written: int = 0, signal: str = "counter", depth: int = 0) -> str:
 
 @job
 def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: int = 0,
-                 signal: str = "counter", group: int = 0, depth: int = 0) -> dict:
+                 signal: str = "counter", group: int = 0, depth: int = 0,
+                 buffers: int = 1) -> dict:
     """``{"per_round_us": {bytes: median µs of one round}, "per_round_spread_us": {bytes:
     [first, third quartile]}, "ctas": n, "threads": ...}``: a cooperative launch of one CTA
     per multiprocessor, ``rounds`` rounds each (barrier after every CTA read ``bytes``),
@@ -56,7 +57,12 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     each). ``depth`` d > 0: a CTA's reads go through a ring of d stages of THREADS x 16
     bytes, at most d in flight (the persistent kernel's bulk ring keeps its stages in
     flight; 0, the floor's: all at once). ``"met"``: every launch's polls saw their signals
-    (none gave up) and the last left the counters or flags as its rounds should."""
+    (none gave up) and the last left the counters or flags as its rounds should.
+    ``buffers`` n > 1 (with ``written`` 0): the state read from n allocations of their own,
+    their launches taken in turn, ``"per_buffer_us"`` {bytes: each one's median}, the
+    first's in ``per_round_us`` (the state read of two H100 runs, the barrier alike, differed
+    twice over: 64 KB 0.26 against 0.74 us past it; whether where the state lies in L2 is
+    why, this tells)."""
     import statistics
 
     code = source(written, signal, depth)  # an unknown mode: said before the GPU
@@ -65,6 +71,10 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
                          f"(slots of 16-byte stores), got {sizes}")
     if isinstance(group, bool) or not isinstance(group, numbers.Integral) or group < 0:
         raise ValueError(f"group is a count of CTAs >= 0 (0: all), got {group!r}")
+    if isinstance(buffers, bool) or not isinstance(buffers, numbers.Integral) \
+            or buffers < 1 or (buffers > 1 and written):
+        raise ValueError(f"buffers is a count >= 1 of states read alike (more than one "
+                         f"with written 0 only), got {buffers!r} with written {written}")
     if group and written:  # every CTA writes a share of each slot, which only a barrier of
         # every CTA orders before the next round's reads
         raise ValueError("a fresh slot is written by every CTA, so groups read the same "
@@ -81,34 +91,39 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     kernel = module.get_function("barrier_read")
     kernel.max_dynamic_shared_size_bytes = RING
     biggest = max([int(b) for b in sizes] + [16])
-    state = cp.zeros(biggest * (rounds + 1) if written else biggest, cp.uint8)
+    states = [cp.zeros(biggest * (rounds + 1) if written else biggest, cp.uint8)
+              for _ in range(buffers)]
     counter = cp.zeros(ctas * 32, cp.uint32)  # a counter a group, or a flag a CTA
     status = cp.zeros(1, cp.int32)
     stream = cp.cuda.Stream(non_blocking=True)
-    out, spread, handed, met = {}, {}, {}, True
+    out, spread, handed, met, each = {}, {}, {}, True, {}
     with stream:
         for size in sorted({int(b) for b in sizes}):
-            times = []
+            times = [[] for _ in states]
             for i in range(repeats + 1):
-                counter.fill(0)
-                start, end = cp.cuda.Event(), cp.cuda.Event()
-                start.record(stream)
-                kernel((ctas,), (THREADS,), (state, cp.int64(size), counter, cp.int32(rounds),
-                                            cp.int32(group), status),
-                       shared_mem=RING)
-                end.record(stream)
-                end.synchronize()
-                if i:  # the first launch warms up
-                    times.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / rounds)
-            met &= _signalled(cp, counter, status, signal, group or ctas, ctas, rounds)
-            out[str(size)] = round(statistics.median(times), 4)
-            spread[str(size)] = quartiles(times)
+                for state, kept in zip(states, times):
+                    counter.fill(0)
+                    start, end = cp.cuda.Event(), cp.cuda.Event()
+                    start.record(stream)
+                    kernel((ctas,), (THREADS,), (state, cp.int64(size), counter,
+                                                cp.int32(rounds), cp.int32(group), status),
+                           shared_mem=RING)
+                    end.record(stream)
+                    end.synchronize()
+                    met &= _signalled(cp, counter, status, signal, group or ctas, ctas,
+                                      rounds)
+                    if i:  # the first launch warms up
+                        kept.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / rounds)
+            out[str(size)] = round(statistics.median(times[0]), 4)
+            spread[str(size)] = quartiles(times[0])
+            each[str(size)] = [round(statistics.median(t), 4) for t in times]
             if written and size:  # what the last launch handed on: slot k holds k - 1
-                handed[str(size)] = _handed(cp, state, size, rounds, written)
+                handed[str(size)] = _handed(cp, states[0], size, rounds, written)
     result = {"per_round_us": out, "per_round_spread_us": spread, "ctas": ctas,
               "threads": THREADS, "rounds": rounds, "repeats": repeats, "written": written,
               "signal": signal, "group": group or ctas, "depth": depth, "met": met}
-    return result | ({"handed_on": handed} if written else {})
+    return result | ({"handed_on": handed} if written else {}) | (
+        {"buffers": buffers, "per_buffer_us": each} if buffers > 1 else {})
 
 
 def _signalled(cp, counter, status, signal: str, group: int, ctas: int, rounds: int) -> bool:
