@@ -1,5 +1,6 @@
 """The floor of a benchmark shape from a run's measurements (matrix/floor.py), and the
 frontier section that reads every engine against it (reporting/frontier.py)."""
+import numpy as np
 import pytest
 
 from cudnn_rnn.matrix import floor
@@ -143,6 +144,63 @@ def test_the_microbenchmark_compiles_in_each_hand_off_mode(written, signal):
     assert "ld.acquire.gpu.global.u32" in ptx  # every poll an acquire load
 
 
+def _ptx_of(source: str) -> str:
+    nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    try:
+        nvrtc.getVersion()
+    except Exception as exc:  # no CUDA wheels with NVRTC in this environment
+        pytest.skip(f"NVRTC is not available here ({type(exc).__name__}: {exc})")
+    prog = nvrtc.createProgram(source, "barrier.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, ["--gpu-architecture=compute_90", "--std=c++17"])
+        ptx = nvrtc.getPTX(prog)
+    except nvrtc.NVRTCError as exc:
+        raise AssertionError(nvrtc.getProgramLog(prog)) from exc
+    finally:
+        nvrtc.destroyProgram(prog)
+    return ptx.decode() if isinstance(ptx, bytes) else ptx
+
+
+def test_the_state_its_own_signal_stores_and_polls_8_byte_words_and_meets_no_barrier():
+    """"ll" (barrier.cu's SIGNAL 3): each word stored whole with its flag (one relaxed
+    8-byte store) and polled whole (8-byte relaxed loads), no counter, no release or acquire;
+    any other hand-off than a fresh slot read all at once is refused, by barrier_read before
+    the GPU and by the source itself."""
+    from cudnn_rnn.lowbit import barrier
+    ptx = _ptx_of(barrier.source(16, "ll"))
+    assert "st.relaxed.gpu.global.b64" in ptx and "ld.relaxed.gpu.global.b64" in ptx
+    assert not any(op in ptx for op in ("red.release", "ld.acquire", "st.release",
+                                        "cp.async"))
+    with pytest.raises(AssertionError, match="SIGNAL 3"):
+        _ptx_of(barrier.source(0, "ll"))
+    for kw in (dict(written=0), dict(written=1), dict(written=16, depth=2)):
+        with pytest.raises(ValueError, match="signal ll"):
+            barrier.barrier_read([1 << 12], signal="ll", **kw)
+
+
+def test_the_state_its_own_signal_is_checked_whole_at_the_end():
+    """What an "ll" launch leaves: slot k (k = 1..rounds, two words a 4 data bytes) holds
+    k - 1 and the flag k in every word; a word missed or a flag off fails it, and its counters
+    stay zero (none is touched)."""
+    from cudnn_rnn.lowbit.barrier import _handed_ll, _signalled
+    size, rounds = 64, 5
+    state = np.zeros((rounds + 1) * 2 * size, np.uint8)
+    words = state.view(np.uint32)
+    for k in range(1, rounds + 1):
+        slot = words[k * size // 2:(k + 1) * size // 2].reshape(-1, 2)
+        slot[:, 0], slot[:, 1] = k - 1, k
+    assert _handed_ll(np, state, size, rounds, 16)
+    for at, value in ((size // 2 + 1, 9), (rounds * size // 2 + 2, 0)):
+        bad = state.copy()
+        bad.view(np.uint32)[at] = value
+        assert not _handed_ll(np, bad, size, rounds, 16)
+    ok = np.zeros(1, np.int32)
+    counters = np.zeros(40 * 32, np.uint32)
+    assert _signalled(np, counters, ok, "ll", 40, 40, rounds)
+    counters[0] = 1
+    assert not _signalled(np, counters, ok, "ll", 40, 40, rounds)
+
+
 @pytest.mark.parametrize("signal,stride", [("flags", 1), ("padded", 32)])
 def test_the_end_state_check_finds_every_flag_at_its_rounds_and_nothing_else(signal, stride):
     """What a launch of 40 CTAs and 50 rounds leaves (numpy standing in for CuPy): a flag a
@@ -222,7 +280,9 @@ def test_a_depth_of_reads_in_flight_leaves_the_floors_kernel_as_it_was():
     (["--sizes", "abc"], "--sizes takes comma-separated integers, got 'abc'"),
     (["--sizes", "-16"], "--sizes takes byte counts >= 0"),
     (["--written", "16", "--sizes", "1000"], "every size is a multiple of 16"),
-    (["--signals", "counter,tree"], "--signals takes counter, flags, padded, comma-separated"),
+    (["--signals", "counter,tree"], "--signals takes counter, flags, padded, ll, "
+                                    "comma-separated"),
+    (["--signals", "ll"], "--signals ll takes --written 16, --groups 0 and --depths 0"),
     (["--groups", "-32"], "--groups takes counts of CTAs >= 0"),
     (["--groups", "0,32", "--written", "0,16"], "--written 0 with them"),
     (["--depths", "0,33"], "--depths takes stages in flight, each 0 (all) to 32"),

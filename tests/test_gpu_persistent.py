@@ -405,6 +405,11 @@ def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
     assert r["met"]  # the counter's launches too: every CTA's 50 rounds counted
     # reads through a ring of 2 stages of 8 KB, at most 16 KB in flight a CTA: 1 MB takes
     # longer than with all of it in flight (timed in one call, as above)
+    # the state its own signal (no barrier): every word of every slot handed on whole, no
+    # poll gave up, the counters untouched
+    ll = barrier_read([1 << 12, 1 << 16], rounds=50, repeats=2, written=16, signal="ll")
+    assert ll["met"] and ll["handed_on"] == {str(1 << 12): True, str(1 << 16): True}
+    assert all(0.1 < us < 50 for us in ll["per_round_us"].values())
     # the state read from three allocations of its own, in turn: a median each, the first's
     # the floor's, every launch's polls met
     three = barrier_read([0, 1 << 16], rounds=50, repeats=2, buffers=3)

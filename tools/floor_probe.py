@@ -15,6 +15,10 @@ at LSTM 50/1/1024/256); ``--signals``: by one counter a group that every CTA add
 kernel's) or by a flag a CTA that warp 0 of each polls, consecutive words or a line each
 (``barrier.cu``'s SIGNAL); a launch takes whole groups, as many as fit.
 
+``--signals ll`` (with ``--written 16``): no barrier; the state carries its own signal, each
+8-byte word 4 bytes of data and a flag that every CTA polls until it shows the round
+(NCCL's low-latency protocol): what handing a small state on without a counter costs.
+
 ``--depths``: a CTA's reads all in flight at once (0, the floor's) or through a ring of that
 many stages of 8 KB (at most that many in flight), as the persistent kernel's bulk ring
 keeps its stages in flight (10 at LSTM 50/1/1024/256 INT8, ``b2t256u16wbeis2``: five of
@@ -63,6 +67,9 @@ def main() -> int:
         p.error(f"--written takes {', '.join(map(str, WRITES))}, comma-separated")
     if any(s not in SIGNALS for s in signals):
         p.error(f"--signals takes {', '.join(SIGNALS)}, comma-separated")
+    if "ll" in signals and (modes != [16] or any(groups) or any(depths)):
+        p.error("--signals ll takes --written 16, --groups 0 and --depths 0 (a fresh slot, "
+                "its own signal, read all at once)")
     if any(g < 0 for g in groups):
         p.error("--groups takes counts of CTAs >= 0 (0: all), comma-separated")
     if any(groups) and any(modes):

@@ -21,6 +21,13 @@
 // 2: as 1, a 128-byte line a flag. A poll gives up past SPIN_LIMIT reads, setting *status
 // (the launch's numbers are then not read), so a signal that never comes fails the run
 // instead of hanging it; every poll of the launch then gives up within 1024 reads.
+// SIGNAL 3 (with WRITTEN 16, DEPTH 0, the whole grid): no barrier, the state carries its
+// own signal, as NCCL's low-latency protocol does: slot r + 1 ((rounds + 1) slots of
+// 2 x `bytes`) is `bytes` / 4 8-byte words, each 4 bytes of data (r) and a 4-byte flag
+// (r + 1) stored at once (relaxed, one 8-byte store: never half seen); in round r each CTA
+// stores its share of the slot's words, then reads every word of the slot (coalesced, up to
+// 4 a thread in flight), polling each until its flag is r + 1, the data into shared memory.
+// The state must be zeros at launch (barrier_read clears it before each).
 // DEPTH 0: a round's reads all in flight at once (the floor's measurement); DEPTH d: as
 // through a ring of d stages of THREADS x 16 bytes, a stage's copies issued once those d - 1
 // stages before it have landed, as the persistent kernel's bulk ring keeps at most its
@@ -46,6 +53,48 @@ barrier_read(unsigned char* state, long long bytes, unsigned* counter, int round
     const long long share = ((bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
     const long long lo = (long long)blockIdx.x * share, hi = min(bytes, lo + share);
 #endif
+#if SIGNAL == 3
+#if WRITTEN != 16 || DEPTH
+#error "SIGNAL 3 (the state its own signal): WRITTEN 16, DEPTH 0"
+#endif
+    const long long words = bytes / 4, wshare = (words + gridDim.x - 1) / gridDim.x;
+    const long long wlo = (long long)blockIdx.x * wshare, whi = min(words, wlo + wshare);
+    for (int r = 0; r < rounds; ++r) {
+        unsigned long long* slot = (unsigned long long*)(state + (long long)(r + 1) * 2 * bytes);
+        const unsigned long long mine = (unsigned long long)(r + 1) << 32 | (unsigned)r;
+        for (long long w = wlo + tid; w < whi; w += THREADS)
+            asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" :: "l"(slot + w), "l"(mine)
+                         : "memory");
+        for (long long base = tid; base < words; base += (long long)THREADS * 4) {
+            bool need[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) need[k] = base + (long long)k * THREADS < words;
+            for (long long spins = 0;; ++spins) {
+                bool all = true;
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    if (!need[k]) continue;
+                    const long long w = base + (long long)k * THREADS;
+                    unsigned long long v;
+                    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v)
+                                 : "l"(slot + w) : "memory");
+                    if ((unsigned)(v >> 32) == (unsigned)(r + 1)) {
+                        *(unsigned*)(ring + (w * 4) % RING) = (unsigned)v;
+                        need[k] = false;
+                    } else {
+                        all = false;
+                    }
+                }
+                if (all) break;
+                if (spins > SPIN_LIMIT || ((spins & 1023) == 1023 && *(volatile int*)status)) {
+                    atomicExch(status, 1);  // the launch's numbers are then not read; every
+                    break;                  // poll after gives up within 1024 reads
+                }
+            }
+        }
+        __syncthreads();
+    }
+#else
     for (int r = 0; r < rounds; ++r) {
         const unsigned char* slot = state + (WRITTEN ? (long long)r * bytes : 0);
 #if DEPTH
@@ -109,4 +158,5 @@ barrier_read(unsigned char* state, long long bytes, unsigned* counter, int round
 #endif
         __syncthreads();
     }
+#endif
 }

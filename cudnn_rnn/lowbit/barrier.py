@@ -18,7 +18,7 @@ ROUNDS = 200
 
 
 WRITES = (0, 1, 16, 8)  # barrier_read's ``written``: see barrier.cu's WRITTEN
-SIGNALS = ("counter", "flags", "padded")  # barrier_read's ``signal``: barrier.cu's SIGNAL
+SIGNALS = ("counter", "flags", "padded", "ll")  # barrier_read's ``signal``: barrier.cu's SIGNAL
 
 
 MAX_DEPTH = 32  # stages in flight barrier_read's ``depth`` may name
@@ -54,9 +54,12 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     ``group``: the barrier meets that many consecutive CTAs (0: every CTA; the launch then
     takes whole groups, as many as fit), by one counter a group (``signal`` "counter", the
     persistent kernel's) or a flag a CTA ("flags": consecutive words; "padded": a line
-    each). ``depth`` d > 0: a CTA's reads go through a ring of d stages of THREADS x 16
-    bytes, at most d in flight (the persistent kernel's bulk ring keeps its stages in
-    flight; 0, the floor's: all at once). ``"met"``: every launch's polls saw their signals
+    each); "ll" (``written`` 16, the whole grid, ``depth`` 0): no barrier, each 8-byte word
+    of the state 4 bytes of data and a flag, polled until it shows the round (barrier.cu's
+    SIGNAL 3; the state twice ``bytes`` a slot, cleared before each launch). ``depth``
+    d > 0: a CTA's reads go through a ring of d stages of THREADS x 16 bytes, at most d in
+    flight (the persistent kernel's bulk ring keeps its stages in flight; 0, the floor's:
+    all at once). ``"met"``: every launch's polls saw their signals
     (none gave up) and the last left the counters or flags as its rounds should.
     ``buffers`` n > 1 (with ``written`` 0): the state read from n allocations of their own,
     their launches taken in turn, ``"per_buffer_us"`` {bytes: each one's median}, the
@@ -75,6 +78,10 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
             or buffers < 1 or (buffers > 1 and written):
         raise ValueError(f"buffers is a count >= 1 of states read alike (more than one "
                          f"with written 0 only), got {buffers!r} with written {written}")
+    if signal == "ll" and (written != 16 or group or depth):
+        raise ValueError(f"signal ll (the state its own signal) hands a fresh slot on to the "
+                         f"whole grid, all read at once: written 16, group 0, depth 0, got "
+                         f"written {written}, group {group}, depth {depth}")
     if group and written:  # every CTA writes a share of each slot, which only a barrier of
         # every CTA orders before the next round's reads
         raise ValueError("a fresh slot is written by every CTA, so groups read the same "
@@ -91,8 +98,9 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     kernel = module.get_function("barrier_read")
     kernel.max_dynamic_shared_size_bytes = RING
     biggest = max([int(b) for b in sizes] + [16])
-    states = [cp.zeros(biggest * (rounds + 1) if written else biggest, cp.uint8)
-              for _ in range(buffers)]
+    ll = signal == "ll"  # a slot of 8-byte words, 4 bytes of data each
+    states = [cp.zeros(biggest * (rounds + 1) * (2 if ll else 1) if written else biggest,
+                       cp.uint8) for _ in range(buffers)]
     counter = cp.zeros(ctas * 32, cp.uint32)  # a counter a group, or a flag a CTA
     status = cp.zeros(1, cp.int32)
     stream = cp.cuda.Stream(non_blocking=True)
@@ -103,6 +111,8 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
             for i in range(repeats + 1):
                 for state, kept in zip(states, times):
                     counter.fill(0)
+                    if ll:  # its flags: a word left by the launch before would be read
+                        state.fill(0)
                     start, end = cp.cuda.Event(), cp.cuda.Event()
                     start.record(stream)
                     kernel((ctas,), (THREADS,), (state, cp.int64(size), counter,
@@ -118,7 +128,8 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
             spread[str(size)] = quartiles(times[0])
             each[str(size)] = [round(statistics.median(t), 4) for t in times]
             if written and size:  # what the last launch handed on: slot k holds k - 1
-                handed[str(size)] = _handed(cp, states[0], size, rounds, written)
+                handed[str(size)] = (_handed_ll if ll else _handed)(cp, states[0], size,
+                                                                    rounds, written)
     result = {"per_round_us": out, "per_round_spread_us": spread, "ctas": ctas,
               "threads": THREADS, "rounds": rounds, "repeats": repeats, "written": written,
               "signal": signal, "group": group or ctas, "depth": depth, "met": met}
@@ -133,7 +144,7 @@ def _signalled(cp, counter, status, signal: str, group: int, ctas: int, rounds: 
     want = cp.zeros(ctas * 32, cp.uint32)
     if signal == "counter":
         want[:ctas // group] = rounds * group
-    else:  # a flag a CTA, at word cta x stride
+    elif signal != "ll":  # a flag a CTA, at word cta x stride ("ll": none, left at 0)
         stride = 32 if signal == "padded" else 1
         want[:ctas * stride:stride] = rounds
     return int(status[0]) == 0 and bool((counter == want).all())
@@ -158,3 +169,11 @@ def _handed(cp, state, size: int, rounds: int, written: int) -> bool:
         words = slots
         want = (cp.arange(rounds) % 256).astype(cp.uint8)[:, None]
     return bool((words == want).all())
+
+
+def _handed_ll(cp, state, size: int, rounds: int, written: int) -> bool:
+    """"ll"'s :func:`_handed`: every word of slots 1..rounds (2 x ``size`` bytes each)
+    holds the round before's number and its flag, that number + 1."""
+    words = state[2 * size:(rounds + 1) * 2 * size].view(cp.uint32).reshape(rounds, -1, 2)
+    k = cp.arange(rounds, dtype=cp.uint32)[:, None]
+    return bool((words[..., 0] == k).all() and (words[..., 1] == k + 1).all())
