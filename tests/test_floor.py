@@ -173,9 +173,19 @@ def test_the_state_its_own_signal_stores_and_polls_8_byte_words_and_meets_no_bar
                                         "cp.async"))
     with pytest.raises(AssertionError, match="SIGNAL 3"):
         _ptx_of(barrier.source(0, "ll"))
-    for kw in (dict(written=0), dict(written=1), dict(written=16, depth=2)):
+    for kw in (dict(written=0), dict(written=1), dict(written=16, depth=2),
+               dict(written=16, group=32)):
         with pytest.raises(ValueError, match="signal ll"):
             barrier.barrier_read([1 << 12], signal="ll", **kw)
+    with pytest.raises(ValueError, match="every size > 0"):
+        barrier.barrier_read([0, 1 << 12], signal="ll", written=16)
+    with pytest.raises(AssertionError, match="SIGNAL 3"):
+        _ptx_of(barrier.source(16, "ll", depth=2))
+    # its polls: every load of a pass issued before any value is looked at or stored
+    order = "".join("L" if "ld.relaxed.gpu.global.b64" in line else "S"
+                    for line in ptx.splitlines()
+                    if "ld.relaxed.gpu.global.b64" in line or "st.shared" in line)
+    assert order == "L" * 8 + "S" * 8, order
 
 
 def test_the_state_its_own_signal_is_checked_whole_at_the_end():
@@ -282,7 +292,11 @@ def test_a_depth_of_reads_in_flight_leaves_the_floors_kernel_as_it_was():
     (["--written", "16", "--sizes", "1000"], "every size is a multiple of 16"),
     (["--signals", "counter,tree"], "--signals takes counter, flags, padded, ll, "
                                     "comma-separated"),
-    (["--signals", "ll"], "--signals ll takes --written 16, --groups 0 and --depths 0"),
+    (["--signals", "ll", "--sizes", "4096"], "--signals ll takes --written 16, --groups 0 and "
+                                             "--depths 0"),
+    (["--signals", "ll", "--written", "16", "--sizes", "0,4096"], "--sizes above 0"),
+    (["--signals", "counter,ll", "--written", "16", "--sizes", "4096", "--groups", "32"],
+     "--signals ll takes --written 16"),
     (["--groups", "-32"], "--groups takes counts of CTAs >= 0"),
     (["--groups", "0,32", "--written", "0,16"], "--written 0 with them"),
     (["--depths", "0,33"], "--depths takes stages in flight, each 0 (all) to 32"),

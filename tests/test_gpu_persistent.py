@@ -403,8 +403,6 @@ def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
     flags = barrier_read([1 << 16], rounds=50, repeats=2, written=16, signal="flags")
     assert flags["handed_on"] == {str(1 << 16): True} and flags["met"]
     assert r["met"]  # the counter's launches too: every CTA's 50 rounds counted
-    # reads through a ring of 2 stages of 8 KB, at most 16 KB in flight a CTA: 1 MB takes
-    # longer than with all of it in flight (timed in one call, as above)
     # the state its own signal (no barrier): every word of every slot handed on whole, no
     # poll gave up, the counters untouched
     ll = barrier_read([1 << 12, 1 << 16], rounds=50, repeats=2, written=16, signal="ll")
@@ -419,6 +417,8 @@ def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
                for v in three["per_buffer_us"].values())
     assert three["per_round_us"][str(1 << 16)] == three["per_buffer_us"][str(1 << 16)][0]
     assert "per_buffer_us" not in r
+    # reads through a ring of 2 stages of 8 KB, at most 16 KB in flight a CTA: 1 MB takes
+    # longer than with all of it in flight (timed in one call, as above)
     ring = barrier_read([1 << 20], rounds=50, repeats=2, depth=2)
     whole = barrier_read([1 << 20], rounds=50, repeats=2)
     assert ring["met"] and ring["depth"] == 2 and whole["depth"] == 0

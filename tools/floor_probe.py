@@ -57,7 +57,7 @@ def main() -> int:
                    help="states read alike, each its own allocation (written 0 only)")
     a = p.parse_args()
     sizes = _integers(p, "--sizes", a.sizes)
-    modes = _integers(p, "--written", a.written)
+    modes = list(dict.fromkeys(_integers(p, "--written", a.written)))  # each once
     groups = list(dict.fromkeys(_integers(p, "--groups", a.groups)))  # each once
     signals = list(dict.fromkeys(a.signals.split(",")))
     depths = list(dict.fromkeys(_integers(p, "--depths", a.depths)))
@@ -67,6 +67,8 @@ def main() -> int:
         p.error(f"--written takes {', '.join(map(str, WRITES))}, comma-separated")
     if any(s not in SIGNALS for s in signals):
         p.error(f"--signals takes {', '.join(SIGNALS)}, comma-separated")
+    if "ll" in signals and 0 in sizes:
+        p.error("--signals ll hands a state on: --sizes above 0 (ll's 0 would time no signal)")
     if "ll" in signals and (modes != [16] or any(groups) or any(depths)):
         p.error("--signals ll takes --written 16, --groups 0 and --depths 0 (a fresh slot, "
                 "its own signal, read all at once)")
@@ -98,7 +100,8 @@ def main() -> int:
                   f"{f'{depth} stages' if depth else 'all'} in flight: {int(size):>9d} "
                   f"bytes per CTA: {us:8.3f} us per round (IQR {q1:.3f}-{q3:.3f}, "
                   f"{r['repeats']} launches)"
-                  + (f"; each buffer's: {r['per_buffer_us'][size]}" if a.buffers > 1 else ""))
+                  + (f"; each buffer's: {r['per_buffer_us'][size]}" if a.buffers > 1 else "")
+                  + ("; ll: 8-byte words, twice the bytes cross L2" if signal == "ll" else ""))
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / "floor_probe.json").write_text(json.dumps(runs, indent=1))
     return 0

@@ -25,9 +25,12 @@
 // own signal, as NCCL's low-latency protocol does: slot r + 1 ((rounds + 1) slots of
 // 2 x `bytes`) is `bytes` / 4 8-byte words, each 4 bytes of data (r) and a 4-byte flag
 // (r + 1) stored at once (relaxed, one 8-byte store: never half seen); in round r each CTA
-// stores its share of the slot's words, then reads every word of the slot (coalesced, up to
-// 4 a thread in flight), polling each until its flag is r + 1, the data into shared memory.
-// The state must be zeros at launch (barrier_read clears it before each).
+// stores its share of the slot's words, then reads every word of the slot (coalesced), its
+// polls LL_K words a thread at a time, all LL_K loads issued before any is looked at (so
+// up to THREADS x LL_K words, 16 KB of data, are polled in one pass; more in passes one
+// after another), each word's data into shared memory once its flag is r + 1. The slots
+// must hold no flag of this launch's at its start (barrier_read clears them before each).
+#define LL_K 8
 // DEPTH 0: a round's reads all in flight at once (the floor's measurement); DEPTH d: as
 // through a ring of d stages of THREADS x 16 bytes, a stage's copies issued once those d - 1
 // stages before it have landed, as the persistent kernel's bulk ring keeps at most its
@@ -59,36 +62,41 @@ barrier_read(unsigned char* state, long long bytes, unsigned* counter, int round
 #endif
     const long long words = bytes / 4, wshare = (words + gridDim.x - 1) / gridDim.x;
     const long long wlo = (long long)blockIdx.x * wshare, whi = min(words, wlo + wshare);
+    bool quit = false;  // a poll of this thread gave up
     for (int r = 0; r < rounds; ++r) {
         unsigned long long* slot = (unsigned long long*)(state + (long long)(r + 1) * 2 * bytes);
         const unsigned long long mine = (unsigned long long)(r + 1) << 32 | (unsigned)r;
         for (long long w = wlo + tid; w < whi; w += THREADS)
             asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" :: "l"(slot + w), "l"(mine)
                          : "memory");
-        for (long long base = tid; base < words; base += (long long)THREADS * 4) {
-            bool need[4];
+        for (long long base = tid; base < words && !quit; base += (long long)THREADS * LL_K) {
+            bool need[LL_K];
 #pragma unroll
-            for (int k = 0; k < 4; ++k) need[k] = base + (long long)k * THREADS < words;
+            for (int k = 0; k < LL_K; ++k) need[k] = base + (long long)k * THREADS < words;
             for (long long spins = 0;; ++spins) {
+                unsigned long long v[LL_K];
+#pragma unroll
+                for (int k = 0; k < LL_K; ++k)  // every load of the pass issued first
+                    if (need[k])
+                        asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v[k])
+                                     : "l"(slot + base + (long long)k * THREADS) : "memory");
                 bool all = true;
 #pragma unroll
-                for (int k = 0; k < 4; ++k) {
+                for (int k = 0; k < LL_K; ++k) {
                     if (!need[k]) continue;
-                    const long long w = base + (long long)k * THREADS;
-                    unsigned long long v;
-                    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v)
-                                 : "l"(slot + w) : "memory");
-                    if ((unsigned)(v >> 32) == (unsigned)(r + 1)) {
-                        *(unsigned*)(ring + (w * 4) % RING) = (unsigned)v;
+                    if ((unsigned)(v[k] >> 32) == (unsigned)(r + 1)) {
+                        *(unsigned*)(ring + ((base + (long long)k * THREADS) * 4) % RING) =
+                            (unsigned)v[k];
                         need[k] = false;
                     } else {
                         all = false;
                     }
                 }
                 if (all) break;
-                if (spins > SPIN_LIMIT || ((spins & 1023) == 1023 && *(volatile int*)status)) {
-                    atomicExch(status, 1);  // the launch's numbers are then not read; every
-                    break;                  // poll after gives up within 1024 reads
+                if (spins > SPIN_LIMIT || ((spins & 1023) == 0 && *(volatile int*)status)) {
+                    atomicExch(status, 1);  // the launch's numbers are then not read, and
+                    quit = true;            // this thread polls no more
+                    break;
                 }
             }
         }

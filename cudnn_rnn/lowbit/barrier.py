@@ -78,6 +78,8 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
             or buffers < 1 or (buffers > 1 and written):
         raise ValueError(f"buffers is a count >= 1 of states read alike (more than one "
                          f"with written 0 only), got {buffers!r} with written {written}")
+    if signal == "ll" and not all(int(b) > 0 for b in sizes):
+        raise ValueError(f"signal ll hands a state on: every size > 0 bytes, got {sizes}")
     if signal == "ll" and (written != 16 or group or depth):
         raise ValueError(f"signal ll (the state its own signal) hands a fresh slot on to the "
                          f"whole grid, all read at once: written 16, group 0, depth 0, got "
@@ -112,7 +114,7 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
                 for state, kept in zip(states, times):
                     counter.fill(0)
                     if ll:  # its flags: a word left by the launch before would be read
-                        state.fill(0)
+                        state[:(rounds + 1) * 2 * size].fill(0)  # (untimed, as the counter)
                     start, end = cp.cuda.Event(), cp.cuda.Event()
                     start.record(stream)
                     kernel((ctas,), (THREADS,), (state, cp.int64(size), counter,
