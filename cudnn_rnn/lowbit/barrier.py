@@ -59,8 +59,8 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     SIGNAL 3; the state twice ``bytes`` a slot, cleared before each launch). ``depth``
     d > 0: a CTA's reads go through a ring of d stages of THREADS x 16 bytes, at most d in
     flight (the persistent kernel's bulk ring keeps its stages in flight; 0, the floor's:
-    all at once). ``"met"``: every launch's polls saw their signals
-    (none gave up) and the last left the counters or flags as its rounds should.
+    all at once). ``"met"``: every launch's polls saw their signals (none gave up) and each
+    left the counters or flags as its rounds should.
     ``buffers`` n > 1 (with ``written`` 0): the state read from n allocations of their own,
     their launches taken in turn, ``"per_buffer_us"`` {bytes: each one's median}, the
     first's in ``per_round_us`` (the state read of two H100 runs, the barrier alike, differed

@@ -491,14 +491,13 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #if XQ
     // layer 0's input codes (XQ): this CTA's share of its batch slice's units of 4 values
     // (unit v: row v / per, its values 4 (v % per) to 4 (v % per) + 3; per = ceil(xqi / 4)
-    // units a row), the
-    // share in proportion to its units of H, so that the slice's CTAs together write every
-    // unit once (a row's codes past xqi, in no unit, stay the buffer's zeros). Its workers
-    // are the warps past each warpgroup's first, whose threads poll the counters and issue
-    // the bulk copies (no load of x in flight where they wait or fence); worker w takes
-    // units w, w + XQW, ... of the share, loaded (x_load, zeros past a row's end) and stored
-    // as codes (x_store: one 4- or 8-byte store a unit, within a 16-byte piece; v / s
-    // correctly rounded, as the quantizer before the launch divides)
+    // units a row), the share in proportion to its units of H, so that the slice's CTAs
+    // together write every unit once (a row's codes past xqi, in no unit, stay the
+    // buffer's zeros). Its workers are the warps past each warpgroup's first, whose threads
+    // poll the counters and issue the bulk copies (no load of x in flight where they wait
+    // or fence); worker w takes units w, w + XQW, ... of the share, loaded (x_load, zeros
+    // past a row's end) and stored as codes (x_store: one 4- or 8-byte store a unit, within
+    // a 16-byte piece; v / s correctly rounded, as the quantizer before the launch divides)
     const int xq_per = (L.xqi + 3) >> 2;
     const long long xq_n = L.xqi ? (long long)nb * xq_per : 0;
     const int xq_a = (int)(xq_n * j0 / H), xq_e = (int)(xq_n * min(j0 + nu, H) / H);
