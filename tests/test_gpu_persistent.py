@@ -88,7 +88,8 @@ def test_every_launch_shape_and_mixed_formats_verify(cuda, fp8_capable):
                 # K in one format, an LSTM of one direction: 'e', 'i' and 'q' take it, their
                 # twins are skipped
                 assert "b2t256u16wbeiq" in timed, tried
-                for twin in ("b2t256u16wb", "b2t256u16wbi", "b2t256u16wbe", "b2t256u16wbei"):
+                for twin in ("b2t256u16wb", "b2t256u16wbi", "b2t256u16wbiq", "b2t256u16wbe",
+                             "b2t256u16wbei"):
                     assert tried[twin]["outcome"] == "NOT_TRIED", tried
             one_format = rec["config"] == "persistent:fp16"
             for name, t in tried.items():
@@ -401,17 +402,19 @@ def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
     # fails the launch's polls past their limit), the flags hold the rounds done, and every
     # CTA's share is handed on
     flags = barrier_read([1 << 16], rounds=50, repeats=2, written=16, signal="flags")
-    assert flags["handed_on"] == {str(1 << 16): True} and flags["met"]
-    assert r["met"]  # the counter's launches too: every CTA's 50 rounds counted
+    assert flags["handed_on"] == {str(1 << 16): True} and flags["met"], flags["not_met"]
+    assert r["met"], r["not_met"]  # the counter's launches too: every CTA's 50 rounds counted
     # the state its own signal (no barrier): every word of every slot handed on whole, no
     # poll gave up, the counters untouched
     ll = barrier_read([1 << 12, 1 << 16], rounds=50, repeats=2, written=16, signal="ll")
-    assert ll["met"] and ll["handed_on"] == {str(1 << 12): True, str(1 << 16): True}
+    assert ll["met"], ll["not_met"]
+    assert ll["handed_on"] == {str(1 << 12): True, str(1 << 16): True}
     assert all(0.1 < us < 50 for us in ll["per_round_us"].values())
     # the state read from three allocations of its own, in turn: a median each, the first's
     # the floor's, every launch's polls met
     three = barrier_read([0, 1 << 16], rounds=50, repeats=2, buffers=3)
-    assert three["met"] and three["buffers"] == 3 and set(three["per_buffer_us"]) == {
+    assert three["met"], three["not_met"]  # (once, H100, -n 8: False; alone it passed)
+    assert three["buffers"] == 3 and set(three["per_buffer_us"]) == {
         "0", str(1 << 16)}
     assert all(len(v) == 3 and all(0.1 < us < 50 for us in v)
                for v in three["per_buffer_us"].values())
@@ -421,9 +424,11 @@ def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
     # longer than with all of it in flight (timed in one call, as above)
     ring = barrier_read([1 << 20], rounds=50, repeats=2, depth=2)
     whole = barrier_read([1 << 20], rounds=50, repeats=2)
-    assert ring["met"] and ring["depth"] == 2 and whole["depth"] == 0
+    assert ring["met"], ring["not_met"]
+    assert ring["depth"] == 2 and whole["depth"] == 0
     assert ring["per_round_us"][str(1 << 20)] > whole["per_round_us"][str(1 << 20)]
     for signal in ("counter", "flags", "padded"):  # whole groups of 32 (the seed's), each
         grouped = barrier_read([0], rounds=50, repeats=2, signal=signal, group=32)
-        assert grouped["met"], signal  # its own counter at 50 x 32, or flags at 50
+        # its own counter at 50 x 32, or flags at 50
+        assert grouped["met"], (signal, grouped["not_met"])
         assert grouped["ctas"] == grouped["ctas"] // 32 * 32 > 0
