@@ -14,7 +14,7 @@ from cudnn_rnn.lowbit import persistent
 G = [s.name for s in persistent.SETTINGS if s.gx_global]
 E = "b2t256u16wbeiq"  # the first bulk shape of 4-chunk copies, 'e', 'i' and 'q': its twins
 # without them untried
-TWINS = ["b2t256u16wbi", "b2t256u16wbe", "b2t256u16wb"]
+TWINS = ["b2t256u16wbiq", "b2t256u16wbi", "b2t256u16wbe", "b2t256u16wb"]
 Q_TWINS = ["b2t256u16wbeis2", "b2t256u16wbei"]  # untried once their 'q' twins verified
 S2 = "b2t256u16wbes2"  # copies of 2 chunks with 'e': untried once 'wbe' or 'wbei' verified
 S1 = "b1t256u16wbes2"  # the same of one batch slice: untried once one of two verified

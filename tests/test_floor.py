@@ -192,7 +192,7 @@ def test_the_state_its_own_signal_is_checked_whole_at_the_end():
     """What an "ll" launch leaves: slot k (k = 1..rounds, two words a 4 data bytes) holds
     k - 1 and the flag k in every word; a word missed or a flag off fails it, and its counters
     stay zero (none is touched)."""
-    from cudnn_rnn.lowbit.barrier import _handed_ll, _signalled
+    from cudnn_rnn.lowbit.barrier import _handed_ll, _unmet
     size, rounds = 64, 5
     state = np.zeros((rounds + 1) * 2 * size, np.uint8)
     words = state.view(np.uint32)
@@ -206,31 +206,38 @@ def test_the_state_its_own_signal_is_checked_whole_at_the_end():
         assert not _handed_ll(np, bad, size, rounds, 16)
     ok = np.zeros(1, np.int32)
     counters = np.zeros(40 * 32, np.uint32)
-    assert _signalled(np, counters, ok, "ll", 40, 40, rounds)
+    assert _unmet(np, counters, ok, "ll", 40, 40, rounds) == ""
     counters[0] = 1
-    assert not _signalled(np, counters, ok, "ll", 40, 40, rounds)
+    assert _unmet(np, counters, ok, "ll", 40, 40, rounds) == (
+        "1 counter words not as the rounds leave them (word 0 holds 1, wants 0)")
 
 
 @pytest.mark.parametrize("signal,stride", [("flags", 1), ("padded", 32)])
 def test_the_end_state_check_finds_every_flag_at_its_rounds_and_nothing_else(signal, stride):
     """What a launch of 40 CTAs and 50 rounds leaves (numpy standing in for CuPy): a flag a
     CTA at word cta x stride holding 50, every other word 0; a flag short, a stray word or a
-    poll that gave up is not met."""
+    poll that gave up is not met, and the reason says which and where."""
     import numpy as np
 
-    from cudnn_rnn.lowbit.barrier import _signalled
+    from cudnn_rnn.lowbit.barrier import _unmet
     ok = np.zeros(1, np.int32)
     left = np.zeros(40 * 32, np.uint32)
     left[:40 * stride:stride] = 50
-    assert _signalled(np, left, ok, signal, 40, 40, 50)
-    assert not _signalled(np, left, np.ones(1, np.int32), signal, 40, 40, 50)
+    assert _unmet(np, left, ok, signal, 40, 40, 50) == ""
+    assert _unmet(np, left, np.ones(1, np.int32), signal, 40, 40, 50) == (
+        "a poll gave up (status 1)")
     for word, value in ((39 * stride, 49), (40 * stride if stride == 1 else 1, 50)):
         bad = left.copy()
         bad[word] = value
-        assert not _signalled(np, bad, ok, signal, 40, 40, 50)
+        assert _unmet(np, bad, ok, signal, 40, 40, 50) == (
+            f"1 counter words not as the rounds leave them (word {word} holds {value}, "
+            f"wants {left[word]})")
     counters = np.zeros(40 * 32, np.uint32)
     counters[:5] = 50 * 8  # groups of 8: a counter each, 50 rounds x 8 CTAs
-    assert _signalled(np, counters, ok, "counter", 8, 40, 50)
+    assert _unmet(np, counters, ok, "counter", 8, 40, 50) == ""
+    counters[4] = 7
+    assert "word 4 holds 7, wants 400" in _unmet(np, counters, np.ones(1, np.int32),
+                                                 "counter", 8, 40, 50)
 
 
 def test_the_microbenchmark_refuses_an_unknown_mode_and_unaligned_slots_before_the_gpu():

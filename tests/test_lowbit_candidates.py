@@ -79,18 +79,19 @@ def test_a_faithful_engine_verifies_twice_and_is_timed_plain_and_replayed(engine
     assert rec["id"] == f"lowbit/{name}" and rec["bound"] == K.parse(name).bound
     if K.parse(name).engine == "persistent":  # every launch shape verified, the fastest kept
         assert rec["settings"] in {t["settings"] for t in rec["settings_tried"]}
-        # but 'g', once a shape with the input projection staged has verified; 'wb', 'wbi'
-        # and 'wbe' once their 'e' and 'i' twin's 'q' twin has (this cell is an LSTM of one
-        # direction); 'wbeis2' and 'wbei' once their 'q' twins have
+        # but 'g', once a shape with the input projection staged has verified; 'wb', 'wbi',
+        # 'wbiq' and 'wbe' once their 'e' and 'i' twin's 'q' twin has (this cell is an LSTM
+        # of one direction); 'wbeis2' and 'wbei' once their 'q' twins have
         tried = {t["settings"]: t for t in rec["settings_tried"]}
         assert list(tried) == [s.name for s in persistent.SETTINGS]
         skipped = {s.name for s in persistent.SETTINGS if s.gx_global} | {
-            "b2t256u16wb", "b2t256u16wbi", "b2t256u16wbe", "b2t256u16wbes2", "b1t256u16wbes2",
-            "b2t256u16wbeis2", "b2t256u16wbei"}
+            "b2t256u16wb", "b2t256u16wbi", "b2t256u16wbiq", "b2t256u16wbe", "b2t256u16wbes2",
+            "b1t256u16wbes2", "b2t256u16wbeis2", "b2t256u16wbei"}
         for s in persistent.SETTINGS:
             assert tried[s.name]["outcome"] == ("NOT_TRIED" if s.name in skipped else "OK")
         assert "b2t256u16wbeiqs2 verified" in tried["b1t256u16wbg"]["reason"]  # the first
         assert "('e', faster" in tried["b2t256u16wb"]["reason"]
+        assert "b2t256u16wbeiq verified, its gate math" in tried["b2t256u16wbiq"]["reason"]
         assert "('i', faster" in tried["b2t256u16wbe"]["reason"]
         assert "('q', faster" in tried["b2t256u16wbei"]["reason"]
         assert "b2t256u16wbeiq verified, copies of 4" in tried["b2t256u16wbes2"]["reason"]

@@ -195,7 +195,7 @@ def test_the_tuner_skips_a_bulk_shape_once_its_e_twin_verified():
     assert bulk
     for s in bulk:
         twin = dataclasses.replace(s, reg_gates=True)
-        assert names.index(twin.name) == names.index(s.name) - 1
+        assert names.index(twin.name) < names.index(s.name)
         assert "('e', faster" in P.not_tried(s, [twin], P.SETTINGS)
         assert P.not_tried(s, [Settings.parse("b2t256u16")], P.SETTINGS) is None
         assert P.not_tried(s, [twin], (twin, s)) is None

@@ -47,13 +47,13 @@ def test_two_directions_a_share_too_large_and_no_input_products_are_refused():
 
 
 def test_the_tuner_tries_each_q_shape_before_its_twin_and_not_the_twin_once_it_verified():
-    """The tuner's list (launch.py's note: 'q' faster wherever both ran): 'wbeiqs2' and
-    'wbeiq' each just before its twin without 'q', which is not tried once the 'q' twin
+    """The tuner's list (launch.py's note: 'q' faster wherever both ran): 'wbeiqs2',
+    'wbeiq' and 'wbiq' each just before its twin without 'q', not tried once the 'q' twin
     verified (where 'q' is refused, two directions or a share too large, the twin is
     tried); nor where the input is wider than a layer above's, nor in a list the user
     names. A 'q' shape verified stands for its twin in the other rules."""
     names = [s.name for s in P.SETTINGS]
-    pairs = [("wbeiqs2", "wbeis2"), ("wbeiq", "wbei")]
+    pairs = [("wbeiqs2", "wbeis2"), ("wbeiq", "wbei"), ("wbiq", "wbi")]
     for q, twin in pairs:
         q, twin = (Settings.parse(f"b2t256u16{n}") for n in (q, twin))
         assert names.index(q.name) + 1 == names.index(twin.name)

@@ -102,6 +102,8 @@ def main() -> int:
                   f"{r['repeats']} launches)"
                   + (f"; each buffer's: {r['per_buffer_us'][size]}" if a.buffers > 1 else "")
                   + ("; ll: 8-byte words, twice the bytes cross L2" if signal == "ll" else ""))
+        for why in r["not_met"]:  # its times then count a launch that did not do its rounds
+            print(f"written {w:>2d}, {signal:7s}: NOT MET: {why}")
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / "floor_probe.json").write_text(json.dumps(runs, indent=1))
     return 0

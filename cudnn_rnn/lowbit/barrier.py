@@ -60,7 +60,8 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     d > 0: a CTA's reads go through a ring of d stages of THREADS x 16 bytes, at most d in
     flight (the persistent kernel's bulk ring keeps its stages in flight; 0, the floor's:
     all at once). ``"met"``: every launch's polls saw their signals (none gave up) and each
-    left the counters or flags as its rounds should.
+    left the counters or flags as its rounds should; ``"not_met"``: the first four launches
+    that did not, which and why.
     ``buffers`` n > 1 (with ``written`` 0): the state read from n allocations of their own,
     their launches taken in turn, ``"per_buffer_us"`` {bytes: each one's median}, the
     first's in ``per_round_us`` (the state read of two H100 runs, the barrier alike, differed
@@ -106,13 +107,14 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     counter = cp.zeros(ctas * 32, cp.uint32)  # a counter a group, or a flag a CTA
     status = cp.zeros(1, cp.int32)
     stream = cp.cuda.Stream(non_blocking=True)
-    out, spread, handed, met, each = {}, {}, {}, True, {}
+    out, spread, handed, missed, each = {}, {}, {}, [], {}
     with stream:
         for size in sorted({int(b) for b in sizes}):
             times = [[] for _ in states]
             for i in range(repeats + 1):
-                for state, kept in zip(states, times):
+                for n, (state, kept) in enumerate(zip(states, times)):
                     counter.fill(0)
+                    status.fill(0)  # each launch's own: one that gave up leaves the next alone
                     if ll:  # its flags: a word left by the launch before would be read
                         state[:(rounds + 1) * 2 * size].fill(0)  # (untimed, as the counter)
                     start, end = cp.cuda.Event(), cp.cuda.Event()
@@ -122,8 +124,9 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
                            shared_mem=RING)
                     end.record(stream)
                     end.synchronize()
-                    met &= _signalled(cp, counter, status, signal, group or ctas, ctas,
-                                      rounds)
+                    why = _unmet(cp, counter, status, signal, group or ctas, ctas, rounds)
+                    if why:
+                        missed.append(f"size {size}, buffer {n}, launch {i}: {why}")
                     if i:  # the first launch warms up
                         kept.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / rounds)
             out[str(size)] = round(statistics.median(times[0]), 4)
@@ -134,22 +137,30 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
                                                                     rounds, written)
     result = {"per_round_us": out, "per_round_spread_us": spread, "ctas": ctas,
               "threads": THREADS, "rounds": rounds, "repeats": repeats, "written": written,
-              "signal": signal, "group": group or ctas, "depth": depth, "met": met}
+              "signal": signal, "group": group or ctas, "depth": depth, "met": not missed,
+              "not_met": missed[:4]}
     return result | ({"handed_on": handed} if written else {}) | (
         {"buffers": buffers, "per_buffer_us": each} if buffers > 1 else {})
 
 
-def _signalled(cp, counter, status, signal: str, group: int, ctas: int, rounds: int) -> bool:
-    """Whether no poll of the last launch gave up and its counters (one a group, each then
-    holding rounds x its CTAs) or flags (each holding rounds; "padded": every 32nd word) are
-    as its rounds leave them, every other word still 0."""
+def _unmet(cp, counter, status, signal: str, group: int, ctas: int, rounds: int) -> str:
+    """Why the last launch did not meet its signals ('' where it did): a poll that gave up
+    (the status set), or counters (one a group, each then holding rounds x its CTAs) or flags
+    (each holding rounds; "padded": every 32nd word; every other word still 0) not as its
+    rounds leave them, with the first that differs."""
     want = cp.zeros(ctas * 32, cp.uint32)
     if signal == "counter":
         want[:ctas // group] = rounds * group
     elif signal != "ll":  # a flag a CTA, at word cta x stride ("ll": none, left at 0)
         stride = 32 if signal == "padded" else 1
         want[:ctas * stride:stride] = rounds
-    return int(status[0]) == 0 and bool((counter == want).all())
+    why = ["a poll gave up (status 1)"] if int(status[0]) else []
+    wrong = counter != want
+    if int(wrong.sum()):
+        k = int(wrong.argmax())  # the first
+        why.append(f"{int(wrong.sum())} counter words not as the rounds leave them (word {k} "
+                   f"holds {int(counter[k])}, wants {int(want[k])})")
+    return "; ".join(why)
 
 
 def quartiles(times: list) -> list:
