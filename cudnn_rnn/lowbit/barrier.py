@@ -156,10 +156,12 @@ def _unmet(cp, counter, status, signal: str, group: int, ctas: int, rounds: int)
         want[:ctas * stride:stride] = rounds
     why = ["a poll gave up (status 1)"] if int(status[0]) else []
     wrong = counter != want
-    if int(wrong.sum()):
+    n = int(wrong.sum())
+    if n:
         k = int(wrong.argmax())  # the first
-        why.append(f"{int(wrong.sum())} counter words not as the rounds leave them (word {k} "
-                   f"holds {int(counter[k])}, wants {int(want[k])})")
+        noun = "flag" if signal in ("flags", "padded") else "counter"
+        why.append(f"{n} {noun} word(s) not as the rounds leave them (word {k} holds "
+                   f"{int(counter[k])}, wants {int(want[k])})")
     return "; ".join(why)
 
 

@@ -214,7 +214,8 @@ class Settings:
 # 0.0935 against 0.1083; seed GRU INT8 0.0757 against 0.0848, FP16 0.0933 against 0.1033;
 # LSTM 50/1/1024/256 INT8 0.4816 against 0.5146; 50/1/1024/64 INT8 0.2243 against 0.2392
 # (FP16 there: 'i' does not fit). So 'wbe' is not tried once 'wbei' verified and was timed
-# (:func:`not_tried`); the single-gate cells try 'wbi' and 'wb' both (not measured apart).
+# (:func:`not_tried`); the single-gate cells try 'wbiq' (below: 'wbi' where 'q' is refused
+# or the input is wider) and 'wb' both (not measured apart).
 # 's2' (bulk copies of 2 chunks: a ring twice as deep) measured on an H100 80GB HBM3 against
 # the same shape with copies of 4 (tools/persistent_probe.py, quick ranking replays, three
 # processes where two figures are given, ms, tree 19cf688): LSTM 50/1/1024/256 INT8 'wbeis2'
@@ -255,7 +256,9 @@ class Settings:
 # was timed, where the input is no wider than a layer above's (:func:`not_tried`). 'wbiq'
 # likewise before 'wbi', for the single-gate cells, which take no 'e' (the same probe at
 # 31c4cd5, an H100: seed RNN_TANH INT8 0.0713 against 0.0741, RNN_RELU 0.0711 against 0.0743;
-# an LSTM's 'wbiq', 0.0777 against 'wbeiq''s 0.0679, is not tried once 'wbeiq' verified).
+# an LSTM's 'wbiq', 0.0777 against 'wbeiq''s 0.0679, is not tried once 'wbeiq' verified;
+# where no 'e' shape of two slices plans, an LSTM or GRU below batch 32, 'wbiq' is tried and
+# 'wbi' not: not measured there, where 'wb', still tried, was the fastest at batch 16).
 _BULK = dict(units=16, wg=True, bulk=True)
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
