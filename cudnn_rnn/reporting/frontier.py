@@ -15,6 +15,13 @@ from cudnn_rnn.matrix.bench import (candidates_ratio, median_ms, replay_ms, torc
 from cudnn_rnn.reporting.bench_pieces import timed
 from cudnn_rnn.reporting.markdown import figure
 
+# The persistent kernel's rules (its issue's targets) at every benchmark shape of hidden size
+# up to MAX_HIDDEN: the project's own fastest (the GEMM engine's or the persistent kernel's)
+# no slower than cuDNN's best 16-bit; the fastest verified of all within FLOOR_LIMIT x its
+# floor; where cuDNN's best is more than FAR x its 16-bit floor, ours at least GAIN x it; the
+# fastest verified of all at least as fast as PyTorch's FP8 peer
+MAX_HIDDEN, FLOOR_LIMIT, FAR, GAIN = 2048, 1.5, 2.0, 1.5
+
 
 def _engine_ok(rec: dict) -> list[dict]:
     return [c for c in rec.get("engine") or [] if c["outcome"] == "OK" and c.get("timing")]
@@ -42,6 +49,7 @@ def shape_row(rec: dict, run: dict | None) -> dict:
     everyone = verified(rec) + _engine_ok(rec)
     best = _fastest(everyone)
     persistent = _fastest([c for c in _engine_ok(rec) if c.get("engine") == "persistent"])
+    ours = _fastest(_engine_ok(rec))
     rates = ((run or {}).get("engine_gemm") or {}).get("rates") or {}
     measured = (run or {}).get("engine_floor") or {}
     reads, spreads = measured.get("per_round_us") or {}, measured.get("per_round_spread_us")
@@ -55,7 +63,9 @@ def shape_row(rec: dict, run: dict | None) -> dict:
         return median_ms(c) / f["ms"] if c and f else None
     return {"id": rec["id"], "shape": sh, "best": best, "best_vs_floor": over(best),
             "persistent": persistent, "persistent_vs_floor": over(persistent),
-            "best_16bit_cudnn": cudnn16, "floors": floors,
+            "best_16bit_cudnn": cudnn16, "floors": floors, "cudnn16_vs_floor": over(cudnn16),
+            "ours": _name(ours) if ours else None,
+            "ours_vs_cudnn16": candidates_ratio(cudnn16, ours),
             "speedup_vs_cudnn16": candidates_ratio(cudnn16, best),
             "persistent_vs_cudnn16": candidates_ratio(cudnn16, persistent),
             "torch_best": tb, "speedup_vs_torch_best":
@@ -71,7 +81,50 @@ def summarise(records: list[dict], runs: list[dict]) -> dict:
     by_session = {r["session"]: r for r in runs}
     measured = [(r, by_session.get(r.get("session"))) for r in records if "engine" in r]
     rows = [shape_row(r, run) for r, run in measured if (run or {}).get("engine_floor")]
-    return {"shapes": rows, "without_floor": len(records) - len(rows)}
+    return {"shapes": rows, "without_floor": len(records) - len(rows), "rules": rules(rows)}
+
+
+def rules(rows: list[dict]) -> list[dict]:
+    """Each of the persistent kernel's rules (:data:`MAX_HIDDEN` and after) over the rows of
+    hidden size up to MAX_HIDDEN: what it asks, the shapes it applies to and those that miss
+    it, each with its figure (None: nothing of ours verified there). The FP8 peer's rule
+    applies where the peer ran; the gain's where cuDNN's best is far from its floor."""
+    rows = [r for r in rows if r["shape"]["hidden"] <= MAX_HIDDEN]
+
+    def rule(what, applies, value, ok):
+        on = [r for r in rows if applies(r)]
+        return {"rule": what, "shapes": len(on), "misses": [
+            {"id": r["id"], "shape": r["shape"], "value": value(r)} for r in on
+            if value(r) is None or not ok(value(r))]}
+    return [
+        rule("our fastest (GEMM engine or persistent kernel) at least as fast as cuDNN's "
+             "best 16-bit", lambda r: r["best_16bit_cudnn"], lambda r: r["ours_vs_cudnn16"],
+             lambda v: v >= 1.0),
+        rule(f"the fastest verified within {FLOOR_LIMIT:g}x its floor",
+             lambda r: r["best"], lambda r: r["best_vs_floor"], lambda v: v <= FLOOR_LIMIT),
+        rule(f"where cuDNN's best is more than {FAR:g}x its 16-bit floor, ours at least "
+             f"{GAIN:g}x it", lambda r: (r["cudnn16_vs_floor"] or 0) > FAR,
+             lambda r: r["ours_vs_cudnn16"], lambda v: v >= GAIN),
+        rule("the fastest verified at least as fast as PyTorch's FP8 peer",
+             lambda r: (r["torch_fp8"] or {}).get("ms"), lambda r: r["speedup_vs_torch_fp8"],
+             lambda v: v >= 1.0)]
+
+
+def _rules_text(found: list[dict]) -> list[str]:
+    """One line a rule: at how many of its shapes it holds, and where not, by how much."""
+    out = []
+    for r in found:
+        if not r["shapes"]:
+            continue
+        held = r["shapes"] - len(r["misses"])
+        misses = "; ".join(
+            f"{m['shape']['cell']} {m['shape']['seq_length']}, {m['shape']['layers']}, "
+            f"{m['shape']['hidden']}, {m['shape']['batch']} "
+            f"({figure(m['value']) + 'x' if m['value'] is not None else 'none verified'})"
+            for m in r["misses"])
+        out.append(f"- {r['rule']}: at {held} of {r['shapes']}"
+                   + (f"; not at {misses}" if misses else ""))
+    return out
 
 
 def _floor_text(f: dict | None) -> str:
@@ -120,4 +173,8 @@ def markdown(s: dict) -> str:
             f"{figure(r['speedup_vs_torch_best'])} | "
             f"{figure(peer.get('ms'), '.4f') if peer.get('ms') else peer.get('skipped', '')} | "
             f"{figure(r['speedup_vs_torch_fp8'])} |")
+    lines = _rules_text(s.get("rules") or rules(s["shapes"]))
+    if lines:
+        out += ["", f"The persistent kernel's rules at the shapes of hidden size up to "
+                    f"{MAX_HIDDEN} (ratios of this run's medians):", ""] + lines
     return "\n".join(out) + "\n"
