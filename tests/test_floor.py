@@ -111,13 +111,15 @@ def test_the_frontier_reads_the_fastest_of_every_engine_against_its_floor():
     assert frontier.markdown(frontier.summarise([], [run])) == ""  # no records: no section
 
 
-def _row(hidden, batch, ours=2.0, best=1.2, cudnn=1.8, peer=3.0, peer_ms=0.5):
+def _row(hidden, batch, ours=2.0, best=1.2, cudnn=1.8, peer=3.0, peer_ms=0.5,
+         name="persistent kernel int8/both"):
     """A frontier row as shape_row gives it, reduced to what the rules read (ratios: ours
     over cuDNN's best 16-bit, the fastest over its floor, cuDNN's best over its 16-bit
     floor, the fastest over PyTorch's FP8 peer)."""
     sh = dict(SEED, hidden=hidden, batch=batch)
     return {"id": f"LSTM/H{hidden}B{batch}", "shape": sh, "best": {"config": "x"},
             "best_16bit_cudnn": {"config": "HALF"}, "ours_vs_cudnn16": ours,
+            "ours": name if ours is not None else None,
             "best_vs_floor": best, "cudnn16_vs_floor": cudnn,
             "torch_fp8": {"ms": peer_ms} if peer_ms else {"skipped": "no FP8"},
             "speedup_vs_torch_fp8": peer if peer_ms else None}
@@ -127,7 +129,8 @@ def test_the_persistent_kernels_rules_name_each_shape_that_misses_them_and_by_ho
     """The issue's four rules over the shapes of hidden size up to 2048: ours no slower than
     cuDNN's best 16-bit (nothing of ours verified is a miss), the fastest within 1.5x its
     floor (1.5 holds), ours 1.5x cuDNN's best only where that is more than 2x its floor,
-    the fastest no slower than the FP8 peer where the peer ran; a wider shape is left out."""
+    the fastest no slower than the FP8 peer where the peer ran; a wider shape is left out;
+    a shape without a floor or a replay is not counted against those rules."""
     rows = [_row(512, 64), _row(512, 16, ours=0.61, best=1.5),
             _row(1024, 16, ours=None, best=1.51, cudnn=2.5, peer_ms=None),
             _row(2048, 128, ours=1.4, cudnn=2.01, peer=0.9),
@@ -135,16 +138,24 @@ def test_the_persistent_kernels_rules_name_each_shape_that_misses_them_and_by_ho
     ours, within, gain, peer = frontier.rules(rows)
     assert [r["shapes"] for r in (ours, within, gain, peer)] == [4, 4, 2, 3]
     assert [m["value"] for m in ours["misses"]] == [0.61, None]
+    assert [m["why"] for m in ours["misses"]] == [None, "none of ours verified"]
     assert [m["id"] for m in within["misses"]] == ["LSTM/H1024B16"]
     assert [(m["id"], m["value"]) for m in gain["misses"]] == [
         ("LSTM/H1024B16", None), ("LSTM/H2048B128", 1.4)]
     assert [m["id"] for m in peer["misses"]] == ["LSTM/H2048B128"]
     text = frontier._rules_text(frontier.rules(rows))
     assert text[0].endswith("at 2 of 4; not at LSTM 20, 2, 512, 16 (0.61x); "
-                            "LSTM 20, 2, 1024, 16 (none verified)")
+                            "LSTM 20, 2, 1024, 16 (none of ours verified)")
     assert text[1].endswith("within 1.5x its floor: at 3 of 4; not at LSTM 20, 2, 1024, 16 "
                             "(1.51x)")
     assert text[3].endswith("FP8 peer: at 2 of 3; not at LSTM 20, 2, 2048, 128 (0.90x)")
+    # ours verified but no ratio on one basis is said so; a shape without a floor or with
+    # no replay of the fastest stands outside the floor's and the peer's rules
+    odd = [_row(512, 64, ours=None, best=None, peer=None), _row(512, 16)]
+    odd[0]["ours"] = "persistent kernel int8/both"
+    ours, within, gain, peer = frontier.rules(odd)
+    assert [m["why"] for m in ours["misses"]] == ["no ratio on one basis"]
+    assert within["shapes"] == peer["shapes"] == 1 and not within["misses"]
     # a rule that applies nowhere says nothing
     assert len(frontier._rules_text(frontier.rules([_row(512, 64, cudnn=1.0)]))) == 3
 
