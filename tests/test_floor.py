@@ -37,6 +37,27 @@ def test_the_floor_is_the_larger_of_products_and_state_read_per_round():
     assert floor.floor(SEED, 4, "16-bit", {}, reads) is None
 
 
+def test_a_state_costs_no_more_than_a_larger_read_was_measured_to():
+    """Where every CTA reading the state took longer than reading more bytes (the H100's 8
+    and 16 KB against 32 KB), the floor takes the larger read's time and spread: a superset
+    of the state reads it too. A smaller read or the barrier alone never stands in, and the
+    state's own size must have been measured."""
+    size = floor.state_bytes(SEED, 1)
+    reads = {"0": 1.0, str(size // 2): 1.2, str(size): 2.3, str(2 * size): 1.9,
+             str(4 * size): 2.2}
+    spread = {str(size): [2.2, 2.4], str(2 * size): [1.85, 1.95]}
+    f = floor.floor(SEED, 4, "int8", RATES, reads, spread)
+    assert f["round_us"] == 1.9 and f["bound"] == "state read"
+    assert f["ms_range"][0] == pytest.approx(floor.input_flop(SEED, 4) / 1600e12 * 1e3
+                                             + 21 * 1.85e-3)
+    assert floor.cheapest(reads, str(size)) == str(2 * size)
+    assert floor.cheapest({str(size): 1.5, str(2 * size): 1.5}, str(size)) == str(2 * size)
+    assert floor.floor(SEED, 4, "int8", RATES, dict(reads, **{str(2 * size): 2.4}))[
+        "round_us"] == 2.2
+    del reads[str(size)]
+    assert floor.floor(SEED, 4, "int8", RATES, reads) is None
+
+
 def test_the_floors_range_comes_from_the_quartiles_of_the_read_and_the_rate():
     """A run that recorded the quartiles of its barrier-and-read launches (and of its GEMM
     rate) gives the floor a range: the lower end with the faster read and rate, the upper
@@ -98,6 +119,8 @@ def test_the_frontier_reads_the_fastest_of_every_engine_against_its_floor():
     # the rules under the table, from the same row: ours 2.5x cuDNN's best, the peer beaten
     assert row["ours"] == "persistent kernel int8/both"
     assert row["ours_vs_cudnn16"] == pytest.approx(0.20 / 0.08)
+    f16 = floor.floor(SEED, 4, "16-bit", RATES, reads)["ms"]
+    assert row["cudnn16_vs_floor"] == pytest.approx(0.20 / f16)  # its own, not the fastest's
     assert "at least as fast as cuDNN's best 16-bit: at 1 of 1\n" in text
     assert "at least as fast as PyTorch's FP8 peer: at 1 of 1\n" in text
     without = {k: v for k, v in rec.items() if k != "engine"}  # a run before the engines
@@ -109,6 +132,35 @@ def test_the_frontier_reads_the_fastest_of_every_engine_against_its_floor():
     assert "No run of this benchmark measured the floor" in note and "its 2 shapes" in note
     assert "its 1 shape stands" in frontier.markdown(frontier.summarise([without], [run]))
     assert frontier.markdown(frontier.summarise([], [run])) == ""  # no records: no section
+
+
+def test_where_cudnn_is_fastest_ours_is_the_gemm_engines_or_the_kernels_best_against_it():
+    """A shape where cuDNN's best 16-bit is the fastest of all: the rules read our own
+    fastest (here the GEMM engine's, ahead of the persistent kernel) against it, cuDNN's best
+    against the 16-bit floor, the fastest against the floor of its own precision; the table
+    shows cuDNN's best time and its ratio to that floor."""
+    reads = {str(b): 2.0 for b in floor.sizes([SEED])}
+    run = {"session": "s", "engine_gemm": {"rates": RATES}, "engine_floor": {"per_round_us": reads}}
+    rec = {"id": "LSTM/T20L2H512B64", "session": "s", "shape": SEED,
+           "candidates": [_cand("HALF/FLOAT/TENSOR_OP/STANDARD", 0.10)],
+           "engine": [_cand("fp8", 0.16, label="cuBLASLt GEMMs e4m3", engine="cuBLASLt",
+                            format="e4m3"),
+                      _cand("persistent:int8/both", 0.25, label="persistent kernel int8/both",
+                            engine="persistent", format="int8")],
+           "torch": {"variants": {"float16 graph": {"ms": 0.201}}}, "torch_fp8": {"ms": 0.5}}
+    s = frontier.summarise([rec], [run])
+    row = s["shapes"][0]
+    f16 = floor.floor(SEED, 4, "16-bit", RATES, reads)["ms"]
+    assert row["best"]["config"] == "HALF/FLOAT/TENSOR_OP/STANDARD"
+    assert row["best_vs_floor"] == pytest.approx(0.10 / f16)
+    assert row["cudnn16_vs_floor"] == pytest.approx(0.10 / f16)
+    assert row["ours"] == "cuBLASLt GEMMs e4m3"
+    assert row["ours_vs_cudnn16"] == pytest.approx(0.10 / 0.16)
+    ours = s["rules"][0]
+    assert ours["shapes"] == 1 and ours["misses"][0]["value"] == pytest.approx(0.625)
+    text = frontier.markdown(s)
+    assert f"| 0.1000 ({0.10 / f16:.2f}) |" in text
+    assert "best 16-bit: at 0 of 1; not at LSTM 20, 2, 512, 64 (0.625x)" in text
 
 
 def _row(hidden, batch, ours=2.0, best=1.2, cudnn=1.8, peer=3.0, peer_ms=0.5,
@@ -144,11 +196,24 @@ def test_the_persistent_kernels_rules_name_each_shape_that_misses_them_and_by_ho
         ("LSTM/H1024B16", None), ("LSTM/H2048B128", 1.4)]
     assert [m["id"] for m in peer["misses"]] == ["LSTM/H2048B128"]
     text = frontier._rules_text(frontier.rules(rows))
-    assert text[0].endswith("at 2 of 4; not at LSTM 20, 2, 512, 16 (0.61x); "
+    assert text[0].endswith("at 2 of 4; not at LSTM 20, 2, 512, 16 (0.610x); "
                             "LSTM 20, 2, 1024, 16 (none of ours verified)")
     assert text[1].endswith("within 1.5x its floor: at 3 of 4; not at LSTM 20, 2, 1024, 16 "
-                            "(1.51x)")
-    assert text[3].endswith("FP8 peer: at 2 of 3; not at LSTM 20, 2, 2048, 128 (0.90x)")
+                            "(1.510x)")
+    assert text[3].endswith("FP8 peer: at 2 of 3; not at LSTM 20, 2, 2048, 128 (0.900x)")
+    # at each threshold: ours exactly as fast as cuDNN, or 1.5x where cuDNN is far, holds;
+    # cuDNN exactly 2x its floor is not far; a miss by a hair prints as one; a fastest time
+    # below its floor holds the floor's rule and is named; no cuDNN best, no rule 1
+    edge = [_row(512, 64, ours=1.0, best=0.75, peer=1.0), _row(512, 16, cudnn=2.0),
+            _row(1024, 64, ours=1.5, cudnn=2.2), _row(1024, 16, best=1.5004),
+            dict(_row(2048, 16), best_16bit_cudnn=None)]
+    ours, within, gain, peer = frontier.rules(edge)
+    assert (ours["shapes"], ours["misses"], gain["shapes"], gain["misses"]) == (4, [], 1, [])
+    assert peer["misses"] == [] and [m["value"] for m in within["misses"]] == [1.5004]
+    assert [m["id"] for m in within["odd"]] == ["LSTM/H512B64"]
+    line = frontier._rules_text(frontier.rules(edge))[1]
+    assert line.endswith("not at LSTM 20, 2, 1024, 16 (1.500x); below its floor at "
+                         "LSTM 20, 2, 512, 64 (0.750x)")
     # ours verified but no ratio on one basis is said so; a shape without a floor or with
     # no replay of the fastest stands outside the floor's and the peer's rules
     odd = [_row(512, 64, ours=None, best=None, peer=None), _row(512, 16)]
