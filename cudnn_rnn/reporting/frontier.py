@@ -120,8 +120,9 @@ def rules(rows: list[dict]) -> list[dict]:
 
 def _rules_text(found: list[dict]) -> list[str]:
     """One line a rule: at how many of its shapes it holds, where not, by how much (three
-    decimals: a miss never prints as its threshold), and the floor's rule, where a time
-    lies below its floor (the floor's model does not hold there)."""
+    decimals: a miss within 0.0005 of its threshold still prints as the threshold, listed
+    as a miss), and the floor's rule, where a time lies below its floor (the floor's model
+    does not hold there)."""
     def listed(entries):
         return "; ".join(
             f"{m['shape']['cell']} {m['shape']['seq_length']}, {m['shape']['layers']}, "
