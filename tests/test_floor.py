@@ -345,12 +345,6 @@ def test_the_cluster_hand_off_stores_into_every_mates_shared_memory_and_meets_it
     for op in ("mapa.shared::cluster", "st.shared::cluster.v4.u32",
                "barrier.cluster.arrive.release", "barrier.cluster.wait.acquire"):
         assert op in ptx, op
-    # the cluster met once before any store into a mate's shared memory (every CTA started;
-    # each ring filled with ~0 first), then once a round
-    body = ptx[ptx.index(".entry"):]
-    assert body.index("barrier.cluster.wait.acquire") < body.index("st.shared::cluster")
-    assert body.index("st.shared.v4.u32") < body.index("barrier.cluster.arrive.release")
-    assert body.count("barrier.cluster.arrive.release") == 2
     assert not any(op in ptx for op in ("red.release", "ld.acquire", "st.release",
                                         "cp.async", "ld.relaxed"))
     assert ".reqnctapercluster" not in _ptx_of(barrier.source(16, "counter"))

@@ -36,10 +36,9 @@
 // each CTA stores its 1/CLUSTER share of the state (16-byte stores of r) into the shared
 // memory of every CTA of the cluster, its own included (st.shared::cluster at the address
 // mapa gives for each rank), then the cluster meets at its hardware barrier (arrive.release,
-// wait.acquire: every mate's stores seen past it). No global memory, counter or poll; before
-// the first round each CTA fills its ring with ~0 and the cluster meets once (every CTA
-// started before any store into it); at the end each CTA copies the state its shared memory
-// holds to its rank's part of `state`, for the end-state check. `bytes` at most RING.
+// wait.acquire: every mate's stores seen past it). No global memory, counter or poll; at the
+// end each CTA copies the state its shared memory holds to its rank's part of `state`, for
+// the end-state check. `bytes` at most RING.
 #if SIGNAL == 4
 #define DIMS __cluster_dims__(CLUSTER, 1, 1)
 #else
@@ -74,18 +73,10 @@ barrier_read(unsigned char* state, long long bytes, unsigned* counter, int round
 #if WRITTEN != 16 || DEPTH
 #error "SIGNAL 4 (the state in the cluster's shared memory): WRITTEN 16, DEPTH 0"
 #endif
-    (void)c;
     unsigned rank;
     asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
     const long long cshare = ((bytes + CLUSTER - 1) / CLUSTER + 15) / 16 * 16;
     const long long clo = (long long)rank * cshare, chi = min(bytes, clo + cshare);
-    // the ring filled with ~0 (what a launch before left there must not pass the end-state
-    // check), then every CTA of the cluster started and filled before any stores into
-    // another's shared memory (the programming guide's rule for distributed shared memory)
-    for (long long off = (long long)tid * 16; off < bytes; off += (long long)THREADS * 16)
-        *(uint4*)(ring + off) = make_uint4(~0u, ~0u, ~0u, ~0u);
-    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
     for (int r = 0; r < rounds; ++r) {
         for (long long off = clo + (long long)tid * 16; off < chi;
              off += (long long)THREADS * 16) {

@@ -64,8 +64,7 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     :data:`CLUSTER` CTAs, launched plainly, each storing its share of the state into every
     mate's shared memory and all meeting at the cluster's barrier (SIGNAL 4: the hand-off of
     a kernel whose weights fit in one cluster; ``handed_on``: every CTA held the last
-    round's state whole, its shared memory filled with ~0 first; ``met`` has no counter or
-    poll to check there). ``depth``
+    round's state whole). ``depth``
     d > 0: a CTA's reads go through a ring of d stages of THREADS x 16 bytes, at most d in
     flight (the persistent kernel's bulk ring keeps its stages in flight; 0, the floor's:
     all at once). ``"met"``: every launch's polls saw their signals (none gave up) and each
@@ -97,11 +96,11 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     if signal == "cluster" and not all(0 < int(b) <= RING for b in sizes):
         raise ValueError(f"signal cluster hands a state on in shared memory: every size 1 to "
                          f"{RING} bytes, got {sizes}")
-    if signal == "cluster" and (written != 16 or group or depth):  # (buffers: refused above
-        # with any written but 0)
+    if signal == "cluster" and (written != 16 or group or depth or buffers > 1):
         raise ValueError(f"signal cluster (the state in one cluster's shared memory) stores "
                          f"each share into every CTA of one cluster: written 16, group 0, "
-                         f"depth 0, got written {written}, group {group}, depth {depth}")
+                         f"depth 0, buffers 1, got written {written}, group {group}, depth "
+                         f"{depth}, buffers {buffers}")
     if group and written:  # every CTA writes a share of each slot, which only a barrier of
         # every CTA orders before the next round's reads
         raise ValueError("a fresh slot is written by every CTA, so groups read the same "
