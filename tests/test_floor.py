@@ -331,45 +331,6 @@ def test_the_state_its_own_signal_is_checked_whole_at_the_end():
         "1 counter word(s) not as the rounds leave them (word 0 holds 1, wants 0)")
 
 
-def test_the_cluster_hand_off_stores_into_every_mates_shared_memory_and_meets_its_barrier():
-    """"cluster" (barrier.cu's SIGNAL 4): one cluster of CLUSTER CTAs, each share stored by
-    16-byte st.shared::cluster at every rank's mapa address, the cluster's own barrier
-    (release, acquire), no global-memory counter, flag or poll; the end state copied out and
-    checked whole; refused before the GPU for any other hand-off, a size past the shared
-    memory, and by the source itself."""
-    import re
-
-    from cudnn_rnn.lowbit import barrier
-    ptx = _ptx_of(barrier.source(16, "cluster"))
-    assert re.search(rf"\.reqnctapercluster {barrier.CLUSTER}, 1, 1\b", ptx)
-    for op in ("mapa.shared::cluster", "st.shared::cluster.v4.u32",
-               "barrier.cluster.arrive.release", "barrier.cluster.wait.acquire"):
-        assert op in ptx, op
-    assert not any(op in ptx for op in ("red.release", "ld.acquire", "st.release",
-                                        "cp.async", "ld.relaxed"))
-    assert ".reqnctapercluster" not in _ptx_of(barrier.source(16, "counter"))
-    with pytest.raises(AssertionError, match="SIGNAL 4"):
-        _ptx_of(barrier.source(0, "cluster"))
-    for kw in (dict(written=0), dict(written=16, depth=2), dict(written=16, group=32)):
-        with pytest.raises(ValueError, match="signal cluster"):
-            barrier.barrier_read([1 << 12], signal="cluster", **kw)
-    for sizes in ([0, 1 << 12], [barrier.RING + 16]):
-        with pytest.raises(ValueError, match=f"every size 1 to {barrier.RING}"):
-            barrier.barrier_read(sizes, signal="cluster", written=16)
-    # what a launch of 50 rounds leaves: every CTA's copy of the state holds 49 in every
-    # word; one word off (a share not stored into one mate) fails it; no counter touched
-    from cudnn_rnn.lowbit.barrier import CLUSTER, _handed_cluster, _unmet
-    size = 256
-    state = np.full(CLUSTER * size * 2, 49, np.uint32).view(np.uint8)
-    assert _handed_cluster(np, state, size, 50, 16)
-    bad = state.copy()
-    bad.view(np.uint32)[CLUSTER * size // 4 - 1] = 0xFFFFFFFF  # the last rank's last word
-    assert not _handed_cluster(np, bad, size, 50, 16)
-    assert _handed_cluster(np, bad, size // 2, 50, 16)  # only the slot's bytes are read
-    assert _unmet(np, np.zeros(CLUSTER * 32, np.uint32), np.zeros(1, np.int32), "cluster",
-                  CLUSTER, CLUSTER, 50) == ""
-
-
 @pytest.mark.parametrize("signal,stride", [("flags", 1), ("padded", 32)])
 def test_the_end_state_check_finds_every_flag_at_its_rounds_and_nothing_else(signal, stride):
     """What a launch of 40 CTAs and 50 rounds leaves (numpy standing in for CuPy): a flag a
@@ -455,13 +416,8 @@ def test_a_depth_of_reads_in_flight_leaves_the_floors_kernel_as_it_was():
     (["--sizes", "abc"], "--sizes takes comma-separated integers, got 'abc'"),
     (["--sizes", "-16"], "--sizes takes byte counts >= 0"),
     (["--written", "16", "--sizes", "1000"], "every size is a multiple of 16"),
-    (["--signals", "counter,tree"], "--signals takes counter, flags, padded, ll, cluster, "
+    (["--signals", "counter,tree"], "--signals takes counter, flags, padded, ll, "
                                     "comma-separated"),
-    (["--signals", "cluster", "--written", "16", "--sizes", "0,4096"], "--sizes 1 to 65536"),
-    (["--signals", "cluster", "--written", "16", "--sizes", "131072"], "--sizes 1 to 65536"),
-    (["--signals", "cluster", "--sizes", "4096"], "--signals cluster takes --written 16"),
-    (["--signals", "cluster", "--written", "16", "--sizes", "4096", "--depths", "2"],
-     "--depths 0 and --buffers 1"),
     (["--signals", "ll", "--sizes", "4096"], "--signals ll takes --written 16, --groups 0 and "
                                              "--depths 0"),
     (["--signals", "ll", "--written", "16", "--sizes", "0,4096"], "--sizes above 0"),

@@ -385,7 +385,6 @@ def test_what_does_not_fit_is_refused_before_any_launch(cuda):
 
 
 def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
-    from cudnn_rnn.lowbit import barrier
     from cudnn_rnn.lowbit.barrier import barrier_read
     r = barrier_read([0, 1 << 20], rounds=50, repeats=2)
     alone, read = r["per_round_us"]["0"], r["per_round_us"][str(1 << 20)]
@@ -411,13 +410,6 @@ def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
     assert ll["met"], ll["not_met"]
     assert ll["handed_on"] == {str(1 << 12): True, str(1 << 16): True}
     assert all(0.1 < us < 50 for us in ll["per_round_us"].values())
-    # the state in one cluster's shared memory (no global memory): every CTA of the cluster
-    # holds the last round's state whole, no counter touched
-    cl = barrier_read([1 << 12, 1 << 14], rounds=50, repeats=2, written=16, signal="cluster")
-    assert cl["met"], cl["not_met"]
-    assert cl["ctas"] == barrier.CLUSTER
-    assert cl["handed_on"] == {str(1 << 12): True, str(1 << 14): True}
-    assert all(0.01 < us < 50 for us in cl["per_round_us"].values())
     # the state read from three allocations of its own, in turn: a median each, the first's
     # the floor's, every launch's polls met
     three = barrier_read([0, 1 << 16], rounds=50, repeats=2, buffers=3)

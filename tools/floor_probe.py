@@ -19,11 +19,6 @@ kernel's) or by a flag a CTA that warp 0 of each polls, consecutive words or a l
 8-byte word 4 bytes of data and a flag that every CTA polls until it shows the round
 (NCCL's low-latency protocol): what handing a small state on without a counter costs.
 
-``--signals cluster`` (with ``--written 16``, sizes up to 64 KB): one cluster of 8 CTAs,
-each storing its share of the state into every mate's shared memory, all meeting at the
-cluster's hardware barrier: the hand-off of a kernel whose weights fit in one cluster,
-the state never in global memory (what cuDNN's batch-16 kernel, below this floor, may do).
-
 ``--depths``: a CTA's reads all in flight at once (0, the floor's) or through a ring of that
 many stages of 8 KB (at most that many in flight), as the persistent kernel's bulk ring
 keeps its stages in flight (10 at LSTM 50/1/1024/256 INT8, ``b2t256u16wbeis2``: five of
@@ -42,7 +37,7 @@ from pathlib import Path
 
 from cudnn_rnn.cli import BadInput, OneLineParser
 from cudnn_rnn.matrix.runs import refuse_output
-from cudnn_rnn.lowbit.barrier import MAX_DEPTH, RING, SIGNALS, WRITES, barrier_read
+from cudnn_rnn.lowbit.barrier import MAX_DEPTH, SIGNALS, WRITES, barrier_read
 
 SIZES = "0,16384,32768,65536,131072,262144,524288,1048576,2097152"
 
@@ -77,12 +72,6 @@ def main() -> int:
     if "ll" in signals and (modes != [16] or any(groups) or any(depths)):
         p.error("--signals ll takes --written 16, --groups 0 and --depths 0 (a fresh slot, "
                 "its own signal, read all at once)")
-    if "cluster" in signals and not all(0 < s <= RING for s in sizes):
-        p.error(f"--signals cluster hands a state on in shared memory: --sizes 1 to {RING}")
-    if "cluster" in signals and (modes != [16] or any(groups) or any(depths)
-                                 or a.buffers > 1):
-        p.error("--signals cluster takes --written 16, --groups 0, --depths 0 and --buffers 1 "
-                "(one cluster, each share stored into every CTA of it)")
     if any(g < 0 for g in groups):
         p.error("--groups takes counts of CTAs >= 0 (0: all), comma-separated")
     if any(groups) and any(modes):
@@ -112,9 +101,7 @@ def main() -> int:
                   f"bytes per CTA: {us:8.3f} us per round (IQR {q1:.3f}-{q3:.3f}, "
                   f"{r['repeats']} launches)"
                   + (f"; each buffer's: {r['per_buffer_us'][size]}" if a.buffers > 1 else "")
-                  + ("; ll: 8-byte words, twice the bytes cross L2" if signal == "ll" else "")
-                  + (f"; cluster: {r['ctas']} CTAs, shared memory only" if signal == "cluster"
-                     else ""))
+                  + ("; ll: 8-byte words, twice the bytes cross L2" if signal == "ll" else ""))
         for why in r["not_met"]:  # its times then count a launch that did not do its rounds
             print(f"written {w:>2d}, {signal:7s}: NOT MET: {why}")
     Path(a.out).mkdir(parents=True, exist_ok=True)

@@ -31,19 +31,6 @@
 // after another), each word's data into shared memory once its flag is r + 1. The slots
 // must hold no flag of this launch's at its start (barrier_read clears them before each).
 #define LL_K 8
-// SIGNAL 4 (with WRITTEN 16, DEPTH 0; the grid one cluster of CLUSTER CTAs): the state never
-// leaves the chip, as in a kernel whose weights fit in one thread-block cluster: in round r
-// each CTA stores its 1/CLUSTER share of the state (16-byte stores of r) into the shared
-// memory of every CTA of the cluster, its own included (st.shared::cluster at the address
-// mapa gives for each rank), then the cluster meets at its hardware barrier (arrive.release,
-// wait.acquire: every mate's stores seen past it). No global memory, counter or poll; at the
-// end each CTA copies the state its shared memory holds to its rank's part of `state`, for
-// the end-state check. `bytes` at most RING.
-#if SIGNAL == 4
-#define DIMS __cluster_dims__(CLUSTER, 1, 1)
-#else
-#define DIMS
-#endif
 // DEPTH 0: a round's reads all in flight at once (the floor's measurement); DEPTH d: as
 // through a ring of d stages of THREADS x 16 bytes, a stage's copies issued once those d - 1
 // stages before it have landed, as the persistent kernel's bulk ring keeps at most its
@@ -54,7 +41,7 @@
 #define FLAG_STRIDE (SIGNAL == 2 ? 32 : 1)
 #define SPIN_LIMIT (1LL << 24)
 
-extern "C" __global__ void DIMS __launch_bounds__(THREADS, 1)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
 barrier_read(unsigned char* state, long long bytes, unsigned* counter, int rounds, int group,
              int* status)
 {
@@ -69,33 +56,7 @@ barrier_read(unsigned char* state, long long bytes, unsigned* counter, int round
     const long long share = ((bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
     const long long lo = (long long)blockIdx.x * share, hi = min(bytes, lo + share);
 #endif
-#if SIGNAL == 4
-#if WRITTEN != 16 || DEPTH
-#error "SIGNAL 4 (the state in the cluster's shared memory): WRITTEN 16, DEPTH 0"
-#endif
-    unsigned rank;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-    const long long cshare = ((bytes + CLUSTER - 1) / CLUSTER + 15) / 16 * 16;
-    const long long clo = (long long)rank * cshare, chi = min(bytes, clo + cshare);
-    for (int r = 0; r < rounds; ++r) {
-        for (long long off = clo + (long long)tid * 16; off < chi;
-             off += (long long)THREADS * 16) {
-            const unsigned here = smem_addr(ring + off);
-#pragma unroll
-            for (unsigned m = 0; m < CLUSTER; ++m) {
-                unsigned there;
-                asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(there)
-                             : "r"(here), "r"(m));
-                asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %1, %1, %1};"
-                             :: "r"(there), "r"((unsigned)r) : "memory");
-            }
-        }
-        asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-        asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-    }
-    for (long long off = (long long)tid * 16; off < bytes; off += (long long)THREADS * 16)
-        *(uint4*)(state + (long long)rank * bytes + off) = *(const uint4*)(ring + off);
-#elif SIGNAL == 3
+#if SIGNAL == 3
 #if WRITTEN != 16 || DEPTH
 #error "SIGNAL 3 (the state its own signal): WRITTEN 16, DEPTH 0"
 #endif

@@ -18,9 +18,7 @@ ROUNDS = 200
 
 
 WRITES = (0, 1, 16, 8)  # barrier_read's ``written``: see barrier.cu's WRITTEN
-SIGNALS = ("counter", "flags", "padded", "ll", "cluster")  # barrier_read's ``signal``:
-# barrier.cu's SIGNAL
-CLUSTER = 8  # CTAs of the one cluster "cluster" launches (the portable most)
+SIGNALS = ("counter", "flags", "padded", "ll")  # barrier_read's ``signal``: barrier.cu's SIGNAL
 
 
 MAX_DEPTH = 32  # stages in flight barrier_read's ``depth`` may name
@@ -38,7 +36,6 @@ def source(written: int = 0, signal: str = "counter", depth: int = 0) -> str:
     return (f"#define THREADS {THREADS}\n#define RING {RING}\n#define WRITTEN {written}\n"
             f"#define SIGNAL {SIGNALS.index(signal)}\n"
             + (f"#define DEPTH {depth}\n" if depth else "")
-            + (f"#define CLUSTER {CLUSTER}\n" if signal == "cluster" else "")
             + HELPERS.read_text() + SOURCE.read_text())
 
 
@@ -59,12 +56,7 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     persistent kernel's) or a flag a CTA ("flags": consecutive words; "padded": a line
     each); "ll" (``written`` 16, the whole grid, ``depth`` 0): no barrier, each 8-byte word
     of the state 4 bytes of data and a flag, polled until it shows the round (barrier.cu's
-    SIGNAL 3; the state twice ``bytes`` a slot, cleared before each launch); "cluster"
-    (``written`` 16, ``depth`` 0, sizes up to RING): the grid one cluster of
-    :data:`CLUSTER` CTAs, launched plainly, each storing its share of the state into every
-    mate's shared memory and all meeting at the cluster's barrier (SIGNAL 4: the hand-off of
-    a kernel whose weights fit in one cluster; ``handed_on``: every CTA held the last
-    round's state whole). ``depth``
+    SIGNAL 3; the state twice ``bytes`` a slot, cleared before each launch). ``depth``
     d > 0: a CTA's reads go through a ring of d stages of THREADS x 16 bytes, at most d in
     flight (the persistent kernel's bulk ring keeps its stages in flight; 0, the floor's:
     all at once). ``"met"``: every launch's polls saw their signals (none gave up) and each
@@ -93,14 +85,6 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
         raise ValueError(f"signal ll (the state its own signal) hands a fresh slot on to the "
                          f"whole grid, all read at once: written 16, group 0, depth 0, got "
                          f"written {written}, group {group}, depth {depth}")
-    if signal == "cluster" and not all(0 < int(b) <= RING for b in sizes):
-        raise ValueError(f"signal cluster hands a state on in shared memory: every size 1 to "
-                         f"{RING} bytes, got {sizes}")
-    if signal == "cluster" and (written != 16 or group or depth or buffers > 1):
-        raise ValueError(f"signal cluster (the state in one cluster's shared memory) stores "
-                         f"each share into every CTA of one cluster: written 16, group 0, "
-                         f"depth 0, buffers 1, got written {written}, group {group}, depth "
-                         f"{depth}, buffers {buffers}")
     if group and written:  # every CTA writes a share of each slot, which only a barrier of
         # every CTA orders before the next round's reads
         raise ValueError("a fresh slot is written by every CTA, so groups read the same "
@@ -112,16 +96,14 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
     sms = dev.attributes["MultiProcessorCount"]
     group = min(int(group), sms)
     ctas = sms // group * group if group else sms  # whole groups, one CTA a multiprocessor
-    cl = signal == "cluster"  # one cluster, launched plainly (its CTAs resident together)
-    ctas = CLUSTER if cl else ctas
     module = cp.RawModule(code=code, options=("--std=c++17",),
-                          enable_cooperative_groups=not cl)
+                          enable_cooperative_groups=True)
     kernel = module.get_function("barrier_read")
     kernel.max_dynamic_shared_size_bytes = RING
     biggest = max([int(b) for b in sizes] + [16])
     ll = signal == "ll"  # a slot of 8-byte words, 4 bytes of data each
-    states = [cp.zeros(biggest * max(rounds + 1, CLUSTER) * (2 if ll else 1) if written
-                       else biggest, cp.uint8) for _ in range(buffers)]
+    states = [cp.zeros(biggest * (rounds + 1) * (2 if ll else 1) if written else biggest,
+                       cp.uint8) for _ in range(buffers)]
     counter = cp.zeros(ctas * 32, cp.uint32)  # a counter a group, or a flag a CTA
     status = cp.zeros(1, cp.int32)
     stream = cp.cuda.Stream(non_blocking=True)
@@ -135,8 +117,6 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
                     status.fill(0)  # each launch's own: one that gave up leaves the next alone
                     if ll:  # its flags: a word left by the launch before would be read
                         state[:(rounds + 1) * 2 * size].fill(0)  # (untimed, as the counter)
-                    if cl:  # no word a launch before copied out may pass for this one's
-                        state[:CLUSTER * size].fill(255)
                     start, end = cp.cuda.Event(), cp.cuda.Event()
                     start.record(stream)
                     kernel((ctas,), (THREADS,), (state, cp.int64(size), counter,
@@ -153,8 +133,8 @@ def barrier_read(sizes: list, rounds: int = ROUNDS, repeats: int = 5, written: i
             spread[str(size)] = quartiles(times[0])
             each[str(size)] = [round(statistics.median(t), 4) for t in times]
             if written and size:  # what the last launch handed on: slot k holds k - 1
-                handed[str(size)] = (_handed_ll if ll else _handed_cluster if cl
-                                     else _handed)(cp, states[0], size, rounds, written)
+                handed[str(size)] = (_handed_ll if ll else _handed)(cp, states[0], size,
+                                                                    rounds, written)
     result = {"per_round_us": out, "per_round_spread_us": spread, "ctas": ctas,
               "threads": THREADS, "rounds": rounds, "repeats": repeats, "written": written,
               "signal": signal, "group": group or ctas, "depth": depth, "met": not missed,
@@ -171,8 +151,7 @@ def _unmet(cp, counter, status, signal: str, group: int, ctas: int, rounds: int)
     want = cp.zeros(ctas * 32, cp.uint32)
     if signal == "counter":
         want[:ctas // group] = rounds * group
-    elif signal not in ("ll", "cluster"):  # a flag a CTA, at word cta x stride ("ll",
-        # "cluster": none, left at 0)
+    elif signal != "ll":  # a flag a CTA, at word cta x stride ("ll": none, left at 0)
         stride = 32 if signal == "padded" else 1
         want[:ctas * stride:stride] = rounds
     why = ["a poll gave up (status 1)"] if int(status[0]) else []
@@ -192,14 +171,6 @@ def quartiles(times: list) -> list:
     from cudnn_rnn.engine.timing import quartiles as spread
     q1, _median, q3 = spread(times)
     return [round(q1, 4), round(q3, 4)]
-
-
-def _handed_cluster(cp, state, size: int, rounds: int, written: int) -> bool:
-    """Whether each CTA of the cluster copied out the state its shared memory held at the
-    end, every 32-bit word the last round's number (rounds - 1): every mate's share stored
-    into every CTA's shared memory, nothing lost."""
-    words = state[:CLUSTER * size].view(cp.uint32)
-    return bool((words == rounds - 1).all())
 
 
 def _handed(cp, state, size: int, rounds: int, written: int) -> bool:
