@@ -136,7 +136,7 @@ def _rules_text(found: list[dict]) -> list[str]:
         held = r["shapes"] - len(r["misses"])
         out.append(f"- {r['rule']}: at {held} of {r['shapes']}"
                    + (f"; not at {listed(r['misses'])}" if r["misses"] else "")
-                   + (f"; below its floor at {listed(r['odd'])}" if r.get("odd") else ""))
+                   + (f"; below its floor at {listed(r['odd'])}" if r["odd"] else ""))
     return out
 
 
@@ -196,7 +196,7 @@ def markdown(s: dict) -> str:
             f"{figure(r['speedup_vs_torch_best'])} | "
             f"{figure(peer.get('ms'), '.4f') if peer.get('ms') else peer.get('skipped', '')} | "
             f"{figure(r['speedup_vs_torch_fp8'])} |")
-    lines = _rules_text(s.get("rules") or rules(s["shapes"]))
+    lines = _rules_text(s["rules"])
     if lines:
         out += ["", f"The persistent kernel's targets (its issue's rules) at the shapes of "
                     f"hidden size up to {MAX_HIDDEN}, from this run's medians; 'ours' is the "
