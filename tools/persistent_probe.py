@@ -569,14 +569,15 @@ def main() -> int:
     p.add_argument("--names", default=NAMES)
     p.add_argument("--settings", default=None,
                    help="comma-separated launch shapes (the tuner's; any "
-                        "b<slices>[c<CTAs>]t<threads>[p][r][u<units>][w[b[g][e][i[x]]"
+                        "b<slices>[c<CTAs>]t<threads>[d][p][r][u<units>][w[b[g][e][i[x]]"
                         "[s<chunks>][m<CTAs>]]][k<cluster CTAs>][o<CTAs a multiprocessor>]: "
-                        "p POLL, r weights in registers, u units a CTA, w wgmma, b bulk "
-                        "copies, g the input projection read from global memory, e the gate "
-                        "math in registers, i layer 0's input products in the kernel, x the "
-                        "next step's input copied ahead, s chunks a bulk copy, m copies "
-                        "shared by that many cluster-mates, k clusters, o CTAs sharing a "
-                        "multiprocessor; launch.Settings.parse)")
+                        "d the resident kernel (one layer in a cluster), p POLL, r weights "
+                        "in registers, u units a CTA, w wgmma, b bulk copies, g the input "
+                        "projection read from global memory, e the gate math in registers, "
+                        "i layer 0's input products in the kernel, x the next step's input "
+                        "copied ahead, s chunks a bulk copy, m copies shared by that many "
+                        "cluster-mates, k clusters, o CTAs sharing a multiprocessor; "
+                        "launch.Settings.parse)")
     p.add_argument("--trace", default=None,
                    help="NAME@SETTINGS,...: also one traced launch of each, per shape")
     p.add_argument("--drop", default="",

@@ -43,7 +43,7 @@ from cudnn_rnn.lowbit import model, persistent
 from cudnn_rnn.lowbit.candidates import QUICK_REPS, checked, errors, failure, timed
 from cudnn_rnn.lowbit.configs import BOUNDS, ENGINE_NAMES, ENGINES, OUTPUTS, REST, TWIN_BOUNDS
 from cudnn_rnn.lowbit.engine import GemmEngine
-from cudnn_rnn.lowbit.persistent import PersistentEngine
+from cudnn_rnn.lowbit.resident import launched
 from cudnn_rnn.matrix.execute import outcome_of, time_cell
 
 
@@ -217,7 +217,7 @@ def build_engine(cfg, stacked, plan, engine: str, settings):
     with ``plan``'s GEMMs in 8 bits and the others in :data:`REST` (all of them without a
     plan)."""
     if engine == "persistent":
-        return PersistentEngine(cfg, stacked, REST, plan, settings)
+        return launched(cfg, stacked, REST, plan, settings)
     return GemmEngine(cfg, stacked, REST, plan)
 
 

@@ -41,7 +41,8 @@ from cudnn_rnn.engine.gpu import cuda_errors, cupy_or_raise, failed_call
 from cudnn_rnn.lowbit import model, operands, persistent
 from cudnn_rnn.lowbit.configs import ENGINE_NAMES, OUTPUTS, TWIN_BOUNDS, Config, parse
 from cudnn_rnn.lowbit.engine import GemmEngine, Unsupported
-from cudnn_rnn.lowbit.persistent import PersistentEngine, Stalled, precompile
+from cudnn_rnn.lowbit.persistent import Stalled, precompile
+from cudnn_rnn.lowbit.resident import launched
 from cudnn_rnn.matrix.jobs import job, name_of
 
 # replays (their median) that rank a persistent candidate's launch shapes before it is timed:
@@ -157,8 +158,7 @@ def _forward(engine) -> None:
 def build(cfg: RNNConfig, config: Config, stacked, plan, settings=None):
     """The engine of ``config`` (a persistent one shaped by ``settings``)."""
     if config.engine == "persistent":
-        return PersistentEngine(cfg, stacked, config.precision, plan,
-                                settings or persistent.Settings())
+        return launched(cfg, stacked, config.precision, plan, settings or persistent.Settings())
     return GemmEngine(cfg, stacked, config.precision, plan)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 
 MAX_PER_SM = 2  # CTAs a multiprocessor the kernel is built for (its launch bounds' MINB)
@@ -59,8 +59,16 @@ class Settings:
     slab: int = 0  # with bulk: chunks of K a bulk copy brings (one ring stage; 0: the
                    # partition's SLAB, 4): fewer, more stages in the same bytes and more
                    # copies in flight while a warpgroup multiplies one (s<chunks>)
+    resident: bool = False  # the resident kernel (resident.py; one layer, small batches): each
+                            # direction's layer in one thread-block cluster, weights in
+                            # registers, h pushed through distributed shared memory (d); of
+                            # the rest only the threads apply
 
     def __post_init__(self):
+        if self.resident and any(getattr(self, f.name) != f.default for f in fields(self)
+                                 if f.name not in ("threads", "resident")):
+            raise ValueError(f"launch shape {self.name}: the resident kernel ('d') takes "
+                             "threads only (b1t<threads>d)")
         if self.bulk and not self.wg:
             raise ValueError(f"launch shape {self.name}: bulk staging ('b' after 'w') feeds "
                              "wgmma: name 'w' first")
@@ -120,7 +128,8 @@ class Settings:
     @property
     def name(self) -> str:
         ctas = "" if self.ctas is None else f"c{self.ctas}"
-        return (f"b{self.batch_slices}{ctas}t{self.threads}" + ("p" if self.poll else "")
+        return (f"b{self.batch_slices}{ctas}t{self.threads}" + ("d" if self.resident else "")
+                + ("p" if self.poll else "")
                 + ("r" if self.areg else "") + (f"u{self.units}" if self.units else "")
                 + ("w" if self.wg else "") + ("b" if self.bulk else "")
                 + ("g" if self.gx_global else "") + ("e" if self.reg_gates else "")
@@ -136,25 +145,25 @@ class Settings:
         """The settings :attr:`name` writes as ``name`` (``b2t512``, ``b1c64t256p``,
         ``b1t256r``, ``b2t512u16``, ``b2t256u16w``, ``b2t256u16wbg``, ``b2t256u16wbm2``,
         ``b3t256k16``); ValueError otherwise."""
-        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)(e?)"
+        m = re.fullmatch(r"b(\d+)(?:c(\d+))?t(\d+)(d?)(p?)(r?)(?:u([1-9]\d*))?(w?)(b?)(g?)(e?)"
                          r"(i?)(q?)(x?)(?:s([1-9]\d*))?(?:m([1-9]\d*))?(?:k([1-9]\d*))?"
                          r"(?:o([1-9]\d*))?",
                          name)
         if m is None:
-            raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[p]"
+            raise ValueError(f"no launch shape {name!r}: b<batch slices>[c<CTAs>]t<threads>[d][p]"
                              "[r][u<units a CTA>][w[b[g][e][i[q][x]][s<chunks a copy>]"
                              "[m<CTAs sharing a copy>]]][k<cluster CTAs>][o<CTAs a "
                              "multiprocessor>] (e.g. b1t256, b2t512, b1t256p, b1t256r, "
                              "b2t512u16, b2t256u16w, b2t256u16wb, b2t256u16wbg, b2t256u16wbe, "
                              "b2t256u16wbm2, b3t256k16, b4t256u16wbeo2, b2t256u16wbei, "
-                             "b2t256u16wbeis2, b2t256u16wbeiqs2, b2t256u16wbeixs2)")
+                             "b2t256u16wbeis2, b2t256u16wbeiqs2, b2t256u16wbeixs2, b1t256d)")
         return cls(ctas=int(m[2]) if m[2] else None, batch_slices=int(m[1]),
-                   threads=int(m[3]), poll=bool(m[4]), areg=bool(m[5]), wg=bool(m[7]),
-                   bulk=bool(m[8]), gx_global=bool(m[9]), reg_gates=bool(m[10]),
-                   input_inside=bool(m[11]), quantize=bool(m[12]), prefetch=bool(m[13]),
-                   slab=int(m[14]) if m[14] else 0, mcast=int(m[15]) if m[15] else 0,
-                   cluster=int(m[16]) if m[16] else 0, units=int(m[6]) if m[6] else 0,
-                   per_sm=int(m[17]) if m[17] else 1)
+                   threads=int(m[3]), resident=bool(m[4]), poll=bool(m[5]), areg=bool(m[6]),
+                   wg=bool(m[8]), bulk=bool(m[9]), gx_global=bool(m[10]),
+                   reg_gates=bool(m[11]), input_inside=bool(m[12]), quantize=bool(m[13]),
+                   prefetch=bool(m[14]), slab=int(m[15]) if m[15] else 0,
+                   mcast=int(m[16]) if m[16] else 0, cluster=int(m[17]) if m[17] else 0,
+                   units=int(m[7]) if m[7] else 0, per_sm=int(m[18]) if m[18] else 1)
 
 
 # what the tuner tries, in order; the first that fits and verifies is the fallback.
@@ -259,6 +268,10 @@ class Settings:
 # an LSTM's 'wbiq', 0.0777 against 'wbeiq''s 0.0679, is not tried once 'wbeiq' verified;
 # where no 'e' shape of two slices plans, an LSTM or GRU below batch 32, 'wbiq' is tried and
 # 'wbi' not: not measured there, where 'wb', still tried, was the fastest at batch 16).
+# 'd' (the resident kernel, resident.py: one layer of at most 32 batch rows in one cluster a
+# direction, weights in registers, h pushed through distributed shared memory) is for the
+# small batches where the counters' round trip is the step (docs/lowbit.md); refused before
+# any compile elsewhere (more layers, a larger batch, H that no cluster of 16 holds).
 _BULK = dict(units=16, wg=True, bulk=True)
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
@@ -275,7 +288,7 @@ SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_s
             Settings(batch_slices=2, gx_global=True, reg_gates=True, **_BULK),
             Settings(batch_slices=2, gx_global=True, **_BULK),
             Settings(batch_slices=1, gx_global=True, reg_gates=True, **_BULK),
-            Settings(batch_slices=1, gx_global=True, **_BULK))
+            Settings(batch_slices=1, gx_global=True, **_BULK), Settings(resident=True))
 
 
 def not_tried(settings: Settings, verified, shapes, cfg=None) -> str | None:

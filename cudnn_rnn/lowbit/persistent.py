@@ -41,6 +41,7 @@ from cudnn_rnn.lowbit.tables import LAYER, SLICE  # noqa: F401 (the kernel's str
 
 SOURCE = Path(__file__).with_name("persistent.cu")
 HELPERS = Path(__file__).with_name("device.cuh")
+CELLS = Path(__file__).with_name("cells.cuh")  # a code's bits and a cell's step, both kernels'
 FORMAT_CODE = {"fp16": 0, "bf16": 1, "int8": 2, "e4m3": 3}
 CELL_CODE = {RNNMode.RNN_RELU: 0, RNNMode.RNN_TANH: 1, RNNMode.LSTM: 2, RNNMode.GRU: 3}
 FLOAT_PRECISIONS = ("fp16", "bf16")
@@ -112,7 +113,8 @@ def source(consts: dict) -> str:
     head = "".join(f"#define {k} {v}\n" for k, v in consts.items())
     fh = {code: name for name, code in FORMAT_CODE.items()}.get(consts.get("FH"))
     wg = wgmma.source(fh, consts["WGN"]) if consts.get("WG") else ""  # its helpers, its width
-    return head + kernels.PERSISTENT_PREAMBLE + HELPERS.read_text() + wg + SOURCE.read_text()
+    return (head + kernels.PERSISTENT_PREAMBLE + HELPERS.read_text() + CELLS.read_text() + wg
+            + SOURCE.read_text())
 
 
 def gemm_precisions(cp, cfg: RNNConfig, stacked, float_precision: str, plan) -> tuple:
@@ -168,8 +170,8 @@ def precompile(cp, cfg: RNNConfig, stacked, float_precision: str, plan, shapes) 
         return 0
     sources, fitting = {}, []
     for settings in shapes:
-        if not_tried(settings, fitting, shapes, cfg):  # one that fits stands for a verified one
-            continue
+        if settings.resident or not_tried(settings, fitting, shapes, cfg):  # (resident.py's
+            continue  # kernel is not this file's; one that fits stands for a verified one)
         try:
             part, gx_precision = layout(cfg, gemms, plan, settings, limits)
         except Exception:  # met again, and judged, when this shape's engine is built
@@ -206,6 +208,9 @@ class PersistentEngine(Forward):
         if float_precision not in FLOAT_PRECISIONS:
             raise Unsupported(f"the persistent kernel runs {' or '.join(FLOAT_PRECISIONS)} "
                               f"beside 8 bits, not {float_precision}")
+        if settings.resident:
+            raise ValueError(f"launch shape {settings.name} is the resident kernel's: "
+                             "resident.ResidentEngine (candidates.build picks it)")
         self.cfg, self.plan, self.settings = cfg, plan, settings
         self.limits, gemms = gemm_precisions(cp, cfg, stacked, float_precision, plan)
         self.part, gx_precision = layout(cfg, gemms, plan, settings, self.limits)
@@ -224,7 +229,7 @@ class PersistentEngine(Forward):
     # ------------------------------------------------------------------------ set-up
     def _upload(self, gx_precision: str) -> None:
         cp, c, part, ops = self.cp, self.cfg, self.part, self.operands
-        T, B, H, g = c.seq_length, c.mini_batch, c.hidden_size, c.gates
+        T = c.seq_length
         self._io()
         self.vectors = [{n: cp.asarray(v) for n, v in (
             ("dqx", o.input.dq), ("dqh", o.recurrent.dq), ("bW", o.bW), ("bR", o.bR))}
@@ -233,8 +238,24 @@ class PersistentEngine(Forward):
         pls, inside = walk.pseudo_layers(c), part.input_inside
         self.xin = {p.index: cp.zeros(part.state_bytes(T, part.xrowb), cp.uint8) for p in pls
                     if p.layer > 0 or inside}
-        # layer 0's input GEMMs (cuBLASLt), as the GEMM engine runs them; or (inside) its
-        # input codes, in the layout the kernel's bulk copies read, for its own products
+        self._first_layer(gx_precision, part)
+        table = tables.layers(part, self.vectors, ops, self.hq, self.xin, self.gx)
+        self.tables = {"layers": cp.asarray(table.view(np.uint8)),
+                       "slices": cp.asarray(tables.slices(part).view(np.uint8)),
+                       "waits": cp.asarray(tables.waits(part)),
+                       "blob": cp.asarray(tables.blob(
+                           part, [o.input.codes for o in ops],
+                           [o.recurrent.codes for o in ops]))}
+        self.counters = cp.zeros(len(part.groups), cp.uint32)
+        self.status = cp.zeros(1, cp.int32)
+
+    def _first_layer(self, gx_precision: str, part=None) -> None:
+        """Layer 0's input GEMMs (cuBLASLt), as the GEMM engine runs them, into :attr:`gx`
+        (one a direction); or, with ``part.input_inside``, its input codes, in the layout
+        the kernel's bulk copies read, for its own products (:attr:`inside`)."""
+        cp, c, ops = self.cp, self.cfg, self.operands
+        T, B, H, g = c.seq_length, c.mini_batch, c.hidden_size, c.gates
+        inside = part is not None and part.input_inside
         shape = rnn_shapes(c)[0]
         self.gx, self.first, self.inside = [], [], []
         out_dtype = kernels.OUTPUT_DTYPE[gx_precision]
@@ -254,15 +275,6 @@ class PersistentEngine(Forward):
             self.first.append((p.index, m, cp.asarray(ops[p.index].input.codes),
                                np.float32(ops[p.index].input.act_scale), fmt0))
             self.gx.append(cp.empty((T * B, g * H), out_dtype))
-        table = tables.layers(part, self.vectors, ops, self.hq, self.xin, self.gx)
-        self.tables = {"layers": cp.asarray(table.view(np.uint8)),
-                       "slices": cp.asarray(tables.slices(part).view(np.uint8)),
-                       "waits": cp.asarray(tables.waits(part)),
-                       "blob": cp.asarray(tables.blob(
-                           part, [o.input.codes for o in ops],
-                           [o.recurrent.codes for o in ops]))}
-        self.counters = cp.zeros(len(part.groups), cp.uint32)
-        self.status = cp.zeros(1, cp.int32)
 
     def _compile(self, gx_int: bool, spin_limit: int, trace: bool) -> None:
         consts = defines(self.cfg, self.part, gx_int, spin_limit, trace, self.settings.poll,

@@ -164,8 +164,9 @@ class EngineRunner:
             try:
                 self.engine.check()
             finally:
-                with self.engine.stream:  # the stream the next launch reads it on
-                    self.engine.status.fill(0)
+                if self.engine.status is not None:  # (the resident kernel has none)
+                    with self.engine.stream:  # the stream the next launch reads it on
+                        self.engine.status.fill(0)
 
     def facts(self) -> dict:
         return {"algorithms": self.engine.algorithms(),

@@ -1,0 +1,241 @@
+// The resident RNN forward: one layer (each direction) in one thread-block cluster for the
+// whole sequence, its recurrent weights in registers, h handed from step to step through
+// distributed shared memory and the cluster's hardware barrier (no counter in global memory,
+// no copy from L2). cudnn_rnn/lowbit/resident.py lays the weights out and compiles this file
+// with NVRTC, defining:
+//   CELL     0 RNN_RELU, 1 RNN_TANH, 2 LSTM, 3 GRU;  GATES 1, 1, 4, 3
+//   FH       the recurrent operand's format: 0 fp16, 1 bf16, 2 int8, 3 e4m3
+//   GXINT    1: the input projection (cuBLASLt, before the launch) is int32, else float32
+//   H, B     hidden size and batch; NT = ceil(B / 8) n-tiles of 8 batch rows
+//   WARPS    warps a CTA; CL CTAs a cluster (CL * WARPS * UPW = H)
+//   KT       32-byte chunks of K (H * BPE(FH) / 32): a warp's weight fragments, 4 registers
+//            each, loaded once (resident.fragments lays them out)
+// Warp w of CTA r holds one m-tile, 16 rows: an LSTM's or GRU's units r U + 4 w .. + 3, row
+// i gate ((i >> 2) & 1) + 2 (i >> 3) of unit i & 3 (a GRU's gate 3 zeros), so that after
+// the products lane l holds gates 0 and 2 (lanes 0-15) or 1 and 3 (16-31) of unit (l >> 2)
+// & 3 and trades half of them with lane l ^ 16 (persistent.cu's GR does the same); an RNN's
+// 16 units r U + 16 w + i, a lane's four sums four cells. Each step: the cluster barrier's
+// wait (h(s) in buffer s & 1 of every CTA), the products (A from registers, B by ldmatrix from
+// the buffer), the gate math in registers, this CTA's h codes to a local stage, then pushed
+// to buffer (s + 1) & 1 of every CTA of the cluster (16-byte stores to shared::cluster), the
+// barrier's arrive (release), y stored. A buffer is written at step s only by CTAs past
+// the barrier that ends step s - 1, when every CTA has done reading it; the last step pushes
+// nothing, so no CTA leaves while a mate may still write into it. No wait can spin forever:
+// the cluster is scheduled whole or not at all, and the clusters (directions) share nothing.
+// The rounding and gate helpers are kernels.PERSISTENT_PREAMBLE, device.cuh and cells.cuh,
+// prepended.
+
+#define THREADS (WARPS * 32)
+#define UPW (GATES == 1 ? 16 : 4)            // units a warp
+#define U (WARPS * UPW)                      // units a CTA
+#define NT ((B + 7) / 8)
+#define BROWS (16 * ((NT + 1) / 2))          // a buffer's rows: ldmatrix takes n-tiles in pairs
+#define HB (H * BPE(FH))                     // bytes of one batch row's h codes
+#define ROW (HB + 16)                        // ... in the buffer: ldmatrix's rows meet no bank twice
+#define UB (U * BPE(FH))                     // bytes of this CTA's units in a row
+#define CELLS_A (GATES == 1 ? 4 * NT : NT)   // cells a lane computes
+#if CL * U != H || HB % 32 || UB % 16 || NT > 4
+#error "resident.py checks the shape: CL * U == H, K in 32-byte chunks, 16-byte pieces, B <= 32"
+#endif
+
+__device__ __forceinline__ unsigned rs_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ unsigned rs_mapa(unsigned a, unsigned rank) {
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ void rs_push(unsigned a, uint4 v) {
+    asm volatile("st.shared::cluster.v4.u32 [%0], {%1,%2,%3,%4};"
+                 :: "r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+__device__ __forceinline__ void rs_arrive() {
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void rs_wait() {
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1)
+resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
+             const void* __restrict__ gx0, const void* __restrict__ gx1,
+             const float* __restrict__ hx, const float* __restrict__ cx, float* y, float* hy,
+             float* cy, const float hscale0, const float hscale1, const int T,
+             const int D)
+{
+    // frags: [D][CL][WARPS][KT][32 lanes] 16 bytes (resident.fragments); rowf: [D][4][GATES H]
+    // the per-row dequantization of the input projection and of the recurrent products, then
+    // the two biases; gx0, gx1: each direction's (T B, GATES H) input projection; hx, cx, hy,
+    // cy: (D, B, H); y (T, B, D H); hscale0, hscale1: each direction's h scale
+    extern __shared__ __align__(128) unsigned char smem[];
+    unsigned char* const buf = smem;                     // [2][BROWS][ROW] h codes
+    unsigned char* const stage = smem + 2 * BROWS * ROW;  // [B][UB] this CTA's, to push
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int gq = lane >> 2, gr = lane & 3;
+    const unsigned rank = rs_rank();
+    const int dir = blockIdx.x / CL;
+    const float* gx = (const float*)(dir ? gx1 : gx0);
+    const float hscale = dir ? hscale1 : hscale0;
+    const int gH = GATES * H;
+    const float* const dqx = rowf + (unsigned)dir * 4 * gH;
+    const float* const dqh = dqx + gH;
+    const float* const bw = dqh + gH;
+    const float* const br = bw + gH;
+
+    // this warp's weight fragments, for the whole sequence
+    unsigned a[KT][4];
+    {
+        const uint4* f = frags + ((unsigned)(dir * CL + rank) * WARPS + warp) * KT * 32 + lane;
+#pragma unroll
+        for (int k = 0; k < KT; ++k) {
+            const uint4 v = __ldg(f + k * 32);
+            a[k][0] = v.x; a[k][1] = v.y; a[k][2] = v.z; a[k][3] = v.w;
+        }
+    }
+    // the zero rows past the batch (read by ldmatrix, never written) and the first buffer
+    for (int i = tid; i < 2 * BROWS * ROW / 16; i += THREADS)
+        ((uint4*)buf)[i] = make_uint4(0u, 0u, 0u, 0u);
+
+    // this lane's cells: cell i is unit cu[i] (of H) at batch row cb[i]
+    int cu[CELLS_A], cb[CELLS_A];
+#pragma unroll
+    for (int i = 0; i < CELLS_A; ++i) {
+        if (GATES == 1) {  // cell 4 n + e: unit gq + 8 (e >> 1), column 2 gr + (e & 1)
+            cu[i] = rank * U + warp * 16 + gq + 8 * ((i & 3) >> 1);
+            cb[i] = (i >> 2) * 8 + 2 * gr + (i & 1);
+        } else {           // n-tile i: unit gq & 3, the column of the lane's half
+            cu[i] = rank * U + warp * 4 + (gq & 3);
+            cb[i] = i * 8 + 2 * gr + (gq >> 2);
+        }
+    }
+    // its units' factors, all gates
+    float fdx[CELLS_A][GATES], fdh[CELLS_A][GATES], fbw[CELLS_A][GATES], fbr[CELLS_A][GATES];
+#pragma unroll
+    for (int i = 0; i < CELLS_A; ++i)
+#pragma unroll
+        for (int q = 0; q < GATES; ++q) {
+            const int row = q * H + cu[i];
+            fdx[i][q] = dqx[row];
+            fdh[i][q] = dqh[row];
+            fbw[i][q] = bw[row];
+            fbr[i][q] = br[row];
+        }
+    float h_r[CELLS_A], c_r[CELLS_A];
+#pragma unroll
+    for (int i = 0; i < CELLS_A; ++i) {
+        const bool real = cb[i] < B;
+        const unsigned g = ((unsigned)dir * B + (real ? cb[i] : 0)) * H + cu[i];
+        h_r[i] = real ? hx[g] : 0.0f;
+        c_r[i] = real && CELL == 2 ? cx[g] : 0.0f;
+    }
+    // this lane's codes into the stage, then the stage pushed to buffer `to` of every CTA
+    auto hand_on = [&](int to) {
+#pragma unroll
+        for (int i = 0; i < CELLS_A; ++i) {
+            if (cb[i] >= B) continue;
+            const unsigned v = bits<FH>(h_r[i], hscale);
+            unsigned char* p = stage + cb[i] * UB + (cu[i] - rank * U) * BPE(FH);
+            if (BPE(FH) == 2) *(unsigned short*)p = (unsigned short)v;
+            else *p = (unsigned char)v;
+        }
+        __syncthreads();
+        const int pieces = B * (UB / 16);
+        const unsigned dst = smem_addr(buf + to * BROWS * ROW + rank * UB);
+#pragma unroll 1
+        for (int i = tid; i < pieces * CL; i += THREADS) {
+            const int mate = i / pieces, p = i - mate * pieces;
+            const int b = p / (UB / 16), c = p - b * (UB / 16);
+            const uint4 v = *(const uint4*)(stage + b * UB + c * 16);
+            rs_push(rs_mapa(dst + b * ROW + c * 16, mate), v);
+        }
+    };
+    __syncthreads();  // the buffers' zeros before any mate's push lands in them
+    rs_arrive();
+    rs_wait();        // every CTA's zeros written
+    hand_on(0);
+    rs_arrive();      // h(0) pushed
+
+    // this lane's B fragments: ldmatrix x4 of rows (lane & 7) + 8 ((lane >> 4) & 1), bytes
+    // 16 ((lane >> 3) & 1) of a chunk: n-tile pairs (2 j, 2 j + 1) in registers 0-1, 2-3
+    const unsigned b_lane = (unsigned)((lane & 7) + ((lane >> 4) & 1) * 8) * ROW
+                            + ((lane >> 3) & 1) * 16;
+#pragma unroll 1
+    for (int s = 0; s < T; ++s) {
+        const int t = dir ? T - 1 - s : s;
+        // the input projection of this lane's cells, loaded before the wait (nothing in the
+        // launch writes it)
+        float gxv[CELLS_A][GATES];
+#pragma unroll
+        for (int i = 0; i < CELLS_A; ++i)
+#pragma unroll
+            for (int q = 0; q < GATES; ++q)
+                gxv[i][q] = __ldg(gx + (unsigned)(t * B + min(cb[i], B - 1)) * gH + q * H
+                                  + cu[i]);
+        rs_wait();  // h(s) in buffer s & 1 of this CTA, from every CTA of the cluster
+        const unsigned char* hb = buf + (s & 1) * BROWS * ROW + b_lane;
+        float acc[NT][4];
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[n][r] = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KT; ++k) {
+#pragma unroll
+            for (int j = 0; j < (NT + 1) / 2; ++j) {
+                unsigned bf[4];
+                ldsm_x4(bf, hb + j * 16 * ROW + k * 32);
+                const unsigned b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+                mma<FH>(acc[2 * j], a[k], b0);
+                if (2 * j + 1 < NT) mma<FH>(acc[2 * j + 1], a[k], b1);
+            }
+        }
+        // the gate math: X (projection) and R (products) of every gate of each cell
+        float X[CELLS_A][GATES], R[CELLS_A][GATES];
+#pragma unroll
+        for (int i = 0; i < CELLS_A; ++i) {
+            float v[4];
+            if (GATES == 1) {
+                v[0] = acc[i >> 2][i & 3];
+            } else {  // lanes 0-15 keep column 2 gr, lanes 16-31 column 2 gr + 1
+                const bool up = gq >> 2;
+                const float* w = acc[i];
+                const float k0 = up ? w[1] : w[0], k1 = up ? w[3] : w[2];
+                const float g0 = __shfl_xor_sync(0xffffffffu, up ? w[0] : w[1], 16);
+                const float g1 = __shfl_xor_sync(0xffffffffu, up ? w[2] : w[3], 16);
+                v[0] = up ? g0 : k0;
+                v[1] = up ? k0 : g0;
+                v[2] = up ? g1 : k1;
+                v[3] = up ? k1 : g1;
+            }
+#pragma unroll
+            for (int q = 0; q < GATES; ++q) {
+                R[i][q] = value<FH>(v[q]) * fdh[i][q] + fbr[i][q];
+                const float g = gxv[i][q];
+                X[i][q] = (GXINT ? (float)__float_as_int(g) : g) * fdx[i][q] + fbw[i][q];
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < CELLS_A; ++i) {
+            float c = c_r[i];
+            h_r[i] = cell(X[i], R[i], h_r[i], c);
+            c_r[i] = c;
+        }
+        if (s + 1 < T) {
+            hand_on((s + 1) & 1);
+            rs_arrive();  // release: the pushes, before any CTA's wait of step s + 1
+        }
+#pragma unroll
+        for (int i = 0; i < CELLS_A; ++i)
+            if (cb[i] < B) y[(unsigned)(t * B + cb[i]) * D * H + dir * H + cu[i]] = h_r[i];
+    }
+#pragma unroll
+    for (int i = 0; i < CELLS_A; ++i) {
+        if (cb[i] >= B) continue;
+        const unsigned g = ((unsigned)dir * B + cb[i]) * H + cu[i];
+        hy[g] = h_r[i];
+        if (CELL == 2) cy[g] = c_r[i];
+    }
+}
