@@ -183,6 +183,7 @@ class ResidentEngine(PersistentEngine):
                                              for o in ops]).astype(np.float32))
             self.hscales = [np.float32(o.recurrent.act_scale) for o in ops]
             self._build(kernels.int32_output(gx_precision))
+            self._set_up()  # the uploads above land before the first launch reads them
         except BaseException:
             self.close()
             raise
