@@ -34,8 +34,23 @@
 #define ROW (HB + 16)                        // ... in the buffer: ldmatrix's rows meet no bank twice
 #define UB (U * BPE(FH))                     // bytes of this CTA's units in a row
 #define CELLS_A (GATES == 1 ? 4 * NT : NT)   // cells a lane computes
-#if CL * U != H || HB % 32 || UB % 16 || NT > 4
+#ifndef BULK
+#define BULK 0
+#endif
+#if CL * U != H || HB % 32 || UB % 16 || NT > 4 || (BULK && UB % 32)
 #error "resident.py checks the shape: CL * U == H, K in 32-byte chunks, 16-byte pieces, B <= 32"
+#endif
+#if BULK
+// BULK: each CTA's block of h, B rows of RB bytes, lies whole in every buffer, so that one
+// bulk copy (the copy engine, shared::cta to shared::cluster) takes it to each CTA; a 32-byte
+// chunk of K lies in one block (UB a multiple of 32), its rows RB apart (16 bytes past UB:
+// ldmatrix's rows meet no bank twice)
+#define RB (UB + 16)
+#define BUFB (CL * BROWS * RB)               // a buffer: [CL][BROWS][RB]
+#define STAGEB (B * RB)                      // a stage: [B][RB], two of them
+#else
+#define BUFB (BROWS * ROW)                   // a buffer: [BROWS][ROW]
+#define STAGEB (B * UB)                      // the stage: [B][UB]
 #endif
 
 __device__ __forceinline__ unsigned rs_rank() {
@@ -58,6 +73,29 @@ __device__ __forceinline__ void rs_arrive() {
 __device__ __forceinline__ void rs_wait() {
     asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
+#if BULK
+__device__ __forceinline__ void rs_mbar_init(unsigned bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar) : "memory");
+}
+// this thread's one arrival on the mbarrier, which then expects `bytes` from the copies
+__device__ __forceinline__ void rs_expect(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void rs_mbar_wait(unsigned bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
+// `bytes` of this CTA's shared memory at `src` to `dst` of a cluster-mate (mapa), completing
+// the bytes its mbarrier `bar` (mapa) expects
+__device__ __forceinline__ void rs_bulk(unsigned dst, unsigned src, unsigned bytes,
+                                        unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes "
+                 "[%0], [%1], %2, [%3];" :: "r"(dst), "r"(src), "r"(bytes), "r"(bar) : "memory");
+}
+#endif
 
 extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1)
 resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
@@ -71,8 +109,14 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
     // the two biases; gx0, gx1: each direction's (T B, GATES H) input projection; hx, cx, hy,
     // cy: (D, B, H); y (T, B, D H); hscale0, hscale1: each direction's h scale
     extern __shared__ __align__(128) unsigned char smem[];
-    unsigned char* const buf = smem;                     // [2][BROWS][ROW] h codes
-    unsigned char* const stage = smem + 2 * BROWS * ROW;  // [B][UB] this CTA's, to push
+    unsigned char* const buf = smem;                    // [2] buffers of every CTA's h codes
+    unsigned char* const stage = smem + 2 * BUFB;       // this CTA's, to hand on
+#if BULK
+    // BULK: mbarrier p completes when buffer p holds every CTA's block (one arrival: this
+    // CTA's thread 0 arming it with the bytes expected)
+    __shared__ __align__(8) unsigned long long mbar[2];
+    const unsigned bar0 = smem_addr(&mbar[0]);
+#endif
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int gq = lane >> 2, gr = lane & 3;
     const unsigned rank = rs_rank();
@@ -96,8 +140,17 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
         }
     }
     // the zero rows past the batch (read by ldmatrix, never written) and the first buffer
-    for (int i = tid; i < 2 * BROWS * ROW / 16; i += THREADS)
+    for (int i = tid; i < 2 * BUFB / 16; i += THREADS)
         ((uint4*)buf)[i] = make_uint4(0u, 0u, 0u, 0u);
+#if BULK
+    if (tid == 0) {
+        rs_mbar_init(bar0);
+        rs_mbar_init(bar0 + 8);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        rs_expect(bar0, CL * STAGEB);  // h(0), h(1)
+        if (T > 1) rs_expect(bar0 + 8, CL * STAGEB);
+    }
+#endif
 
     // this lane's cells: cell i is unit cu[i] (of H) at batch row cb[i]
     int cu[CELLS_A], cb[CELLS_A];
@@ -131,37 +184,67 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
         h_r[i] = real ? hx[g] : 0.0f;
         c_r[i] = real && CELL == 2 ? cx[g] : 0.0f;
     }
-    // this lane's codes into the stage, then the stage pushed to buffer `to` of every CTA
+    // this lane's codes into the stage, then the stage handed to buffer `to` of every CTA
     auto hand_on = [&](int to) {
+#if BULK
+        unsigned char* const st = stage + to * STAGEB;
+#else
+        unsigned char* const st = stage;
+#endif
 #pragma unroll
         for (int i = 0; i < CELLS_A; ++i) {
             if (cb[i] >= B) continue;
             const unsigned v = bits<FH>(h_r[i], hscale);
-            unsigned char* p = stage + cb[i] * UB + (cu[i] - rank * U) * BPE(FH);
+#if BULK
+            unsigned char* p = st + cb[i] * RB + (cu[i] - rank * U) * BPE(FH);
+#else
+            unsigned char* p = st + cb[i] * UB + (cu[i] - rank * U) * BPE(FH);
+#endif
             if (BPE(FH) == 2) *(unsigned short*)p = (unsigned short)v;
             else *p = (unsigned char)v;
         }
+#if BULK
+        // the stage's generic writes, for the copy engine's reads; then one copy a mate
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();
+        if (tid < CL)
+            rs_bulk(rs_mapa(smem_addr(buf + to * BUFB + rank * BROWS * RB), tid),
+                    smem_addr(st), STAGEB, rs_mapa(bar0 + 8 * to, tid));
+#else
         __syncthreads();
         const int pieces = B * (UB / 16);
-        const unsigned dst = smem_addr(buf + to * BROWS * ROW + rank * UB);
+        const unsigned dst = smem_addr(buf + to * BUFB + rank * UB);
 #pragma unroll 1
         for (int i = tid; i < pieces * CL; i += THREADS) {
             const int mate = i / pieces, p = i - mate * pieces;
             const int b = p / (UB / 16), c = p - b * (UB / 16);
-            const uint4 v = *(const uint4*)(stage + b * UB + c * 16);
+            const uint4 v = *(const uint4*)(st + b * UB + c * 16);
             rs_push(rs_mapa(dst + b * ROW + c * 16, mate), v);
         }
+#endif
     };
     __syncthreads();  // the buffers' zeros before any mate's push lands in them
     rs_arrive();
-    rs_wait();        // every CTA's zeros written
+    rs_wait();        // every CTA's zeros written (BULK: and mbarriers set)
     hand_on(0);
+#if !BULK
     rs_arrive();      // h(0) pushed
+#endif
 
     // this lane's B fragments: ldmatrix x4 of rows (lane & 7) + 8 ((lane >> 4) & 1), bytes
     // 16 ((lane >> 3) & 1) of a chunk: n-tile pairs (2 j, 2 j + 1) in registers 0-1, 2-3
+#if BULK
+    const unsigned b_lane = (unsigned)((lane & 7) + ((lane >> 4) & 1) * 8) * RB
+                            + ((lane >> 3) & 1) * 16;
+    // chunk k of K: in block k 32 / UB, at byte k 32 % UB of its rows
+    auto chunk_at = [](int k, int j) {
+        return (k * 32 / UB) * BROWS * RB + j * 16 * RB + k * 32 % UB;
+    };
+#else
     const unsigned b_lane = (unsigned)((lane & 7) + ((lane >> 4) & 1) * 8) * ROW
                             + ((lane >> 3) & 1) * 16;
+    auto chunk_at = [](int k, int j) { return j * 16 * ROW + k * 32; };
+#endif
 #pragma unroll 1
     for (int s = 0; s < T; ++s) {
         const int t = dir ? T - 1 - s : s;
@@ -174,8 +257,12 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
             for (int q = 0; q < GATES; ++q)
                 gxv[i][q] = __ldg(gx + (unsigned)(t * B + min(cb[i], B - 1)) * gH + q * H
                                   + cu[i]);
+#if BULK
+        rs_mbar_wait(bar0 + 8 * (s & 1), (s >> 1) & 1);  // h(s) in buffer s & 1, every block
+#else
         rs_wait();  // h(s) in buffer s & 1 of this CTA, from every CTA of the cluster
-        const unsigned char* hb = buf + (s & 1) * BROWS * ROW + b_lane;
+#endif
+        const unsigned char* hb = buf + (s & 1) * BUFB + b_lane;
         float acc[NT][4];
 #pragma unroll
         for (int n = 0; n < NT; ++n)
@@ -186,7 +273,7 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
 #pragma unroll
             for (int j = 0; j < (NT + 1) / 2; ++j) {
                 unsigned bf[4];
-                ldsm_x4(bf, hb + j * 16 * ROW + k * 32);
+                ldsm_x4(bf, hb + chunk_at(k, j));
                 const unsigned b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
                 mma<FH>(acc[2 * j], a[k], b0);
                 if (2 * j + 1 < NT) mma<FH>(acc[2 * j + 1], a[k], b1);
@@ -225,12 +312,24 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
         }
         if (s + 1 < T) {
             hand_on((s + 1) & 1);
+#if BULK
+            // every warp's products of this step done (hand_on's barrier): buffer s & 1
+            // armed for h(s + 2), which no mate sends before it has this CTA's h(s + 1)
+            if (tid == 0 && s + 2 < T) rs_expect(bar0 + 8 * (s & 1), CL * STAGEB);
+#else
             rs_arrive();  // release: the pushes, before any CTA's wait of step s + 1
+#endif
         }
 #pragma unroll
         for (int i = 0; i < CELLS_A; ++i)
             if (cb[i] < B) y[(unsigned)(t * B + cb[i]) * D * H + dir * H + cu[i]] = h_r[i];
     }
+#if BULK
+    // no CTA leaves while its copies may still read its stage: every mate has received
+    // them (its wait of the last step) before it arrives here
+    rs_arrive();
+    rs_wait();
+#endif
 #pragma unroll
     for (int i = 0; i < CELLS_A; ++i) {
         if (cb[i] >= B) continue;

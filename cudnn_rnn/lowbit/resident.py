@@ -40,6 +40,8 @@ MAX_BATCH = 32  # four n-tiles of 8 batch rows a warp
 MAX_REGS = 128  # registers a thread gives its weight fragments: H 512 in 16 bits, 1024 in 8
 CHUNK = 32  # bytes of K one fragment covers (m16n8k16 in 16 bits, m16n8k32 in 8)
 ROWS = 16  # weight rows a warp holds: one m-tile
+BULK = True  # h handed on by the copy engine on mbarriers where a CTA's codes fill 32-byte
+             # chunks (else by 16-byte stores and the cluster barrier): Shape.bulk
 # the kernel's parameters, in resident_rnn's order (a CPU test reads them from its source)
 ARGS = ("frags", "rowf", "gx0", "gx1", "hx", "cx", "y", "hy", "cy", "hscale0", "hscale1",
         "T", "D")
@@ -55,6 +57,7 @@ class Shape:
     cluster: int
     chunks: int
     fmt: str
+    bulk: bool  # each CTA's h block taken to every mate by one bulk copy a step (BULK)
 
 
 def shape(cfg: RNNConfig, fh: str, threads: int) -> Shape:
@@ -84,7 +87,7 @@ def shape(cfg: RNNConfig, fh: str, threads: int) -> Shape:
     if 4 * chunks > MAX_REGS:
         raise Unsupported(f"{4 * chunks} registers of weight fragments a thread (hidden size "
                           f"{H} in {fh}): the resident kernel gives them {MAX_REGS} at most")
-    return Shape(warps, units, H // units, chunks, fh)
+    return Shape(warps, units, H // units, chunks, fh, BULK and units * bpe % CHUNK == 0)
 
 
 def warp_rows(cfg: RNNConfig, sh: Shape, rank: int, warp: int) -> np.ndarray:
@@ -120,10 +123,14 @@ def fragments(cfg: RNNConfig, sh: Shape, codes: list) -> np.ndarray:
 
 def smem_bytes(cfg: RNNConfig, sh: Shape) -> int:
     """A CTA's dynamic shared memory: two buffers of every batch row's h codes (rows padded
-    to pairs of n-tiles, 16 bytes past each row) and the stage of its own."""
+    to pairs of n-tiles, 16 bytes past each row; with ``sh.bulk`` a block of rows a CTA,
+    each row 16 bytes past its codes) and its own stage (two with ``sh.bulk``)."""
     bpe = FORMAT_BYTES[sh.fmt]
     nt = -(-cfg.mini_batch // 8)
     rows = 16 * -(-nt // 2)
+    if sh.bulk:
+        rb = sh.units * bpe + 16
+        return 2 * sh.cluster * rows * rb + 2 * cfg.mini_batch * rb
     return 2 * rows * (cfg.hidden_size * bpe + 16) + cfg.mini_batch * sh.units * bpe
 
 
@@ -131,7 +138,7 @@ def defines(cfg: RNNConfig, sh: Shape, gx_int: bool) -> dict:
     """The compile-time constants of one kernel (resident.cu's header lists them)."""
     return {"CELL": CELL_CODE[cfg.mode], "GATES": cfg.gates, "FH": FORMAT_CODE[sh.fmt],
             "GXINT": int(gx_int), "H": cfg.hidden_size, "B": cfg.mini_batch,
-            "WARPS": sh.warps, "CL": sh.cluster, "KT": sh.chunks}
+            "WARPS": sh.warps, "CL": sh.cluster, "KT": sh.chunks, "BULK": int(sh.bulk)}
 
 
 def source(consts: dict) -> str:
@@ -231,7 +238,8 @@ class ResidentEngine(PersistentEngine):
                 "smem_per_cta": self.smem, "registers_per_thread": self.kernel.num_regs,
                 "weight_bytes_on_chip": int(self.frags.nbytes),
                 "formats": {"input": None, "recurrent": sh.fmt}, "weights_in": "registers",
-                "state_handed_through": "distributed shared memory", "products": "mma.sync"}
+                "state_handed_through": "distributed shared memory",
+                "handed_by": "bulk copies" if sh.bulk else "stores", "products": "mma.sync"}
 
 
 def launched(cfg: RNNConfig, stacked, float_precision: str, plan, settings: Settings):
