@@ -34,6 +34,7 @@
 #define ROW (HB + 16)                        // ... in the buffer: ldmatrix's rows meet no bank twice
 #define UB (U * BPE(FH))                     // bytes of this CTA's units in a row
 #define CELLS_A (GATES == 1 ? 4 * NT : NT)   // cells a lane computes
+#define KG 4                                 // chunks whose B fragments are loaded at once
 #ifndef BULK
 #define BULK 0
 #endif
@@ -245,40 +246,59 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
                             + ((lane >> 3) & 1) * 16;
     auto chunk_at = [](int k, int j) { return j * 16 * ROW + k * 32; };
 #endif
-#pragma unroll 1
-    for (int s = 0; s < T; ++s) {
-        const int t = dir ? T - 1 - s : s;
-        // the input projection of this lane's cells, loaded before the wait (nothing in the
-        // launch writes it)
-        float gxv[CELLS_A][GATES];
+    // the input projection of this lane's cells at step time t (nothing in the launch writes
+    // it), loaded a step ahead: in flight through the hand-off, the wait and the products
+    float gxv[CELLS_A][GATES];
+    auto load_gx = [&](int t) {
 #pragma unroll
         for (int i = 0; i < CELLS_A; ++i)
 #pragma unroll
             for (int q = 0; q < GATES; ++q)
                 gxv[i][q] = __ldg(gx + (unsigned)(t * B + min(cb[i], B - 1)) * gH + q * H
                                   + cu[i]);
+    };
+    load_gx(dir ? T - 1 : 0);
+#pragma unroll 1
+    for (int s = 0; s < T; ++s) {
+        const int t = dir ? T - 1 - s : s;
 #if BULK
         rs_mbar_wait(bar0 + 8 * (s & 1), (s >> 1) & 1);  // h(s) in buffer s & 1, every block
 #else
         rs_wait();  // h(s) in buffer s & 1 of this CTA, from every CTA of the cluster
 #endif
         const unsigned char* hb = buf + (s & 1) * BUFB + b_lane;
-        float acc[NT][4];
+        // the products: KG chunks' B fragments loaded at once, then their products into two
+        // sets of sums by turns (each product waits for its set's last, not for the one before)
+        float acc[NT][4], acc2[NT][4];
 #pragma unroll
         for (int n = 0; n < NT; ++n)
 #pragma unroll
-            for (int r = 0; r < 4; ++r) acc[n][r] = 0.0f;
+            for (int r = 0; r < 4; ++r) acc[n][r] = acc2[n][r] = 0.0f;
 #pragma unroll
-        for (int k = 0; k < KT; ++k) {
+        for (int k0 = 0; k0 < KT; k0 += KG) {
+            unsigned bf[KG][(NT + 1) / 2][4];
 #pragma unroll
-            for (int j = 0; j < (NT + 1) / 2; ++j) {
-                unsigned bf[4];
-                ldsm_x4(bf, hb + chunk_at(k, j));
-                const unsigned b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
-                mma<FH>(acc[2 * j], a[k], b0);
-                if (2 * j + 1 < NT) mma<FH>(acc[2 * j + 1], a[k], b1);
-            }
+            for (int k = k0; k < k0 + KG && k < KT; ++k)
+#pragma unroll
+                for (int j = 0; j < (NT + 1) / 2; ++j) ldsm_x4(bf[k - k0][j], hb + chunk_at(k, j));
+#pragma unroll
+            for (int k = k0; k < k0 + KG && k < KT; ++k)
+#pragma unroll
+                for (int j = 0; j < (NT + 1) / 2; ++j) {
+                    const unsigned b0[2] = {bf[k - k0][j][0], bf[k - k0][j][1]};
+                    const unsigned b1[2] = {bf[k - k0][j][2], bf[k - k0][j][3]};
+                    mma<FH>(k & 1 ? acc2[2 * j] : acc[2 * j], a[k], b0);
+                    if (2 * j + 1 < NT)
+                        mma<FH>(k & 1 ? acc2[2 * j + 1] : acc[2 * j + 1], a[k], b1);
+                }
         }
+#pragma unroll
+        for (int n = 0; n < NT; ++n)  // (int8: the int32 sums' bits, added as integers)
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                acc[n][r] = FH == 2 ? __int_as_float(__float_as_int(acc[n][r])
+                                                     + __float_as_int(acc2[n][r]))
+                                    : acc[n][r] + acc2[n][r];
         // the gate math: X (projection) and R (products) of every gate of each cell
         float X[CELLS_A][GATES], R[CELLS_A][GATES];
 #pragma unroll
@@ -304,6 +324,7 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
                 X[i][q] = (GXINT ? (float)__float_as_int(g) : g) * fdx[i][q] + fbw[i][q];
             }
         }
+        if (s + 1 < T) load_gx(dir ? T - 2 - s : s + 1);  // the next step's, a step ahead
 #pragma unroll
         for (int i = 0; i < CELLS_A; ++i) {
             float c = c_r[i];
