@@ -107,8 +107,10 @@ def test_what_the_kernel_cannot_hold_is_refused_with_the_reason(cfg, fmt, thread
         R.shape(cfg, fmt, threads)
 
 
-def test_its_launch_shape_takes_threads_only_and_is_the_tuners_last():
-    assert Settings.parse("b1t256d") == Settings(resident=True) == SETTINGS[-1]
+def test_its_launch_shape_takes_threads_only_and_the_tuner_tries_it_before_the_fallbacks():
+    names = [x.name for x in SETTINGS]
+    assert Settings.parse("b1t256d") == Settings(resident=True)
+    assert names.index("b1t256d") < min(names.index(x.name) for x in SETTINGS if x.gx_global)
     assert Settings.parse("b1t128d").threads == 128
     for name in ("b2t256d", "b1c64t256d", "b1t256dp", "b1t256dr"):
         with pytest.raises(ValueError):

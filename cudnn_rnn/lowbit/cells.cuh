@@ -42,3 +42,17 @@ __device__ __forceinline__ float cell(const float (&X)[GATES], const float (&R)[
     return (1.0f - z) * n + z * h;
 #endif
 }
+
+// a unit's four gates, whose sums lanes l and l ^ 16 hold at two columns (v[2 h + e]: row h,
+// gates 0 and 2 or, `up`, 1 and 3; column e), gathered at one column a lane: each keeps its
+// own (up: the second), takes the other two gates of it from the other lane, and gives up
+// the rest; g[q]: gate q at the column kept
+__device__ __forceinline__ void trade_gates(const float (&v)[4], bool up, float (&g)[4]) {
+    const float k0 = up ? v[1] : v[0], k1 = up ? v[3] : v[2];
+    const float g0 = __shfl_xor_sync(0xffffffffu, up ? v[0] : v[1], 16);
+    const float g1 = __shfl_xor_sync(0xffffffffu, up ? v[2] : v[3], 16);
+    g[0] = up ? g0 : k0;
+    g[1] = up ? k0 : g0;
+    g[2] = up ? g1 : k1;
+    g[3] = up ? k1 : g1;
+}

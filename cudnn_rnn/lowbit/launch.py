@@ -271,7 +271,8 @@ class Settings:
 # 'd' (the resident kernel, resident.py: one layer of at most 32 batch rows in one cluster a
 # direction, weights in registers, h pushed through distributed shared memory) is for the
 # small batches where the counters' round trip is the step (docs/lowbit.md); refused before
-# any compile elsewhere (more layers, a larger batch, H that no cluster of 16 holds).
+# any compile elsewhere (more layers, a larger batch, H that no cluster of 16 holds); tried
+# before the 'g' shapes, the fallbacks at the list's end.
 _BULK = dict(units=16, wg=True, bulk=True)
 SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_slices=4),
             Settings(batch_slices=2, threads=512), Settings(batch_slices=2, units=16),
@@ -284,11 +285,11 @@ SETTINGS = (Settings(batch_slices=1), Settings(batch_slices=2), Settings(batch_s
             Settings(batch_slices=2, input_inside=True, **_BULK),
             Settings(batch_slices=2, reg_gates=True, **_BULK), Settings(batch_slices=2, **_BULK),
             Settings(batch_slices=2, reg_gates=True, slab=2, **_BULK),
-            Settings(batch_slices=1, reg_gates=True, slab=2, **_BULK),
+            Settings(batch_slices=1, reg_gates=True, slab=2, **_BULK), Settings(resident=True),
             Settings(batch_slices=2, gx_global=True, reg_gates=True, **_BULK),
             Settings(batch_slices=2, gx_global=True, **_BULK),
             Settings(batch_slices=1, gx_global=True, reg_gates=True, **_BULK),
-            Settings(batch_slices=1, gx_global=True, **_BULK), Settings(resident=True))
+            Settings(batch_slices=1, gx_global=True, **_BULK))
 
 
 def not_tried(settings: Settings, verified, shapes, cfg=None) -> str | None:

@@ -1156,17 +1156,8 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
                 // lanes 0-15 keep column 2 gr (their gates 0 and 2) and take gates 1 and 3 of
                 // it from the lane 16 apart, which keeps column 2 gr + 1
                 float r4[4], x4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                auto trade = [&](const float (&v)[4], float (&g)[4]) {
-                    const float k0 = gup ? v[1] : v[0], k1 = gup ? v[3] : v[2];
-                    const float g0 = __shfl_xor_sync(0xffffffffu, gup ? v[0] : v[1], 16);
-                    const float g1 = __shfl_xor_sync(0xffffffffu, gup ? v[2] : v[3], 16);
-                    g[0] = gup ? g0 : k0;
-                    g[1] = gup ? k0 : g0;
-                    g[2] = gup ? g1 : k1;
-                    g[3] = gup ? k1 : g1;
-                };
-                trade(sum, r4);
-                if (SPLIT) trade(xsum, x4);
+                trade_gates(sum, gup, r4);
+                if (SPLIT) trade_gates(xsum, gup, x4);
 #pragma unroll
                 for (int q = 0; q < GATES; ++q) {
                     R[jj][q] = r4[q] + gr_br[q];

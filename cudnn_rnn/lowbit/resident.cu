@@ -307,15 +307,7 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
             if (GATES == 1) {
                 v[0] = acc[i >> 2][i & 3];
             } else {  // lanes 0-15 keep column 2 gr, lanes 16-31 column 2 gr + 1
-                const bool up = gq >> 2;
-                const float* w = acc[i];
-                const float k0 = up ? w[1] : w[0], k1 = up ? w[3] : w[2];
-                const float g0 = __shfl_xor_sync(0xffffffffu, up ? w[0] : w[1], 16);
-                const float g1 = __shfl_xor_sync(0xffffffffu, up ? w[2] : w[3], 16);
-                v[0] = up ? g0 : k0;
-                v[1] = up ? k0 : g0;
-                v[2] = up ? g1 : k1;
-                v[3] = up ? k1 : g1;
+                trade_gates(acc[i], gq >> 2, v);
             }
 #pragma unroll
             for (int q = 0; q < GATES; ++q) {
