@@ -12,7 +12,7 @@ from cudnn_rnn.bindings.enums import DirectionMode, RNNMode
 from cudnn_rnn.check import reference
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import candidates as C
-from cudnn_rnn.lowbit import model, persistent, resident
+from cudnn_rnn.lowbit import model, persistent
 from cudnn_rnn.lowbit.engine import GemmEngine, Unsupported, capability
 from cudnn_rnn.lowbit.persistent import PersistentEngine, Settings, Stalled
 
@@ -322,7 +322,7 @@ def test_precompile_compiles_the_kernels_the_engines_of_its_shapes_load(cuda, mo
         if persistent.not_tried(settings, built, persistent.SETTINGS):
             continue
         try:  # (the resident kernel's shape, refused for two layers, is not persistent.cu's)
-            resident.launched(cfg, values["stacked"], "fp16", plan, settings).close()
+            C.build(cfg, C.parse("persistent:fp16"), values["stacked"], plan, settings).close()
         except Unsupported:
             continue
         built.append(settings)

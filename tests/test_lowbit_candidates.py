@@ -44,6 +44,7 @@ def engines(monkeypatch):
             return build(cfg, stacked, precision, plan)  # one launch shape is another's twin
         monkeypatch.setattr(C, "GemmEngine", build)
         monkeypatch.setattr(C, "PersistentEngine", build_persistent)
+        monkeypatch.setattr(C, "ResidentEngine", build_persistent)  # (the resident kernel's)
         # the twin compiles no kernel: what a candidate asked to compile is kept
         monkeypatch.setattr(C, "precompile", lambda cp, cfg, stacked, precision, plan, shapes:
                             install.precompiled.append((precision, tuple(shapes))) or 0)
@@ -132,6 +133,7 @@ def _persistent_twin(monkeypatch, refused=(), uncaptured=()):
             raise capture.CaptureRefused("its replay differs from its plain call")
         return captured(flow, *args, **kw)
     monkeypatch.setattr(C, "PersistentEngine", build)
+    monkeypatch.setattr(C, "ResidentEngine", build)
     monkeypatch.setattr(C.capture, "time_captured", time_captured)
 
 

@@ -40,10 +40,9 @@ from cudnn_rnn.check.verify import tolerances
 from cudnn_rnn.engine import capture, readback, values
 from cudnn_rnn.engine.flow import FlowResult, FlowStop, RNNFlow
 from cudnn_rnn.lowbit import model, persistent
-from cudnn_rnn.lowbit.candidates import QUICK_REPS, checked, errors, failure, timed
-from cudnn_rnn.lowbit.configs import BOUNDS, ENGINE_NAMES, ENGINES, OUTPUTS, REST, TWIN_BOUNDS
-from cudnn_rnn.lowbit.engine import GemmEngine
-from cudnn_rnn.lowbit.resident import launched
+from cudnn_rnn.lowbit.candidates import QUICK_REPS, build, checked, errors, failure, timed
+from cudnn_rnn.lowbit.configs import (BOUNDS, ENGINE_NAMES, ENGINES, OUTPUTS, REST, TWIN_BOUNDS,
+                                      Config)
 from cudnn_rnn.matrix.execute import outcome_of, time_cell
 
 
@@ -213,12 +212,10 @@ def e_cp():
 
 
 def build_engine(cfg, stacked, plan, engine: str, settings):
-    """The GEMM engine (``engine`` "gemm") or the persistent kernel shaped by ``settings``,
-    with ``plan``'s GEMMs in 8 bits and the others in :data:`REST` (all of them without a
-    plan)."""
-    if engine == "persistent":
-        return launched(cfg, stacked, REST, plan, settings)
-    return GemmEngine(cfg, stacked, REST, plan)
+    """The GEMM engine (``engine`` "gemm") or the persistent kernel shaped by ``settings``
+    (:func:`cudnn_rnn.lowbit.candidates.build`), with ``plan``'s GEMMs in 8 bits and the
+    others in :data:`REST` (all of them without a plan)."""
+    return build(cfg, Config(engine=engine), stacked, plan, settings)
 
 
 def check_outputs(out: dict, ref: dict, twin: dict | None, bound: float,

@@ -41,8 +41,8 @@ from cudnn_rnn.engine.gpu import cuda_errors, cupy_or_raise, failed_call
 from cudnn_rnn.lowbit import model, operands, persistent
 from cudnn_rnn.lowbit.configs import ENGINE_NAMES, OUTPUTS, TWIN_BOUNDS, Config, parse
 from cudnn_rnn.lowbit.engine import GemmEngine, Unsupported
-from cudnn_rnn.lowbit.persistent import Stalled, precompile
-from cudnn_rnn.lowbit.resident import launched
+from cudnn_rnn.lowbit.persistent import PersistentEngine, Stalled, precompile
+from cudnn_rnn.lowbit.resident import ResidentEngine
 from cudnn_rnn.matrix.jobs import job, name_of
 
 # replays (their median) that rank a persistent candidate's launch shapes before it is timed:
@@ -156,9 +156,12 @@ def _forward(engine) -> None:
 
 # ---------------------------------------------------------------------------- one candidate
 def build(cfg: RNNConfig, config: Config, stacked, plan, settings=None):
-    """The engine of ``config`` (a persistent one shaped by ``settings``)."""
+    """The engine of ``config`` (a persistent one shaped by ``settings``: the resident
+    kernel's where they name it, 'd')."""
     if config.engine == "persistent":
-        return launched(cfg, stacked, config.precision, plan, settings or persistent.Settings())
+        settings = settings or persistent.Settings()
+        kind = ResidentEngine if settings.resident else PersistentEngine
+        return kind(cfg, stacked, config.precision, plan, settings)
     return GemmEngine(cfg, stacked, config.precision, plan)
 
 

@@ -241,10 +241,3 @@ class ResidentEngine(PersistentEngine):
                 "state_handed_through": "distributed shared memory",
                 "handed_by": "bulk copies" if sh.bulk else "stores", "products": "mma.sync"}
 
-
-def launched(cfg: RNNConfig, stacked, float_precision: str, plan, settings: Settings):
-    """The persistent family's engine for launch shape ``settings``: this module's where it
-    names the resident kernel ('d'), :class:`PersistentEngine` otherwise."""
-    if settings.resident:
-        return ResidentEngine(cfg, stacked, float_precision, plan, settings)
-    return PersistentEngine(cfg, stacked, float_precision, plan, settings)
