@@ -156,12 +156,11 @@ def _forward(engine) -> None:
 
 # ---------------------------------------------------------------------------- one candidate
 def build(cfg: RNNConfig, config: Config, stacked, plan, settings=None):
-    """The engine of ``config`` (a persistent one shaped by ``settings``: the resident
-    kernel's where they name it, 'd')."""
+    """The engine of ``config`` (a persistent one shaped by ``settings``; 'd': resident)."""
     if config.engine == "persistent":
-        settings = settings or persistent.Settings()
-        kind = ResidentEngine if settings.resident else PersistentEngine
-        return kind(cfg, stacked, config.precision, plan, settings)
+        s = settings or persistent.Settings()
+        return (ResidentEngine if s.resident else PersistentEngine)(cfg, stacked,
+                                                                     config.precision, plan, s)
     return GemmEngine(cfg, stacked, config.precision, plan)
 
 
