@@ -157,10 +157,10 @@ def _forward(engine) -> None:
 # ---------------------------------------------------------------------------- one candidate
 def build(cfg: RNNConfig, config: Config, stacked, plan, settings=None):
     """The engine of ``config`` (a persistent one shaped by ``settings``; 'd': resident)."""
+    s = settings or persistent.Settings()
     if config.engine == "persistent":
-        s = settings or persistent.Settings()
-        return (ResidentEngine if s.resident else PersistentEngine)(cfg, stacked,
-                                                                     config.precision, plan, s)
+        kind = ResidentEngine if s.resident else PersistentEngine
+        return kind(cfg, stacked, config.precision, plan, s)
     return GemmEngine(cfg, stacked, config.precision, plan)
 
 
@@ -354,10 +354,8 @@ def _since(started: float) -> float:
 
 def _scales(plan) -> dict | None:
     """The activation scales of a plan's 8-bit GEMMs, per pseudo-layer (None: float)."""
-    if plan is None:
-        return None
-    return {name: [None if s is None else s.act for s in getattr(plan, name)]
-            for name in ("input", "recurrent")}
+    return None if plan is None else {name: [None if s is None else s.act for s in getattr(
+        plan, name)] for name in ("input", "recurrent")}
 
 
 @job
