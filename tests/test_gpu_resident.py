@@ -61,6 +61,18 @@ def test_batches_of_partial_and_odd_n_tiles_verify(cuda, clusters_capable, fp8_c
     _verify(cfg, ["persistent:fp16", "persistent:int8/both"], "b1t128d", fp8_capable)
 
 
+@pytest.mark.parametrize("seq", [1, 2, 3])  # no hand-off; no re-arming; one re-arming
+@pytest.mark.parametrize("threads,direction", [(256, DirectionMode.BIDIRECTIONAL),
+                                               (128, DirectionMode.BIDIRECTIONAL)],
+                         ids=["bulk", "stores"])  # H 128: 32 units a CTA, then 16 (8 bits)
+def test_the_shortest_sequences_verify_in_both_hand_offs(cuda, clusters_capable, fp8_capable,
+                                                         seq, threads, direction):
+    cfg = _cfg(RNNMode.LSTM, direction, 1, seq=seq, hidden=128, batch=16)
+    records = _verify(cfg, ["persistent:int8/both"], f"b1t{threads}d", fp8_capable)
+    assert records[0]["algorithms"][-1]["handed_by"] == (
+        "bulk copies" if threads == 256 else "stores")
+
+
 def test_a_broken_slice_is_caught_by_the_verification(cuda, clusters_capable):
     cfg = _cfg(RNNMode.LSTM, DirectionMode.UNIDIRECTIONAL, 1, hidden=256, batch=16)
     values = C.draw(cfg, seed=2)
@@ -71,6 +83,7 @@ def test_a_broken_slice_is_caught_by_the_verification(cuda, clusters_capable):
         assert wrong is None, facts
         sh = e.shape
         per_cta = e.frags.size // sh.cluster
-        e.frags[per_cta * (sh.cluster // 2):per_cta * (sh.cluster // 2 + 1)] = 0
+        with e.stream:  # (the stream the launches read it on)
+            e.frags[per_cta * (sh.cluster // 2):per_cta * (sh.cluster // 2 + 1)] = 0
         facts, wrong = C.verify(cuda, cfg, config, e, values, ref, None)
         assert wrong and "bound" in wrong, facts

@@ -99,6 +99,7 @@ def test_every_row_lies_in_one_warp_and_a_lanes_two_rows_are_one_unit(mode):
     (_cfg(RNNMode.LSTM, batch=33), "int8", 256, "batch of at most 32"),
     (_cfg(RNNMode.LSTM, hidden=1024), "int8", 256, "up to 512"),
     (_cfg(RNNMode.LSTM, hidden=1024), "fp16", 512, "256 registers"),
+    (_cfg(RNNMode.LSTM), "int8", 512, "64 registers .* 48 at most at 512"),  # spilled
     (_cfg(RNNMode.GRU, hidden=200), "int8", 256, "a multiple of 32"),
     (_cfg(RNNMode.RNN_RELU, hidden=80), "int8", 32, "32-byte chunks"),
     (_cfg(RNNMode.LSTM), "int8", 48, "multiple of 32")], ids=str)

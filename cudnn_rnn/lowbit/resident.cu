@@ -14,14 +14,19 @@
 // i gate ((i >> 2) & 1) + 2 (i >> 3) of unit i & 3 (a GRU's gate 3 zeros), so that after
 // the products lane l holds gates 0 and 2 (lanes 0-15) or 1 and 3 (16-31) of unit (l >> 2)
 // & 3 and trades half of them with lane l ^ 16 (persistent.cu's GR does the same); an RNN's
-// 16 units r U + 16 w + i, a lane's four sums four cells. Each step: the cluster barrier's
-// wait (h(s) in buffer s & 1 of every CTA), the products (A from registers, B by ldmatrix from
-// the buffer), the gate math in registers, this CTA's h codes to a local stage, then pushed
-// to buffer (s + 1) & 1 of every CTA of the cluster (16-byte stores to shared::cluster), the
-// barrier's arrive (release), y stored. A buffer is written at step s only by CTAs past
-// the barrier that ends step s - 1, when every CTA has done reading it; the last step pushes
-// nothing, so no CTA leaves while a mate may still write into it. No wait can spin forever:
-// the cluster is scheduled whole or not at all, and the clusters (directions) share nothing.
+// 16 units r U + 16 w + i, a lane's four sums four cells. Each step: the wait for h(s) in
+// buffer s & 1 (every CTA's part), the products (A from registers, B by ldmatrix from the
+// buffer), the gate math in registers, this CTA's h codes to a stage, handed to buffer
+// (s + 1) & 1 of every CTA of the cluster, y stored. BULK (where a CTA's codes fill 32-byte
+// chunks): one bulk copy a mate from a double stage into that mate's block of the buffer,
+// completing the buffer's mbarrier, which each CTA re-arms once its warps have read it; a
+// mate's copies of h(s + 2) can only follow this CTA's h(s + 1), which follows every warp's
+// reads of buffer s & 1 (a cluster barrier at the end keeps a CTA from leaving while its
+// copies read its stage). Otherwise 16-byte stores to shared::cluster and the cluster
+// barrier (arrive.release, wait.acquire) each step, whose release waits for the thread's
+// earlier stores (docs/lowbit.md: the slower form). The last step hands nothing on. The
+// waits do not give up: the cluster is scheduled whole, the clusters (directions) share
+// nothing, and a CTA waits only for what every mate hands on at every step.
 // The rounding and gate helpers are kernels.PERSISTENT_PREAMBLE, device.cuh and cells.cuh,
 // prepended.
 
@@ -224,6 +229,10 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
         }
 #endif
     };
+#if BULK
+    // the zeros (generic proxy) before the mates' copies (async proxy) into those buffers
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
     __syncthreads();  // the buffers' zeros before any mate's push lands in them
     rs_arrive();
     rs_wait();        // every CTA's zeros written (BULK: and mbarriers set)
@@ -327,7 +336,10 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
             hand_on((s + 1) & 1);
 #if BULK
             // every warp's products of this step done (hand_on's barrier): buffer s & 1
-            // armed for h(s + 2), which no mate sends before it has this CTA's h(s + 1)
+            // armed for h(s + 2). A mate may have it all and send h(s + 2) before this (the
+            // copies of h(s + 1) are issued by threads 1 .. CL - 1 too): the phase's byte
+            // count then goes below zero until armed, which the PTX ISA allows (down to
+            // -(2^20 - 1); CL STAGEB is far less), and its one arrival, this, keeps it open
             if (tid == 0 && s + 2 < T) rs_expect(bar0 + 8 * (s & 1), CL * STAGEB);
 #else
             rs_arrive();  // release: the pushes, before any CTA's wait of step s + 1

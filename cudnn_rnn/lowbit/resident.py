@@ -38,6 +38,8 @@ from cudnn_rnn.lowbit.gemm import LtHandle
 SOURCE = Path(__file__).with_name("resident.cu")
 MAX_BATCH = 32  # four n-tiles of 8 batch rows a warp
 MAX_REGS = 128  # registers a thread gives its weight fragments: H 512 in 16 bits, 1024 in 8
+OTHER_REGS = 80  # ... and what the rest of the kernel takes besides (75-80 at H 512, B 16;
+                 # a thread's registers are 65536 / threads at most)
 CHUNK = 32  # bytes of K one fragment covers (m16n8k16 in 16 bits, m16n8k32 in 8)
 ROWS = 16  # weight rows a warp holds: one m-tile
 BULK = True  # h handed on by the copy engine on mbarriers where a CTA's codes fill 32-byte
@@ -84,9 +86,11 @@ def shape(cfg: RNNConfig, fh: str, threads: int) -> Shape:
         raise Unsupported(f"hidden size {H} in {fh}: its codes in 32-byte chunks and a CTA's "
                           f"in 16-byte pieces ({units} units of {bpe} bytes)")
     chunks = H * bpe // CHUNK
-    if 4 * chunks > MAX_REGS:
+    limit = min(MAX_REGS, 65536 // threads - OTHER_REGS)
+    if 4 * chunks > limit:
         raise Unsupported(f"{4 * chunks} registers of weight fragments a thread (hidden size "
-                          f"{H} in {fh}): the resident kernel gives them {MAX_REGS} at most")
+                          f"{H} in {fh}): the resident kernel gives them {limit} at most at "
+                          f"{threads} threads")
     return Shape(warps, units, H // units, chunks, fh, BULK and units * bpe % CHUNK == 0)
 
 
@@ -152,8 +156,9 @@ class ResidentEngine(PersistentEngine):
     """An inference forward of a one-layer ``cfg`` on float64 ``stacked`` weights,
     ``plan``'s GEMMs in 8 bits and the rest in ``float_precision`` (fp16 or bf16), launched
     as one cluster a direction (``settings``: a launch shape with 'd'). The persistent
-    engine's interface; nothing in the kernel waits on memory, so nothing can stall:
-    :meth:`check` only surfaces an asynchronous CUDA error."""
+    engine's interface. Its waits do not give up (none has a spin limit: a CTA waits only for
+    what every mate hands on at every step), so :meth:`check` only surfaces an asynchronous
+    CUDA error."""
 
     def __init__(self, cfg: RNNConfig, stacked, float_precision: str, plan=None,
                  settings: Settings = Settings(resident=True), stream=None, lt=None):
