@@ -1,5 +1,6 @@
-// Memory, ordering and tensor-core helpers of the persistent kernel, of the floor's
-// microbenchmark and of the wgmma probe
+// Memory, ordering, cluster, mbarrier and tensor-core helpers of the persistent and resident
+// kernels, of the floor's microbenchmark and of the wgmma probe (wgmma.HELPERS, prepended
+// after this file, use its mbarriers)
 // (inline PTX: NVRTC from the CUDA wheels compiles them without the toolkit's headers).
 
 // a poll that leaves L1 alone (the tools' variants poll with it and fence after the last)
@@ -93,4 +94,56 @@ __device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], const
 template <int F> __device__ __forceinline__ float value(float acc) {
     if constexpr (F == 2) return (float)__float_as_int(acc);
     else return acc;
+}
+
+// thread-block clusters (sm_90): this CTA's rank, a shared-memory address of the same offset
+// in a cluster-mate, a 16-byte store there, and the cluster's barrier (arrive releasing
+// what this thread wrote before it, wait acquiring what the mates released)
+__device__ __forceinline__ unsigned cl_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ unsigned cl_mapa(unsigned a, unsigned rank) {
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ void cl_store16(unsigned a, uint4 v) {
+    asm volatile("st.shared::cluster.v4.u32 [%0], {%1,%2,%3,%4};"
+                 :: "r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+__device__ __forceinline__ void cl_arrive() {
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cl_wait() {
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// shared memory written through the generic proxy (stores, cp.async) made visible to the
+// asynchronous proxy that wgmma reads through: each writing thread, before the barrier
+__device__ __forceinline__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+// an mbarrier in shared memory that one arrival (with the bytes it expects) completes
+__device__ __forceinline__ void mbar_init(unsigned bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar) : "memory");
+}
+// whether the mbarrier's phase of this parity has completed (one poll, which the hardware
+// may suspend for a while)
+__device__ __forceinline__ unsigned mbar_try(unsigned bar, unsigned parity) {
+    unsigned done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    return done;
+}
+// until the mbarrier's phase of this parity has completed
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    while (!mbar_try(bar, parity)) {}
+}
+// this thread's one arrival on the mbarrier `bar`, which then expects `bytes` more, whoever
+// copies them (a cluster-mate's multicast may land before or after it)
+__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 :: "r"(bar), "r"(bytes) : "memory");
 }

@@ -254,12 +254,6 @@ typedef float wacc_t;
 #endif
 #if CLUSTER || MCAST > 1
 #define CLUSTER_DIMS __cluster_dims__(CLUSTER ? CLUSTER : MCAST, 1, 1)
-__device__ __forceinline__ void cl_arrive() {
-    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cl_wait() {
-    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
 #else
 #define CLUSTER_DIMS
 #endif
@@ -280,11 +274,6 @@ __device__ __forceinline__ void cl_meet_to_end(int s, int T) {
 __device__ __forceinline__ void mc_meet() {
     cl_arrive();
     cl_wait();
-}
-__device__ __forceinline__ unsigned mc_rank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
 }
 #endif
 
@@ -371,7 +360,7 @@ persistent_rnn(const Layer* __restrict__ layers, const Slice* __restrict__ slice
 #endif
 #if MCAST > 1
     __shared__ int lost;  // a slab never landed (a mate gave up before copying its share)
-    const unsigned rank = mc_rank();
+    const unsigned rank = cl_rank();
 #endif
     const Slice S = slices[blockIdx.x];
     const Layer L = layers[S.k];

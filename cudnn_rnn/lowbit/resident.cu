@@ -59,49 +59,14 @@
 #define STAGEB (B * UB)                      // the stage: [B][UB]
 #endif
 
-__device__ __forceinline__ unsigned rs_rank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ unsigned rs_mapa(unsigned a, unsigned rank) {
-    unsigned r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-    return r;
-}
-__device__ __forceinline__ void rs_push(unsigned a, uint4 v) {
-    asm volatile("st.shared::cluster.v4.u32 [%0], {%1,%2,%3,%4};"
-                 :: "r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-}
-__device__ __forceinline__ void rs_arrive() {
-    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void rs_wait() {
-    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-#if BULK
-__device__ __forceinline__ void rs_mbar_init(unsigned bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar) : "memory");
-}
-// this thread's one arrival on the mbarrier, which then expects `bytes` from the copies
-__device__ __forceinline__ void rs_expect(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                 :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void rs_mbar_wait(unsigned bar, unsigned parity) {
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-}
-// `bytes` of this CTA's shared memory at `src` to `dst` of a cluster-mate (mapa), completing
-// the bytes its mbarrier `bar` (mapa) expects
-__device__ __forceinline__ void rs_bulk(unsigned dst, unsigned src, unsigned bytes,
-                                        unsigned bar) {
+// `bytes` of this CTA's shared memory at `src` to `dst` of a cluster-mate (cl_mapa), by
+// the copy engine, completing the bytes its mbarrier `bar` (cl_mapa) expects (the cluster
+// and mbarrier helpers are device.cuh's)
+__device__ __forceinline__ void bulk_to_mate(unsigned dst, unsigned src, unsigned bytes,
+                                             unsigned bar) {
     asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes "
                  "[%0], [%1], %2, [%3];" :: "r"(dst), "r"(src), "r"(bytes), "r"(bar) : "memory");
 }
-#endif
 
 extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1)
 resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
@@ -125,7 +90,7 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
 #endif
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int gq = lane >> 2, gr = lane & 3;
-    const unsigned rank = rs_rank();
+    const unsigned rank = cl_rank();
     const int dir = blockIdx.x / CL;
     const float* gx = (const float*)(dir ? gx1 : gx0);
     const float hscale = dir ? hscale1 : hscale0;
@@ -150,11 +115,11 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
         ((uint4*)buf)[i] = make_uint4(0u, 0u, 0u, 0u);
 #if BULK
     if (tid == 0) {
-        rs_mbar_init(bar0);
-        rs_mbar_init(bar0 + 8);
+        mbar_init(bar0);
+        mbar_init(bar0 + 8);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        rs_expect(bar0, CL * STAGEB);  // h(0), h(1)
-        if (T > 1) rs_expect(bar0 + 8, CL * STAGEB);
+        mbar_expect(bar0, CL * STAGEB);  // h(0), h(1)
+        if (T > 1) mbar_expect(bar0 + 8, CL * STAGEB);
     }
 #endif
 
@@ -211,11 +176,11 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
         }
 #if BULK
         // the stage's generic writes, for the copy engine's reads; then one copy a mate
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        fence_proxy_async();
         __syncthreads();
         if (tid < CL)
-            rs_bulk(rs_mapa(smem_addr(buf + to * BUFB + rank * BROWS * RB), tid),
-                    smem_addr(st), STAGEB, rs_mapa(bar0 + 8 * to, tid));
+            bulk_to_mate(cl_mapa(smem_addr(buf + to * BUFB + rank * BROWS * RB), tid),
+                         smem_addr(st), STAGEB, cl_mapa(bar0 + 8 * to, tid));
 #else
         __syncthreads();
         const int pieces = B * (UB / 16);
@@ -225,20 +190,20 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
             const int mate = i / pieces, p = i - mate * pieces;
             const int b = p / (UB / 16), c = p - b * (UB / 16);
             const uint4 v = *(const uint4*)(st + b * UB + c * 16);
-            rs_push(rs_mapa(dst + b * ROW + c * 16, mate), v);
+            cl_store16(cl_mapa(dst + b * ROW + c * 16, mate), v);
         }
 #endif
     };
 #if BULK
     // the zeros (generic proxy) before the mates' copies (async proxy) into those buffers
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    fence_proxy_async();
 #endif
     __syncthreads();  // the buffers' zeros before any mate's push lands in them
-    rs_arrive();
-    rs_wait();        // every CTA's zeros written (BULK: and mbarriers set)
+    cl_arrive();
+    cl_wait();        // every CTA's zeros written (BULK: and mbarriers set)
     hand_on(0);
 #if !BULK
-    rs_arrive();      // h(0) pushed
+    cl_arrive();      // h(0) pushed
 #endif
 
     // this lane's B fragments: ldmatrix x4 of rows (lane & 7) + 8 ((lane >> 4) & 1), bytes
@@ -271,9 +236,9 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
     for (int s = 0; s < T; ++s) {
         const int t = dir ? T - 1 - s : s;
 #if BULK
-        rs_mbar_wait(bar0 + 8 * (s & 1), (s >> 1) & 1);  // h(s) in buffer s & 1, every block
+        mbar_wait(bar0 + 8 * (s & 1), (s >> 1) & 1);  // h(s) in buffer s & 1, every block
 #else
-        rs_wait();  // h(s) in buffer s & 1 of this CTA, from every CTA of the cluster
+        cl_wait();  // h(s) in buffer s & 1 of this CTA, from every CTA of the cluster
 #endif
         const unsigned char* hb = buf + (s & 1) * BUFB + b_lane;
         // the products: KG chunks' B fragments loaded at once, then their products into two
@@ -340,9 +305,9 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
             // copies of h(s + 1) are issued by threads 1 .. CL - 1 too): the phase's byte
             // count then goes below zero until armed, which the PTX ISA allows (down to
             // -(2^20 - 1); CL STAGEB is far less), and its one arrival, this, keeps it open
-            if (tid == 0 && s + 2 < T) rs_expect(bar0 + 8 * (s & 1), CL * STAGEB);
+            if (tid == 0 && s + 2 < T) mbar_expect(bar0 + 8 * (s & 1), CL * STAGEB);
 #else
-            rs_arrive();  // release: the pushes, before any CTA's wait of step s + 1
+            cl_arrive();  // release: the pushes, before any CTA's wait of step s + 1
 #endif
         }
 #pragma unroll
@@ -352,8 +317,8 @@ resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
 #if BULK
     // no CTA leaves while its copies may still read its stage: every mate has received
     // them (its wait of the last step) before it arrives here
-    rs_arrive();
-    rs_wait();
+    cl_arrive();
+    cl_wait();
 #endif
 #pragma unroll
     for (int i = 0; i < CELLS_A; ++i) {

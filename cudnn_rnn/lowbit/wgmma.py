@@ -183,33 +183,6 @@ __device__ __forceinline__ void wg_bar(int g) {
 template <int N> __device__ __forceinline__ void wg_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
 }
-// shared memory written through the generic proxy (stores, cp.async) made visible to the
-// asynchronous proxy that wgmma reads through: each writing thread, before the barrier
-__device__ __forceinline__ void fence_proxy_async() {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-// an mbarrier in shared memory that one arrival (with the bytes it expects) completes
-__device__ __forceinline__ void mbar_init(unsigned bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar) : "memory");
-}
-// whether the mbarrier's phase of this parity has completed (one poll, which the hardware
-// may suspend for a while)
-__device__ __forceinline__ unsigned mbar_try(unsigned bar, unsigned parity) {
-    unsigned done;
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    return done;
-}
-// until the mbarrier's phase of this parity has completed
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    while (!mbar_try(bar, parity)) {}
-}
-// this thread's one arrival on the mbarrier `bar`, which then expects `bytes` more, whoever
-// copies them (a cluster-mate's multicast may land before or after it)
-__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                 :: "r"(bar), "r"(bytes) : "memory");
-}
 // `bytes` from global `src` to shared `dst` by the copy engine (cp.async.bulk), counted
 // against the mbarrier `bar`'s phase (arms no barrier: mbar_expect)
 __device__ __forceinline__ void bulk_copy(unsigned bar, unsigned dst, const void* src,
