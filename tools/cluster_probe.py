@@ -17,26 +17,11 @@ SMEM = 200 * 1024
 THREADS = 256
 ROUNDS = 1000
 SOURCE = r'''
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ unsigned cl_rank() {
-    unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r;
-}
-__device__ __forceinline__ unsigned mapa(unsigned a, unsigned rank) {
-    unsigned r; asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-    return r;
-}
-__device__ __forceinline__ void st_cl(unsigned a, uint4 v) {
-    asm volatile("st.shared::cluster.v4.u32 [%0], {%1,%2,%3,%4};"
-                 :: "r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-}
+// (the cluster helpers, cl_rank, cl_mapa, cl_store16, cl_arrive, cl_wait, are the kernels'
+// own: cudnn_rnn/lowbit/device.cuh, prepended)
 __device__ __forceinline__ void cl_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n"
-                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-__device__ __forceinline__ long long gt() {
-    long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t;
+    cl_arrive();
+    cl_wait();
 }
 
 // every CTA counts itself in, then waits (a bounded spin) for all: ok[cta] 1 if all came
@@ -59,18 +44,18 @@ round_trip(int rounds, int P, long long* out, unsigned* sink)
     const unsigned me = cl_rank();
     const int pieces = P / 16;
     cl_sync();
-    const long long t0 = gt();
+    const long long t0 = globaltimer();
     unsigned acc = 0;
     for (int r = 0; r < rounds; ++r) {
         unsigned char* slot = buf + (r & 1) * CL * P;
         for (int i = threadIdx.x; i < pieces * CL; i += THREADS) {
             const int dst = i / pieces, pc = i - dst * pieces;
-            st_cl(mapa(smem_addr(slot + me * P + pc * 16), dst), make_uint4(r, me, pc, 0));
+            cl_store16(cl_mapa(smem_addr(slot + me * P + pc * 16), dst), make_uint4(r, me, pc, 0));
         }
         cl_sync();
         if (P) acc += *(unsigned*)(slot + ((me + 1) % CL) * P);
     }
-    const long long t1 = gt();
+    const long long t1 = globaltimer();
     if (threadIdx.x == 0) { out[blockIdx.x] = t1 - t0; sink[blockIdx.x] = acc; }
 }
 '''
@@ -78,7 +63,8 @@ round_trip(int rounds, int P, long long* out, unsigned* sink)
 
 def source(cluster: int) -> str:
     """The probe's kernels for clusters of ``cluster`` CTAs."""
-    return f"#define CL {cluster}\n#define THREADS {THREADS}\n" + SOURCE
+    from cudnn_rnn.lowbit.persistent import HELPERS  # device.cuh
+    return f"#define CL {cluster}\n#define THREADS {THREADS}\n" + HELPERS.read_text() + SOURCE
 
 
 def measure(cp, cluster: int, sizes: list) -> dict:

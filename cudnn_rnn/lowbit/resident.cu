@@ -36,7 +36,7 @@
 #define NT ((B + 7) / 8)
 #define BROWS (16 * ((NT + 1) / 2))          // a buffer's rows: ldmatrix takes n-tiles in pairs
 #define HB (H * BPE(FH))                     // bytes of one batch row's h codes
-#define ROW (HB + 16)                        // ... in the buffer: ldmatrix's rows meet no bank twice
+#define ROW (HB + 16)                        // ... in the buffer (rows meet no bank twice)
 #define UB (U * BPE(FH))                     // bytes of this CTA's units in a row
 #define CELLS_A (GATES == 1 ? 4 * NT : NT)   // cells a lane computes
 #define KG 4                                 // chunks whose B fragments are loaded at once
