@@ -147,3 +147,13 @@ def test_the_kernels_parameters_are_the_engines_in_order():
     sig = text[text.index("resident_rnn("):text.index(")", text.index("resident_rnn("))]
     names = re.findall(r"(\w+)\s*(?:,|$)", sig.replace("\n", " ") + ",")
     assert tuple(names) == R.ARGS
+
+
+def test_a_gpu_without_cooperative_launch_is_refused_to_the_persistent_kernel_only():
+    """The resident kernel's clusters are scheduled whole: it asks for no cooperative launch
+    (limits.check_device's ``cooperative``), which the persistent kernel needs."""
+    from cudnn_rnn.lowbit.limits import check_device
+    limits = {"capability": (9, 0), "cooperative": False}
+    check_device(_cfg(RNNMode.LSTM), None, "int8", limits, {"int8"}, cooperative=False)
+    with pytest.raises(Unsupported, match="no cooperative launch"):
+        check_device(_cfg(RNNMode.LSTM), None, "int8", limits, {"int8"})

@@ -64,11 +64,13 @@ def check_formats(fx: str | None, fh: str, cap: tuple[int, int]) -> None:
                               f"this GPU has {cap[0]}.{cap[1]}")
 
 
-def check_device(cfg: RNNConfig, fx, fh, limits: dict, precisions=frozenset()) -> None:
+def check_device(cfg: RNNConfig, fx, fh, limits: dict, precisions=frozenset(),
+                 cooperative: bool = True) -> None:
     """:class:`Unsupported` for what this GPU lacks (the refusals that need no partition),
-    ``precisions`` the GEMM precisions of the input GEMM before the launch."""
+    ``precisions`` the GEMM precisions of the input GEMM before the launch; ``cooperative``:
+    the kernel needs every CTA resident at once (the resident kernel, in clusters, does not)."""
     check_supported(cfg, set(precisions), limits["capability"])
     check_formats(fx, fh, limits["capability"])
-    if not limits["cooperative"]:
+    if cooperative and not limits["cooperative"]:
         raise Unsupported("this GPU has no cooperative launch: the persistent kernel needs "
                           "every CTA resident at once")

@@ -25,9 +25,9 @@ import numpy as np
 
 from cudnn_rnn.engine.config import RNNConfig
 from cudnn_rnn.lowbit import clusters, fits, kernels
-from cudnn_rnn.lowbit.engine import Forward, Unsupported, check_supported
+from cudnn_rnn.lowbit.engine import Forward, Unsupported
 from cudnn_rnn.lowbit.launch import Settings
-from cudnn_rnn.lowbit.limits import check_formats
+from cudnn_rnn.lowbit.limits import check_device
 from cudnn_rnn.lowbit.operands import eight_bit_precisions, prepare
 from cudnn_rnn.lowbit.partition import FORMAT_BYTES
 from cudnn_rnn.lowbit.persistent import (CELL_CODE, CELLS, FLOAT_PRECISIONS, FORMAT_CODE,
@@ -173,10 +173,9 @@ class ResidentEngine(PersistentEngine):
             cfg, plan, settings, None, None)
         self.limits, gemms = gemm_precisions(cp, cfg, stacked, float_precision, plan)
         fx, fh, gx_precision = formats(gemms)
-        cap = self.limits["capability"]
-        check_supported(cfg, {gx_precision} | eight_bit_precisions(plan), cap)
-        check_formats(fx, fh, cap)
-        clusters.check_settings(settings, cap)
+        check_device(cfg, fx, fh, self.limits, {gx_precision} | eight_bit_precisions(plan),
+                     cooperative=False)
+        clusters.check_settings(settings, self.limits["capability"])
         self.shape = shape(cfg, fh, settings.threads)
         self.smem = smem_bytes(cfg, self.shape)
         if self.smem > self.limits["smem_per_block"]:
