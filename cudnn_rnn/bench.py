@@ -33,6 +33,7 @@ from cudnn_rnn.lowbit.candidates import run_in
 from cudnn_rnn.lowbit.configs import parse
 from cudnn_rnn.lowbit.gemm import rnn_shapes
 from cudnn_rnn.lowbit.barrier import barrier_read
+from cudnn_rnn.lowbit.exchange import cluster_exchange
 from cudnn_rnn.lowbit.rates import gemm_rates as engine_rates
 
 
@@ -127,9 +128,13 @@ def main(argv=None) -> int:
         if engine_names:  # cuBLASLt's dense rates per precision, the 8-bit ones included,
             earlier[-1]["engine_gemm"] = worker.job(name_of(engine_rates),
                                                     {"sizes": engine_gemm_sizes(shapes)})
-            # and the barrier with each state read the floors need
-            earlier[-1]["engine_floor"] = worker.job(name_of(barrier_read), {
-                "sizes": floor.sizes([_shape_dict(s.config) for s in shapes])})
+            # and the barrier with each state read the floors need, and the cluster
+            # exchange of each state the cluster floors need
+            dicts = [_shape_dict(s.config) for s in shapes]
+            earlier[-1]["engine_floor"] = worker.job(name_of(barrier_read),
+                                                     {"sizes": floor.sizes(dicts)})
+            earlier[-1]["cluster_floor"] = worker.job(name_of(cluster_exchange),
+                                                      {"sizes": floor.cluster_sizes(dicts)})
         write_json(runs_path, {"kind": "bench", "identity": identity, "runs": earlier})
         todo = [s for s in shapes if s.id not in done]
         # what PyTorch asks cuDNN for at each shape, per data type: one logged child process

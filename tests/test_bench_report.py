@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from cudnn_rnn.matrix import bench as benchdata
+from cudnn_rnn.matrix import overhead_file
 from cudnn_rnn.reporting import bench as report, charts
 from cudnn_rnn.matrix.record import read_records
 
@@ -19,7 +20,7 @@ FIX = Path(__file__).parent / "fixtures" / "bench-h200-919"
 def recorded():
     records, _ = read_records(FIX / "bench.jsonl", benchdata.BENCH_RECORD, "benchmark record")
     runs = benchdata.read_run_file(FIX / "bench.run.json")["runs"]
-    overhead = benchdata.read_overhead(FIX / "overhead.json")
+    overhead = overhead_file.read_overhead(FIX / "overhead.json")
     return records, runs, overhead
 
 

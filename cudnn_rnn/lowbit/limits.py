@@ -11,6 +11,7 @@ from cudnn_rnn.lowbit.engine import Unsupported, capability, check_supported
 ATTR_SM_COUNT, ATTR_COOPERATIVE, ATTR_SMEM_OPTIN = 16, 95, 97
 ATTR_SMEM_PER_SM, ATTR_SMEM_RESERVED = 81, 111  # a multiprocessor's; each block's reserve
 ATTR_L2_SIZE = 38  # bytes of L2
+ATTR_REGS_PER_SM = 82  # 32-bit registers of a multiprocessor
 STATIC_SMEM = 1024  # what the kernel's own __shared__ variables may take
 # compute capability each operand format's mma.sync needs (m16n8k16 f16/bf16, m16n8k32 s8/e4m3)
 MIN_CAPABILITY = {"fp16": (8, 0), "bf16": (8, 0), "int8": (8, 0), "e4m3": (8, 9)}
@@ -23,7 +24,7 @@ def device_limits(cp) -> dict:
     return {"sm_count": attr(ATTR_SM_COUNT), "cooperative": bool(attr(ATTR_COOPERATIVE)),
             "smem_per_block": attr(ATTR_SMEM_OPTIN) - STATIC_SMEM, "capability": capability(cp),
             "smem_per_sm": attr(ATTR_SMEM_PER_SM), "smem_reserved": attr(ATTR_SMEM_RESERVED),
-            "l2_bytes": attr(ATTR_L2_SIZE)}
+            "l2_bytes": attr(ATTR_L2_SIZE), "regs_per_sm": attr(ATTR_REGS_PER_SM)}
 
 
 def projection_streams(cfg: RNNConfig, part, limits: dict) -> bool:

@@ -23,9 +23,9 @@ from cudnn_rnn.engine.timing import seconds_at, tflops
 from cudnn_rnn.matrix import baseline
 from cudnn_rnn.matrix.bench import (BENCH_RECORD, GEMM_TARGET, TORCH_TARGET, best,
                                     candidates_ratio, fp16_target, median_ms, plain_ms,
-                                    read_overhead, read_run_file, replay_ms, verified,
-                                    vs_torch_best)
+                                    read_run_file, replay_ms, verified, vs_torch_best)
 from cudnn_rnn.matrix.errors import UNREPORTABLE, BadInput, MalformedResults
+from cudnn_rnn.matrix.overhead_file import read_overhead
 from cudnn_rnn.matrix.record import read_records, write_json
 from cudnn_rnn.reporting import bench_chart, eightbit, frontier
 from cudnn_rnn.reporting.bench_markdown import markdown

@@ -54,7 +54,9 @@ def shape_row(rec: dict, run: dict | None) -> dict:
     measured = (run or {}).get("engine_floor") or {}
     reads, spreads = measured.get("per_round_us") or {}, measured.get("per_round_spread_us")
     gates = GATES[RNNMode[sh["cell"]]]
-    floors = {f: floor.floor(sh, gates, f, rates, reads, spreads) for f in floor.OPERANDS}
+    exchange = (run or {}).get("cluster_floor")
+    floors = {f: floor.floor(sh, gates, f, rates, reads, spreads, exchange)
+              for f in floor.OPERANDS}
     tb = torch_best(rec.get("torch"), graph=True)
     peer = rec.get("torch_fp8") or {}
 
@@ -174,7 +176,12 @@ def markdown(s: dict) -> str:
            "plus, per round (T + L - 1 for a unidirectional stack), the larger of the round's "
            "products at the dense rate and the measured barrier with every CTA reading the "
            "round's state (16-bit or 8-bit); '(state read)' or '(products)' says which sets "
-           "it. PyTorch's FP8 peer is torch._scaled_mm E4M3 GEMMs with torch.compile'd gate "
+           "it. Where a run measured the cluster exchange and one layer's recurrent weights "
+           "fit a cluster of multiprocessors a direction, the floor is the lower of that and "
+           "the cluster floor: the round's products at the cluster's share of the dense rate "
+           "or the measured cluster barrier with every CTA's share of the state stored into "
+           "each mate, whichever is larger ('(cluster products)' or '(cluster exchange)'). "
+           "PyTorch's FP8 peer is torch._scaled_mm E4M3 GEMMs with torch.compile'd gate "
            "math in a CUDA graph, verified against float64 like every candidate. Times are "
            "graph replays: median ms (interquartile range, n = repeats).", "",
            "| shape | fastest verified | ms | x floor | persistent kernel | ms | x floor | "

@@ -1,0 +1,104 @@
+"""What the chip allows one step of a layer held in one thread-block cluster, measured now:
+the cluster's barrier, and that barrier with every CTA's share of the state stored into
+every cluster-mate's shared memory first (``exchange.cu``; the resident kernel's hand-off,
+in its plainest form). :mod:`cudnn_rnn.matrix.floor` turns it, with the dense GEMM rates
+scaled to the cluster's multiprocessors, into the cluster floor of each shape one cluster
+a direction can hold: a grid barrier is not the least a step costs there (on an H100 the
+resident kernel's LSTM 50/1/512/16 took 0.77x the grid floor).
+"""
+from __future__ import annotations
+
+import numbers
+from pathlib import Path
+
+from cudnn_rnn.lowbit.barrier import quartiles
+from cudnn_rnn.matrix.jobs import job
+
+SOURCE = Path(__file__).with_name("exchange.cu")
+HELPERS = Path(__file__).with_name("device.cuh")
+THREADS = 256  # the resident kernel's
+CLUSTER = 16  # the largest cluster sm_90 runs (non-portable above 8): the resident kernel's
+CAPABILITY = (9, 0)
+ROUNDS = 200
+
+
+def source(cluster: int = CLUSTER) -> str:
+    if isinstance(cluster, bool) or not isinstance(cluster, numbers.Integral) \
+            or not 1 <= cluster <= CLUSTER:
+        raise ValueError(f"cluster is 1-{CLUSTER} CTAs, got {cluster!r}")
+    return (f"#define CL {cluster}\n#define THREADS {THREADS}\n" + HELPERS.read_text()
+            + SOURCE.read_text())
+
+
+def padded(size: int, cluster: int = CLUSTER) -> int:
+    """The bytes exchanged for a state of ``size``: whole 16-byte pieces a CTA."""
+    unit = 16 * cluster
+    return -(-int(size) // unit) * unit
+
+
+def on_chip(limits: dict) -> int:
+    """Bytes one multiprocessor holds (:func:`.limits.device_limits`): its shared memory and
+    its register file."""
+    return limits["smem_per_sm"] + 4 * limits["regs_per_sm"]
+
+
+@job
+def cluster_exchange(sizes: list, cluster: int = CLUSTER, rounds: int = ROUNDS,
+                     repeats: int = 5, drop: int = -1) -> dict:
+    """``{"per_round_us": {bytes: median µs of one round}, "per_round_spread_us": {bytes:
+    [first, third quartile]}, "cluster": CTAs, "sms", "on_chip_bytes_per_sm", "met",
+    "not_met", "not_measured": {bytes: why}}``: one cluster of ``cluster`` CTAs,
+    ``rounds`` rounds a launch (every CTA's share of a state of ``bytes``, padded to whole
+    16-byte pieces a CTA, stored into every mate, then the cluster barrier), timed inside
+    the kernel (the slowest CTA's globaltimer span), median and interquartile range over
+    ``repeats`` launches after a warm-up. A state whose two slots do not fit one CTA's
+    shared memory is not measured (said in ``not_measured``). ``met``: every launch left
+    every CTA holding the last round's state as stored (``not_met``: the first four that
+    did not). ``drop``: a CTA rank whose stores are left out (-1: none; the check's own
+    test). A GPU without clusters: ``{"skipped": why}``."""
+    import statistics
+
+    code = source(cluster)
+    if isinstance(rounds, bool) or not isinstance(rounds, numbers.Integral) or rounds < 1:
+        raise ValueError(f"rounds is a count >= 1, got {rounds!r}")
+    if any(isinstance(b, bool) or not isinstance(b, numbers.Integral) or b < 0 for b in sizes):
+        raise ValueError(f"sizes are byte counts >= 0, got {sizes}")
+    from cudnn_rnn.engine.gpu import cupy_or_raise
+    from cudnn_rnn.lowbit import clusters
+    from cudnn_rnn.lowbit.limits import device_limits
+    cp = cupy_or_raise()
+    limits = device_limits(cp)
+    have, room = limits["capability"], limits["smem_per_block"]
+    if have < CAPABILITY:
+        return {"skipped": f"thread-block clusters need compute capability 9.0, this GPU "
+                           f"has {have[0]}.{have[1]}"}
+    kernel = cp.RawModule(code=code, options=("--std=c++17",)).get_function("cluster_exchange")
+    if cluster > clusters.PORTABLE:
+        clusters.allow_non_portable(kernel)
+    elapsed = cp.zeros(cluster, cp.int64)
+    wrong = cp.zeros(1, cp.uint32)
+    out, spread, skipped, missed = {}, {}, {}, []
+    for size in sorted({int(b) for b in sizes}):
+        nbytes = padded(size, cluster)
+        if 2 * nbytes > room:
+            skipped[str(size)] = (f"two slots of {nbytes} bytes: more than the {room} bytes "
+                                  "of shared memory a CTA may have")
+            continue
+        kernel.max_dynamic_shared_size_bytes = 2 * nbytes
+        times = []
+        for i in range(repeats + 1):
+            wrong.fill(0)
+            kernel((cluster,), (THREADS,), (cp.int64(nbytes), cp.int32(rounds), elapsed, wrong,
+                                            cp.int32(drop)), shared_mem=2 * nbytes)
+            cp.cuda.runtime.deviceSynchronize()
+            if int(wrong[0]):
+                missed.append(f"size {size}, launch {i}: {int(wrong[0])} 16-byte pieces not "
+                              "as stored in the last round")
+            if i:  # the first launch warms up
+                times.append(int(elapsed.max()) / 1e3 / rounds)
+        out[str(size)] = round(statistics.median(times), 4)
+        spread[str(size)] = quartiles(times)
+    return {"per_round_us": out, "per_round_spread_us": spread, "cluster": cluster,
+            "threads": THREADS, "rounds": rounds, "repeats": repeats,
+            "sms": limits["sm_count"], "on_chip_bytes_per_sm": on_chip(limits),
+            "met": not missed, "not_met": missed[:4], "not_measured": skipped}
