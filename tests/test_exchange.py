@@ -97,7 +97,7 @@ def test_the_exchange_measures_the_one_layer_states_and_the_barrier_alone():
     assert floor.cluster_sizes([SMALL, seed]) == [0, 16 * 512, 16 * 512 * 2]
     assert exchange.padded(0) == 0 and exchange.padded(16 * 512) == 16 * 512
     assert exchange.padded(1) == 256 and exchange.padded(257, cluster=2) == 288
-    assert exchange.on_chip({"smem_per_sm": 233472, "regs_per_sm": 65536}) == 233472 + 262144
+    assert exchange.on_chip({"smem_per_sm": 233472}, 65536) == 233472 + 262144
 
 
 def test_a_runs_cluster_exchange_is_part_of_its_record_and_lowers_the_frontiers_floor():

@@ -15,6 +15,7 @@ def clusters_capable(cuda):
         pytest.skip("thread-block clusters need compute capability 9.0")
 
 
+@pytest.mark.timing  # compares two times: alone, after the rest
 def test_every_share_reaches_every_mate_and_more_bytes_cost_more(clusters_capable):
     out = exchange.cluster_exchange([0, 8192, 65536], rounds=101, repeats=3)
     assert out["met"], out["not_met"]

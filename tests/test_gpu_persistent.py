@@ -387,6 +387,9 @@ def test_what_does_not_fit_is_refused_before_any_launch(cuda):
         PersistentEngine(big, stacked, "fp16", settings=Settings(batch_slices=1))
 
 
+@pytest.mark.timing  # compares times, and its polls gave up twice with other test processes
+# on the GPU (H100, -n 8 and, 2026-12-08, -n 6: a barrier's counter 267 arrivals short;
+# alone it passed): it runs alone
 def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
     from cudnn_rnn.lowbit.barrier import barrier_read
     r = barrier_read([0, 1 << 20], rounds=50, repeats=2)
@@ -416,7 +419,7 @@ def test_the_floor_microbenchmark_measures_barrier_and_state_read(cuda):
     # the state read from three allocations of its own, in turn: a median each, the first's
     # the floor's, every launch's polls met
     three = barrier_read([0, 1 << 16], rounds=50, repeats=2, buffers=3)
-    assert three["met"], three["not_met"]  # (once, H100, -n 8: False; alone it passed)
+    assert three["met"], three["not_met"]
     assert three["buffers"] == 3 and set(three["per_buffer_us"]) == {
         "0", str(1 << 16)}
     assert all(len(v) == 3 and all(0.1 < us < 50 for us in v)

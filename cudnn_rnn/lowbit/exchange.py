@@ -36,10 +36,10 @@ def padded(size: int, cluster: int = CLUSTER) -> int:
     return -(-int(size) // unit) * unit
 
 
-def on_chip(limits: dict) -> int:
-    """Bytes one multiprocessor holds (:func:`.limits.device_limits`): its shared memory and
-    its register file."""
-    return limits["smem_per_sm"] + 4 * limits["regs_per_sm"]
+def on_chip(limits: dict, registers: int) -> int:
+    """Bytes one multiprocessor holds: its shared memory (:func:`.limits.device_limits`) and
+    its file of ``registers`` 32-bit registers."""
+    return limits["smem_per_sm"] + 4 * registers
 
 
 @job
@@ -65,9 +65,10 @@ def cluster_exchange(sizes: list, cluster: int = CLUSTER, rounds: int = ROUNDS,
         raise ValueError(f"sizes are byte counts >= 0, got {sizes}")
     from cudnn_rnn.engine.gpu import cupy_or_raise
     from cudnn_rnn.lowbit import clusters
-    from cudnn_rnn.lowbit.limits import device_limits
+    from cudnn_rnn.lowbit.limits import ATTR_REGS_PER_SM, device_limits
     cp = cupy_or_raise()
     limits = device_limits(cp)
+    registers = cp.cuda.runtime.deviceGetAttribute(ATTR_REGS_PER_SM, cp.cuda.Device().id)
     have, room = limits["capability"], limits["smem_per_block"]
     if have < CAPABILITY:
         return {"skipped": f"thread-block clusters need compute capability 9.0, this GPU "
@@ -100,5 +101,5 @@ def cluster_exchange(sizes: list, cluster: int = CLUSTER, rounds: int = ROUNDS,
         spread[str(size)] = quartiles(times)
     return {"per_round_us": out, "per_round_spread_us": spread, "cluster": cluster,
             "threads": THREADS, "rounds": rounds, "repeats": repeats,
-            "sms": limits["sm_count"], "on_chip_bytes_per_sm": on_chip(limits),
+            "sms": limits["sm_count"], "on_chip_bytes_per_sm": on_chip(limits, registers),
             "met": not missed, "not_met": missed[:4], "not_measured": skipped}

@@ -24,7 +24,7 @@ def device_limits(cp) -> dict:
     return {"sm_count": attr(ATTR_SM_COUNT), "cooperative": bool(attr(ATTR_COOPERATIVE)),
             "smem_per_block": attr(ATTR_SMEM_OPTIN) - STATIC_SMEM, "capability": capability(cp),
             "smem_per_sm": attr(ATTR_SMEM_PER_SM), "smem_reserved": attr(ATTR_SMEM_RESERVED),
-            "l2_bytes": attr(ATTR_L2_SIZE), "regs_per_sm": attr(ATTR_REGS_PER_SM)}
+            "l2_bytes": attr(ATTR_L2_SIZE)}
 
 
 def projection_streams(cfg: RNNConfig, part, limits: dict) -> bool:
