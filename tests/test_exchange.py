@@ -11,6 +11,8 @@ from cudnn_rnn.matrix.bench import PROVENANCE_KEYS, RUN
 from cudnn_rnn.matrix.jsontypes import problem
 from cudnn_rnn.reporting import frontier
 
+from .test_persistent import _nvrtc_or_skip
+
 DENSE = "8192x8192x8192"
 RATES = {f"fp16 {DENSE}": {"tflops": 800.0}, f"int8 {DENSE}": {"tflops": 1600.0},
          f"fp8 {DENSE}": {"tflops": 1500.0}}
@@ -141,12 +143,8 @@ def test_the_microbenchmark_refuses_a_cluster_sm_90_cannot_run_before_the_gpu():
 
 
 @pytest.mark.parametrize("cluster", [2, 16])
-def test_the_microbenchmark_compiles_for_sm_90_storing_into_its_mates(cluster):
-    nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    try:
-        nvrtc.getVersion()
-    except Exception as exc:  # no CUDA wheels with NVRTC in this environment
-        pytest.skip(f"NVRTC is not available here ({type(exc).__name__}: {exc})")
+def test_the_microbenchmark_compiles_for_sm_90_without_spills(cluster):
+    _nvrtc_or_skip()
     from cudnn_rnn.lowbit.cubin import compile_source
     log: list = []
     compile_source(exchange.source(cluster), "exchange.cu", "sm_90", log)
