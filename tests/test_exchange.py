@@ -83,6 +83,35 @@ def test_the_cluster_floor_holds_only_where_a_cluster_can_hold_the_layer():
     assert larger["round_us"] == 0.7
 
 
+def test_a_hand_off_that_did_not_check_gives_no_floor_and_a_small_chip_no_more_than_all():
+    size = str(floor.state_bytes(SMALL, 1))
+    broken = dict(_exchange({size: 0.5}), met=False)
+    assert floor.cluster_floor(SMALL, 4, "int8", RATES, broken) is None
+    assert floor.floor(SMALL, 4, "int8", RATES, {size: 1.9}, None, broken)["bound"] == \
+        "state read"
+    # a cluster of 16 on a GPU of 8 multiprocessors: the products on all of it, no more
+    tiny = floor.cluster_floor(SMALL, 4, "int8", RATES, _exchange({size: 0.01}, sms=8))
+    assert tiny["round_us"] == pytest.approx(floor.round_flop(SMALL, 4) / 1600e12 * 1e6)
+
+
+def test_without_the_grids_measurement_the_cluster_floor_stands_alone():
+    size = str(floor.state_bytes(SMALL, 1))
+    f = floor.floor(SMALL, 4, "int8", RATES, {}, None, _exchange({size: 0.5}))
+    assert f["bound"] == "cluster exchange"
+    assert floor.floor(SMALL, 4, "int8", RATES, {}, None, None) is None
+
+
+def test_what_fits_is_a_directions_weights_in_the_operands_width():
+    """LSTM H 1024: 4 MB of 8-bit recurrent weights a direction fit 16 x 484 KB, 8 MB of
+    16-bit ones do not; both directions' 8 MB in 8 bits still fit, a cluster each."""
+    wide = dict(SMALL, hidden=1024, input=1024)
+    measured = _exchange({str(floor.state_bytes(wide, 2)): 0.5})
+    assert floor.cluster_floor(wide, 4, "int8", RATES, measured) is not None
+    assert floor.cluster_floor(wide, 4, "16-bit", RATES, measured) is None
+    assert floor.cluster_floor(dict(wide, bidirectional=True), 4, "int8", RATES,
+                               measured) is not None
+
+
 def test_the_cluster_floors_range_comes_from_its_exchanges_quartiles():
     size = str(floor.state_bytes(SMALL, 1))
     rates = {f"int8 {DENSE}": {"tflops": 1600.0, "tflops_q1": 1500.0, "tflops_q3": 1700.0}}

@@ -38,6 +38,14 @@ def test_a_share_left_out_is_caught(clusters_capable, cluster):
     assert len(out["not_met"]) == 2
 
 
+def test_what_an_earlier_launch_left_in_shared_memory_does_not_pass(clusters_capable):
+    """The same launch twice, the second with a CTA's stores left out: its pieces, still in
+    shared memory from the first as that launch stored them but for the tag, are caught."""
+    assert exchange.cluster_exchange([4096], rounds=2, repeats=1)["met"]
+    again = exchange.cluster_exchange([4096], rounds=2, repeats=1, drop=1)
+    assert len(again["not_met"]) == 2
+
+
 def test_a_state_too_large_for_shared_memory_is_said_not_measured(clusters_capable):
     out = exchange.cluster_exchange([1 << 20, 256], rounds=1, repeats=1)
     assert list(out["per_round_us"]) == ["256"] and out["met"]

@@ -8,10 +8,12 @@
 // after device.cuh.
 // Out: elapsed[cta], the globaltimer nanoseconds of its rounds (after a first barrier that
 // every mate has started); wrong[0] += the 16-byte pieces of the last round's slot that do
-// not hold (round, owner, piece) as stored, read by every CTA after the last barrier.
+// not hold (round, owner, piece, tag) as stored, read by every CTA after the last barrier
+// (`tag`: the launch's own, so what an earlier launch left in shared memory never passes).
 // `drop`: the rank of a CTA that stores nothing (-1: none), which the check must catch.
 extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1)
-cluster_exchange(long long bytes, int rounds, long long* elapsed, unsigned* wrong, int drop)
+cluster_exchange(long long bytes, int rounds, long long* elapsed, unsigned* wrong, int drop,
+                 unsigned tag)
 {
     extern __shared__ __align__(16) unsigned char slots[];  // [2][bytes]
     const unsigned me = cl_rank();
@@ -26,7 +28,7 @@ cluster_exchange(long long bytes, int rounds, long long* elapsed, unsigned* wron
             const unsigned to = (unsigned)(i / pieces);
             const long long piece = i - (long long)to * pieces;
             cl_store16(cl_mapa(mine + (unsigned)(piece * 16), to),
-                       make_uint4((unsigned)r, me, (unsigned)piece, 0u));
+                       make_uint4((unsigned)r, me, (unsigned)piece, tag));
         }
         cl_arrive();
         cl_wait();
@@ -40,7 +42,7 @@ cluster_exchange(long long bytes, int rounds, long long* elapsed, unsigned* wron
             const uint4 v = last[i];
             const long long owner = i / pieces;
             bad += v.x != (unsigned)(rounds - 1) || v.y != (unsigned)owner
-                   || v.z != (unsigned)(i - owner * pieces) || v.w != 0u;
+                   || v.z != (unsigned)(i - owner * pieces) || v.w != tag;
         }
         if (bad) atomicAdd(wrong, bad);
     }  // (the last round's barrier ordered every store before these reads and any exit)

@@ -8,6 +8,7 @@ resident kernel's LSTM 50/1/512/16 took 0.77x the grid floor).
 """
 from __future__ import annotations
 
+import itertools
 import numbers
 from pathlib import Path
 
@@ -20,6 +21,7 @@ THREADS = 256  # the resident kernel's
 CLUSTER = 16  # the largest cluster sm_90 runs (non-portable above 8): the resident kernel's
 CAPABILITY = (9, 0)
 ROUNDS = 200
+_TAGS = itertools.count(1)  # each launch's own tag, never one an earlier launch stored
 
 
 def source(cluster: int = CLUSTER) -> str:
@@ -51,11 +53,14 @@ def cluster_exchange(sizes: list, cluster: int = CLUSTER, rounds: int = ROUNDS,
     ``rounds`` rounds a launch (every CTA's share of a state of ``bytes``, padded to whole
     16-byte pieces a CTA, stored into every mate, then the cluster barrier), timed inside
     the kernel (the slowest CTA's globaltimer span), median and interquartile range over
-    ``repeats`` launches after a warm-up. A state whose two slots do not fit one CTA's
+    ``repeats`` launches after a warm-up (each checking its own tag in every piece: what a
+    launch before it left in shared memory does not pass). A state whose two slots do not
+    fit one CTA's
     shared memory is not measured (said in ``not_measured``). ``met``: every launch left
     every CTA holding the last round's state as stored (``not_met``: the first four that
     did not). ``drop``: a CTA rank whose stores are left out (-1: none; the check's own
-    test). A GPU without clusters: ``{"skipped": why}``."""
+    test). A GPU without clusters, or that runs none of ``cluster`` CTAs: ``{"skipped":
+    why}``."""
     import statistics
 
     code = source(cluster)
@@ -76,6 +81,8 @@ def cluster_exchange(sizes: list, cluster: int = CLUSTER, rounds: int = ROUNDS,
     kernel = cp.RawModule(code=code, options=("--std=c++17",)).get_function("cluster_exchange")
     if cluster > clusters.PORTABLE:
         clusters.allow_non_portable(kernel)
+    if clusters.max_active(kernel, cluster, THREADS, 0) < 1:
+        return {"skipped": f"this GPU runs no cluster of {cluster} CTAs of this kernel"}
     elapsed = cp.zeros(cluster, cp.int64)
     wrong = cp.zeros(1, cp.uint32)
     out, spread, skipped, missed = {}, {}, {}, []
@@ -90,7 +97,8 @@ def cluster_exchange(sizes: list, cluster: int = CLUSTER, rounds: int = ROUNDS,
         for i in range(repeats + 1):
             wrong.fill(0)
             kernel((cluster,), (THREADS,), (cp.int64(nbytes), cp.int32(rounds), elapsed, wrong,
-                                            cp.int32(drop)), shared_mem=2 * nbytes)
+                                            cp.int32(drop), cp.uint32(next(_TAGS) % (1 << 32))),
+                   shared_mem=2 * nbytes)
             cp.cuda.runtime.deviceSynchronize()
             if int(wrong[0]):
                 missed.append(f"size {size}, launch {i}: {int(wrong[0])} 16-byte pieces not "

@@ -89,37 +89,39 @@ def floor(shape: dict, gates: int, operands: str, rates: dict, per_round_us: dic
     exchange" or "cluster products"; ms_range: the floor at the quartiles of the run's rate
     and read, the read's lower with the rate's upper and the other way round, or None where
     the run recorded no quartiles of the read); None where the run lacks the rate or the
-    barrier measurement of this state size. The read is the cheapest the run measured of
-    this size or a larger one (:func:`cheapest`). ``exchange``: the run's
-    :func:`cudnn_rnn.lowbit.exchange.cluster_exchange`, whose :func:`cluster_floor` is the
-    floor where it is the lower."""
+    barrier measurement of this state size and no cluster floor applies. The read is the
+    cheapest the run measured of this size or a larger one (:func:`cheapest`).
+    ``exchange``: the run's :func:`cudnn_rnn.lowbit.exchange.cluster_exchange`, whose
+    :func:`cluster_floor` is the floor where it is the lower (or the only one)."""
     precision, width = OPERANDS[operands]
     rate = dense_rate(rates, precision)
     size = str(state_bytes(shape, width))
-    if not rate or per_round_us.get(size) is None:
-        return None
-    grid = _floor(shape, gates, rates, precision, per_round_us, per_round_spread_us,
-                  cheapest(per_round_us, size), 1.0, ("state read", "products"))
+    grid = None if not rate or per_round_us.get(size) is None else _floor(
+        shape, gates, rates, precision, per_round_us, per_round_spread_us,
+        cheapest(per_round_us, size), 1.0, ("state read", "products"))
     cluster = cluster_floor(shape, gates, operands, rates, exchange)
-    return cluster if cluster and cluster["ms"] < grid["ms"] else grid
+    return min((f for f in (grid, cluster) if f), key=lambda f: f["ms"], default=None)
 
 
 def cluster_floor(shape: dict, gates: int, operands: str, rates: dict,
                   exchange: dict | None) -> dict | None:
     """:func:`floor`'s dict for ``shape`` held in a cluster a direction (the module's
     *cluster floor*), from the run's ``exchange``; None where the run did not measure it
-    (or measured no state of this size or larger), the shape has more than one layer, or a
-    direction's recurrent weights do not fit the cluster's multiprocessors."""
+    (or measured no state of this size or larger, or a launch's hand-off did not check),
+    the shape has more than one layer, or a direction's recurrent weights do not fit the
+    cluster's multiprocessors (all their shared memory and registers: an upper bound of
+    what fits). The products' share of the chip is at most all of it."""
     per_round = (exchange or {}).get("per_round_us")
     precision, width = OPERANDS[operands]
     size = str(state_bytes(shape, width))
-    if not per_round or shape["layers"] != 1 or not dense_rate(rates, precision) \
+    if not per_round or exchange.get("met") is False or shape["layers"] != 1 \
+            or not dense_rate(rates, precision) \
             or not any(int(s) >= int(size) for s in per_round):
         return None
     held = exchange["cluster"] * exchange["on_chip_bytes_per_sm"]
     if gates * shape["hidden"] ** 2 * width > held:
         return None
-    share = _dirs(shape) * exchange["cluster"] / exchange["sms"]
+    share = min(1.0, _dirs(shape) * exchange["cluster"] / exchange["sms"])
     return _floor(shape, gates, rates, precision, per_round, exchange.get("per_round_spread_us"),
                   cheapest(per_round, size), share, ("cluster exchange", "cluster products"))
 
