@@ -165,18 +165,28 @@ def test_the_microbenchmark_refuses_a_cluster_sm_90_cannot_run_before_the_gpu():
     for bad in (0, 17, True, 2.0):
         with pytest.raises(ValueError, match="cluster is 1-16"):
             exchange.source(bad)
+    with pytest.raises(ValueError, match="form is one of stores, bulk"):
+        exchange.cluster_exchange([0], form="multicast")
     with pytest.raises(ValueError, match="rounds"):
         exchange.cluster_exchange([0], rounds=0)
     with pytest.raises(ValueError, match="sizes"):
         exchange.cluster_exchange([-16])
 
 
+def test_the_bulk_form_takes_two_stages_of_a_share_beside_the_slots():
+    assert exchange.shared_bytes(4096, 16, "stores") == 8192
+    assert exchange.shared_bytes(4096, 16, "bulk") == 8192 + 512
+    assert "#define BULK 1" in exchange.source(16, "bulk")
+    assert "#define BULK 0" in exchange.source(16)
+
+
+@pytest.mark.parametrize("form", exchange.FORMS)
 @pytest.mark.parametrize("cluster", [2, 16])
-def test_the_microbenchmark_compiles_for_sm_90_without_spills(cluster):
+def test_the_microbenchmark_compiles_for_sm_90_without_spills(cluster, form):
     _nvrtc_or_skip()
     from cudnn_rnn.lowbit.cubin import compile_source
     log: list = []
-    compile_source(exchange.source(cluster), "exchange.cu", "sm_90", log)
+    compile_source(exchange.source(cluster, form), "exchange.cu", "sm_90", log)
     text = "\n".join(log)
     assert re.search(r"Compiling entry function 'cluster_exchange'", text)
     assert all(int(n) == 0 for n in re.findall(r"(\d+) bytes spill", text))

@@ -1,6 +1,8 @@
-"""The cluster floor's microbenchmark on a GPU (marker ``gpu``): the exchange hands every
-CTA's share on to every mate, its check catches a share left out, a larger state costs more
-than the barrier alone, and a state whose two slots do not fit is said, not measured."""
+"""The cluster floor's microbenchmark on a GPU (marker ``gpu``), in both forms (stores and
+the cluster barrier; bulk copies on mbarriers): the exchange hands every CTA's share on to
+every mate, its check catches a share left out (and, in the bulk form, the waits for it
+give up instead of hanging), a larger state costs more than the barrier alone, and a state
+whose slots do not fit is said, not measured."""
 import pytest
 
 from cudnn_rnn.lowbit import exchange
@@ -50,3 +52,16 @@ def test_a_state_too_large_for_shared_memory_is_said_not_measured(clusters_capab
     out = exchange.cluster_exchange([1 << 20, 256], rounds=1, repeats=1)
     assert list(out["per_round_us"]) == ["256"] and out["met"]
     assert "two slots of 1048576 bytes" in out["not_measured"][str(1 << 20)]
+
+
+@pytest.mark.parametrize("cluster", [2, 16])
+def test_the_bulk_form_hands_every_share_on_and_a_missing_one_gives_up(clusters_capable,
+                                                                        cluster):
+    out = exchange.cluster_exchange([0, 8192, 65536], cluster=cluster, rounds=101, repeats=2,
+                                    form="bulk")
+    assert out["met"], out["not_met"]
+    assert set(out["per_round_us"]) == {"8192", "65536"} and out["form"] == "bulk"
+    assert "0 bytes is the stores form's" in out["not_measured"]["0"]
+    dropped = exchange.cluster_exchange([4096], cluster=cluster, rounds=3, repeats=1,
+                                        drop=1, form="bulk")
+    assert not dropped["met"] and "waits gave up" in dropped["not_met"][0]

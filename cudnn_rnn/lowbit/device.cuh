@@ -147,3 +147,10 @@ __device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                  :: "r"(bar), "r"(bytes) : "memory");
 }
+// `bytes` of this CTA's shared memory at `src` to `dst` of a cluster-mate (cl_mapa), by
+// the copy engine, completing the bytes its mbarrier `bar` (cl_mapa) expects
+__device__ __forceinline__ void bulk_to_mate(unsigned dst, unsigned src, unsigned bytes,
+                                             unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes "
+                 "[%0], [%1], %2, [%3];" :: "r"(dst), "r"(src), "r"(bytes), "r"(bar) : "memory");
+}

@@ -1,28 +1,71 @@
 // The cluster floor's microbenchmark: what one step of a layer held in one thread-block
 // cluster cannot avoid (the resident kernel's hand-off). The cluster's CL CTAs (one a
 // multiprocessor) each own a share of a state of `bytes` (bytes / CL, whole 16-byte
-// pieces: the caller pads); in round r each CTA stores its share into slot r & 1 of every
-// CTA of the cluster, itself included (16-byte st.shared::cluster), then all meet at the
-// cluster's barrier (arrive.release, wait.acquire), after which every CTA holds the whole
-// state: `rounds` times. Bytes 0: the barrier alone. Compiled with CL and THREADS defined,
-// after device.cuh.
+// pieces: the caller pads); in round r each CTA hands its share to slot r & 1 of every CTA
+// of the cluster, itself included, after which every CTA holds the whole state: `rounds`
+// times. Compiled with CL and THREADS defined, after device.cuh, in one of two forms:
+// BULK 0: 16-byte st.shared::cluster stores, then the cluster's barrier (arrive.release,
+//   wait.acquire); bytes 0: the barrier alone.
+// BULK 1 (bytes > 0), the resident kernel's: each CTA writes its share into its own stage
+//   r & 1 (generic stores, then fence.proxy.async), threads 0 .. CL - 1 copy it to their
+//   mate's slot by one bulk copy each (the copy engine), completing the mate's mbarrier
+//   r & 1; each CTA waits for its mbarrier (every share landed) and re-arms it for round
+//   r + 2; no cluster barrier in the rounds. A mate's copies of round r + 2 follow its wait
+//   of round r + 1, which follows this CTA's copies of round r + 1, issued after every
+//   thread's wait of round r: so neither the re-arming nor the stage's reuse is overtaken.
+//   A wait gives up after SPIN_LIMIT polls (wrong[1] += 1) instead of hanging.
 // Out: elapsed[cta], the globaltimer nanoseconds of its rounds (after a first barrier that
 // every mate has started); wrong[0] += the 16-byte pieces of the last round's slot that do
-// not hold (round, owner, piece, tag) as stored, read by every CTA after the last barrier
+// not hold (round, owner, piece, tag) as handed on, read by every CTA after its last wait
 // (`tag`: the launch's own, so what an earlier launch left in shared memory never passes).
-// `drop`: the rank of a CTA that stores nothing (-1: none), which the check must catch.
+// `drop`: the rank of a CTA that hands nothing on (-1: none), which the check must catch.
+#ifndef BULK
+#define BULK 0
+#endif
+#define SPIN_LIMIT (1 << 18)  // polls of a wait (each may suspend a while): far past any exchange
+
 extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1)
 cluster_exchange(long long bytes, int rounds, long long* elapsed, unsigned* wrong, int drop,
                  unsigned tag)
 {
-    extern __shared__ __align__(16) unsigned char slots[];  // [2][bytes]
-    const unsigned me = cl_rank();
+    extern __shared__ __align__(128) unsigned char slots[];  // [2][bytes] (BULK: the stage
+    const unsigned me = cl_rank();                            // after them, [2][bytes / CL])
     const long long share = bytes / CL, pieces = share / 16;
-    cl_arrive();  // no store reaches a mate before it runs
+#if BULK
+    __shared__ __align__(8) unsigned long long mbar[2];
+    const unsigned bar0 = smem_addr(&mbar[0]);
+    unsigned char* const stage = slots + 2 * bytes;
+    bool quit = false;  // a wait of this thread gave up
+    if (threadIdx.x == 0) {
+        mbar_init(bar0);
+        mbar_init(bar0 + 8);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_expect(bar0, (unsigned)bytes);  // rounds 0 and 1
+        if (rounds > 1) mbar_expect(bar0 + 8, (unsigned)bytes);
+    }
+#endif
+    cl_arrive();  // nothing reaches a mate before it runs (BULK: its mbarriers set)
     cl_wait();
     const long long t0 = globaltimer();
     for (int r = 0; r < rounds; ++r) {
         unsigned char* slot = slots + (long long)(r & 1) * bytes;
+#if BULK
+        unsigned char* const st = stage + (long long)(r & 1) * share;
+        for (long long i = threadIdx.x; i < pieces; i += THREADS)
+            ((uint4*)st)[i] = make_uint4((unsigned)r, me, (unsigned)i, tag);
+        fence_proxy_async();  // the stage's generic writes, for the copy engine's reads
+        __syncthreads();
+        const unsigned bar = bar0 + 8 * (r & 1);
+        if (threadIdx.x < CL && (int)me != drop && share > 0)
+            bulk_to_mate(cl_mapa(smem_addr(slot + me * share), threadIdx.x), smem_addr(st),
+                         (unsigned)share, cl_mapa(bar, threadIdx.x));
+        for (long long spins = 0; !quit && !mbar_try(bar, (r >> 1) & 1); ++spins)
+            if (spins > SPIN_LIMIT) {
+                quit = true;
+                atomicAdd(wrong + 1, 1u);
+            }
+        if (threadIdx.x == 0 && r + 2 < rounds) mbar_expect(bar, (unsigned)bytes);
+#else
         const unsigned mine = smem_addr(slot + me * share);
         for (long long i = threadIdx.x; i < pieces * CL && (int)me != drop; i += THREADS) {
             const unsigned to = (unsigned)(i / pieces);
@@ -32,6 +75,7 @@ cluster_exchange(long long bytes, int rounds, long long* elapsed, unsigned* wron
         }
         cl_arrive();
         cl_wait();
+#endif
     }
     const long long t1 = globaltimer();
     if (threadIdx.x == 0) elapsed[blockIdx.x] = t1 - t0;
@@ -45,5 +89,11 @@ cluster_exchange(long long bytes, int rounds, long long* elapsed, unsigned* wron
                    || v.z != (unsigned)(i - owner * pieces) || v.w != tag;
         }
         if (bad) atomicAdd(wrong, bad);
-    }  // (the last round's barrier ordered every store before these reads and any exit)
+    }  // (stores: the last round's barrier ordered every store before these reads and exit)
+#if BULK
+    // no CTA leaves while its copies may still read its stage or land in a mate: every mate
+    // has received them (its wait of the last round) before it arrives here
+    cl_arrive();
+    cl_wait();
+#endif
 }

@@ -24,12 +24,23 @@ ROUNDS = 200
 _TAGS = itertools.count(1)  # each launch's own tag, never one an earlier launch stored
 
 
-def source(cluster: int = CLUSTER) -> str:
+FORMS = ("stores", "bulk")  # exchange.cu's BULK 0 and 1
+
+
+def source(cluster: int = CLUSTER, form: str = "stores") -> str:
     if isinstance(cluster, bool) or not isinstance(cluster, numbers.Integral) \
             or not 1 <= cluster <= CLUSTER:
         raise ValueError(f"cluster is 1-{CLUSTER} CTAs, got {cluster!r}")
-    return (f"#define CL {cluster}\n#define THREADS {THREADS}\n" + HELPERS.read_text()
-            + SOURCE.read_text())
+    if form not in FORMS:
+        raise ValueError(f"form is one of {', '.join(FORMS)}, got {form!r}")
+    return (f"#define CL {cluster}\n#define THREADS {THREADS}\n#define BULK {FORMS.index(form)}\n"
+            + HELPERS.read_text() + SOURCE.read_text())
+
+
+def shared_bytes(nbytes: int, cluster: int, form: str) -> int:
+    """Dynamic shared memory a CTA takes to exchange ``nbytes`` (padded): two slots, and in
+    the bulk form two stages of its share."""
+    return 2 * nbytes + (2 * nbytes // cluster if form == "bulk" else 0)
 
 
 def padded(size: int, cluster: int = CLUSTER) -> int:
@@ -46,24 +57,25 @@ def on_chip(limits: dict, registers: int) -> int:
 
 @job
 def cluster_exchange(sizes: list, cluster: int = CLUSTER, rounds: int = ROUNDS,
-                     repeats: int = 5, drop: int = -1) -> dict:
+                     repeats: int = 5, drop: int = -1, form: str = "stores") -> dict:
     """``{"per_round_us": {bytes: median µs of one round}, "per_round_spread_us": {bytes:
-    [first, third quartile]}, "cluster": CTAs, "sms", "on_chip_bytes_per_sm", "met",
-    "not_met", "not_measured": {bytes: why}}``: one cluster of ``cluster`` CTAs,
+    [first, third quartile]}, "cluster": CTAs, "form", "sms", "on_chip_bytes_per_sm",
+    "met", "not_met", "not_measured": {bytes: why}}``: one cluster of ``cluster`` CTAs,
     ``rounds`` rounds a launch (every CTA's share of a state of ``bytes``, padded to whole
-    16-byte pieces a CTA, stored into every mate, then the cluster barrier), timed inside
-    the kernel (the slowest CTA's globaltimer span), median and interquartile range over
-    ``repeats`` launches after a warm-up (each checking its own tag in every piece: what a
-    launch before it left in shared memory does not pass). A state whose two slots do not
-    fit one CTA's
-    shared memory is not measured (said in ``not_measured``). ``met``: every launch left
-    every CTA holding the last round's state as stored (``not_met``: the first four that
-    did not). ``drop``: a CTA rank whose stores are left out (-1: none; the check's own
-    test). A GPU without clusters, or that runs none of ``cluster`` CTAs: ``{"skipped":
-    why}``."""
+    16-byte pieces a CTA, handed to every mate), timed inside the kernel (the slowest CTA's
+    globaltimer span), median and interquartile range over ``repeats`` launches after a
+    warm-up. ``form``: "stores" (16-byte stores into every mate, then the cluster barrier:
+    what the benchmark measures) or "bulk" (a bulk copy a mate on mbarriers, the resident
+    kernel's; 0 bytes is not measured in it). A state whose slots (and stages) do not fit
+    one CTA's shared memory is not measured either (``not_measured`` says why). ``met``:
+    every launch left every CTA holding the last round's state as handed on, each piece
+    with its launch's own tag (what a launch before it left in shared memory does not
+    pass), and no wait gave up (``not_met``: the first four launches that did not).
+    ``drop``: a CTA rank whose share is left out (-1: none; the check's own test). A GPU
+    without clusters, or that runs none of ``cluster`` CTAs: ``{"skipped": why}``."""
     import statistics
 
-    code = source(cluster)
+    code = source(cluster, form)
     if isinstance(rounds, bool) or not isinstance(rounds, numbers.Integral) or rounds < 1:
         raise ValueError(f"rounds is a count >= 1, got {rounds!r}")
     if any(isinstance(b, bool) or not isinstance(b, numbers.Integral) or b < 0 for b in sizes):
@@ -84,30 +96,37 @@ def cluster_exchange(sizes: list, cluster: int = CLUSTER, rounds: int = ROUNDS,
     if clusters.max_active(kernel, cluster, THREADS, 0) < 1:
         return {"skipped": f"this GPU runs no cluster of {cluster} CTAs of this kernel"}
     elapsed = cp.zeros(cluster, cp.int64)
-    wrong = cp.zeros(1, cp.uint32)
+    wrong = cp.zeros(2, cp.uint32)  # pieces not as handed on, waits that gave up
     out, spread, skipped, missed = {}, {}, {}, []
     for size in sorted({int(b) for b in sizes}):
         nbytes = padded(size, cluster)
-        if 2 * nbytes > room:
-            skipped[str(size)] = (f"two slots of {nbytes} bytes: more than the {room} bytes "
-                                  "of shared memory a CTA may have")
+        smem = shared_bytes(nbytes, cluster, form)
+        if smem > room:
+            stages = " and two stages of a share" if form == "bulk" else ""
+            skipped[str(size)] = (f"two slots of {nbytes} bytes{stages}: more than the "
+                                  f"{room} bytes of shared memory a CTA may have")
             continue
-        kernel.max_dynamic_shared_size_bytes = 2 * nbytes
+        if form == "bulk" and not nbytes:
+            skipped[str(size)] = "the bulk form hands a state on: 0 bytes is the stores form's"
+            continue
+        kernel.max_dynamic_shared_size_bytes = smem
         times = []
         for i in range(repeats + 1):
             wrong.fill(0)
             kernel((cluster,), (THREADS,), (cp.int64(nbytes), cp.int32(rounds), elapsed, wrong,
                                             cp.int32(drop), cp.uint32(next(_TAGS) % (1 << 32))),
-                   shared_mem=2 * nbytes)
+                   shared_mem=smem)
             cp.cuda.runtime.deviceSynchronize()
-            if int(wrong[0]):
-                missed.append(f"size {size}, launch {i}: {int(wrong[0])} 16-byte pieces not "
-                              "as stored in the last round")
+            bad, gave_up = (int(w) for w in wrong.get())
+            if bad or gave_up:
+                missed.append(f"size {size}, launch {i}: {bad} 16-byte pieces not as handed "
+                              f"on in the last round" + (f"; {gave_up} waits gave up"
+                                                         if gave_up else ""))
             if i:  # the first launch warms up
                 times.append(int(elapsed.max()) / 1e3 / rounds)
         out[str(size)] = round(statistics.median(times), 4)
         spread[str(size)] = quartiles(times)
-    return {"per_round_us": out, "per_round_spread_us": spread, "cluster": cluster,
+    return {"per_round_us": out, "per_round_spread_us": spread, "cluster": cluster, "form": form,
             "threads": THREADS, "rounds": rounds, "repeats": repeats,
             "sms": limits["sm_count"], "on_chip_bytes_per_sm": on_chip(limits, registers),
             "met": not missed, "not_met": missed[:4], "not_measured": skipped}

@@ -59,14 +59,7 @@
 #define STAGEB (B * UB)                      // the stage: [B][UB]
 #endif
 
-// `bytes` of this CTA's shared memory at `src` to `dst` of a cluster-mate (cl_mapa), by
-// the copy engine, completing the bytes its mbarrier `bar` (cl_mapa) expects (the cluster
-// and mbarrier helpers are device.cuh's)
-__device__ __forceinline__ void bulk_to_mate(unsigned dst, unsigned src, unsigned bytes,
-                                             unsigned bar) {
-    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes "
-                 "[%0], [%1], %2, [%3];" :: "r"(dst), "r"(src), "r"(bytes), "r"(bar) : "memory");
-}
+// (the cluster, mbarrier and bulk-copy helpers, bulk_to_mate among them, are device.cuh's)
 
 extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1)
 resident_rnn(const uint4* __restrict__ frags, const float* __restrict__ rowf,
