@@ -13,16 +13,19 @@
 //   r + 2; no cluster barrier in the rounds. A mate's copies of round r + 2 follow its wait
 //   of round r + 1, which follows this CTA's copies of round r + 1, issued after every
 //   thread's wait of round r: so neither the re-arming nor the stage's reuse is overtaken.
-//   A wait gives up after SPIN_LIMIT polls (wrong[1] += 1) instead of hanging.
+//   A wait gives up after GIVE_UP_NS (wrong[1] += 1) instead of hanging; a thread that gave
+//   up re-arms and copies no more, and waits GIVE_UP_NS before the final barrier, so that
+//   copies in flight land before any CTA leaves.
 // Out: elapsed[cta], the globaltimer nanoseconds of its rounds (after a first barrier that
 // every mate has started); wrong[0] += the 16-byte pieces of the last round's slot that do
 // not hold (round, owner, piece, tag) as handed on, read by every CTA after its last wait
 // (`tag`: the launch's own, so what an earlier launch left in shared memory never passes).
-// `drop`: the rank of a CTA that hands nothing on (-1: none), which the check must catch.
+// `drop`: the rank of a CTA whose share is wrong (-1: none), which the check must catch:
+// stores, none stored; BULK, its share handed on with another tag (the waits complete).
 #ifndef BULK
 #define BULK 0
 #endif
-#define SPIN_LIMIT (1 << 18)  // polls of a wait (each may suspend a while): far past any exchange
+#define GIVE_UP_NS 50000000LL  // 50 ms of one wait: far past any exchange
 
 extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1)
 cluster_exchange(long long bytes, int rounds, long long* elapsed, unsigned* wrong, int drop,
@@ -51,20 +54,25 @@ cluster_exchange(long long bytes, int rounds, long long* elapsed, unsigned* wron
         unsigned char* slot = slots + (long long)(r & 1) * bytes;
 #if BULK
         unsigned char* const st = stage + (long long)(r & 1) * share;
+        const unsigned mark = (int)me == drop ? ~tag : tag;
         for (long long i = threadIdx.x; i < pieces; i += THREADS)
-            ((uint4*)st)[i] = make_uint4((unsigned)r, me, (unsigned)i, tag);
+            ((uint4*)st)[i] = make_uint4((unsigned)r, me, (unsigned)i, mark);
         fence_proxy_async();  // the stage's generic writes, for the copy engine's reads
         __syncthreads();
         const unsigned bar = bar0 + 8 * (r & 1);
-        if (threadIdx.x < CL && (int)me != drop && share > 0)
+        if (threadIdx.x < CL && !quit)
             bulk_to_mate(cl_mapa(smem_addr(slot + me * share), threadIdx.x), smem_addr(st),
                          (unsigned)share, cl_mapa(bar, threadIdx.x));
-        for (long long spins = 0; !quit && !mbar_try(bar, (r >> 1) & 1); ++spins)
-            if (spins > SPIN_LIMIT) {
-                quit = true;
-                atomicAdd(wrong + 1, 1u);
-            }
-        if (threadIdx.x == 0 && r + 2 < rounds) mbar_expect(bar, (unsigned)bytes);
+        if (!quit) {
+            const long long since = globaltimer();
+            while (!mbar_try(bar, (r >> 1) & 1))
+                if (globaltimer() - since > GIVE_UP_NS) {
+                    quit = true;
+                    atomicAdd(wrong + 1, 1u);
+                    break;
+                }
+        }
+        if (threadIdx.x == 0 && !quit && r + 2 < rounds) mbar_expect(bar, (unsigned)bytes);
 #else
         const unsigned mine = smem_addr(slot + me * share);
         for (long long i = threadIdx.x; i < pieces * CL && (int)me != drop; i += THREADS) {
@@ -92,7 +100,11 @@ cluster_exchange(long long bytes, int rounds, long long* elapsed, unsigned* wron
     }  // (stores: the last round's barrier ordered every store before these reads and exit)
 #if BULK
     // no CTA leaves while its copies may still read its stage or land in a mate: every mate
-    // has received them (its wait of the last round) before it arrives here
+    // has received them (its wait of the last round) before it arrives here; after a wait
+    // that gave up, what is still in flight has GIVE_UP_NS more to land
+    if (quit)
+        for (const long long since = globaltimer(); globaltimer() - since < GIVE_UP_NS;)
+            __nanosleep(1000);
     cl_arrive();
     cl_wait();
 #endif

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
+import os
 from pathlib import Path
 
 from cudnn_rnn.lowbit.barrier import quartiles
@@ -21,7 +22,9 @@ THREADS = 256  # the resident kernel's
 CLUSTER = 16  # the largest cluster sm_90 runs (non-portable above 8): the resident kernel's
 CAPABILITY = (9, 0)
 ROUNDS = 200
-_TAGS = itertools.count(1)  # each launch's own tag, never one an earlier launch stored
+# each launch's own tag, never one an earlier launch stored (from a random start: not one of
+# another process's either, but by a chance of 2^-32)
+_TAGS = itertools.count(int.from_bytes(os.urandom(4), "little"))
 
 
 FORMS = ("stores", "bulk")  # exchange.cu's BULK 0 and 1
@@ -71,7 +74,8 @@ def cluster_exchange(sizes: list, cluster: int = CLUSTER, rounds: int = ROUNDS,
     every launch left every CTA holding the last round's state as handed on, each piece
     with its launch's own tag (what a launch before it left in shared memory does not
     pass), and no wait gave up (``not_met``: the first four launches that did not).
-    ``drop``: a CTA rank whose share is left out (-1: none; the check's own test). A GPU
+    ``drop``: a CTA rank whose share is wrong (-1: none; the check's own test: stores, left
+    out; bulk, handed on with another tag, so that every wait completes). A GPU
     without clusters, or that runs none of ``cluster`` CTAs: ``{"skipped": why}``."""
     import statistics
 
