@@ -200,6 +200,8 @@ def test_the_cluster_probes_kernels_compile_for_sm_90(tmp_path):
     spec = importlib.util.spec_from_file_location("tools_cluster_probe", path)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
+    from cudnn_rnn.lowbit import exchange  # its round trip: the cluster floor's exchange
     for cluster in (2, 16):
-        ptx = _ptx(tool.source(cluster))
-        assert f".reqnctapercluster {cluster}" in ptx and "barrier.cluster.wait" in ptx
+        for ptx in (_ptx(tool.source(cluster)), _ptx(exchange.source(cluster))):
+            assert f".reqnctapercluster {cluster}" in ptx
+        assert "barrier.cluster.wait" in ptx

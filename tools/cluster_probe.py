@@ -1,7 +1,9 @@
 """Thread-block clusters on this GPU: how many clusters of C CTAs it holds at once (one CTA
 a multiprocessor, ~200 KB of shared memory each), and what a round costs: every CTA pushes
 P bytes to every CTA of its cluster through distributed shared memory, then the cluster
-barrier (barrier.cluster arrive.release / wait.acquire). P 0 is the barrier alone.
+barrier (barrier.cluster arrive.release / wait.acquire), on every cluster held at once. P 0
+is the barrier alone. The round is the cluster floor's exchange (its stores form, a state of
+C x P bytes: cudnn_rnn/lowbit/exchange.cu), whose check of what was handed on is reported.
 
     python tools/cluster_probe.py --out DIR [--sizes 2,4,8,16] [--bytes 0,256,512,1024,2048]
 
@@ -17,13 +19,7 @@ SMEM = 200 * 1024
 THREADS = 256
 ROUNDS = 1000
 SOURCE = r'''
-// (the cluster helpers, cl_rank, cl_mapa, cl_store16, cl_arrive, cl_wait, are the kernels'
-// own: cudnn_rnn/lowbit/device.cuh, prepended)
-__device__ __forceinline__ void cl_sync() {
-    cl_arrive();
-    cl_wait();
-}
-
+// (device.cuh prepended; the round trip is exchange.cu's kernel)
 // every CTA counts itself in, then waits (a bounded spin) for all: ok[cta] 1 if all came
 extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1)
 resident(unsigned* arrived, int* ok, long long spin)
@@ -35,44 +31,25 @@ resident(unsigned* arrived, int* ok, long long spin)
         ok[blockIdx.x] = n < spin;
     }
 }
-
-// rounds of: push P bytes to slot (r & 1) of every CTA of the cluster, then the barrier
-extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1)
-round_trip(int rounds, int P, long long* out, unsigned* sink)
-{
-    extern __shared__ __align__(16) unsigned char buf[];  // [2][CL][P]
-    const unsigned me = cl_rank();
-    const int pieces = P / 16;
-    cl_sync();
-    const long long t0 = globaltimer();
-    unsigned acc = 0;
-    for (int r = 0; r < rounds; ++r) {
-        unsigned char* slot = buf + (r & 1) * CL * P;
-        for (int i = threadIdx.x; i < pieces * CL; i += THREADS) {
-            const int dst = i / pieces, pc = i - dst * pieces;
-            cl_store16(cl_mapa(smem_addr(slot + me * P + pc * 16), dst), make_uint4(r, me, pc, 0));
-        }
-        cl_sync();
-        if (P) acc += *(unsigned*)(slot + ((me + 1) % CL) * P);
-    }
-    const long long t1 = globaltimer();
-    if (threadIdx.x == 0) { out[blockIdx.x] = t1 - t0; sink[blockIdx.x] = acc; }
-}
 '''
 
 
 def source(cluster: int) -> str:
-    """The probe's kernels for clusters of ``cluster`` CTAs."""
+    """The probe's own kernel (how many clusters meet at once) for clusters of ``cluster``
+    CTAs."""
     from cudnn_rnn.lowbit.persistent import HELPERS  # device.cuh
     return f"#define CL {cluster}\n#define THREADS {THREADS}\n" + HELPERS.read_text() + SOURCE
 
 
 def measure(cp, cluster: int, sizes: list) -> dict:
     """Clusters of ``cluster`` held at once, and ns a round per P of ``sizes`` (median of
-    5 launches, with their range) on as many clusters as are held."""
+    5 launches, with their range, and the 16-byte pieces their checks found not handed on)
+    on as many clusters as are held."""
+    from cudnn_rnn.lowbit import exchange
     from cudnn_rnn.lowbit.clusters import PORTABLE, allow_non_portable
-    m = cp.RawModule(code=source(cluster), options=("--std=c++17",))
-    kernels = {n: m.get_function(n) for n in ("resident", "round_trip")}
+    kernels = {n: cp.RawModule(code=code, options=("--std=c++17",)).get_function(n)
+               for n, code in (("resident", source(cluster)),
+                               ("cluster_exchange", exchange.source(cluster)))}
     for k in kernels.values():
         k.max_dynamic_shared_size_bytes = SMEM
         if cluster > PORTABLE:
@@ -90,15 +67,20 @@ def measure(cp, cluster: int, sizes: list) -> dict:
     rounds = {}
     for size in sizes:
         out = cp.zeros(held * cluster, cp.int64)
-        sink = cp.zeros(held * cluster, cp.uint32)
-        times = []
+        wrong = cp.zeros(2, cp.uint32)
+        times, missed = [], 0
         for _ in range(5):
-            kernels["round_trip"]((held * cluster,), (THREADS,),
-                                  (cp.int32(ROUNDS), cp.int32(size), out, sink), shared_mem=SMEM)
+            wrong.fill(0)
+            kernels["cluster_exchange"](
+                (held * cluster,), (exchange.THREADS,),
+                (cp.int64(size * cluster), cp.int32(ROUNDS), out, wrong, cp.int32(-1),
+                 cp.uint32(exchange.tag())), shared_mem=SMEM)
             cp.cuda.runtime.deviceSynchronize()
             times.append(float(cp.median(out.astype(cp.float64))) / ROUNDS)
+            missed += int(wrong[0])
         times.sort()
-        rounds[str(size)] = {"median_ns": times[2], "min_ns": times[0], "max_ns": times[-1]}
+        rounds[str(size)] = {"median_ns": times[2], "min_ns": times[0], "max_ns": times[-1],
+                             "pieces_not_handed_on": missed}
     return {"clusters_held": held, "ns_per_round": rounds}
 
 

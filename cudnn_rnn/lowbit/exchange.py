@@ -27,6 +27,11 @@ ROUNDS = 200
 _TAGS = itertools.count(int.from_bytes(os.urandom(4), "little"))
 
 
+def tag() -> int:
+    """A launch's own tag (exchange.cu's ``tag``)."""
+    return next(_TAGS) % (1 << 32)
+
+
 FORMS = ("stores", "bulk")  # exchange.cu's BULK 0 and 1
 
 
@@ -118,7 +123,7 @@ def cluster_exchange(sizes: list, cluster: int = CLUSTER, rounds: int = ROUNDS,
         for i in range(repeats + 1):
             wrong.fill(0)
             kernel((cluster,), (THREADS,), (cp.int64(nbytes), cp.int32(rounds), elapsed, wrong,
-                                            cp.int32(drop), cp.uint32(next(_TAGS) % (1 << 32))),
+                                            cp.int32(drop), cp.uint32(tag())),
                    shared_mem=smem)
             cp.cuda.runtime.deviceSynchronize()
             bad, gave_up = (int(w) for w in wrong.get())
